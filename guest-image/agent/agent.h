@@ -1,0 +1,229 @@
+/*
+ * The guest agent: one host connection, at most one execution, one poll() loop.
+ *
+ * Module map (one job per file):
+ *   main.c    options, start-up          loop.c    the poll() loop, timers, back-pressure
+ *   listen.c  vsock / unix listener      conn.c    host connection state, framed I/O
+ *   host.c    messages from the host     exec.c    an execution's lifecycle
+ *   spawn.c   starting a runner process  runner.c  the runner channel (fd 3 of the runner)
+ *   output.c  stdout/stderr -> output    done.c    the final `done` report
+ *   calls.c   tool call ids              pid1.c    signals, reaping, power-off
+ *   entropy.c kernel RNG and clock       link.c    framed non-blocking endpoint
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "calls.h"
+#include "link.h"
+#include "protocol/message.h"
+
+#define AGENT_NAME "sandbox-agent 0.1.0"
+
+/*
+ * Output is read from the runner's pipes only while less than this waits for the host. A slow
+ * host then stalls the program's writes (its pipe fills up) instead of growing our memory;
+ * 1 MiB is about a dozen output frames in flight, enough to keep the stream busy. Producers
+ * (pipes, the runner channel, the host's pings) are only polled below this mark and each adds
+ * a bounded amount per round, so the queue stays below it plus a few frames.
+ */
+#define HOST_QUEUE_SOFT_MAX (1024 * 1024)
+
+/*
+ * Tool results waiting for the runner to read them. A runner that stops reading its channel
+ * (user code blocking the event loop) makes us stop reading the host above this mark; the host
+ * then sees back-pressure and its own timeout ends the execution. 16 MiB holds four results of
+ * the largest size at once, far more than a runner that reads ever leaves behind.
+ */
+#define RUNNER_QUEUE_MAX (16 * 1024 * 1024)
+
+/*
+ * Messages handled from one peer per loop round: a peer that sends as fast as we parse must
+ * not starve the other file descriptors.
+ */
+#define MESSAGES_PER_ROUND 64
+
+/* Default cap on stdout+stderr bytes when execute.output_limit is 0 (docs/protocol.md). */
+#define OUTPUT_LIMIT_DEFAULT (16ull * 1024 * 1024)
+
+/* The host must send hello this soon after connecting, or the connection is closed. */
+#define HELLO_TIMEOUT_MS 5000
+
+/* After a protocol error, how long the error frame may take to leave before we close. */
+#define CLOSING_TIMEOUT_MS 1000
+
+/*
+ * After the runner reported `done`, how long it may take to exit before its process group is
+ * killed (it only has to flush and exit; user code that fakes `done` and goes on does not get
+ * to run on).
+ */
+#define EXIT_GRACE_MS 2000
+
+/*
+ * After the runner exited and its group was killed, how long the pipes may stay open without
+ * a byte before we stop waiting for EOF (a process that left the group still holds them).
+ */
+#define DRAIN_GRACE_MS 2000
+
+typedef struct AgentOptions {
+    unsigned vsock_port;     /* --listen-vsock */
+    const char *unix_path;   /* --listen-unix: used instead of vsock when set */
+    const char *runners_dir; /* --runners */
+    const char *node;        /* --node */
+    const char *python;      /* --python */
+    long run_as;             /* --run-as: uid (and gid) of user code, -1 to keep ours */
+} AgentOptions;
+
+typedef enum {
+    CONN_NONE,    /* no host connected */
+    CONN_HELLO,   /* connected, waiting for hello */
+    CONN_READY,   /* hello answered */
+    CONN_CLOSING, /* an error frame is leaving; nothing more is read */
+} ConnState;
+
+typedef struct Exec {
+    char *id;
+    pid_t pid;   /* the runner, leader of its own process group; 0 once reaped */
+    int wstatus; /* from waitpid, once reaped */
+    Link chan;   /* the runner channel (socketpair; fd 3 in the runner) */
+    bool chan_open;
+    int pipes[SBX_STREAM__COUNT]; /* read ends of stdout, stderr; -1 at EOF */
+    uint64_t out_limit, out_used;
+    bool truncated;
+    int64_t start_ms;
+    int64_t kill_deadline_ms;  /* EXIT_GRACE_MS after the runner's done; 0: none */
+    int64_t drain_deadline_ms; /* DRAIN_GRACE_MS after exit or the last byte; 0: none */
+    bool cancelled;
+    bool have_done;
+    SbxDone done; /* the runner's own report (status, result, error) */
+    bool failed;
+    SbxError failure; /* what the agent saw go wrong (runner protocol violation, ...) */
+    Calls calls;
+} Exec;
+
+typedef struct Agent {
+    AgentOptions opt;
+    bool pid1; /* we are init: reap everything, never exit */
+    int listen_fd;
+    int signal_fd;
+    ConnState conn_state;
+    bool conn_broken;         /* the socket failed: close at the end of the loop round */
+    Link host;                /* the host connection, unless CONN_NONE */
+    int64_t conn_deadline_ms; /* hello or closing deadline; 0: none */
+    Exec *exec;               /* the running execution, or NULL */
+    bool quit;                /* SIGTERM/SIGINT when not PID 1 */
+} Agent;
+
+/* listen.c */
+/** Create the listening socket of @o (vsock or unix). Returns the fd or -errno. */
+int listen_open(const AgentOptions *o);
+
+/* conn.c */
+/** Accept a connection on the listener; refuse it (error frame) while one is active. */
+void conn_accept(Agent *a);
+/** Handle poll events on the host connection. */
+void conn_on_events(Agent *a, short revents);
+/**
+ * Queue @msg to the host and try to write at once. Returns 0; -EMSGSIZE or -EINVAL if @msg
+ * cannot be encoded (nothing sent, the connection goes on); other errors mark the connection
+ * broken.
+ */
+int conn_send(Agent *a, const SbxMsg *msg);
+/** Send an `error` {code, printf(@fmt)} and close the connection once it is written. */
+void conn_fail(Agent *a, SbxErrorCode code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** Close the connection now, aborting any execution. */
+void conn_close(Agent *a);
+/** True when the host may be read: not closing, not past the queue marks (back-pressure). */
+bool conn_wants_input(const Agent *a);
+/** True if messages already read from the host wait to be handled (see link_buffered). */
+bool conn_has_buffered(const Agent *a);
+/** True when output and runner messages may be queued to the host (back-pressure). */
+bool conn_wants_output(const Agent *a);
+
+/* host.c */
+/** Act on one decoded message from the host (ownership of @msg's fields may be taken). */
+void host_dispatch(Agent *a, SbxMsg *msg);
+
+/* exec.c */
+/** Start the execution described by @msg (an execute message). */
+void exec_start(Agent *a, SbxMsg *msg);
+/** The host cancelled the execution: kill the process group; done says "cancelled". */
+void exec_cancel(Agent *a);
+/** Record that something went wrong (reported in done) and kill the process group. */
+void exec_fail(Agent *a, SbxErrorCode code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/** Kill and reap everything of the execution and free it, without a done (host is gone). */
+void exec_abort(Agent *a);
+/** The runner (@pid) is about to be reaped with @wstatus: its group is still intact. */
+void exec_runner_exiting(Agent *a, pid_t pid);
+/** The runner was reaped. */
+void exec_runner_exited(Agent *a, pid_t pid, int wstatus);
+/** Deadlines of the execution. */
+void exec_on_timer(Agent *a, int64_t now);
+/** If everything of the execution has ended, send done and free it. */
+void exec_maybe_finish(Agent *a);
+
+/* runner.c */
+/** True if messages already read from the runner wait to be handled (see link_buffered). */
+bool runner_has_buffered(const Agent *a);
+/** Handle poll events on the runner channel. */
+void runner_on_events(Agent *a, short revents);
+/** Read every message already in the channel (the runner exited), then close it. */
+void runner_drain(Agent *a);
+/** Send @msg to the runner and try to write at once. */
+void runner_send(Agent *a, const SbxMsg *msg);
+/** The host answered a tool call: pass it on if it is awaited. */
+void runner_tool_result(Agent *a, SbxMsg *msg);
+
+/* output.c */
+/** Handle poll events on the pipe of @stream. */
+void output_on_events(Agent *a, SbxStream stream);
+
+/* done.c */
+/* Text the agent writes into a done (strings of the message point here). */
+typedef struct DoneText {
+    char type[32];     /* "SIGSEGV" */
+    char message[128]; /* "process exited with status 3" */
+} DoneText;
+/** Build the done message of @e at time @now into @out; strings are borrowed from @e, @text. */
+void done_build(const Exec *e, int64_t now, SbxMsg *out, DoneText *text);
+
+/* spawn.c */
+/** True if the runtime and runner of @lang exist. */
+bool spawn_available(const AgentOptions *o, SbxLanguage lang);
+/**
+ * Start the runner of @lang in its own process group. On success *@ret_pid, *@ret_chan (our
+ * end of the channel) and @ret_pipes (read ends of stdout, stderr) are set, all non-blocking.
+ * Returns 0 or -errno (the runtime could not be started).
+ */
+int spawn_runner(const AgentOptions *o, SbxLanguage lang, pid_t *ret_pid, int *ret_chan,
+                 int ret_pipes[SBX_STREAM__COUNT]);
+/**
+ * SIGKILL the process group @pgid and what escaped it: with --run-as every process of that
+ * user, else every child of ours (orphans land with us: we are init or a subreaper).
+ */
+void spawn_kill_all(const AgentOptions *o, pid_t pgid);
+
+/* loop.c */
+/** Serve connections until SIGTERM/SIGINT (never, as PID 1). Returns 0 or -errno of poll(). */
+int agent_run(Agent *a);
+
+/* pid1.c */
+/** Block and route signals; returns a signalfd or -errno. */
+int pid1_signals_init(bool pid1);
+/** Undo pid1_signals_init() in a child before exec. */
+void pid1_signals_reset(void);
+/** Read the signalfd: reap children, note SIGTERM/SIGINT. */
+void pid1_on_signals(Agent *a);
+/** A fatal error: exit, or as PID 1 sync and power off (so that QEMU exits). */
+void pid1_fatal(const Agent *a, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
+
+/* entropy.c */
+/** Mix @len bytes into the kernel RNG; @credit them (RNDADDENTROPY, root only) when asked. */
+int entropy_add(const uint8_t *buf, size_t len, bool credit);
+/** Set CLOCK_REALTIME to @time_us microseconds since the epoch. Returns 0 or -errno. */
+int clock_set_us(int64_t time_us);

@@ -1,0 +1,229 @@
+/*
+ * An execution's lifecycle: start the runner, hand it the execute message, follow it until the
+ * process has exited, its pipes are drained and its channel is read, then report done.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "agent.h"
+#include "util.h"
+
+static void exec_free(Exec *e)
+{
+    SbxMsg m = {.type = SBX_MSG_DONE};
+
+    if (!e)
+        return;
+    for (int s = 0; s < SBX_STREAM__COUNT; s++)
+        e->pipes[s] = safe_close(e->pipes[s]);
+    if (e->chan_open)
+        link_close(&e->chan);
+    m.done = e->done; /* the runner's report, if any, is freed like a message */
+    sbx_msg_clear(&m);
+    free(e->failure.type);
+    free(e->failure.message);
+    free(e->failure.stack);
+    free(e->id);
+    free(e);
+}
+
+/* Report an execution that never started: done with status error and no started before it. */
+static void refuse(Agent *a, const char *id, SbxErrorCode code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void refuse(Agent *a, const char *id, SbxErrorCode code, const char *fmt, ...)
+{
+    SbxMsg m = {.type = SBX_MSG_DONE};
+    char why[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    m.done.id = (char *)id;
+    m.done.status = SBX_STATUS_ERROR;
+    m.done.has_error = true;
+    m.done.error.code = code;
+    m.done.error.message = why;
+    m.done.exit_code = -1;
+    conn_send(a, &m);
+}
+
+static Exec *exec_new(const SbxExecute *x)
+{
+    Exec *e = calloc(1, sizeof(*e));
+
+    if (!e || !(e->id = strdup(x->id))) {
+        free(e);
+        return NULL;
+    }
+    e->pipes[SBX_STREAM_STDOUT] = e->pipes[SBX_STREAM_STDERR] = -1;
+    e->out_limit = x->output_limit ? x->output_limit : OUTPUT_LIMIT_DEFAULT;
+    e->start_ms = now_ms();
+    return e;
+}
+
+void exec_start(Agent *a, SbxMsg *msg)
+{
+    const SbxExecute *x = &msg->execute;
+    SbxMsg started = {.type = SBX_MSG_STARTED};
+    const char *lang = sbx_language_name(x->language);
+    int chan, r;
+    Exec *e;
+
+    if (a->exec) {
+        conn_fail(a, SBX_ERR_PROTOCOL, "execute %s while %s is running", x->id, a->exec->id);
+        return;
+    }
+    if (!spawn_available(&a->opt, x->language)) {
+        refuse(a, x->id, SBX_ERR_VALIDATION, "%s is not available in this guest", lang);
+        return;
+    }
+    e = exec_new(x);
+    if (!e) {
+        refuse(a, x->id, SBX_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    r = spawn_runner(&a->opt, x->language, &e->pid, &chan, e->pipes);
+    if (r < 0) {
+        refuse(a, x->id, SBX_ERR_INTERNAL, "cannot start the %s runner: %s", lang, strerror(-r));
+        exec_free(e);
+        return;
+    }
+    link_init(&e->chan, chan, SBX_FRAME_MAX);
+    e->chan_open = true;
+    a->exec = e;
+    started.started.id = e->id;
+    conn_send(a, &started);
+    /* The runner learns what to run from the same message the host sent us. */
+    runner_send(a, msg);
+}
+
+void exec_cancel(Agent *a)
+{
+    Exec *e = a->exec;
+
+    if (e->cancelled)
+        return;
+    e->cancelled = true;
+    if (e->pid > 0)
+        kill(-e->pid, SIGKILL);
+}
+
+void exec_fail(Agent *a, SbxErrorCode code, const char *fmt, ...)
+{
+    Exec *e = a->exec;
+    char why[512];
+    va_list ap;
+
+    if (e->failed || e->cancelled)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    agent_log("execution %s failed: %s", e->id, why);
+    e->failed = true;
+    e->failure.code = code;
+    e->failure.message = strdup(why); /* NULL when out of memory: done.c has a fallback */
+    if (e->pid > 0)
+        kill(-e->pid, SIGKILL);
+    if (e->chan_open) {
+        link_close(&e->chan);
+        e->chan_open = false;
+    }
+}
+
+void exec_abort(Agent *a)
+{
+    Exec *e = a->exec;
+
+    if (!e)
+        return;
+    if (e->pid > 0) {
+        /* SIGKILL cannot be caught: the wait is short and keeps no zombie behind. */
+        spawn_kill_all(&a->opt, e->pid);
+        while (waitpid(e->pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    exec_free(e);
+    a->exec = NULL;
+}
+
+void exec_runner_exiting(Agent *a, pid_t pid)
+{
+    /* The leader is still a zombie, so its pid names the group for sure: kill what it left
+     * behind (background children) now, before the pid can be reused. */
+    if (a->exec && a->exec->pid == pid)
+        spawn_kill_all(&a->opt, pid);
+}
+
+void exec_runner_exited(Agent *a, pid_t pid, int wstatus)
+{
+    Exec *e = a->exec;
+
+    if (!e || e->pid != pid)
+        return;
+    e->pid = 0;
+    e->wstatus = wstatus;
+    e->kill_deadline_ms = 0;
+    e->drain_deadline_ms = now_ms() + DRAIN_GRACE_MS;
+    runner_drain(a);
+}
+
+void exec_on_timer(Agent *a, int64_t now)
+{
+    Exec *e = a->exec;
+
+    if (e->kill_deadline_ms && now >= e->kill_deadline_ms) {
+        e->kill_deadline_ms = 0;
+        if (e->pid > 0) {
+            agent_log("runner of %s did not exit after done: killing it", e->id);
+            kill(-e->pid, SIGKILL);
+        }
+    }
+    if (e->drain_deadline_ms && now >= e->drain_deadline_ms) {
+        if (!conn_wants_output(a)) {
+            /* We are the ones not reading (back-pressure): that is no reason to give up. */
+            e->drain_deadline_ms = now + DRAIN_GRACE_MS;
+            return;
+        }
+        agent_log("output of %s still open after the runner exited: closing it", e->id);
+        for (int s = 0; s < SBX_STREAM__COUNT; s++)
+            e->pipes[s] = safe_close(e->pipes[s]);
+        e->drain_deadline_ms = 0;
+    }
+}
+
+void exec_maybe_finish(Agent *a)
+{
+    Exec *e = a->exec;
+    SbxMsg done;
+    DoneText text;
+    int r;
+
+    if (e->pid > 0 || e->chan_open)
+        return;
+    for (int s = 0; s < SBX_STREAM__COUNT; s++)
+        if (e->pipes[s] >= 0)
+            return;
+    done_build(e, now_ms(), &done, &text);
+    r = conn_send(a, &done);
+    if (r == -EMSGSIZE || r == -EINVAL) {
+        /* The runner's result fitted its frame but not ours (our fields are longer). */
+        done.done.status = SBX_STATUS_ERROR;
+        done.done.result_json = NULL;
+        done.done.has_error = true;
+        done.done.error = (SbxError){
+            .code = SBX_ERR_SERIALIZATION,
+            .message = (char *)"the result is too large to send (a message is at most 4 MiB)",
+        };
+        conn_send(a, &done);
+    }
+    exec_free(e);
+    a->exec = NULL;
+}

@@ -1,0 +1,105 @@
+/*
+ * Messages from the host, by connection state: hello first, then execute, cancel, tool_result
+ * and ping. Anything else, or anything out of order, is a protocol error that closes the
+ * connection (docs/protocol.md, "Guest agent").
+ */
+#include <string.h>
+
+#include "agent.h"
+#include "util.h"
+
+/* Languages this guest can run right now, for hello_ok. */
+static void fill_languages(const AgentOptions *o, char **langs)
+{
+    size_t n = 0;
+
+    for (int l = 0; l < SBX_LANG__COUNT; l++)
+        if (spawn_available(o, (SbxLanguage)l))
+            langs[n++] = (char *)sbx_language_name((SbxLanguage)l);
+    langs[n] = NULL;
+}
+
+static void on_hello(Agent *a, const SbxHello *h)
+{
+    SbxMsg ok = {.type = SBX_MSG_HELLO_OK};
+    char *langs[SBX_LANG__COUNT + 1];
+    int r;
+
+    if (h->version != SBX_PROTOCOL_VERSION) {
+        conn_fail(a, SBX_ERR_PROTOCOL, "protocol version %u is not supported (this agent: %d)",
+                  h->version, SBX_PROTOCOL_VERSION);
+        return;
+    }
+    /* A restored snapshot starts with the RNG state and clock of the moment it was saved. Only
+     * init (the real guest) credits the entropy and sets the clock: run as a test on a host,
+     * the agent must not move the host's clock. */
+    r = entropy_add(h->entropy, h->entropy_len, a->pid1);
+    if (r < 0 && a->pid1)
+        agent_log("adding the host's entropy: %s", strerror(-r));
+    if (a->pid1 && (r = clock_set_us(h->time_us)) < 0)
+        agent_log("setting the clock: %s", strerror(-r));
+
+    fill_languages(&a->opt, langs);
+    ok.hello_ok.version = SBX_PROTOCOL_VERSION;
+    ok.hello_ok.token = h->token;
+    ok.hello_ok.agent = (char *)AGENT_NAME;
+    ok.hello_ok.languages = langs;
+    conn_send(a, &ok);
+    a->conn_state = CONN_READY;
+    a->conn_deadline_ms = 0;
+}
+
+static void on_cancel(Agent *a, const SbxCancel *c)
+{
+    /* A cancel may cross the done of the execution it names: not an error, nothing to do. */
+    if (a->exec && strcmp(a->exec->id, c->id) == 0)
+        exec_cancel(a);
+}
+
+static void on_ping(Agent *a, const SbxPing *p)
+{
+    SbxMsg pong = {.type = SBX_MSG_PONG};
+
+    pong.ping.seq = p->seq;
+    conn_send(a, &pong);
+}
+
+static void dispatch_ready(Agent *a, SbxMsg *msg)
+{
+    switch (msg->type) {
+    case SBX_MSG_EXECUTE:
+        exec_start(a, msg);
+        break;
+    case SBX_MSG_CANCEL:
+        on_cancel(a, &msg->cancel);
+        break;
+    case SBX_MSG_TOOL_RESULT:
+        runner_tool_result(a, msg);
+        break;
+    case SBX_MSG_PING:
+        on_ping(a, &msg->ping);
+        break;
+    case SBX_MSG_PONG:
+        break; /* we never ping, but a pong is harmless */
+    case SBX_MSG_ERROR:
+        agent_log("the host reported an error: %s", msg->error.message);
+        a->conn_broken = true; /* the sender closes after an error */
+        break;
+    default:
+        conn_fail(a, SBX_ERR_PROTOCOL, "unexpected message from the host: %s",
+                  sbx_msg_type_name(msg->type));
+        break;
+    }
+}
+
+void host_dispatch(Agent *a, SbxMsg *msg)
+{
+    if (a->conn_state == CONN_READY) {
+        dispatch_ready(a, msg);
+    } else if (msg->type == SBX_MSG_HELLO) {
+        on_hello(a, &msg->hello);
+    } else {
+        conn_fail(a, SBX_ERR_PROTOCOL, "expected hello first, got %s",
+                  sbx_msg_type_name(msg->type));
+    }
+}

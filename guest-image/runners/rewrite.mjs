@@ -1,0 +1,123 @@
+// Turns a cell of JavaScript into the body of an async function, like a REPL or a notebook:
+// top-level await works, the value of the last expression statement is returned, `import`
+// declarations become dynamic imports, and with an entry the function of that name is
+// returned instead. Line numbers are kept, so stacks point into the user's code.
+import { createRequire } from 'node:module';
+
+// Debian's node-acorn (in the guest), then wherever node would find it.
+const ACORN_PATHS = ['/usr/share/nodejs/acorn', '/usr/lib/nodejs/acorn', 'acorn'];
+
+function loadAcorn() {
+    const require = createRequire(import.meta.url);
+    for (const p of ACORN_PATHS) {
+        try {
+            return require(p);
+        } catch {
+            // try the next one
+        }
+    }
+    throw new Error(`acorn not found (tried ${ACORN_PATHS.join(', ')})`);
+}
+
+const acorn = loadAcorn();
+
+// Name of the wrapper's parameter that carries the runner's helpers (see runner.mjs).
+export const HELPER = '__sbx';
+
+// A SyntaxError shaped like node's own: the stack shows the line and a caret.
+function syntaxError(err, code, filename) {
+    const e = new SyntaxError(err.message);
+    if (err.loc) {
+        const line = code.split('\n')[err.loc.line - 1] ?? '';
+        e.stack = `${filename}:${err.loc.line}\n${line}\n${' '.repeat(err.loc.column)}^\n\n` +
+            `SyntaxError: ${err.message}`;
+    }
+    return e;
+}
+
+// Parse as a script; code with import declarations parses only as a module. Of two
+// failures, the one further into the code is the more useful.
+function parse(code, filename) {
+    const opts = { ecmaVersion: 'latest', allowAwaitOutsideFunction: true, allowHashBang: true };
+    try {
+        return acorn.parse(code, { ...opts, sourceType: 'script' });
+    } catch (scriptErr) {
+        try {
+            return acorn.parse(code, { ...opts, sourceType: 'module' });
+        } catch (moduleErr) {
+            const err = (moduleErr.pos ?? 0) > (scriptErr.pos ?? 0) ? moduleErr : scriptErr;
+            throw syntaxError(err, code, filename);
+        }
+    }
+}
+
+// `import a, {b as c} from 'm'` -> `const {default: a, b: c} = await __sbx.import('m');`
+function importToAwait(node, code) {
+    const from = `await ${HELPER}.import(${code.slice(node.source.start, node.source.end)})`;
+    const names = [];
+    let namespace = null;
+    for (const s of node.specifiers) {
+        if (s.type === 'ImportNamespaceSpecifier')
+            namespace = s.local.name;
+        else if (s.type === 'ImportDefaultSpecifier')
+            names.push(`default: ${s.local.name}`);
+        else
+            names.push(`${code.slice(s.imported.start, s.imported.end)}: ${s.local.name}`);
+    }
+    const list = names.join(', ');
+    if (namespace)
+        return `const ${namespace} = ${from}` + (list ? `, {${list}} = ${namespace};` : ';');
+    return list ? `const {${list}} = ${from};` : `${from};`;
+}
+
+// Every node of the tree (acorn nodes are plain objects with a `type`).
+function* nodes(node) {
+    yield node;
+    for (const v of Object.values(node)) {
+        if (Array.isArray(v)) {
+            for (const c of v)
+                if (c && typeof c.type === 'string')
+                    yield* nodes(c);
+        } else if (v && typeof v.type === 'string') {
+            yield* nodes(v);
+        }
+    }
+}
+
+// Returns { body, returnsValue }: the rewritten code, and whether it returns the last value.
+export function rewrite(code, entry, filename) {
+    const ast = parse(code, filename);
+    const edits = []; // [start, end, replacement]
+    for (const node of nodes(ast)) {
+        if (node.type === 'ImportDeclaration') {
+            // Same number of lines, so that later line numbers stay right.
+            const lines = code.slice(node.start, node.end).split('\n').length - 1;
+            edits.push([node.start, node.end, importToAwait(node, code) + '\n'.repeat(lines)]);
+        } else if (node.type === 'ImportExpression') {
+            edits.push([node.start, node.start + 'import'.length, `${HELPER}.import`]);
+        } else if (node.type.startsWith('Export')) {
+            const message = 'export is not supported: the code is not a module (its result ' +
+                'is the last expression, or the value of its entry function)';
+            throw syntaxError({ message, loc: acorn.getLineInfo(code, node.start) }, code,
+                filename);
+        }
+    }
+    const last = ast.body[ast.body.length - 1];
+    let returnsValue = false;
+    let tail = '';
+    if (entry) {
+        tail = `\n;return (typeof ${entry} === 'undefined' ? undefined : ${entry});`;
+    } else if (last && last.type === 'ExpressionStatement') {
+        // The statement's range includes parentheses around the expression (the expression's
+        // does not) and the semicolon, if any (which stays outside).
+        const end = code[last.end - 1] === ';' ? last.end - 1 : last.end;
+        edits.push([last.start, last.start, 'return (']);
+        edits.push([end, end, ')']);
+        returnsValue = true;
+    }
+    let body = code;
+    edits.sort((a, b) => b[0] - a[0] || b[1] - a[1]);
+    for (const [start, end, text] of edits)
+        body = body.slice(0, start) + text + body.slice(end);
+    return { body: body + tail, returnsValue };
+}

@@ -1,0 +1,211 @@
+// The JavaScript runner: runs one execution's code in node, started by the guest agent with
+// the runner channel on fd 3 (docs/protocol.md, "Runner channel").
+//
+// It reads `execute`, runs the code as an async function (see rewrite.mjs), answers tool calls
+// through the channel, and ends with one `done` {status: ok|error, result?, error?} and exit.
+import { createRequire, isBuiltin } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import vm from 'node:vm';
+
+import { Channel, encode, FRAME_MAX } from './channel.mjs';
+import { SerializationError, toJson } from './json.mjs';
+import { HELPER, rewrite } from './rewrite.mjs';
+import { makeTools, PolicyDenied, SandboxToolError, ToolError, toolError, ValidationError }
+    from './tools.mjs';
+
+const FILENAME = 'main.js';
+// SBX_ERROR_TEXT_MAX: longer error messages and stacks are cut.
+const ERROR_TEXT_MAX = 16 * 1024;
+const RUNNER_DIR = new URL('.', import.meta.url).pathname;
+
+let execId = null;
+let finished = false;
+let nextCallId = 1;
+const pending = new Map(); // call id -> {resolve, reject, site}
+
+const channel = new Channel(3, onMessage, () => {
+    // The agent is gone: nobody is left to report to.
+    if (!finished)
+        process.exit(70);
+});
+
+function onMessage(msg) {
+    if (msg.type === 'execute' && execId === null) {
+        execId = msg.id;
+        channel.ref(false);
+        run(msg).then(succeed, fail);
+    } else if (msg.type === 'tool_result') {
+        settle(msg);
+    }
+}
+
+// --- tools ---------------------------------------------------------------------------------
+
+function callTool(provider, tool, input, site) {
+    let text;
+    try {
+        text = toJson(input, 'input');
+    } catch (e) {
+        return Promise.reject(e);
+    }
+    const callId = nextCallId++;
+    const frame = encode({ type: 'tool_call', id: execId, call_id: callId, provider, tool },
+        'input', text ?? '{}');
+    if (!frame)
+        return Promise.reject(new SerializationError(
+            `input of ${provider}.${tool} is too large (a message is at most ${FRAME_MAX} bytes)`));
+    return new Promise((resolve, reject) => {
+        pending.set(callId, { resolve, reject, site });
+        channel.ref(true);
+        channel.send(frame);
+    });
+}
+
+function settle(msg) {
+    const call = pending.get(msg.call_id);
+    if (!call)
+        return;
+    pending.delete(msg.call_id);
+    if (pending.size === 0)
+        channel.ref(false);
+    if (msg.ok)
+        call.resolve(msg.result);
+    else
+        call.reject(toolError(msg.error, call.site));
+}
+
+// --- running the code ----------------------------------------------------------------------
+
+const userRequire = createRequire(`${process.cwd()}/`);
+
+// import() for user code: builtins as they are, packages resolved like require() from cwd.
+function importForUser(spec) {
+    if (isBuiltin(spec) || spec.startsWith('file:'))
+        return import(spec);
+    return import(pathToFileURL(userRequire.resolve(spec)).href);
+}
+
+const PARAMS = ['tools', 'require', 'module', 'exports', '__filename', '__dirname',
+    'SandboxToolError', 'ToolError', 'ValidationError', 'PolicyDenied', HELPER];
+
+// The user's code sits in a block of its own, so it may declare names like `tools` again.
+function compile(body) {
+    const source = `(async function (${PARAMS.join(', ')}) {{\n${body}\n}})`;
+    return new vm.Script(source, { filename: FILENAME, lineOffset: -1 }).runInThisContext();
+}
+
+async function run(x) {
+    if (x.entry && !/^[A-Za-z_$][\w$]*$/.test(x.entry))
+        throw new TypeError(`entry ${JSON.stringify(x.entry)} is not an identifier`);
+    const { body } = rewrite(x.code, x.entry, FILENAME);
+    const fn = compile(body);
+    const module = { exports: {} };
+    const value = await fn(makeTools(x.tools, callTool), userRequire, module, module.exports,
+        `${process.cwd()}/${FILENAME}`, process.cwd(), SandboxToolError, ToolError,
+        ValidationError, PolicyDenied, { import: importForUser });
+    if (!x.entry)
+        return value;
+    if (typeof value !== 'function')
+        throw new ReferenceError(`entry function ${x.entry} is not defined by the code`);
+    return value(...(x.args ?? []));
+}
+
+// --- reporting -----------------------------------------------------------------------------
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+// Text the protocol accepts: no NUL, no lone surrogate, at most ERROR_TEXT_MAX bytes.
+function text(value) {
+    const s = String(value).replaceAll('\0', '\\0').replace(LONE_SURROGATE, '\uFFFD');
+    if (Buffer.byteLength(s) <= ERROR_TEXT_MAX)
+        return s;
+    return Buffer.from(s).subarray(0, ERROR_TEXT_MAX - 3).toString();
+}
+
+// Stack lines of the runner and of node's internals say nothing about the user's code.
+function userStack(stack) {
+    return stack.split('\n')
+        .filter((l) => !l.includes(RUNNER_DIR) && !/^\s+at (.*\()?node:/.test(l))
+        .join('\n');
+}
+
+function describe(e) {
+    const code = e instanceof SerializationError ? 'serialization_error' : 'runtime_error';
+    if (!(e instanceof Error)) {
+        const type = e === null ? 'null' : typeof e === 'object' ? 'Object' : typeof e;
+        let shown;
+        try {
+            shown = typeof e === 'string' ? e : JSON.stringify(e);
+        } catch {
+            shown = '(not printable)';
+        }
+        return { code, type, message: text(`uncaught ${type}: ${shown}`) };
+    }
+    const error = { code, type: text(e.name || 'Error').slice(0, 128), message: text(e.message) };
+    if (typeof e.stack === 'string' && e.stack)
+        error.stack = text(userStack(e.stack));
+    return error;
+}
+
+function flush(stream) {
+    return new Promise((resolve) => stream.write('', () => resolve()));
+}
+
+function doneMessage(status, exitCode, extra) {
+    return { type: 'done', id: execId, status, ...extra, exit_code: exitCode, duration_ms: 0,
+        output_truncated: false };
+}
+
+// Send the one done (with @json as its result, if any), after all output, and exit.
+async function finish(done, json) {
+    if (finished)
+        return;
+    finished = true;
+    // A promise rejected without a handler surfaces after the microtasks: let it, and let it
+    // turn a success into the error node itself would have died of.
+    await new Promise((resolve) => setImmediate(resolve));
+    if (uncaught !== null && done.status === 'ok') {
+        done = doneMessage('error', 1, { error: describe(uncaught.error) });
+        json = undefined;
+    }
+    await Promise.all([flush(process.stdout), flush(process.stderr)]);
+    let frame = encode(done, 'result', json);
+    if (!frame) {
+        const e = new SerializationError(`result is too large (${json.length} characters of ` +
+            `JSON; a message is at most ${FRAME_MAX} bytes)`);
+        done = doneMessage('error', 1, { error: describe(e) });
+        frame = encode(done);
+    }
+    await channel.send(frame);
+    process.exit(done.exit_code);
+}
+
+function fail(e) {
+    return finish(doneMessage('error', 1, { error: describe(e) }));
+}
+
+function succeed(value) {
+    let json;
+    try {
+        json = toJson(value, 'result');
+    } catch (e) {
+        if (e instanceof SerializationError)
+            e.stack = ''; // the runner's frames: the message says where in the result
+        return fail(e);
+    }
+    return finish(doneMessage('ok', 0), json);
+}
+
+// The first error no code caught: an exception in a callback, a rejection nobody handled.
+let uncaught = null;
+function onUncaught(error) {
+    uncaught ??= { error };
+    fail(error);
+}
+process.on('uncaughtException', onUncaught);
+process.on('unhandledRejection', onUncaught);
+// Nothing left to run, yet the code has not finished: it awaits something that never settles.
+process.on('beforeExit', () => {
+    if (execId !== null && !finished)
+        fail(new Error('the code awaits a promise that can never settle (nothing is left to run)'));
+});

@@ -1,0 +1,187 @@
+"""The Python runner: runs one execution's code, started by the guest agent with the runner
+channel on fd 3 (docs/protocol.md, "Runner channel").
+
+It reads `execute`, runs the code like a notebook cell (top-level await allowed; the value of
+the last expression statement is the result) or, with an entry, calls that function with the
+args; tool calls go through the channel; it ends with one `done` {status: ok|error, result?,
+error?} and exits. sys.exit(n) exits with n and no done: the agent reports the exit status.
+"""
+import ast
+import asyncio
+import inspect
+import linecache
+import os
+import sys
+import traceback
+
+from sbx_channel import Channel, ChannelClosed, encode
+from sbx_json import SerializationError, check
+from sbx_tools import PolicyDenied, SandboxToolError, ToolError, ValidationError, make_tools
+
+FILENAME = "main.py"
+# SBX_ERROR_TEXT_MAX: longer error messages and stacks are cut.
+ERROR_TEXT_MAX = 16 * 1024
+
+
+def compile_cell(source):
+    """Code objects for the cell without its last expression statement, and for that
+    expression (None if the cell does not end with one)."""
+    try:
+        tree = ast.parse(source, FILENAME, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        body = compile(tree, FILENAME, "exec", flags=flags)
+        tail = compile(last, FILENAME, "eval", flags=flags) if last else None
+    except SyntaxError as e:
+        # Only the offending line matters, not the frames of the compiler.
+        raise e.with_traceback(None)
+    return body, tail
+
+
+class Runner:
+    def __init__(self, channel, execute):
+        self.channel = channel
+        self.exec_id = execute["id"]
+        self.execute = execute
+        self.loop = None  # created on the first top-level await
+
+    def wait(self, awaitable):
+        """Run @awaitable to completion on the runner's event loop (one loop for the whole
+        cell, so that tasks created by one statement can be awaited by a later one)."""
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+        return self.loop.run_until_complete(awaitable)
+
+    def evaluate(self, code, namespace):
+        value = eval(code, namespace)
+        if code.co_flags & inspect.CO_COROUTINE:
+            value = self.wait(value)
+        return value
+
+    def run(self):
+        x = self.execute
+        source = x["code"]
+        # Tracebacks show the lines of the code, like those of a file.
+        linecache.cache[FILENAME] = (len(source), None, source.splitlines(True), FILENAME)
+        body, tail = compile_cell(source)
+        namespace = {
+            "__name__": "__main__", "__file__": os.path.join(os.getcwd(), FILENAME),
+            "__builtins__": __builtins__, "tools": make_tools(self, x.get("tools")),
+            "SandboxToolError": SandboxToolError, "ToolError": ToolError,
+            "ValidationError": ValidationError, "PolicyDenied": PolicyDenied,
+        }
+        value = self.evaluate(body, namespace)
+        if tail is not None:
+            value = self.evaluate(tail, namespace)
+        if not x.get("entry"):
+            return value
+        fn = namespace.get(x["entry"])
+        if not callable(fn):
+            raise NameError(f"entry function {x['entry']!r} is not defined by the code")
+        value = fn(*(x.get("args") or []))
+        if inspect.isawaitable(value):
+            value = self.wait(value)
+        return value
+
+
+def text(value):
+    """Text the protocol accepts: no NUL, valid UTF-8, at most ERROR_TEXT_MAX bytes."""
+    data = str(value).replace("\0", "\\0").encode("utf-8", "replace")
+    return data[:ERROR_TEXT_MAX].decode("utf-8", "ignore")
+
+
+RUNNER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_traceback(e):
+    """The traceback without the runner's frames (they say nothing about the user's code):
+    those above the code, and those of the tool stubs below it. A SyntaxError has no frame
+    and shows the offending line."""
+    te = traceback.TracebackException.from_exception(e)
+    todo, seen = [te], set()
+    while todo:
+        t = todo.pop()
+        if t is None or id(t) in seen:
+            continue
+        seen.add(id(t))
+        t.stack = traceback.StackSummary.from_list(
+            [f for f in t.stack if not f.filename.startswith(RUNNER_DIR)])
+        todo += [t.__cause__, t.__context__]
+    return "".join(te.format())
+
+
+def describe(e):
+    code = "serialization_error" if isinstance(e, SerializationError) else "runtime_error"
+    error = {"code": code, "type": type(e).__name__[:128]}
+    try:
+        error["message"] = text(e)
+        error["stack"] = text(user_traceback(e))
+    except Exception:  # an exception whose __str__ fails still gets reported
+        error.setdefault("message", f"{type(e).__name__} (its message cannot be printed)")
+    return error
+
+
+def flush():
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def done(exec_id, status, exit_code, **extra):
+    return dict({"type": "done", "id": exec_id, "status": status}, **extra,
+                exit_code=exit_code, duration_ms=0, output_truncated=False)
+
+
+def report(channel, exec_id, status, value=None, error=None):
+    """The one done message, then exit: 0 after ok, 1 after an error."""
+    if status == "ok" and value is not None:
+        try:
+            check(value, "result")
+            frame = encode(done(exec_id, "ok", 0, result=value))
+            if frame is None:
+                raise SerializationError("result is too large (a message is at most 4 MiB)")
+        except SerializationError as e:
+            return report(channel, exec_id, "error", error=e)
+    elif status == "ok":
+        frame = encode(done(exec_id, "ok", 0))
+    else:
+        frame = encode(done(exec_id, "error", 1, error=describe(error)))
+    flush()
+    channel.send(frame)
+    os._exit(0 if status == "ok" else 1)
+
+
+def exit_code_of(e):
+    """sys.exit() semantics: None is 0, an int is itself, anything else is printed and 1."""
+    if e.code is None or isinstance(e.code, bool):
+        return int(bool(e.code))
+    if isinstance(e.code, int):
+        return e.code & 0xFF
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def main():
+    channel = Channel(3)
+    try:
+        execute = channel.read()
+    except (ChannelClosed, OSError, ValueError):
+        os._exit(70)  # the agent is gone: nobody is left to report to
+    channel.start_reader()
+    runner = Runner(channel, execute)
+    try:
+        value = runner.run()
+    except SystemExit as e:
+        flush()
+        os._exit(exit_code_of(e))
+    except BaseException as e:  # noqa: B902 - every failure of user code is reported
+        report(channel, runner.exec_id, "error", error=e)
+    report(channel, runner.exec_id, "ok", value=value)
+
+
+if __name__ == "__main__":
+    main()

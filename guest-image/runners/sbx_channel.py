@@ -1,0 +1,96 @@
+"""The runner channel: fd 3, a stream socket to the guest agent, carrying the protocol's frames
+(4-byte big-endian length + one JSON object; docs/protocol.md, "Runner channel").
+
+The main thread reads `execute`; then a reader thread delivers each `tool_result` to whoever
+waits for it: a blocked caller (threading.Event) or an asyncio future (call_soon_threadsafe).
+Call ids are taken and frames written under one lock, so ids reach the agent in increasing
+order, as it requires.
+"""
+import json
+import socket
+import struct
+import threading
+
+# SBX_FRAME_MAX in host-agent/protocol/limits.h: the agent refuses anything longer.
+FRAME_MAX = 4 * 1024 * 1024
+
+
+class ChannelClosed(Exception):
+    pass
+
+
+def encode(message):
+    """One frame for @message, or None when it is larger than FRAME_MAX."""
+    body = json.dumps(message, ensure_ascii=False, allow_nan=False,
+                      separators=(",", ":")).encode("utf-8")
+    if len(body) > FRAME_MAX:
+        return None
+    return struct.pack(">I", len(body)) + body
+
+
+class Channel:
+    def __init__(self, fd):
+        self._sock = socket.socket(fileno=fd)
+        self._send_lock = threading.Lock()
+        self._next_id = 1
+        self._waiting = {}  # call id -> function(message)
+        self._closed = False
+
+    def _recv_exact(self, n):
+        chunks = []
+        while n:
+            chunk = self._sock.recv(min(n, 1 << 20))
+            if not chunk:
+                raise ChannelClosed()
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def read(self):
+        """The next message; raises ChannelClosed at the end."""
+        (length,) = struct.unpack(">I", self._recv_exact(4))
+        if length == 0 or length > FRAME_MAX:
+            raise ChannelClosed()
+        return json.loads(self._recv_exact(length))
+
+    def send(self, frame):
+        with self._send_lock:
+            self._sock.sendall(frame)
+
+    def start_reader(self):
+        threading.Thread(target=self._read_results, name="sbx-channel", daemon=True).start()
+
+    def _read_results(self):
+        try:
+            while True:
+                msg = self.read()
+                if msg.get("type") != "tool_result":
+                    continue
+                deliver = self._waiting.pop(msg.get("call_id"), None)
+                if deliver:
+                    deliver(msg)
+        except (ChannelClosed, OSError, ValueError):
+            pass
+        # Nobody will answer now: wake every waiter with an error.
+        with self._send_lock:
+            self._closed = True
+            waiting, self._waiting = self._waiting, {}
+        gone = {"ok": False, "error": {"code": "internal_error",
+                                       "message": "the guest agent closed the runner channel"}}
+        for deliver in waiting.values():
+            deliver(gone)
+
+    def call(self, head, deliver):
+        """Send a tool_call (@head without call_id) whose result goes to @deliver(message).
+        Returns False if the frame is too large."""
+        with self._send_lock:
+            if self._closed:
+                raise ChannelClosed()
+            call_id = self._next_id
+            frame = encode(dict(head, call_id=call_id))
+            if frame is None:
+                return False
+            self._next_id += 1
+            self._waiting[call_id] = deliver
+            self._sock.sendall(frame)
+        return True

@@ -1,0 +1,43 @@
+/*
+ * The `sandbox` command line: main.c parses the verb, owns the main loop and the signal
+ * handlers; each verb lives in its own file in cli/ and does its work on that loop.
+ */
+#pragma once
+
+#include <glib.h>
+
+/* Exit codes shared by the verbs (docs/cli.md). */
+#define SBX_EXIT_USAGE 2    /* invalid usage or input: options, program file, tool catalog */
+#define SBX_EXIT_TIMEOUT 124 /* the execution hit its wall-clock timeout (like timeout(1)) */
+#define SBX_EXIT_SANDBOX 125 /* the sandbox failed: image, profile, VM, guest agent, protocol */
+#define SBX_EXIT_MEMORY 137 /* the guest program hit its memory limit (like an OOM kill) */
+#define SBX_EXIT_SIGNAL_BASE 128 /* + signal number: SIGINT 130, SIGTERM 143 */
+
+typedef struct SbxCli SbxCli;
+
+struct SbxCli {
+    GMainLoop *loop;
+    int exit_code;
+    int signal; /* the first SIGINT/SIGTERM received, 0 if none */
+    /* Set by a verb: called (on the loop) for the first SIGINT/SIGTERM. Unset: quit at once. */
+    void (*on_signal)(SbxCli *cli, gpointer data);
+    gpointer data;
+};
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    /*
+     * Parse @argv (argv[0] is the verb) and start the work. Returns an exit code if the verb is
+     * already finished, or -1 if the work runs on cli->loop until sbx_cli_quit().
+     */
+    int (*start)(SbxCli *cli, int argc, char **argv);
+    /* Called after the loop stopped (or after start returned), to free what start made. */
+    void (*cleanup)(SbxCli *cli);
+} SbxCliVerb;
+
+/** Stop the main loop; main() returns @exit_code. */
+void sbx_cli_quit(SbxCli *cli, int exit_code);
+
+/** `sandbox run` (cli/run.c). */
+extern const SbxCliVerb sbx_cli_verb_run;

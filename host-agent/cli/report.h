@@ -1,0 +1,26 @@
+/*
+ * The one JSON object `sandbox run --json` prints at the end (docs/cli.md).
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "namespace.h"
+#include "session.h"
+
+typedef struct {
+    const SbxRunResult *result; /* NULL if no execution ran (the sandbox failed first) */
+    const char *failure;        /* why the sandbox failed, when result is NULL */
+    SbxStatus failure_status;   /* crash, or terminated when a signal stopped the start */
+    const SbxNamespace *ns;     /* maps the guest's tool identifiers to real names; optional */
+    gint64 boot_ms;             /* VM start to agent ready; -1 if unknown */
+} SbxReport;
+
+/** The report as one line of JSON (caller frees). */
+char *sbx_report_json(const SbxReport *report);
+
+/**
+ * Append @len bytes of @data to @out as a JSON string literal. Invalid UTF-8 becomes U+FFFD,
+ * NUL and control characters are escaped: any bytes give valid JSON.
+ */
+void sbx_json_append_string(GString *out, const char *data, gsize len);

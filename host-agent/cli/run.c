@@ -1,0 +1,564 @@
+/*
+ * `sandbox run [OPTIONS] FILE|-`: run one program in a fresh VM and exit with its exit code.
+ *
+ * Load the profile, the image and the tool catalog; start the VM; take the channel to the guest
+ * agent; run the execution (output streamed live, or collected for --json); relay tool calls to
+ * the providers; then kill the VM, wait for every provider process to be reaped, and exit.
+ * docs/cli.md is the user's side of this file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/report.h"
+#include "session.h"
+#include "tools-error.h"
+#include "tools.h"
+#include "vm.h"
+
+/*
+ * Largest --output-limit. In --json mode output is kept in memory up to the limit, so the
+ * limit is also the host memory one run may use for output; 1 GiB is already generous.
+ */
+#define RUN_OUTPUT_LIMIT_MAX (1024ull * 1024 * 1024)
+
+/* Largest --timeout: a day. An execution meant to run longer is a mistake in the request. */
+#define RUN_TIMEOUT_MAX_S 86400.0
+
+/* Default machine profile: microvm boots fastest (shared/FINDINGS.md). */
+#define RUN_PROFILE_DEFAULT "microvm"
+
+typedef struct {
+    SbxCli *cli;
+    /* options */
+    char *lang_opt;
+    char *profile_name;
+    char *tools_path;
+    char *timeout_opt;
+    char *output_limit_opt;
+    gboolean json;
+    gboolean debug;
+    /* inputs */
+    char *file;
+    char *code;
+    SbxLanguage language;
+    guint timeout_ms;
+    guint64 output_limit;
+    SbxProfile *profile;
+    SbxImage *image;
+    SbxTools *tools;
+    /* running */
+    SbxVm *vm;
+    SbxSession *session;
+    GCancellable *cancel; /* the VM start and the tool calls */
+    gboolean vm_started;
+    gboolean finished;             /* the execution ended, or never could start */
+    const SbxRunResult *result;    /* owned by the session */
+    char *failure;                 /* the sandbox failed before an execution result */
+    gboolean out_dead[SBX_STREAM__COUNT]; /* our stdout/stderr is gone: drop output */
+} RunCtx;
+
+typedef struct {
+    RunCtx *ctx;
+    guint32 call_id;
+} PendingCall;
+
+/* ---- exit and report ---------------------------------------------------------------------- */
+
+/* Exit code of a finished execution (docs/cli.md). */
+static int exit_code_of(const SbxRunResult *r)
+{
+    switch (r->status) {
+    case SBX_STATUS_OK:
+    case SBX_STATUS_ERROR:
+        if (r->exit_code < 0 || r->exit_code > 255) {
+            return 1;
+        }
+        return r->status == SBX_STATUS_ERROR && r->exit_code == 0 ? 1 : r->exit_code;
+    case SBX_STATUS_TIMEOUT:
+        return SBX_EXIT_TIMEOUT;
+    case SBX_STATUS_MEMORY_LIMIT:
+        return SBX_EXIT_MEMORY;
+    case SBX_STATUS_CANCELLED:
+        return SBX_EXIT_SIGNAL_BASE + SIGINT;
+    default: /* crash, terminated: the sandbox did not deliver the program's own ending */
+        return SBX_EXIT_SANDBOX;
+    }
+}
+
+/* A one-line summary on stderr of how a streamed run ended, if not plainly. */
+static void print_summary(RunCtx *ctx)
+{
+    const SbxRunResult *r = ctx->result;
+
+    if (r == NULL) {
+        fprintf(stderr, "sandbox: %s\n", ctx->failure != NULL ? ctx->failure : "failed");
+        return;
+    }
+    if (r->output_truncated) {
+        fprintf(stderr, "sandbox: output truncated at %" G_GUINT64_FORMAT " bytes\n",
+                ctx->output_limit);
+    }
+    if (r->status == SBX_STATUS_ERROR && r->has_error) {
+        if (r->error.stack != NULL) {
+            fprintf(stderr, "%s\n", r->error.stack);
+        } else {
+            fprintf(stderr, "%s: %s\n", r->error.type != NULL ? r->error.type : "Error",
+                    r->error.message);
+        }
+    } else if (r->status != SBX_STATUS_OK) {
+        fprintf(stderr, "sandbox: %s: %s\n", sbx_status_name(r->status),
+                r->has_error ? r->error.message : "no details");
+    }
+    if (ctx->debug && ctx->vm != NULL && r->status != SBX_STATUS_OK) {
+        fprintf(stderr, "sandbox: guest console (last lines):\n%s\n",
+                sbx_vm_console_tail(ctx->vm));
+    }
+}
+
+static void print_report(RunCtx *ctx)
+{
+    gint64 boot_us = ctx->vm_started ? sbx_vm_boot_us(ctx->vm) : 0;
+    SbxReport rep = {
+        .result = ctx->result,
+        .failure = ctx->failure,
+        .failure_status = ctx->cli->signal != 0 ? SBX_STATUS_TERMINATED : SBX_STATUS_CRASH,
+        .ns = ctx->tools != NULL ? sbx_tools_namespace(ctx->tools) : NULL,
+        .boot_ms = boot_us > 0 ? boot_us / 1000 : -1,
+    };
+    g_autofree char *json = sbx_report_json(&rep);
+    fputs(json, stdout);
+    fflush(stdout);
+}
+
+/* Quit once the execution is over and every provider process has been reaped. */
+static void maybe_finish(RunCtx *ctx)
+{
+    if (!ctx->finished || (ctx->tools != NULL && sbx_tools_in_flight(ctx->tools) > 0)) {
+        return;
+    }
+    int code = ctx->result != NULL ? exit_code_of(ctx->result) : SBX_EXIT_SANDBOX;
+    if (ctx->cli->signal != 0) {
+        code = SBX_EXIT_SIGNAL_BASE + ctx->cli->signal;
+    }
+    if (ctx->json) {
+        print_report(ctx);
+    } else {
+        print_summary(ctx);
+    }
+    if (ctx->debug && ctx->result != NULL) {
+        fprintf(stderr, "sandbox: boot %" G_GINT64_FORMAT " ms, execution %" G_GUINT64_FORMAT
+                " ms, status %s\n", ctx->vm_started ? sbx_vm_boot_us(ctx->vm) / 1000 : 0,
+                ctx->result->duration_ms, sbx_status_name(ctx->result->status));
+    }
+    sbx_cli_quit(ctx->cli, code);
+}
+
+/* The sandbox failed before (or instead of) an execution result. */
+static void fail(RunCtx *ctx, const char *message)
+{
+    if (ctx->finished) {
+        return;
+    }
+    ctx->failure = g_strdup(message);
+    ctx->finished = TRUE;
+    g_cancellable_cancel(ctx->cancel);
+    if (ctx->vm != NULL) {
+        sbx_vm_kill(ctx->vm);
+    }
+    maybe_finish(ctx);
+}
+
+/* ---- session callbacks -------------------------------------------------------------------- */
+
+/* Write all of @data to @fd (blocking; waits if the fd is non-blocking). FALSE if it is gone. */
+static gboolean write_all(int fd, const guint8 *data, gsize len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, data, len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && errno == EAGAIN) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            poll(&p, 1, -1);
+            continue;
+        }
+        if (n < 0) {
+            return FALSE;
+        }
+        data += n;
+        len -= n;
+    }
+    return TRUE;
+}
+
+static void on_output(SbxSession *s, SbxStream stream, const guint8 *data, gsize len,
+                      gpointer user_data)
+{
+    RunCtx *ctx = user_data;
+    (void)s;
+
+    if (!ctx->out_dead[stream] &&
+        !write_all(stream == SBX_STREAM_STDOUT ? STDOUT_FILENO : STDERR_FILENO, data, len)) {
+        ctx->out_dead[stream] = TRUE; /* e.g. `| head`: keep running, drop the rest */
+    }
+}
+
+static void on_tool_done(GObject *src, GAsyncResult *res, gpointer data)
+{
+    PendingCall *pc = data;
+    RunCtx *ctx = pc->ctx;
+    g_autoptr(GError) error = NULL;
+    (void)src;
+
+    g_autofree char *result = sbx_tools_call_finish(ctx->tools, res, &error);
+    if (result != NULL) {
+        sbx_session_tool_result(ctx->session, pc->call_id, result, NULL);
+    } else {
+        SbxError e = {
+            .code = error->domain == SBX_TOOL_ERROR ? (SbxErrorCode)error->code : SBX_ERR_INTERNAL,
+            .message = error->message,
+        };
+        sbx_session_tool_result(ctx->session, pc->call_id, NULL, &e);
+    }
+    g_free(pc);
+    maybe_finish(ctx);
+}
+
+static void on_tool_call(SbxSession *s, guint32 call_id, const char *provider, const char *tool,
+                         const char *input_json, gpointer user_data)
+{
+    RunCtx *ctx = user_data;
+    PendingCall *pc = g_new0(PendingCall, 1);
+    (void)s;
+
+    pc->ctx = ctx;
+    pc->call_id = call_id;
+    sbx_tools_call_async(ctx->tools, provider, tool, input_json, ctx->cancel, on_tool_done, pc);
+}
+
+static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_data)
+{
+    RunCtx *ctx = user_data;
+    (void)s;
+
+    ctx->result = result;
+    ctx->finished = TRUE;
+    /* One program per VM: nothing of the guest outlives its result. */
+    sbx_vm_kill(ctx->vm);
+    g_cancellable_cancel(ctx->cancel);
+    maybe_finish(ctx);
+}
+
+/* ---- VM ------------------------------------------------------------------------------------ */
+
+static void on_vm_exit(SbxVm *vm, const char *reason, gpointer user_data)
+{
+    RunCtx *ctx = user_data;
+    g_autofree char *msg = g_strdup_printf("the VM exited: %s", reason);
+    (void)vm;
+
+    if (ctx->session != NULL) {
+        sbx_session_abort(ctx->session, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, msg);
+    }
+    fail(ctx, msg); /* no-op if the execution already ended */
+}
+
+static void start_execution(RunCtx *ctx)
+{
+    static const SbxSessionCallbacks callbacks = {
+        .on_output = on_output,
+        .on_tool_call = on_tool_call,
+        .on_done = on_done,
+    };
+    g_autoptr(GError) error = NULL;
+    gsize n_tools = 0;
+    const SbxToolDecl *decls = sbx_tools_decls(ctx->tools, &n_tools);
+    SbxRunRequest req = {
+        .language = ctx->language,
+        .code = ctx->code,
+        .tools = decls,
+        .n_tools = n_tools,
+        .output_limit = ctx->output_limit,
+        .timeout_ms = ctx->timeout_ms,
+        .collect_output = ctx->json,
+    };
+
+    ctx->session = sbx_session_new(sbx_vm_take_channel(ctx->vm), &callbacks, ctx, &error);
+    if (ctx->session == NULL || !sbx_session_run(ctx->session, &req, &error)) {
+        g_autofree char *msg = g_strdup_printf("cannot start the execution: %s", error->message);
+        fail(ctx, msg);
+    }
+}
+
+static void on_vm_started(GObject *src, GAsyncResult *res, gpointer user_data)
+{
+    RunCtx *ctx = user_data;
+    g_autoptr(GError) error = NULL;
+    (void)src;
+
+    if (!sbx_vm_start_finish(ctx->vm, res, &error)) {
+        g_autofree char *msg = g_strdup_printf("cannot start the VM: %s", error->message);
+        fail(ctx, ctx->cli->signal != 0 ? "interrupted while the VM was starting" : msg);
+        return;
+    }
+    ctx->vm_started = TRUE;
+    if (ctx->cli->signal != 0) {
+        fail(ctx, "interrupted while the VM was starting");
+        return;
+    }
+    sbx_vm_set_exit_handler(ctx->vm, on_vm_exit, ctx);
+    start_execution(ctx);
+}
+
+static void on_signal(SbxCli *cli, gpointer data)
+{
+    RunCtx *ctx = data;
+    g_autofree char *msg = g_strdup_printf("interrupted by %s", g_strsignal(cli->signal));
+
+    g_cancellable_cancel(ctx->cancel);
+    if (ctx->session != NULL) {
+        sbx_session_abort(ctx->session, SBX_STATUS_TERMINATED, SBX_ERR_INTERNAL, msg);
+    }
+    if (ctx->vm_started) {
+        fail(ctx, msg);
+    }
+    /* Still starting: the cancelled start completes and fails, which finishes the run. */
+}
+
+/* ---- inputs -------------------------------------------------------------------------------- */
+
+/* Read the program: at most SBX_FRAME_MAX bytes of UTF-8 without NUL (docs/protocol.md). */
+static char *read_program(const char *path, GError **error)
+{
+    int fd = strcmp(path, "-") == 0 ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
+    g_autoptr(GByteArray) buf = g_byte_array_new();
+    guint8 chunk[64 * 1024];
+
+    if (fd < 0) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "open `%s`: %s", path,
+                    g_strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0 || buf->len + n > SBX_FRAME_MAX) {
+            int err = errno;
+            close(fd);
+            if (n < 0) {
+                g_set_error(error, G_IO_ERROR, g_io_error_from_errno(err), "read `%s`: %s",
+                            path, g_strerror(err));
+                return NULL;
+            }
+            if (n > 0) {
+                g_set_error(error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,
+                            "%s: a program may have at most %u bytes", path, SBX_FRAME_MAX);
+                return NULL;
+            }
+            break;
+        }
+        g_byte_array_append(buf, chunk, n);
+    }
+    if (memchr(buf->data, '\0', buf->len) != NULL ||
+        !g_utf8_validate((const char *)buf->data, buf->len, NULL)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s: not UTF-8 text", path);
+        return NULL;
+    }
+    g_byte_array_append(buf, (const guint8 *)"", 1);
+    return (char *)g_byte_array_free(g_steal_pointer(&buf), FALSE);
+}
+
+static gboolean pick_language(RunCtx *ctx, GError **error)
+{
+    const char *name = ctx->lang_opt;
+
+    if (name == NULL) {
+        if (g_str_has_suffix(ctx->file, ".js") || g_str_has_suffix(ctx->file, ".mjs")) {
+            name = "javascript";
+        } else if (g_str_has_suffix(ctx->file, ".py")) {
+            name = "python";
+        } else {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "cannot tell the language of `%s`: use --lang javascript|python",
+                        ctx->file);
+            return FALSE;
+        }
+    }
+    if (sbx_language_from_name(name, &ctx->language) < 0) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--lang: unknown language \"%s\" (javascript or python)", name);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean parse_timeout(RunCtx *ctx, GError **error)
+{
+    char *end = NULL;
+    double s;
+
+    if (ctx->timeout_opt == NULL) {
+        ctx->timeout_ms = SBX_SESSION_TIMEOUT_DEFAULT_MS;
+        return TRUE;
+    }
+    s = g_ascii_strtod(ctx->timeout_opt, &end);
+    if (end == ctx->timeout_opt || *end != '\0' || !(s > 0) || s > RUN_TIMEOUT_MAX_S) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--timeout: expected seconds, more than 0 and at most %.0f", RUN_TIMEOUT_MAX_S);
+        return FALSE;
+    }
+    ctx->timeout_ms = (guint)ceil(s * 1000);
+    return TRUE;
+}
+
+/* BYTES, optionally with a binary suffix: 1048576, 1024K, 1M, 1G. */
+static gboolean parse_output_limit(RunCtx *ctx, GError **error)
+{
+    char *end = NULL;
+    guint64 v, mult = 1;
+
+    if (ctx->output_limit_opt == NULL) {
+        ctx->output_limit = SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
+        return TRUE;
+    }
+    v = g_ascii_strtoull(ctx->output_limit_opt, &end, 10);
+    if (end != ctx->output_limit_opt && *end != '\0' && end[1] == '\0') {
+        mult = *end == 'K' || *end == 'k' ? 1024 : *end == 'M' ? 1024 * 1024
+             : *end == 'G' ? 1024 * 1024 * 1024 : 0;
+        end += mult != 0;
+    }
+    if (end == ctx->output_limit_opt || *end != '\0' || v == 0 || mult == 0 ||
+        v > RUN_OUTPUT_LIMIT_MAX / mult) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--output-limit: expected 1 to %llu bytes (suffixes K, M, G allowed)",
+                    RUN_OUTPUT_LIMIT_MAX);
+        return FALSE;
+    }
+    ctx->output_limit = v * mult;
+    return TRUE;
+}
+
+static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error)
+{
+    const GOptionEntry entries[] = {
+        {"lang", 'l', 0, G_OPTION_ARG_STRING, &ctx->lang_opt,
+         "Language (default: from the file extension)", "javascript|python"},
+        {"profile", 'p', 0, G_OPTION_ARG_STRING, &ctx->profile_name,
+         "Machine profile (default: " RUN_PROFILE_DEFAULT ")", "q35|microvm"},
+        {"tools", 't', 0, G_OPTION_ARG_FILENAME, &ctx->tools_path, "Tool catalog", "FILE"},
+        {"timeout", 0, 0, G_OPTION_ARG_STRING, &ctx->timeout_opt,
+         "Wall-clock limit of the execution (default: 30)", "SECONDS"},
+        {"output-limit", 0, 0, G_OPTION_ARG_STRING, &ctx->output_limit_opt,
+         "Cap on stdout+stderr (default: 10M)", "BYTES"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &ctx->json, "Print one JSON object at the end", NULL},
+        {"debug", 0, 0, G_OPTION_ARG_NONE, &ctx->debug, "Show the guest console and timings",
+         NULL},
+        G_OPTION_ENTRY_NULL,
+    };
+    g_autoptr(GOptionContext) oc = g_option_context_new("FILE|- - run a program in a fresh VM");
+    g_set_prgname("sandbox run");
+    g_option_context_add_main_entries(oc, entries, NULL);
+    g_option_context_set_description(oc, "Exit status: the program's; 124 timeout, 125 sandbox "
+                                         "failure, 2 invalid usage, 130/143 interrupted.\n");
+    if (!g_option_context_parse(oc, &argc, &argv, error)) {
+        return FALSE;
+    }
+    if (argc != 2) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                    "expected one program file (or - for stdin); see `sandbox run --help`");
+        return FALSE;
+    }
+    ctx->file = g_strdup(argv[1]);
+    return parse_timeout(ctx, error) && parse_output_limit(ctx, error) &&
+           pick_language(ctx, error);
+}
+
+/* Everything from the user: options, program, catalog. A failure is invalid usage. */
+static gboolean load_user_inputs(RunCtx *ctx, int argc, char **argv, GError **error)
+{
+    if (!parse_options(ctx, argc, argv, error)) {
+        return FALSE;
+    }
+    ctx->code = read_program(ctx->file, error);
+    if (ctx->code == NULL) {
+        return FALSE;
+    }
+    ctx->tools = sbx_tools_load(ctx->tools_path, error);
+    return ctx->tools != NULL;
+}
+
+/* ---- the verb ------------------------------------------------------------------------------ */
+
+static RunCtx *run_ctx;
+
+static int run_start(SbxCli *cli, int argc, char **argv)
+{
+    g_autoptr(GError) error = NULL;
+    RunCtx *ctx = run_ctx = g_new0(RunCtx, 1);
+
+    ctx->cli = cli;
+    ctx->cancel = g_cancellable_new();
+    if (!load_user_inputs(ctx, argc, argv, &error)) {
+        fprintf(stderr, "sandbox run: %s\n", error->message);
+        return SBX_EXIT_USAGE;
+    }
+    const char *profile = ctx->profile_name != NULL ? ctx->profile_name : RUN_PROFILE_DEFAULT;
+    ctx->profile = sbx_profile_load_named(NULL, profile, &error);
+    if (ctx->profile != NULL) {
+        ctx->image = sbx_image_open(NULL, &error);
+    }
+    if (ctx->image == NULL) {
+        ctx->finished = TRUE;
+        ctx->failure = g_strdup(error->message);
+        ctx->json ? print_report(ctx) : print_summary(ctx);
+        return SBX_EXIT_SANDBOX;
+    }
+    SbxVmOptions opts = {.console_to_stderr = ctx->debug};
+    ctx->vm = sbx_vm_new(ctx->profile, ctx->image, &opts);
+    cli->on_signal = on_signal;
+    cli->data = ctx;
+    sbx_vm_start_async(ctx->vm, ctx->cancel, on_vm_started, ctx);
+    return -1;
+}
+
+static void run_cleanup(SbxCli *cli)
+{
+    RunCtx *ctx = run_ctx;
+    (void)cli;
+
+    if (ctx == NULL) {
+        return;
+    }
+    sbx_session_free(ctx->session); /* ctx->result points into it: gone from here on */
+    sbx_vm_free(ctx->vm);
+    sbx_tools_free(ctx->tools);
+    sbx_image_free(ctx->image);
+    sbx_profile_free(ctx->profile);
+    g_clear_object(&ctx->cancel);
+    g_free(ctx->failure);
+    g_free(ctx->code);
+    g_free(ctx->file);
+    g_free(ctx->lang_opt);
+    g_free(ctx->profile_name);
+    g_free(ctx->tools_path);
+    g_free(ctx->timeout_opt);
+    g_free(ctx->output_limit_opt);
+    g_free(ctx);
+    run_ctx = NULL;
+}
+
+const SbxCliVerb sbx_cli_verb_run = {
+    .name = "run",
+    .summary = "Run a program (JavaScript or Python) in a fresh VM",
+    .start = run_start,
+    .cleanup = run_cleanup,
+};

@@ -1,0 +1,81 @@
+/*
+ * Limits and constants of the guest <-> host protocol (docs/protocol.md).
+ *
+ * Shared by the host agent and the guest agent. Each number bounds something a hostile peer
+ * could otherwise grow; the comment says why that number.
+ */
+#pragma once
+
+#define SBX_PROTOCOL_VERSION 1
+
+/* vsock port the guest agent listens on. Above 1023 so it is not a "privileged" vsock port. */
+#define SBX_AGENT_PORT 1024
+
+/*
+ * Largest frame payload in either direction. The largest legitimate message is `execute`
+ * carrying the user's source code; 4 MiB of source is far beyond any script people send to a
+ * sandbox, and an output chunk (64 KiB, base64-encoded) is much smaller. The length is checked
+ * before anything is allocated, so a peer claiming 4 GiB costs nothing.
+ */
+#define SBX_FRAME_MAX (4u * 1024 * 1024)
+
+/* Frame header: a 4-byte big-endian payload length. */
+#define SBX_FRAME_HEADER 4
+
+/*
+ * JSON nesting depth. cJSON is built with CJSON_NESTING_LIMIT set to this (see
+ * host-agent/protocol/meson.build) because it parses recursively. Messages nest 3-4 levels;
+ * tool inputs and results a handful more. 32 leaves room without risking either agent's stack.
+ */
+#define SBX_JSON_DEPTH_MAX 32
+
+/*
+ * Decoded bytes in one `output` frame. Big enough that streaming 1 GiB is not dominated by
+ * per-frame cost, small enough that a frame (base64 adds a third) stays far below
+ * SBX_FRAME_MAX and output appears live.
+ */
+#define SBX_OUTPUT_CHUNK_MAX (64 * 1024)
+
+/* Execution ids: short printable tokens chosen by the host ([A-Za-z0-9_.-]). */
+#define SBX_ID_MAX 64
+
+/* Provider and tool identifiers, error type names, capability names. */
+#define SBX_NAME_MAX 128
+
+/* Session token chosen by the host, echoed by the guest. */
+#define SBX_TOKEN_MAX 128
+
+/* Fresh entropy the host gives every guest (bytes); 64 bytes = 512 bits, enough to reseed. */
+#define SBX_ENTROPY_MIN 32
+#define SBX_ENTROPY_MAX 256
+
+/* Tools in one namespace. A catalog with more than this is a configuration mistake. */
+#define SBX_TOOLS_MAX 1024
+
+/*
+ * Default cap on tool calls in flight per execution. Each pending call holds host resources
+ * (a thread or a provider connection); a guest looping `tools.x()` without awaiting must not
+ * exhaust them. The host may configure a lower cap; the guest agent refuses above this one.
+ */
+#define SBX_TOOL_CALLS_IN_FLIGHT_MAX 64
+
+/* Error message and stack strings in `done` and `tool_result` are cut to this many bytes. */
+#define SBX_ERROR_TEXT_MAX (16 * 1024)
+
+/*
+ * JSON values (of any kind) in one message. cJSON allocates about 100 bytes per value (the node,
+ * and the name of an object member), so a 4 MiB frame of "[0,0,0,..." would cost ~200 MiB to
+ * parse without this cap; with it a frame costs at most ~30 MiB while it is parsed. Real
+ * payloads average well above 16 bytes per value, so a full-size frame of real JSON fits.
+ */
+#define SBX_JSON_VALUES_MAX (256 * 1024)
+
+/*
+ * Largest value of the 64-bit integer fields (time_us, duration_ms, output_limit): 2^53 - 1,
+ * the largest integer a double - and so cJSON and JavaScript - holds exactly. In microseconds
+ * since the Unix epoch that lasts until the year 2255.
+ */
+#define SBX_JSON_INT_MAX 9007199254740991ull
+
+/* Languages one hello_ok may announce; an agent offering more is confused or hostile. */
+#define SBX_LANGUAGES_MAX 16

@@ -1,0 +1,356 @@
+/*
+ * Encoder: a typed SbxMsg -> one frame. It applies the decoder's rules, so that what one agent
+ * sends, the other accepts; a message that breaks them is the caller's bug (-EINVAL).
+ *
+ * Like the decoder, the helpers share a sticky error and do nothing after the first failure.
+ */
+#include "message.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base64.h"
+#include "cJSON.h"
+#include "frame.h"
+#include "json-check.h"
+
+typedef struct {
+    int err; /* 0, -EINVAL or -ENOMEM */
+} Enc;
+
+typedef enum { REQUIRED, OPTIONAL } Presence;
+
+static void invalid(Enc *e)
+{
+    if (!e->err)
+        e->err = -EINVAL;
+}
+
+/* Add @item (which may be NULL: out of memory) to @o under @key; @item is consumed. */
+static void add(Enc *e, cJSON *o, const char *key, cJSON *item)
+{
+    if (!item && !e->err)
+        e->err = -ENOMEM;
+    if (e->err || !cJSON_AddItemToObject(o, key, item)) {
+        if (!e->err)
+            e->err = -ENOMEM;
+        cJSON_Delete(item);
+    }
+}
+
+/* Append @item (consumed; NULL means out of memory) to the array @arr. */
+static void add_to_array(Enc *e, cJSON *arr, cJSON *item)
+{
+    if (!e->err && item && cJSON_AddItemToArray(arr, item))
+        return;
+    if (!e->err)
+        e->err = -ENOMEM;
+    cJSON_Delete(item);
+}
+
+/* Common checks of a string field; returns false when there is nothing (more) to add. */
+static bool string_ok(Enc *e, const char *s, Presence p)
+{
+    if (e->err)
+        return false;
+    if (!s && p == REQUIRED)
+        invalid(e);
+    return s != NULL && !e->err;
+}
+
+static void put_string(Enc *e, cJSON *o, const char *key, const char *s, Presence p, size_t max)
+{
+    if (!string_ok(e, s, p))
+        return;
+    if (strlen(s) > max)
+        invalid(e);
+    else
+        add(e, o, key, cJSON_CreateString(s));
+}
+
+/* Required strings that must not be empty (tokens, the agent name). */
+static void put_nonempty(Enc *e, cJSON *o, const char *key, const char *s, size_t max)
+{
+    if (s && !s[0])
+        invalid(e);
+    put_string(e, o, key, s, REQUIRED, max);
+}
+
+/* Text shown to people is cut at @max bytes (on a character boundary), as the decoder does. */
+static void put_text(Enc *e, cJSON *o, const char *key, const char *s, Presence p, size_t max)
+{
+    char *cut;
+
+    if (!string_ok(e, s, p))
+        return;
+    cut = strndup(s, sbx_utf8_truncated_len(s, max));
+    add(e, o, key, cut ? cJSON_CreateString(cut) : NULL);
+    free(cut);
+}
+
+static void put_id(Enc *e, cJSON *o, const char *key, const char *s)
+{
+    if (!sbx_id_valid(s))
+        invalid(e);
+    put_string(e, o, key, s, REQUIRED, SBX_ID_MAX);
+}
+
+static void put_ident(Enc *e, cJSON *o, const char *key, const char *s, Presence p)
+{
+    if (s && !sbx_identifier_valid(s))
+        invalid(e);
+    put_string(e, o, key, s, p, SBX_NAME_MAX);
+}
+
+/* Integers are written by us, not by cJSON, which prints 1.8e15 as "1.8e+15". */
+static void put_int(Enc *e, cJSON *o, const char *key, int64_t v)
+{
+    char buf[32];
+
+    if (e->err)
+        return;
+    snprintf(buf, sizeof(buf), "%" PRId64, v);
+    add(e, o, key, cJSON_CreateRaw(buf));
+}
+
+static void put_uint(Enc *e, cJSON *o, const char *key, uint64_t v, uint64_t min, uint64_t max)
+{
+    if (v < min || v > max)
+        invalid(e);
+    put_int(e, o, key, (int64_t)v);
+}
+
+static void put_bool(Enc *e, cJSON *o, const char *key, bool v)
+{
+    if (!e->err)
+        add(e, o, key, cJSON_CreateBool(v));
+}
+
+/* @name is the wire name of an enum value, NULL when the value is out of range. */
+static void put_enum(Enc *e, cJSON *o, const char *key, const char *name)
+{
+    if (!name)
+        invalid(e);
+    else if (!e->err)
+        add(e, o, key, cJSON_CreateString(name));
+}
+
+static void put_base64(Enc *e, cJSON *o, const char *key, const uint8_t *data, size_t len,
+                       size_t min, size_t max)
+{
+    char *text = NULL;
+
+    if (e->err)
+        return;
+    if (!data || len < min || len > max) {
+        invalid(e);
+        return;
+    }
+    if (sbx_base64_encode(data, len, &text) < 0)
+        e->err = -ENOMEM;
+    else
+        add(e, o, key, cJSON_CreateString(text));
+    free(text);
+}
+
+/*
+ * Embed the JSON text @json. It is checked like a received message, one level shallower since
+ * it sits inside the message object.
+ */
+static void put_json(Enc *e, cJSON *o, const char *key, const char *json, Presence p,
+                     bool array_only)
+{
+    cJSON *v;
+
+    if (!string_ok(e, json, p))
+        return;
+    if (!sbx_json_prescan(json, strlen(json), SBX_JSON_DEPTH_MAX - 1, NULL)) {
+        invalid(e);
+        return;
+    }
+    v = cJSON_ParseWithOpts(json, NULL, true);
+    if (!v || !sbx_json_tree_valid(v, NULL) || (array_only && !cJSON_IsArray(v))) {
+        invalid(e);
+        cJSON_Delete(v);
+        return;
+    }
+    add(e, o, key, v);
+}
+
+static void put_error(Enc *e, cJSON *o, const char *key, const SbxError *err)
+{
+    cJSON *eo = cJSON_CreateObject();
+
+    put_enum(e, eo, "code", sbx_error_code_name(err->code));
+    put_text(e, eo, "type", err->type, OPTIONAL, SBX_NAME_MAX);
+    put_text(e, eo, "message", err->message, REQUIRED, SBX_ERROR_TEXT_MAX);
+    put_text(e, eo, "stack", err->stack, OPTIONAL, SBX_ERROR_TEXT_MAX);
+    add(e, o, key, eo);
+}
+
+static void encode_hello(Enc *e, cJSON *o, const SbxHello *m)
+{
+    put_uint(e, o, "version", m->version, 0, UINT32_MAX);
+    put_nonempty(e, o, "token", m->token, SBX_TOKEN_MAX);
+    put_base64(e, o, "entropy", m->entropy, m->entropy_len, SBX_ENTROPY_MIN, SBX_ENTROPY_MAX);
+    if (m->time_us < 0)
+        invalid(e);
+    put_uint(e, o, "time_us", (uint64_t)m->time_us, 0, SBX_JSON_INT_MAX);
+}
+
+static void encode_hello_ok(Enc *e, cJSON *o, const SbxHelloOk *m)
+{
+    cJSON *arr = cJSON_CreateArray();
+    size_t n = 0;
+
+    put_uint(e, o, "version", m->version, 0, UINT32_MAX);
+    put_nonempty(e, o, "token", m->token, SBX_TOKEN_MAX);
+    put_nonempty(e, o, "agent", m->agent, SBX_NAME_MAX);
+    for (; m->languages && m->languages[n] && !e->err; n++) {
+        if (n >= SBX_LANGUAGES_MAX || !sbx_identifier_valid(m->languages[n]))
+            invalid(e);
+        else
+            add_to_array(e, arr, cJSON_CreateString(m->languages[n]));
+    }
+    add(e, o, "languages", arr);
+}
+
+static void encode_tools(Enc *e, cJSON *o, const SbxExecute *m)
+{
+    cJSON *arr = cJSON_CreateArray();
+
+    if (m->n_tools > SBX_TOOLS_MAX || (m->n_tools && !m->tools))
+        invalid(e);
+    for (size_t i = 0; i < m->n_tools && !e->err; i++) {
+        const SbxToolDecl *t = &m->tools[i];
+        cJSON *to = cJSON_CreateObject();
+
+        put_ident(e, to, "provider", t->provider, REQUIRED);
+        put_ident(e, to, "name", t->name, REQUIRED);
+        put_string(e, to, "description", t->description, OPTIONAL, SBX_FRAME_MAX);
+        add_to_array(e, arr, to);
+    }
+    add(e, o, "tools", arr);
+}
+
+static void encode_execute(Enc *e, cJSON *o, const SbxExecute *m)
+{
+    put_id(e, o, "id", m->id);
+    put_enum(e, o, "language", sbx_language_name(m->language));
+    put_string(e, o, "code", m->code, REQUIRED, SBX_FRAME_MAX);
+    put_ident(e, o, "entry", m->entry, OPTIONAL);
+    put_json(e, o, "args", m->args_json, OPTIONAL, true);
+    encode_tools(e, o, m);
+    if (m->output_limit)
+        put_uint(e, o, "output_limit", m->output_limit, 0, SBX_JSON_INT_MAX);
+    if (m->timeout_ms)
+        put_uint(e, o, "timeout_ms", m->timeout_ms, 0, UINT32_MAX);
+}
+
+static void encode_output(Enc *e, cJSON *o, const SbxOutput *m)
+{
+    put_id(e, o, "id", m->id);
+    put_enum(e, o, "stream", sbx_stream_name(m->stream));
+    put_base64(e, o, "data", m->data, m->len, 1, SBX_OUTPUT_CHUNK_MAX);
+}
+
+static void encode_tool_call(Enc *e, cJSON *o, const SbxToolCall *m)
+{
+    put_id(e, o, "id", m->id);
+    put_uint(e, o, "call_id", m->call_id, 1, UINT32_MAX);
+    put_ident(e, o, "provider", m->provider, REQUIRED);
+    put_ident(e, o, "tool", m->tool, REQUIRED);
+    put_json(e, o, "input", m->input_json, REQUIRED, false);
+}
+
+static void encode_tool_result(Enc *e, cJSON *o, const SbxToolResult *m)
+{
+    put_id(e, o, "id", m->id);
+    put_uint(e, o, "call_id", m->call_id, 1, UINT32_MAX);
+    put_bool(e, o, "ok", m->ok);
+    if (m->ok)
+        put_json(e, o, "result", m->result_json, REQUIRED, false);
+    else
+        put_error(e, o, "error", &m->error);
+}
+
+static void encode_done(Enc *e, cJSON *o, const SbxDone *m)
+{
+    put_id(e, o, "id", m->id);
+    put_enum(e, o, "status", sbx_status_name(m->status));
+    put_json(e, o, "result", m->result_json, OPTIONAL, false);
+    if (m->has_error)
+        put_error(e, o, "error", &m->error);
+    put_int(e, o, "exit_code", m->exit_code);
+    put_uint(e, o, "duration_ms", m->duration_ms, 0, SBX_JSON_INT_MAX);
+    put_bool(e, o, "output_truncated", m->output_truncated);
+}
+
+static void encode_body(Enc *e, cJSON *o, const SbxMsg *m)
+{
+    switch (m->type) {
+    case SBX_MSG_HELLO:
+        return encode_hello(e, o, &m->hello);
+    case SBX_MSG_HELLO_OK:
+        return encode_hello_ok(e, o, &m->hello_ok);
+    case SBX_MSG_EXECUTE:
+        return encode_execute(e, o, &m->execute);
+    case SBX_MSG_STARTED:
+        return put_id(e, o, "id", m->started.id);
+    case SBX_MSG_OUTPUT:
+        return encode_output(e, o, &m->output);
+    case SBX_MSG_TOOL_CALL:
+        return encode_tool_call(e, o, &m->tool_call);
+    case SBX_MSG_TOOL_RESULT:
+        return encode_tool_result(e, o, &m->tool_result);
+    case SBX_MSG_CANCEL:
+        return put_id(e, o, "id", m->cancel.id);
+    case SBX_MSG_DONE:
+        return encode_done(e, o, &m->done);
+    case SBX_MSG_PING:
+    case SBX_MSG_PONG:
+        return put_uint(e, o, "seq", m->ping.seq, 0, UINT32_MAX);
+    case SBX_MSG_ERROR:
+        put_enum(e, o, "code", sbx_error_code_name(m->error.code));
+        return put_text(e, o, "message", m->error.message, REQUIRED, SBX_ERROR_TEXT_MAX);
+    default:
+        return invalid(e);
+    }
+}
+
+/*
+ * The printed message is scanned like a received one: this catches strings that are not
+ * UTF-8, which cJSON would print as they are and the peer would refuse.
+ */
+static int finish(char *json, uint8_t **ret_frame, size_t *ret_len)
+{
+    size_t len = strlen(json);
+
+    if (len > SBX_FRAME_MAX)
+        return -EMSGSIZE;
+    if (!sbx_json_prescan(json, len, SBX_JSON_DEPTH_MAX, NULL))
+        return -EINVAL;
+    return sbx_frame_encode(json, len, ret_frame, ret_len);
+}
+
+int sbx_msg_encode(const SbxMsg *msg, uint8_t **ret_frame, size_t *ret_len)
+{
+    Enc e = {0};
+    cJSON *o = cJSON_CreateObject();
+    char *json = NULL;
+    int r;
+
+    put_enum(&e, o, "type", sbx_msg_type_name(msg->type));
+    encode_body(&e, o, msg);
+    if (!e.err && !(json = cJSON_PrintUnformatted(o)))
+        e.err = -ENOMEM;
+    cJSON_Delete(o);
+    if (e.err)
+        return e.err;
+    r = finish(json, ret_frame, ret_len);
+    free(json);
+    return r;
+}

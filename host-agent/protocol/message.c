@@ -1,0 +1,261 @@
+/*
+ * Message helpers shared by the encoder and the decoder: wire names, syntax of ids and
+ * identifiers, freeing.
+ */
+#include "message.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const type_names[SBX_MSG__COUNT] = {
+    [SBX_MSG_HELLO] = "hello",
+    [SBX_MSG_HELLO_OK] = "hello_ok",
+    [SBX_MSG_EXECUTE] = "execute",
+    [SBX_MSG_STARTED] = "started",
+    [SBX_MSG_OUTPUT] = "output",
+    [SBX_MSG_TOOL_CALL] = "tool_call",
+    [SBX_MSG_TOOL_RESULT] = "tool_result",
+    [SBX_MSG_CANCEL] = "cancel",
+    [SBX_MSG_DONE] = "done",
+    [SBX_MSG_PING] = "ping",
+    [SBX_MSG_PONG] = "pong",
+    [SBX_MSG_ERROR] = "error",
+};
+
+static const char *const language_names[SBX_LANG__COUNT] = {
+    [SBX_LANG_JAVASCRIPT] = "javascript",
+    [SBX_LANG_PYTHON] = "python",
+};
+
+static const char *const stream_names[SBX_STREAM__COUNT] = {
+    [SBX_STREAM_STDOUT] = "stdout",
+    [SBX_STREAM_STDERR] = "stderr",
+};
+
+static const char *const status_names[SBX_STATUS__COUNT] = {
+    [SBX_STATUS_OK] = "ok",
+    [SBX_STATUS_ERROR] = "error",
+    [SBX_STATUS_TIMEOUT] = "timeout",
+    [SBX_STATUS_MEMORY_LIMIT] = "memory_limit",
+    [SBX_STATUS_CRASH] = "crash",
+    [SBX_STATUS_TERMINATED] = "terminated",
+    [SBX_STATUS_CANCELLED] = "cancelled",
+};
+
+static const char *const error_code_names[SBX_ERR__COUNT] = {
+    [SBX_ERR_TIMEOUT] = "timeout",
+    [SBX_ERR_MEMORY_LIMIT] = "memory_limit",
+    [SBX_ERR_VALIDATION] = "validation_error",
+    [SBX_ERR_TOOL] = "tool_error",
+    [SBX_ERR_POLICY_DENIED] = "policy_denied",
+    [SBX_ERR_RUNTIME] = "runtime_error",
+    [SBX_ERR_SERIALIZATION] = "serialization_error",
+    [SBX_ERR_INTERNAL] = "internal_error",
+    [SBX_ERR_PROTOCOL] = "protocol_error",
+};
+
+/* Enum values come from callers and may be out of range: answer NULL rather than read past. */
+static const char *name_of(const char *const *names, unsigned n, unsigned v)
+{
+    return v < n ? names[v] : NULL;
+}
+
+static int index_of(const char *const *names, unsigned n, const char *name, unsigned *ret)
+{
+    for (unsigned i = 0; name && i < n; i++) {
+        if (strcmp(names[i], name) == 0) {
+            *ret = i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+const char *sbx_msg_type_name(SbxMsgType t)
+{
+    return name_of(type_names, SBX_MSG__COUNT, t);
+}
+
+const char *sbx_language_name(SbxLanguage l)
+{
+    return name_of(language_names, SBX_LANG__COUNT, l);
+}
+
+const char *sbx_stream_name(SbxStream s)
+{
+    return name_of(stream_names, SBX_STREAM__COUNT, s);
+}
+
+const char *sbx_status_name(SbxStatus s)
+{
+    return name_of(status_names, SBX_STATUS__COUNT, s);
+}
+
+const char *sbx_error_code_name(SbxErrorCode c)
+{
+    return name_of(error_code_names, SBX_ERR__COUNT, c);
+}
+
+int sbx_msg_type_from_name(const char *name, SbxMsgType *ret)
+{
+    unsigned i;
+    int r = index_of(type_names, SBX_MSG__COUNT, name, &i);
+
+    if (r == 0)
+        *ret = (SbxMsgType)i;
+    return r;
+}
+
+int sbx_language_from_name(const char *name, SbxLanguage *ret)
+{
+    unsigned i;
+    int r = index_of(language_names, SBX_LANG__COUNT, name, &i);
+
+    if (r == 0)
+        *ret = (SbxLanguage)i;
+    return r;
+}
+
+int sbx_stream_from_name(const char *name, SbxStream *ret)
+{
+    unsigned i;
+    int r = index_of(stream_names, SBX_STREAM__COUNT, name, &i);
+
+    if (r == 0)
+        *ret = (SbxStream)i;
+    return r;
+}
+
+int sbx_status_from_name(const char *name, SbxStatus *ret)
+{
+    unsigned i;
+    int r = index_of(status_names, SBX_STATUS__COUNT, name, &i);
+
+    if (r == 0)
+        *ret = (SbxStatus)i;
+    return r;
+}
+
+int sbx_error_code_from_name(const char *name, SbxErrorCode *ret)
+{
+    unsigned i;
+    int r = index_of(error_code_names, SBX_ERR__COUNT, name, &i);
+
+    if (r == 0)
+        *ret = (SbxErrorCode)i;
+    return r;
+}
+
+bool sbx_id_valid(const char *id)
+{
+    size_t n = 0;
+
+    if (!id)
+        return false;
+    for (; id[n]; n++) {
+        char c = id[n];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '.' || c == '-';
+
+        if (!ok || n >= SBX_ID_MAX)
+            return false;
+    }
+    return n > 0;
+}
+
+static bool ident_char(char c, bool first)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '$' ||
+           (!first && c >= '0' && c <= '9');
+}
+
+bool sbx_identifier_valid(const char *s)
+{
+    size_t n = 0;
+
+    if (!s)
+        return false;
+    for (; s[n]; n++)
+        if (n >= SBX_NAME_MAX || !ident_char(s[n], n == 0))
+            return false;
+    return n > 0;
+}
+
+static void error_clear(SbxError *e)
+{
+    free(e->type);
+    free(e->message);
+    free(e->stack);
+}
+
+static void execute_clear(SbxExecute *m)
+{
+    free(m->id);
+    free(m->code);
+    free(m->entry);
+    free(m->args_json);
+    for (size_t i = 0; m->tools && i < m->n_tools; i++) {
+        free(m->tools[i].provider);
+        free(m->tools[i].name);
+        free(m->tools[i].description);
+    }
+    free(m->tools);
+}
+
+static void hello_ok_clear(SbxHelloOk *m)
+{
+    free(m->token);
+    free(m->agent);
+    for (size_t i = 0; m->languages && m->languages[i]; i++)
+        free(m->languages[i]);
+    free(m->languages);
+}
+
+void sbx_msg_clear(SbxMsg *msg)
+{
+    switch (msg->type) {
+    case SBX_MSG_HELLO:
+        free(msg->hello.token);
+        free(msg->hello.entropy);
+        break;
+    case SBX_MSG_HELLO_OK:
+        hello_ok_clear(&msg->hello_ok);
+        break;
+    case SBX_MSG_EXECUTE:
+        execute_clear(&msg->execute);
+        break;
+    case SBX_MSG_STARTED:
+        free(msg->started.id);
+        break;
+    case SBX_MSG_OUTPUT:
+        free(msg->output.id);
+        free(msg->output.data);
+        break;
+    case SBX_MSG_TOOL_CALL:
+        free(msg->tool_call.id);
+        free(msg->tool_call.provider);
+        free(msg->tool_call.tool);
+        free(msg->tool_call.input_json);
+        break;
+    case SBX_MSG_TOOL_RESULT:
+        free(msg->tool_result.id);
+        free(msg->tool_result.result_json);
+        error_clear(&msg->tool_result.error);
+        break;
+    case SBX_MSG_CANCEL:
+        free(msg->cancel.id);
+        break;
+    case SBX_MSG_DONE:
+        free(msg->done.id);
+        free(msg->done.result_json);
+        error_clear(&msg->done.error);
+        break;
+    case SBX_MSG_ERROR:
+        free(msg->error.message);
+        break;
+    default:
+        break;
+    }
+    memset(msg, 0, sizeof(*msg));
+}

@@ -1,0 +1,211 @@
+/*
+ * Typed messages of the guest <-> host protocol (normative spec: docs/protocol.md).
+ *
+ * The only place that touches JSON for the protocol: nothing outside this module sees a cJSON
+ * value. Arbitrary JSON values (tool input, tool result, the execution's result) travel as
+ * validated, compact JSON text (`*_json` fields). Pure C: no I/O, no GLib, so the static guest
+ * agent links it too.
+ *
+ * Ownership: every pointer in an SbxMsg is malloc'd and owned by the message;
+ * sbx_msg_clear() frees them all. Optional strings are NULL when absent.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "limits.h"
+
+typedef enum {
+    SBX_MSG_HELLO,       /* host -> guest: first message on a connection */
+    SBX_MSG_HELLO_OK,    /* guest -> host */
+    SBX_MSG_EXECUTE,     /* host -> guest (and agent -> runner) */
+    SBX_MSG_STARTED,     /* guest -> host */
+    SBX_MSG_OUTPUT,      /* guest -> host */
+    SBX_MSG_TOOL_CALL,   /* guest -> host (and runner -> agent) */
+    SBX_MSG_TOOL_RESULT, /* host -> guest (and agent -> runner) */
+    SBX_MSG_CANCEL,      /* host -> guest */
+    SBX_MSG_DONE,        /* guest -> host (and runner -> agent) */
+    SBX_MSG_PING,        /* either way */
+    SBX_MSG_PONG,        /* answer to ping */
+    SBX_MSG_ERROR,       /* either way: fatal protocol error, sender closes after it */
+    SBX_MSG__COUNT
+} SbxMsgType;
+
+typedef enum { SBX_LANG_JAVASCRIPT, SBX_LANG_PYTHON, SBX_LANG__COUNT } SbxLanguage;
+
+typedef enum { SBX_STREAM_STDOUT, SBX_STREAM_STDERR, SBX_STREAM__COUNT } SbxStream;
+
+typedef enum {
+    SBX_STATUS_OK,
+    SBX_STATUS_ERROR,
+    SBX_STATUS_TIMEOUT,
+    SBX_STATUS_MEMORY_LIMIT,
+    SBX_STATUS_CRASH,
+    SBX_STATUS_TERMINATED,
+    SBX_STATUS_CANCELLED,
+    SBX_STATUS__COUNT
+} SbxStatus;
+
+typedef enum {
+    SBX_ERR_TIMEOUT,
+    SBX_ERR_MEMORY_LIMIT,
+    SBX_ERR_VALIDATION,    /* "validation_error" */
+    SBX_ERR_TOOL,          /* "tool_error" */
+    SBX_ERR_POLICY_DENIED, /* "policy_denied" */
+    SBX_ERR_RUNTIME,       /* "runtime_error" */
+    SBX_ERR_SERIALIZATION, /* "serialization_error" */
+    SBX_ERR_INTERNAL,      /* "internal_error" */
+    SBX_ERR_PROTOCOL,      /* "protocol_error" */
+    SBX_ERR__COUNT
+} SbxErrorCode;
+
+/* An error as reported to the user: {code, type, message, stack}. */
+typedef struct {
+    SbxErrorCode code;
+    char *type;    /* e.g. "TypeError", "ZeroDivisionError"; optional */
+    char *message; /* required, <= SBX_ERROR_TEXT_MAX bytes */
+    char *stack;   /* optional, <= SBX_ERROR_TEXT_MAX bytes */
+} SbxError;
+
+typedef struct {
+    uint32_t version;
+    char *token;        /* session token, echoed in hello_ok */
+    uint8_t *entropy;   /* fresh random bytes to reseed the guest */
+    size_t entropy_len; /* SBX_ENTROPY_MIN..SBX_ENTROPY_MAX */
+    int64_t time_us;    /* host wall clock, microseconds since the Unix epoch */
+} SbxHello;
+
+typedef struct {
+    uint32_t version;
+    char *token;              /* the hello's token */
+    char *agent;              /* agent name and version, e.g. "sandbox-agent 0.1.0" */
+    char **languages;         /* NULL-terminated, e.g. {"javascript", "python", NULL} */
+} SbxHelloOk;
+
+/* One tool of the namespace, as the guest sees it (identifiers, already sanitised). */
+typedef struct {
+    char *provider;    /* identifier, e.g. "github" */
+    char *name;        /* identifier, e.g. "search_issues" */
+    char *description; /* optional */
+} SbxToolDecl;
+
+typedef struct {
+    char *id;           /* execution id chosen by the host */
+    SbxLanguage language;
+    char *code;         /* source text */
+    char *entry;        /* optional: name of a function to call with args */
+    char *args_json;    /* optional: JSON array of arguments for entry */
+    SbxToolDecl *tools; /* namespace, n_tools entries (may be 0) */
+    size_t n_tools;
+    uint64_t output_limit; /* bytes of stdout+stderr the guest may send; 0 = host default */
+    uint32_t timeout_ms;   /* informational: the host enforces it */
+} SbxExecute;
+
+typedef struct {
+    char *id;
+} SbxStarted;
+
+typedef struct {
+    char *id;
+    SbxStream stream;
+    uint8_t *data; /* decoded bytes (base64 on the wire), 1..SBX_OUTPUT_CHUNK_MAX */
+    size_t len;
+} SbxOutput;
+
+typedef struct {
+    char *id;
+    uint32_t call_id; /* > 0, unique per execution, chosen by the guest */
+    char *provider;
+    char *tool;
+    char *input_json; /* any JSON value, compact */
+} SbxToolCall;
+
+typedef struct {
+    char *id;
+    uint32_t call_id;
+    bool ok;
+    char *result_json; /* when ok: any JSON value, compact */
+    SbxError error;    /* when !ok */
+} SbxToolResult;
+
+typedef struct {
+    char *id;
+} SbxCancel;
+
+typedef struct {
+    char *id;
+    SbxStatus status;
+    char *result_json;     /* optional: the value of the program (JSON), when status is ok */
+    bool has_error;
+    SbxError error;        /* when has_error */
+    int32_t exit_code;     /* the runtime's exit status; -1 when killed by a signal */
+    uint64_t duration_ms;  /* as measured by the guest (the host measures its own) */
+    bool output_truncated; /* the guest dropped output over output_limit */
+} SbxDone;
+
+typedef struct {
+    uint32_t seq;
+} SbxPing; /* also pong */
+
+typedef struct {
+    SbxErrorCode code;
+    char *message;
+} SbxErrorMsg;
+
+typedef struct {
+    SbxMsgType type;
+    union {
+        SbxHello hello;
+        SbxHelloOk hello_ok;
+        SbxExecute execute;
+        SbxStarted started;
+        SbxOutput output;
+        SbxToolCall tool_call;
+        SbxToolResult tool_result;
+        SbxCancel cancel;
+        SbxDone done;
+        SbxPing ping; /* SBX_MSG_PING and SBX_MSG_PONG */
+        SbxErrorMsg error;
+    };
+} SbxMsg;
+
+/**
+ * Parse one frame payload (@json, @len bytes, need not be NUL-terminated) into @out.
+ * Every field is checked: types, required fields, string lengths, id syntax, enum values,
+ * base64, limits from limits.h. Unknown fields are ignored (forward compatibility).
+ * Returns 0, or -EBADMSG with *@ret_error set to a malloc'd human-readable reason (caller frees;
+ * @ret_error may be NULL), or -ENOMEM. On error @out is zeroed and owns nothing.
+ */
+int sbx_msg_decode(const char *json, size_t len, SbxMsg *out, char **ret_error);
+
+/**
+ * Serialise @msg as a complete frame (header + JSON): *@ret_frame is malloc'd.
+ * Returns 0, -EINVAL if @msg breaks a rule (a missing required field, an invalid *_json text,
+ * a limit exceeded), -EMSGSIZE if the JSON exceeds SBX_FRAME_MAX, -ENOMEM.
+ */
+int sbx_msg_encode(const SbxMsg *msg, uint8_t **ret_frame, size_t *ret_len);
+
+/** Free everything @msg owns and zero it. Accepts a zeroed message. */
+void sbx_msg_clear(SbxMsg *msg);
+
+/** Wire names: "hello", "javascript", "stdout", "ok", "tool_error", ... (static strings). */
+const char *sbx_msg_type_name(SbxMsgType t);
+const char *sbx_language_name(SbxLanguage l);
+const char *sbx_stream_name(SbxStream s);
+const char *sbx_status_name(SbxStatus s);
+const char *sbx_error_code_name(SbxErrorCode c);
+
+/** Reverse lookups; return 0 and set *ret, or -EINVAL for an unknown name. */
+int sbx_language_from_name(const char *name, SbxLanguage *ret);
+int sbx_status_from_name(const char *name, SbxStatus *ret);
+int sbx_error_code_from_name(const char *name, SbxErrorCode *ret);
+int sbx_msg_type_from_name(const char *name, SbxMsgType *ret);
+int sbx_stream_from_name(const char *name, SbxStream *ret);
+
+/** True if @id is a valid execution id: 1..SBX_ID_MAX chars of [A-Za-z0-9_.-]. */
+bool sbx_id_valid(const char *id);
+
+/** True if @s is a valid identifier: 1..SBX_NAME_MAX chars, [A-Za-z_$][A-Za-z0-9_$]*. */
+bool sbx_identifier_valid(const char *s);

@@ -1,0 +1,713 @@
+/*
+ * The execution driver: state machine of the host's end of the guest protocol (see session.h).
+ *
+ * States: NEW -> HELLO_SENT -> EXECUTE_SENT -> RUNNING -> IDLE (after a proper done; another
+ * execution may follow) or CLOSED (anything else: the channel is stopped, the VM must die).
+ */
+#include "session.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "channel.h"
+#include "record.h"
+
+/* Random bytes in the session token (hex-encoded: 64 characters <= SBX_TOKEN_MAX). */
+#define TOKEN_BYTES 32
+
+/* Random bytes in an execution id ("x" + 16 hex characters <= SBX_ID_MAX). */
+#define EXEC_ID_BYTES 8
+
+typedef enum { ST_NEW, ST_HELLO_SENT, ST_EXECUTE_SENT, ST_RUNNING, ST_IDLE, ST_CLOSED } State;
+
+typedef struct {
+    gint64 start_us;
+    SbxToolRecord *rec; /* NULL if the record was full */
+} InFlight;
+
+struct SbxSession {
+    SbxChannel *channel;
+    SbxSessionCallbacks cb;
+    gpointer user_data;
+    State state;
+    char token[TOKEN_BYTES * 2 + 1];
+    char exec_id[EXEC_ID_BYTES * 2 + 2];
+    SbxLanguage language;
+    uint8_t *execute_frame; /* encoded at run(), sent once hello_ok checked out */
+    size_t execute_len;
+    guint64 output_limit;
+    guint timeout_ms;
+    guint calls_max;
+    gboolean collect;
+    gint64 exec_start_us; /* 0 until execute is sent */
+    GSource *timer;       /* hello timeout, then the execution's wall-clock timeout */
+    GHashTable *in_flight; /* call id -> InFlight* */
+    GHashTable *seen;      /* call ids used in this execution */
+    gsize record_bytes;
+    SbxRunResult result;
+};
+
+/* (Re)arm the session's timer on the thread-default main context (where the channel is). */
+static void timer_start(SbxSession *s, guint ms, GSourceFunc func)
+{
+    if (s->timer != NULL) {
+        g_source_destroy(s->timer);
+        g_source_unref(s->timer);
+    }
+    s->timer = g_timeout_source_new(ms);
+    g_source_set_callback(s->timer, func, s, NULL);
+    g_source_attach(s->timer, g_main_context_get_thread_default());
+}
+
+static void timer_stop(SbxSession *s)
+{
+    if (s->timer != NULL) {
+        g_source_destroy(s->timer);
+        g_source_unref(s->timer);
+        s->timer = NULL;
+    }
+}
+
+static gboolean executing(const SbxSession *s)
+{
+    return s->state == ST_HELLO_SENT || s->state == ST_EXECUTE_SENT || s->state == ST_RUNNING;
+}
+
+/* ---- random values ---------------------------------------------------------------------- */
+
+static int fill_random(void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = getrandom((uint8_t *)buf + got, len - got, 0);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return -errno;
+        }
+        got += n;
+    }
+    return 0;
+}
+
+static int random_hex(char *out, size_t n_bytes)
+{
+    uint8_t raw[64];
+    g_assert(n_bytes <= sizeof(raw));
+    int r = fill_random(raw, n_bytes);
+    if (r < 0) {
+        return r;
+    }
+    for (size_t i = 0; i < n_bytes; i++) {
+        g_snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    }
+    return 0;
+}
+
+/* ---- ending an execution ----------------------------------------------------------------- */
+
+/* The execution is over: stop the timer, forget calls in flight, tell the owner (last). */
+static void finish(SbxSession *s, State next)
+{
+    timer_stop(s);
+    if (s->exec_start_us != 0) {
+        s->result.duration_ms = (g_get_monotonic_time() - s->exec_start_us) / 1000;
+    }
+    g_hash_table_remove_all(s->in_flight);
+    g_hash_table_remove_all(s->seen);
+    g_clear_pointer(&s->execute_frame, free);
+    s->state = next;
+    if (next == ST_CLOSED) {
+        sbx_channel_stop(s->channel);
+    }
+    s->cb.on_done(s, &s->result, s->user_data);
+}
+
+/* Tell the guest to stop, if it was asked to run something. Best effort: errors ignored. */
+static void send_cancel(SbxSession *s)
+{
+    SbxMsg msg = {.type = SBX_MSG_CANCEL, .cancel = {.id = s->exec_id}};
+    uint8_t *frame = NULL;
+    size_t len = 0;
+
+    if (s->exec_start_us != 0 && sbx_msg_encode(&msg, &frame, &len) == 0) {
+        sbx_channel_send(s->channel, frame, len);
+    }
+}
+
+static void end_with(SbxSession *s, SbxStatus status, SbxErrorCode code, gboolean cancel,
+                     const char *fmt, ...) G_GNUC_PRINTF(5, 6);
+
+/* End the running execution with a host-decided @status and error. */
+static void end_with(SbxSession *s, SbxStatus status, SbxErrorCode code, gboolean cancel,
+                     const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!executing(s)) {
+        return;
+    }
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    SbxError err = {.code = code, .message = msg};
+    s->result.status = status;
+    s->result.exit_code = -1;
+    s->result.has_error = TRUE;
+    sbx_error_clear(&s->result.error);
+    sbx_error_copy(&s->result.error, &err);
+    if (cancel) {
+        send_cancel(s);
+    }
+    finish(s, ST_CLOSED);
+}
+
+/* The channel cannot be used any more, outside an execution: the VM must not be reused. */
+static void broken(SbxSession *s, const char *reason)
+{
+    if (s->state != ST_IDLE) {
+        return;
+    }
+    s->state = ST_CLOSED;
+    sbx_channel_stop(s->channel);
+    if (s->cb.on_broken != NULL) {
+        s->cb.on_broken(s, reason, s->user_data);
+    }
+}
+
+static void violation(SbxSession *s, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+static void violation(SbxSession *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *what = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+
+    /* docs/protocol.md: a peer in breach is told with `error` (best effort), then dropped. */
+    SbxMsg msg = {.type = SBX_MSG_ERROR, .error = {.code = SBX_ERR_PROTOCOL, .message = what}};
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    if (s->state != ST_CLOSED && sbx_msg_encode(&msg, &frame, &len) == 0) {
+        sbx_channel_send(s->channel, frame, len);
+    }
+    if (executing(s)) {
+        s->result.protocol_violation = TRUE;
+        end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "protocol violation: %s", what);
+    } else {
+        g_autofree char *reason = g_strdup_printf("protocol violation: %s", what);
+        broken(s, reason);
+    }
+}
+
+static void channel_lost(SbxSession *s, const char *what)
+{
+    if (executing(s)) {
+        end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "channel to the guest lost: %s",
+                 what);
+    } else {
+        broken(s, what);
+    }
+}
+
+/* ---- sending ----------------------------------------------------------------------------- */
+
+/* Queue @frame (taken). On failure the execution (or the session) ends; returns FALSE. */
+static gboolean send_frame(SbxSession *s, uint8_t *frame, size_t len)
+{
+    int r = sbx_channel_send(s->channel, frame, len);
+    if (r == -ENOBUFS) {
+        violation(s, "the guest does not read its channel (%u bytes queued)",
+                  SBX_SESSION_WRITE_QUEUE_MAX);
+    } else if (r < 0) {
+        channel_lost(s, "write to the guest failed");
+    }
+    return r == 0;
+}
+
+static gboolean send_msg(SbxSession *s, const SbxMsg *msg)
+{
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    int r = sbx_msg_encode(msg, &frame, &len);
+
+    if (r < 0) {
+        end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "cannot encode %s: %s",
+                 sbx_msg_type_name(msg->type), g_strerror(-r));
+        return FALSE;
+    }
+    return send_frame(s, frame, len);
+}
+
+/* ---- handlers of guest messages ---------------------------------------------------------- */
+
+static gboolean check_id(SbxSession *s, const char *id, SbxMsgType type)
+{
+    if (strcmp(id, s->exec_id) != 0) {
+        violation(s, "%s for execution \"%.*s\", expected \"%s\"", sbx_msg_type_name(type),
+                  SBX_ID_MAX, id, s->exec_id);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean offers_language(char **languages, SbxLanguage lang)
+{
+    for (char **l = languages; l != NULL && *l != NULL; l++) {
+        if (strcmp(*l, sbx_language_name(lang)) == 0) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+static gboolean on_timer(gpointer data);
+
+static void start_execute(SbxSession *s)
+{
+    uint8_t *frame = g_steal_pointer(&s->execute_frame);
+
+    timer_stop(s);
+    s->state = ST_EXECUTE_SENT;
+    s->exec_start_us = g_get_monotonic_time();
+    timer_start(s, s->timeout_ms, on_timer);
+    send_frame(s, frame, s->execute_len);
+}
+
+static void handle_hello_ok(SbxSession *s, const SbxHelloOk *m)
+{
+    if (s->state != ST_HELLO_SENT) {
+        violation(s, "unexpected hello_ok");
+    } else if (m->version != SBX_PROTOCOL_VERSION) {
+        violation(s, "hello_ok has version %u, expected %u", m->version, SBX_PROTOCOL_VERSION);
+    } else if (strcmp(m->token, s->token) != 0) {
+        violation(s, "hello_ok does not echo the session token");
+    } else if (!offers_language(m->languages, s->language)) {
+        end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE,
+                 "the guest agent does not offer %s", sbx_language_name(s->language));
+    } else {
+        start_execute(s);
+    }
+}
+
+static void handle_started(SbxSession *s, const SbxStarted *m)
+{
+    if (s->state != ST_EXECUTE_SENT) {
+        violation(s, "unexpected started");
+    } else if (check_id(s, m->id, SBX_MSG_STARTED)) {
+        s->state = ST_RUNNING;
+    }
+}
+
+static void handle_output(SbxSession *s, const SbxOutput *m)
+{
+    if (s->state != ST_RUNNING) {
+        violation(s, "output %s", s->state == ST_EXECUTE_SENT ? "before started" : "unexpected");
+        return;
+    }
+    if (!check_id(s, m->id, SBX_MSG_OUTPUT)) {
+        return;
+    }
+    guint64 room = s->output_limit - s->result.output_bytes;
+    gsize take = m->len <= room ? m->len : (gsize)room;
+    if (take < m->len) {
+        s->result.output_truncated = TRUE; /* whatever the guest says in done */
+    }
+    if (take == 0) {
+        return;
+    }
+    s->result.output_bytes += take;
+    if (s->collect) {
+        g_byte_array_append(s->result.collected[m->stream], m->data, take);
+    }
+    if (s->cb.on_output != NULL) {
+        s->cb.on_output(s, m->stream, m->data, take, s->user_data);
+    }
+}
+
+/* Send the answer of an in-flight (or refused) call and record it. */
+static gboolean answer(SbxSession *s, guint32 call_id, SbxToolRecord *rec, gint64 start_us,
+                       const char *result_json, const SbxError *error)
+{
+    SbxMsg msg = {.type = SBX_MSG_TOOL_RESULT};
+    SbxError cut = {0};
+    uint8_t *frame = NULL;
+    size_t len = 0;
+
+    msg.tool_result.id = s->exec_id;
+    msg.tool_result.call_id = call_id;
+    msg.tool_result.ok = error == NULL;
+    msg.tool_result.result_json = (char *)result_json;
+    if (error != NULL) {
+        sbx_error_copy(&cut, error);
+        msg.tool_result.error = cut;
+    }
+    int r = sbx_msg_encode(&msg, &frame, &len);
+    if (r < 0 && error == NULL) {
+        /* Too large for a frame, or not JSON: the guest gets an error instead. */
+        SbxError e = {.code = SBX_ERR_TOOL, .message = "tool result cannot be sent to the guest "
+                                                       "(too large or not valid JSON)"};
+        sbx_error_clear(&cut);
+        return answer(s, call_id, rec, start_us, NULL, &e);
+    }
+    if (r < 0) {
+        sbx_error_clear(&cut);
+        end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "cannot encode tool_result: %s",
+                 g_strerror(-r));
+        return FALSE;
+    }
+    sbx_record_answer(&s->record_bytes, rec, result_json, error != NULL ? &cut : NULL,
+                      (g_get_monotonic_time() - start_us) / 1000);
+    sbx_error_clear(&cut);
+    return send_frame(s, frame, len);
+}
+
+static void refuse_call(SbxSession *s, guint32 call_id, SbxToolRecord *rec, const char *why)
+{
+    SbxError e = {.code = SBX_ERR_TOOL, .message = (char *)why};
+    answer(s, call_id, rec, g_get_monotonic_time(), NULL, &e);
+}
+
+static void handle_tool_call(SbxSession *s, const SbxToolCall *m)
+{
+    if (s->state != ST_RUNNING) {
+        violation(s, "tool_call %s", s->state == ST_EXECUTE_SENT ? "before started" : "unexpected");
+        return;
+    }
+    if (!check_id(s, m->id, SBX_MSG_TOOL_CALL)) {
+        return;
+    }
+    if (g_hash_table_contains(s->seen, GUINT_TO_POINTER(m->call_id))) {
+        violation(s, "tool_call reuses call id %u", m->call_id);
+        return;
+    }
+    if (g_hash_table_size(s->seen) >= SBX_SESSION_CALLS_MAX) {
+        end_with(s, SBX_STATUS_ERROR, SBX_ERR_TOOL, TRUE,
+                 "more than %d tool calls in one execution", SBX_SESSION_CALLS_MAX);
+        return;
+    }
+    g_hash_table_add(s->seen, GUINT_TO_POINTER(m->call_id));
+    SbxToolRecord *rec = sbx_record_add(&s->result, &s->record_bytes, m->call_id, m->provider,
+                                        m->tool, m->input_json);
+    if (g_hash_table_size(s->in_flight) >= s->calls_max) {
+        refuse_call(s, m->call_id, rec, "too many tool calls in flight");
+        return;
+    }
+    if (s->cb.on_tool_call == NULL) {
+        refuse_call(s, m->call_id, rec, "unknown tool");
+        return;
+    }
+    InFlight *f = g_new0(InFlight, 1);
+    f->start_us = g_get_monotonic_time();
+    f->rec = rec;
+    g_hash_table_insert(s->in_flight, GUINT_TO_POINTER(m->call_id), f);
+    s->cb.on_tool_call(s, m->call_id, m->provider, m->tool, m->input_json, s->user_data);
+}
+
+static void handle_done(SbxSession *s, SbxDone *m)
+{
+    if (s->state != ST_EXECUTE_SENT && s->state != ST_RUNNING) {
+        violation(s, "unexpected done");
+        return;
+    }
+    if (!check_id(s, m->id, SBX_MSG_DONE)) {
+        return;
+    }
+    SbxRunResult *r = &s->result;
+    r->status = m->status;
+    r->exit_code = m->exit_code;
+    r->result_json = g_steal_pointer(&m->result_json);
+    r->has_error = m->has_error;
+    if (m->has_error) {
+        sbx_error_copy(&r->error, &m->error);
+    }
+    r->output_truncated = r->output_truncated || m->output_truncated;
+    r->vm_reusable = TRUE;
+    finish(s, ST_IDLE);
+}
+
+static void handle_guest_error(SbxSession *s, const SbxErrorMsg *m)
+{
+    g_autofree char *msg = g_strdup_printf("guest agent reported %s: %.*s",
+                                           sbx_error_code_name(m->code), SBX_ERROR_TEXT_MAX / 2,
+                                           m->message);
+    if (executing(s)) {
+        end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "%s", msg);
+    } else {
+        broken(s, msg);
+    }
+}
+
+static void handle_ping(SbxSession *s, const SbxPing *m)
+{
+    SbxMsg pong = {.type = SBX_MSG_PONG, .ping = {.seq = m->seq}};
+    send_msg(s, &pong);
+}
+
+static void dispatch(SbxSession *s, SbxMsg *msg)
+{
+    switch (msg->type) {
+    case SBX_MSG_HELLO_OK:
+        handle_hello_ok(s, &msg->hello_ok);
+        break;
+    case SBX_MSG_STARTED:
+        handle_started(s, &msg->started);
+        break;
+    case SBX_MSG_OUTPUT:
+        handle_output(s, &msg->output);
+        break;
+    case SBX_MSG_TOOL_CALL:
+        handle_tool_call(s, &msg->tool_call);
+        break;
+    case SBX_MSG_DONE:
+        handle_done(s, &msg->done);
+        break;
+    case SBX_MSG_PING:
+        handle_ping(s, &msg->ping);
+        break;
+    case SBX_MSG_ERROR:
+        handle_guest_error(s, &msg->error);
+        break;
+    default: /* host -> guest messages, and pong: we never ping */
+        violation(s, "unexpected %s from the guest", sbx_msg_type_name(msg->type));
+        break;
+    }
+}
+
+/* ---- channel callbacks -------------------------------------------------------------------- */
+
+static gboolean on_frame(const char *payload, gsize len, gpointer data)
+{
+    SbxSession *s = data;
+    SbxMsg msg = {0};
+    char *why = NULL;
+
+    if (s->state == ST_CLOSED) {
+        return FALSE;
+    }
+    if (sbx_msg_decode(payload, len, &msg, &why) < 0) {
+        violation(s, "undecodable frame: %s", why != NULL ? why : "invalid");
+        free(why);
+        return FALSE;
+    }
+    dispatch(s, &msg);
+    sbx_msg_clear(&msg);
+    return s->state != ST_CLOSED;
+}
+
+static void on_channel_error(SbxChannelFailure failure, const char *message, gpointer data)
+{
+    SbxSession *s = data;
+
+    if (failure == SBX_CHANNEL_BAD_FRAME) {
+        violation(s, "%s", message);
+    } else {
+        channel_lost(s, message);
+    }
+}
+
+static gboolean on_timer(gpointer data)
+{
+    SbxSession *s = data;
+
+    timer_stop(s); /* destroying the dispatching source is allowed; we return REMOVE anyway */
+    if (s->state == ST_HELLO_SENT) {
+        end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE,
+                 "the guest agent did not answer hello within %u ms",
+                 SBX_SESSION_HELLO_TIMEOUT_MS);
+    } else {
+        end_with(s, SBX_STATUS_TIMEOUT, SBX_ERR_TIMEOUT, TRUE,
+                 "execution timed out after %u ms", s->timeout_ms);
+    }
+    return G_SOURCE_REMOVE;
+}
+
+/* ---- public API --------------------------------------------------------------------------- */
+
+SbxSession *sbx_session_new(int fd, const SbxSessionCallbacks *callbacks, gpointer user_data,
+                            GError **error)
+{
+    static const SbxChannelCallbacks channel_cb = {
+        .on_frame = on_frame,
+        .on_error = on_channel_error,
+    };
+    g_return_val_if_fail(callbacks != NULL && callbacks->on_done != NULL, NULL);
+
+    SbxSession *s = g_new0(SbxSession, 1);
+    s->channel = sbx_channel_new(fd, SBX_FRAME_MAX, SBX_SESSION_WRITE_QUEUE_MAX, &channel_cb, s,
+                                 error);
+    if (s->channel == NULL) {
+        g_free(s);
+        return NULL;
+    }
+    s->cb = *callbacks;
+    s->user_data = user_data;
+    s->in_flight = g_hash_table_new_full(NULL, NULL, NULL, g_free);
+    s->seen = g_hash_table_new(NULL, NULL);
+    return s;
+}
+
+void sbx_session_free(SbxSession *session)
+{
+    if (session == NULL) {
+        return;
+    }
+    timer_stop(session);
+    sbx_channel_free(session->channel);
+    g_hash_table_destroy(session->in_flight);
+    g_hash_table_destroy(session->seen);
+    free(session->execute_frame);
+    sbx_run_result_clear(&session->result);
+    g_free(session);
+}
+
+/* Reset the result and the limits for a new execution. */
+static void prepare(SbxSession *s, const SbxRunRequest *req)
+{
+    sbx_run_result_clear(&s->result);
+    s->result.exit_code = -1;
+    s->result.tool_calls = g_ptr_array_new_with_free_func((GDestroyNotify)sbx_tool_record_free);
+    if (req->collect_output) {
+        for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+            s->result.collected[i] = g_byte_array_new();
+        }
+    }
+    s->record_bytes = 0;
+    s->exec_start_us = 0;
+    s->language = req->language;
+    s->collect = req->collect_output;
+    s->output_limit = req->output_limit != 0 ? req->output_limit
+                                             : SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
+    s->timeout_ms = req->timeout_ms != 0 ? req->timeout_ms : SBX_SESSION_TIMEOUT_DEFAULT_MS;
+    s->calls_max = req->tool_calls_max != 0 && req->tool_calls_max < SBX_TOOL_CALLS_IN_FLIGHT_MAX
+                       ? req->tool_calls_max
+                       : SBX_TOOL_CALLS_IN_FLIGHT_MAX;
+}
+
+static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, GError **error)
+{
+    SbxMsg msg = {.type = SBX_MSG_EXECUTE};
+    SbxExecute *e = &msg.execute;
+
+    e->id = s->exec_id;
+    e->language = req->language;
+    e->code = (char *)req->code;
+    e->entry = (char *)req->entry;
+    e->args_json = (char *)req->args_json;
+    e->tools = (SbxToolDecl *)req->tools;
+    e->n_tools = req->n_tools;
+    e->output_limit = s->output_limit;
+    e->timeout_ms = s->timeout_ms;
+    /* The encoder refuses a code string of SBX_FRAME_MAX bytes or more as invalid. */
+    int r = strlen(req->code) >= SBX_FRAME_MAX
+                ? -EMSGSIZE
+                : sbx_msg_encode(&msg, &s->execute_frame, &s->execute_len);
+    if (r == -EMSGSIZE) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,
+                    "the program and its tool namespace exceed the frame limit (%u bytes)",
+                    SBX_FRAME_MAX);
+    } else if (r < 0) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "invalid execute request: %s", g_strerror(-r));
+    }
+    return r == 0;
+}
+
+static gboolean send_hello(SbxSession *s, GError **error)
+{
+    uint8_t entropy[SBX_SESSION_ENTROPY_BYTES];
+    SbxMsg msg = {.type = SBX_MSG_HELLO};
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    int r = random_hex(s->token, TOKEN_BYTES);
+
+    if (r == 0) {
+        r = fill_random(entropy, sizeof(entropy));
+    }
+    if (r < 0) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s",
+                    g_strerror(-r));
+        return FALSE;
+    }
+    msg.hello.version = SBX_PROTOCOL_VERSION;
+    msg.hello.token = s->token;
+    msg.hello.entropy = entropy;
+    msg.hello.entropy_len = sizeof(entropy);
+    msg.hello.time_us = g_get_real_time();
+    r = sbx_msg_encode(&msg, &frame, &len);
+    explicit_bzero(entropy, sizeof(entropy));
+    if (r == 0) {
+        r = sbx_channel_send(s->channel, frame, len);
+    }
+    if (r < 0) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE, "cannot send hello: %s",
+                    g_strerror(-r));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GError **error)
+{
+    SbxSession *s = session;
+
+    if (s->state != ST_NEW && s->state != ST_IDLE) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_BUSY, "the session is %s",
+                    s->state == ST_CLOSED ? "closed" : "busy");
+        return FALSE;
+    }
+    prepare(s, request);
+    s->exec_id[0] = 'x';
+    int r = random_hex(s->exec_id + 1, EXEC_ID_BYTES);
+    if (r < 0) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s",
+                    g_strerror(-r));
+        return FALSE;
+    }
+    if (!encode_execute(s, request, error)) {
+        return FALSE;
+    }
+    if (s->state == ST_IDLE) {
+        s->state = ST_EXECUTE_SENT;
+        start_execute(s); /* a failure ends the execution through on_done */
+        return TRUE;
+    }
+    if (!send_hello(s, error)) {
+        g_clear_pointer(&s->execute_frame, free);
+        s->state = ST_CLOSED;
+        return FALSE;
+    }
+    s->state = ST_HELLO_SENT;
+    timer_start(s, SBX_SESSION_HELLO_TIMEOUT_MS, on_timer);
+    sbx_channel_start(s->channel);
+    return TRUE;
+}
+
+gboolean sbx_session_tool_result(SbxSession *session, guint32 call_id, const char *result_json,
+                                 const SbxError *error)
+{
+    InFlight *f = g_hash_table_lookup(session->in_flight, GUINT_TO_POINTER(call_id));
+
+    g_return_val_if_fail(error != NULL || result_json != NULL, FALSE);
+    if (f == NULL || session->state != ST_RUNNING) {
+        return FALSE;
+    }
+    gint64 start = f->start_us;
+    SbxToolRecord *rec = f->rec;
+    g_hash_table_remove(session->in_flight, GUINT_TO_POINTER(call_id));
+    answer(session, call_id, rec, start, result_json, error);
+    return TRUE;
+}
+
+void sbx_session_abort(SbxSession *session, SbxStatus status, SbxErrorCode code,
+                       const char *message)
+{
+    end_with(session, status, code, TRUE, "%s", message);
+}
+
+const char *sbx_session_execution_id(const SbxSession *session)
+{
+    return session->exec_id[0] != '\0' ? session->exec_id : NULL;
+}

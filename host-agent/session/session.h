@@ -1,0 +1,175 @@
+/*
+ * The execution driver: the host's end of the guest protocol over a connected stream socket to
+ * the guest agent (sbx_vm_take_channel()). It runs on the GLib main loop of the thread that
+ * created it: it sends hello, checks hello_ok, sends execute, and then relays output, tool calls
+ * and the final done to its owner through callbacks.
+ *
+ * Everything the guest sends is untrusted. A frame that does not decode, a message that is not
+ * expected in the current state (hello_ok twice, output before started, output for another
+ * execution, a reused call id, ...) ends the execution with status `crash` and an
+ * internal_error "protocol violation: ..."; the owner must then kill the VM. The host enforces
+ * its own limits and never takes the guest's word for them: the wall-clock timeout (status
+ * `timeout`), the output cap (excess dropped, output_truncated set), the number of tool calls in
+ * flight, one answer per call id. Host memory stays bounded whatever the guest sends.
+ *
+ * Callbacks must not free the session; free it later (e.g. from an idle callback).
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "protocol/message.h"
+
+typedef struct SbxSession SbxSession;
+
+/*
+ * Default host-side output cap for one execution (stdout + stderr): what the CLI collects for
+ * --json must stay modest, and 10 MiB is far beyond what a person reads from one run.
+ */
+#define SBX_SESSION_OUTPUT_LIMIT_DEFAULT (10u * 1024 * 1024)
+
+/* Default wall-clock timeout of an execution, from `execute` sent to `done` received. */
+#define SBX_SESSION_TIMEOUT_DEFAULT_MS 30000
+
+/*
+ * Time the guest agent has to answer hello. The VM layer hands over the channel only once the
+ * agent accepted the connection, and hello_ok costs it microseconds; 10 s absorbs a loaded host
+ * under TCG without letting a dead agent hang a request.
+ */
+#define SBX_SESSION_HELLO_TIMEOUT_MS 10000
+
+/* Fresh entropy sent in hello: 512 bits, enough to reseed the guest's kernel and runtimes. */
+#define SBX_SESSION_ENTROPY_BYTES 64
+
+/*
+ * Bytes of encoded frames waiting to be written to the guest. The largest frame we send is one
+ * `execute` (<= SBX_FRAME_MAX); tool results (<= 1 MiB each) and pongs come on top. A guest
+ * that lets more than 16 MiB pile up is not reading its channel: that is a protocol violation,
+ * and it keeps a hostile guest from growing host memory through us.
+ */
+#define SBX_SESSION_WRITE_QUEUE_MAX (16u * 1024 * 1024)
+
+/*
+ * The record of an execution's tool calls (the basis of replay) is bounded: at most this many
+ * calls and this many bytes of inputs, results and messages. Calls beyond are counted, not
+ * stored (SbxRunResult.tool_calls_dropped).
+ */
+#define SBX_SESSION_RECORD_CALLS_MAX 1024
+#define SBX_SESSION_RECORD_BYTES_MAX (16u * 1024 * 1024)
+
+/*
+ * Tool calls in one execution. Call ids must stay unique, so the host remembers every id it
+ * has seen; this bounds that set (~2 MiB). Each call costs a frame round trip, so a program
+ * that makes more is looping: the execution ends with a tool_error.
+ */
+#define SBX_SESSION_CALLS_MAX 65536
+
+/* One tool call of the execution, as recorded by the host. */
+typedef struct {
+    guint32 call_id;
+    char *provider;    /* identifier the guest used */
+    char *tool;        /* identifier the guest used */
+    char *input_json;  /* compact JSON */
+    gboolean answered; /* FALSE if the execution ended first */
+    gboolean ok;
+    char *result_json; /* when ok (NULL if result_dropped) */
+    gboolean result_dropped; /* the result did not fit the record's bound */
+    SbxError error;    /* when answered and !ok */
+    guint64 duration_ms; /* tool_call received to tool_result queued */
+} SbxToolRecord;
+
+/* What the host knows once an execution has ended. Owned by the session. */
+typedef struct {
+    SbxStatus status;
+    int exit_code;        /* the guest's; -1 if none (no done, or killed by a signal) */
+    char *result_json;    /* the program's value (compact JSON), or NULL */
+    gboolean has_error;
+    SbxError error;
+    gboolean output_truncated; /* the host dropped output, or the guest said it did */
+    guint64 output_bytes;      /* output bytes accepted (<= the cap) */
+    guint64 duration_ms;       /* host-measured: execute sent to the end */
+    gboolean protocol_violation; /* the guest broke the protocol */
+    gboolean vm_reusable;      /* only after a proper done: else the guest may still run */
+    GByteArray *collected[SBX_STREAM__COUNT]; /* when collect_output; else NULL */
+    GPtrArray *tool_calls;     /* SbxToolRecord*, in arrival order */
+    guint tool_calls_dropped;  /* calls not recorded (record full) */
+} SbxRunResult;
+
+typedef struct {
+    /* Output accepted (within the cap). Optional. */
+    void (*on_output)(SbxSession *session, SbxStream stream, const guint8 *data, gsize len,
+                      gpointer user_data);
+    /*
+     * A tool call to run. The owner answers with sbx_session_tool_result() exactly once,
+     * possibly later from the main loop. Strings are valid during the callback only.
+     * Required if the execution declares tools.
+     */
+    void (*on_tool_call)(SbxSession *session, guint32 call_id, const char *provider,
+                         const char *tool, const char *input_json, gpointer user_data);
+    /* The execution ended (exactly once per sbx_session_run()). @result is owned by the session. */
+    void (*on_done)(SbxSession *session, const SbxRunResult *result, gpointer user_data);
+    /*
+     * Between executions the guest broke the channel (EOF, a frame after done, ...): the VM
+     * must not be reused. Optional.
+     */
+    void (*on_broken)(SbxSession *session, const char *reason, gpointer user_data);
+} SbxSessionCallbacks;
+
+typedef struct {
+    SbxLanguage language;
+    const char *code;
+    const char *entry;     /* optional */
+    const char *args_json; /* optional JSON array */
+    const SbxToolDecl *tools;
+    gsize n_tools;
+    guint64 output_limit;  /* bytes, stdout + stderr; 0 = SBX_SESSION_OUTPUT_LIMIT_DEFAULT */
+    guint timeout_ms;      /* 0 = SBX_SESSION_TIMEOUT_DEFAULT_MS */
+    guint tool_calls_max;  /* in flight; 0 or above the protocol's cap = SBX_TOOL_CALLS_IN_FLIGHT_MAX */
+    gboolean collect_output; /* keep output (up to the cap) in SbxRunResult.collected */
+} SbxRunRequest;
+
+/**
+ * Wrap the connected socket @fd (ownership passes to the session, also on failure).
+ * Nothing is sent until sbx_session_run().
+ */
+SbxSession *sbx_session_new(int fd, const SbxSessionCallbacks *callbacks, gpointer user_data,
+                            GError **error);
+
+/** Close the channel and free everything. No callback runs afterwards. Accepts NULL. */
+void sbx_session_free(SbxSession *session);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxSession, sbx_session_free)
+
+/**
+ * Start an execution: hello (first time only), then execute once hello_ok checked out.
+ * Returns FALSE if the request cannot be sent at all (too large, bad arguments, the session is
+ * busy or broken); otherwise on_done will be called exactly once.
+ */
+gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GError **error);
+
+/**
+ * Answer tool call @call_id: with @result_json (compact JSON) when @error is NULL, otherwise
+ * with @error. Returns FALSE (and sends nothing) if the call is not in flight: already answered,
+ * never made, or its execution has ended (a late answer after a timeout is normal).
+ */
+gboolean sbx_session_tool_result(SbxSession *session, guint32 call_id, const char *result_json,
+                                 const SbxError *error);
+
+/**
+ * End the running execution now with @status (timeout, cancelled, terminated, crash) and
+ * @message; tells the guest with `cancel` if it can. Used when the host stops an execution,
+ * e.g. because the VM died (@status crash). No-op when nothing runs.
+ */
+void sbx_session_abort(SbxSession *session, SbxStatus status, SbxErrorCode code,
+                       const char *message);
+
+/** The execution id of the current (or last) execution, or NULL before the first. */
+const char *sbx_session_execution_id(const SbxSession *session);
+
+/** Free a record (for owners that copy records). */
+void sbx_tool_record_free(SbxToolRecord *record);
+
+/** Release what @error owns and zero it. */
+void sbx_error_clear(SbxError *error);
+
+/** Deep-copy @src into @dst (message and stack cut to SBX_ERROR_TEXT_MAX). */
+void sbx_error_copy(SbxError *dst, const SbxError *src);

@@ -1,0 +1,470 @@
+/*
+ * Loading and validating the tool catalog (see catalog.h, docs/tools.md).
+ *
+ * cJSON is used here only to read the file; nothing outside this file sees a cJSON value.
+ */
+#include "catalog.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "protocol/limits.h"
+#include "tools-error.h"
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
+
+/* The only catalog format version so far; bumped when a change is not backward compatible. */
+#define CATALOG_VERSION 1
+
+static void invalid(GError **error, const char *origin, const char *where, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+
+static void invalid(GError **error, const char *origin, const char *where, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_INVALID, "%s: %s%s%s", origin, where,
+                where[0] != '\0' ? ": " : "", msg);
+}
+
+/* "providers" + "." + key, quoting the key when it is not a plain word. */
+static char *path_join(const char *parent, const char *key)
+{
+    gboolean plain = key[0] != '\0';
+    for (const char *p = key; *p != '\0'; p++) {
+        plain = plain && (g_ascii_isalnum(*p) || *p == '_' || *p == '-');
+    }
+    const char *sep = parent[0] != '\0' ? "." : "";
+    return plain ? g_strdup_printf("%s%s%s", parent, sep, key)
+                 : g_strdup_printf("%s%s\"%s\"", parent, sep, key);
+}
+
+/* Check every member of @obj is one of @known (NULL-terminated) and appears once. */
+static gboolean check_members(const cJSON *obj, const char *const *known, const char *origin,
+                              const char *where, GError **error)
+{
+    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
+    const cJSON *m;
+
+    cJSON_ArrayForEach(m, obj)
+    {
+        if (g_hash_table_contains(seen, m->string)) {
+            invalid(error, origin, where, "field \"%s\" appears twice", m->string);
+            return FALSE;
+        }
+        g_hash_table_add(seen, m->string);
+        if (known != NULL && !g_strv_contains(known, m->string)) {
+            invalid(error, origin, where, "unknown field \"%s\"", m->string);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* A provider or tool name: 1..SBX_NAME_MAX bytes of UTF-8 without control characters. */
+static gboolean check_name(const char *name, const char *origin, const char *where,
+                           GError **error)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len > SBX_NAME_MAX) {
+        invalid(error, origin, where, "a name must have 1 to %d bytes", SBX_NAME_MAX);
+        return FALSE;
+    }
+    if (!g_utf8_validate(name, len, NULL)) {
+        invalid(error, origin, where, "the name is not valid UTF-8");
+        return FALSE;
+    }
+    for (const char *p = name; *p != '\0'; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            invalid(error, origin, where, "the name contains a control character");
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* An optional string member of at most @max bytes, valid UTF-8; NULL if absent. */
+static gboolean get_string(const cJSON *obj, const char *key, gsize max, char **ret,
+                           const char *origin, const char *where, GError **error)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    g_autofree char *at = path_join(where, key);
+
+    if (v == NULL) {
+        return TRUE;
+    }
+    if (!cJSON_IsString(v)) {
+        invalid(error, origin, at, "expected a string");
+        return FALSE;
+    }
+    if (strlen(v->valuestring) > max || !g_utf8_validate(v->valuestring, -1, NULL)) {
+        invalid(error, origin, at, "expected UTF-8 text of at most %" G_GSIZE_FORMAT " bytes",
+                max);
+        return FALSE;
+    }
+    *ret = g_strdup(v->valuestring);
+    return TRUE;
+}
+
+static gboolean parse_tool(const cJSON *obj, SbxCatalogTool *tool, const char *origin,
+                           const char *where, GError **error)
+{
+    static const char *const known[] = {"description", "input_schema", NULL};
+
+    if (!check_name(obj->string, origin, where, error)) {
+        return FALSE;
+    }
+    tool->name = g_strdup(obj->string);
+    if (!cJSON_IsObject(obj)) {
+        invalid(error, origin, where, "expected an object");
+        return FALSE;
+    }
+    if (!check_members(obj, known, origin, where, error) ||
+        !get_string(obj, "description", SBX_CATALOG_DESCRIPTION_MAX, &tool->description, origin,
+                    where, error)) {
+        return FALSE;
+    }
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(obj, "input_schema");
+    if (schema == NULL) {
+        return TRUE;
+    }
+    g_autofree char *at = path_join(where, "input_schema");
+    if (!cJSON_IsObject(schema)) {
+        invalid(error, origin, at, "expected a JSON Schema object");
+        return FALSE;
+    }
+    tool->input_schema_json = cJSON_PrintUnformatted(schema);
+    if (tool->input_schema_json == NULL) {
+        invalid(error, origin, at, "out of memory");
+        return FALSE;
+    }
+    if (strlen(tool->input_schema_json) > SBX_CATALOG_SCHEMA_MAX) {
+        invalid(error, origin, at, "schema larger than %d bytes", SBX_CATALOG_SCHEMA_MAX);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean parse_tools(const cJSON *obj, SbxCatalogProvider *prov, gsize *total,
+                            const char *origin, const char *where, GError **error)
+{
+    g_autofree char *at = path_join(where, "tools");
+    const cJSON *m;
+
+    if (!cJSON_IsObject(obj)) {
+        invalid(error, origin, at, "expected an object mapping tool names to tools");
+        return FALSE;
+    }
+    if (!check_members(obj, NULL, origin, at, error)) {
+        return FALSE;
+    }
+    gsize n = cJSON_GetArraySize(obj);
+    if (n > SBX_TOOLS_MAX - *total) {
+        invalid(error, origin, at, "more than %d tools in the catalog", SBX_TOOLS_MAX);
+        return FALSE;
+    }
+    *total += n;
+    prov->tools = g_new0(SbxCatalogTool, n);
+    cJSON_ArrayForEach(m, obj)
+    {
+        g_autofree char *tool_at = path_join(at, m->string);
+        if (!parse_tool(m, &prov->tools[prov->n_tools++], origin, tool_at, error)) {
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean parse_argv(const cJSON *arr, SbxCatalogProvider *prov, const char *base_dir,
+                           const char *origin, const char *where, GError **error)
+{
+    int n = cJSON_GetArraySize(arr);
+    const cJSON *a;
+    int i = 0;
+
+    if (!cJSON_IsArray(arr) || n < 1 || n > SBX_CATALOG_ARGV_MAX) {
+        invalid(error, origin, where, "expected an array of 1 to %d strings (program, args...)",
+                SBX_CATALOG_ARGV_MAX);
+        return FALSE;
+    }
+    prov->command = g_new0(char *, n + 1);
+    cJSON_ArrayForEach(a, arr)
+    {
+        if (!cJSON_IsString(a) || a->valuestring[0] == '\0' ||
+            strlen(a->valuestring) > SBX_CATALOG_ARG_LEN_MAX) {
+            invalid(error, origin, where, "argument %d: expected a non-empty string of at most %d "
+                    "bytes", i, SBX_CATALOG_ARG_LEN_MAX);
+            return FALSE;
+        }
+        prov->command[i++] = g_strdup(a->valuestring);
+    }
+    /* "./tool.py" means next to the catalog; "python3" is looked up in PATH at spawn time. */
+    if (strchr(prov->command[0], '/') != NULL && !g_path_is_absolute(prov->command[0])) {
+        char *abs = g_build_filename(base_dir, prov->command[0], NULL);
+        g_free(prov->command[0]);
+        prov->command[0] = abs;
+    }
+    prov->workdir = g_strdup(base_dir);
+    return TRUE;
+}
+
+static gboolean parse_timeout(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
+                              const char *where, GError **error)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "timeout_ms");
+    g_autofree char *at = path_join(where, "timeout_ms");
+
+    prov->timeout_ms = SBX_CATALOG_TIMEOUT_DEFAULT_MS;
+    if (v == NULL) {
+        return TRUE;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(gint64)v->valuedouble ||
+        v->valuedouble < 1 || v->valuedouble > SBX_CATALOG_TIMEOUT_MAX_MS) {
+        invalid(error, origin, at, "expected an integer from 1 to %d", SBX_CATALOG_TIMEOUT_MAX_MS);
+        return FALSE;
+    }
+    prov->timeout_ms = (guint)v->valuedouble;
+    return TRUE;
+}
+
+static gboolean parse_kind(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
+                           const char *where, GError **error)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "kind");
+    g_autofree char *at = path_join(where, "kind");
+
+    if (v == NULL) {
+        invalid(error, origin, where, "missing field \"kind\"");
+        return FALSE;
+    }
+    if (!cJSON_IsString(v)) {
+        invalid(error, origin, at, "expected a string");
+        return FALSE;
+    }
+    if (strcmp(v->valuestring, "command") == 0) {
+        prov->kind = SBX_PROVIDER_COMMAND;
+        return TRUE;
+    }
+    invalid(error, origin, at, "unsupported provider kind \"%.64s\" (supported: command)",
+            v->valuestring);
+    return FALSE;
+}
+
+static gboolean parse_provider(const cJSON *obj, SbxCatalogProvider *prov, gsize *total,
+                               const char *base_dir, const char *origin, const char *where,
+                               GError **error)
+{
+    static const char *const known[] = {"kind", "command", "timeout_ms", "tools", NULL};
+
+    if (!check_name(obj->string, origin, where, error)) {
+        return FALSE;
+    }
+    prov->name = g_strdup(obj->string);
+    if (!cJSON_IsObject(obj)) {
+        invalid(error, origin, where, "expected an object");
+        return FALSE;
+    }
+    if (!check_members(obj, known, origin, where, error) ||
+        !parse_kind(obj, prov, origin, where, error) ||
+        !parse_timeout(obj, prov, origin, where, error)) {
+        return FALSE;
+    }
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(obj, "command");
+    g_autofree char *cmd_at = path_join(where, "command");
+    if (cmd == NULL) {
+        invalid(error, origin, where, "missing field \"command\" (required for kind command)");
+        return FALSE;
+    }
+    if (!parse_argv(cmd, prov, base_dir, origin, cmd_at, error)) {
+        return FALSE;
+    }
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(obj, "tools");
+    if (tools == NULL) {
+        invalid(error, origin, where, "missing field \"tools\"");
+        return FALSE;
+    }
+    return parse_tools(tools, prov, total, origin, where, error);
+}
+
+static gboolean parse_version(const cJSON *root, const char *origin, GError **error)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "version");
+
+    if (v != NULL && (!cJSON_IsNumber(v) || v->valuedouble != CATALOG_VERSION)) {
+        invalid(error, origin, "version", "unsupported catalog version (this build reads %d)",
+                CATALOG_VERSION);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean parse_root(const cJSON *root, SbxCatalog *cat, const char *base_dir,
+                           GError **error)
+{
+    static const char *const known[] = {"version", "providers", NULL};
+    const cJSON *m;
+    gsize total = 0;
+
+    if (!cJSON_IsObject(root)) {
+        invalid(error, cat->origin, "", "expected a JSON object at the top level");
+        return FALSE;
+    }
+    if (!check_members(root, known, cat->origin, "", error) ||
+        !parse_version(root, cat->origin, error)) {
+        return FALSE;
+    }
+    const cJSON *provs = cJSON_GetObjectItemCaseSensitive(root, "providers");
+    if (!cJSON_IsObject(provs)) {
+        invalid(error, cat->origin, "providers", "expected an object mapping names to providers");
+        return FALSE;
+    }
+    if (!check_members(provs, NULL, cat->origin, "providers", error)) {
+        return FALSE;
+    }
+    cat->providers = g_new0(SbxCatalogProvider, cJSON_GetArraySize(provs));
+    cJSON_ArrayForEach(m, provs)
+    {
+        g_autofree char *at = path_join("providers", m->string);
+        SbxCatalogProvider *prov = &cat->providers[cat->n_providers++];
+        if (!parse_provider(m, prov, &total, base_dir, cat->origin, at, error)) {
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* Report a JSON syntax error with its line and column. */
+static void syntax_error(const char *text, gsize len, const char *origin, GError **error)
+{
+    const char *at = cJSON_GetErrorPtr();
+    guint line = 1, col = 1;
+
+    if (at == NULL || at < text || at > text + len) {
+        at = text + len;
+    }
+    for (const char *p = text; p < at; p++) {
+        line += *p == '\n';
+        col = *p == '\n' ? 1 : col + 1;
+    }
+    g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_INVALID,
+                "%s:%u:%u: not valid JSON (or nested deeper than %d levels)", origin, line, col,
+                SBX_JSON_DEPTH_MAX);
+}
+
+SbxCatalog *sbx_catalog_parse(const char *text, gsize len, const char *origin,
+                              const char *base_dir, GError **error)
+{
+    const char *end = NULL;
+
+    if (len > SBX_CATALOG_FILE_MAX) {
+        g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_IO,
+                    "%s: larger than %d bytes", origin, SBX_CATALOG_FILE_MAX);
+        return NULL;
+    }
+    g_autoptr(cJSON) root = cJSON_ParseWithLengthOpts(text, len, &end, FALSE);
+    if (root == NULL) {
+        syntax_error(text, len, origin, error);
+        return NULL;
+    }
+    for (; end < text + len && g_ascii_isspace(*end); end++) {
+    }
+    if (end < text + len && *end != '\0') {
+        invalid(error, origin, "", "trailing data after the JSON object");
+        return NULL;
+    }
+    g_autoptr(SbxCatalog) cat = g_new0(SbxCatalog, 1);
+    cat->origin = g_strdup(origin);
+    if (!parse_root(root, cat, base_dir, error)) {
+        return NULL;
+    }
+    return g_steal_pointer(&cat);
+}
+
+/* Read at most SBX_CATALOG_FILE_MAX bytes of @path; the size is checked before reading. */
+static char *read_bounded(const char *path, gsize *ret_len, GError **error)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_IO, "open `%s`: %s", path,
+                    g_strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > SBX_CATALOG_FILE_MAX) {
+        g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_IO,
+                    "%s: not a regular file of at most %d bytes", path, SBX_CATALOG_FILE_MAX);
+        close(fd);
+        return NULL;
+    }
+    g_autofree char *buf = g_malloc(st.st_size + 1);
+    gsize got = 0;
+    while (got < (gsize)st.st_size) {
+        ssize_t n = read(fd, buf + got, st.st_size - got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_IO, "read `%s`: %s", path,
+                        n < 0 ? g_strerror(errno) : "file shrank while reading");
+            close(fd);
+            return NULL;
+        }
+        got += n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *ret_len = got;
+    return g_steal_pointer(&buf);
+}
+
+SbxCatalog *sbx_catalog_load(const char *path, GError **error)
+{
+    gsize len = 0;
+    g_autofree char *text = read_bounded(path, &len, error);
+    if (text == NULL) {
+        return NULL;
+    }
+    g_autofree char *abs = g_canonicalize_filename(path, NULL);
+    g_autofree char *dir = g_path_get_dirname(abs);
+    return sbx_catalog_parse(text, len, path, dir, error);
+}
+
+SbxCatalog *sbx_catalog_new_empty(void)
+{
+    SbxCatalog *cat = g_new0(SbxCatalog, 1);
+    cat->origin = g_strdup("(no catalog)");
+    return cat;
+}
+
+static void provider_clear(SbxCatalogProvider *prov)
+{
+    for (gsize i = 0; i < prov->n_tools; i++) {
+        g_free(prov->tools[i].name);
+        g_free(prov->tools[i].description);
+        cJSON_free(prov->tools[i].input_schema_json);
+    }
+    g_free(prov->tools);
+    g_strfreev(prov->command);
+    g_free(prov->workdir);
+    g_free(prov->name);
+}
+
+void sbx_catalog_free(SbxCatalog *catalog)
+{
+    if (catalog == NULL) {
+        return;
+    }
+    for (gsize i = 0; i < catalog->n_providers; i++) {
+        provider_clear(&catalog->providers[i]);
+    }
+    g_free(catalog->providers);
+    g_free(catalog->origin);
+    g_free(catalog);
+}

@@ -1,0 +1,75 @@
+/*
+ * The tool catalog: a JSON file (`sandbox run --tools FILE`) listing providers and their tools.
+ * Format and rules: docs/tools.md. Every field is validated; an error names the file and the
+ * field (`tools.json: providers.github.tools.search.timeout_ms: expected an integer ...`).
+ * Unknown fields are errors, so a typo does not silently disable a setting.
+ */
+#pragma once
+
+#include <glib.h>
+
+/*
+ * Largest catalog file. A catalog is configuration: SBX_TOOLS_MAX tools with a description and
+ * a modest schema each is well under 1 MiB. The size is checked before the file is read.
+ */
+#define SBX_CATALOG_FILE_MAX (1024 * 1024)
+
+/* Tool description: every description goes to the guest in `execute`, so keep them short. */
+#define SBX_CATALOG_DESCRIPTION_MAX (4 * 1024)
+
+/* A tool's input schema, compact JSON. Generous for real-world JSON Schemas. */
+#define SBX_CATALOG_SCHEMA_MAX (64 * 1024)
+
+/* Arguments of a command provider and the length of each (PATH_MAX). */
+#define SBX_CATALOG_ARGV_MAX 256
+#define SBX_CATALOG_ARG_LEN_MAX 4096
+
+/*
+ * Per-call timeout of a provider, milliseconds: default 10 s (a local command that takes longer
+ * is unusual), at most 10 minutes (no execution is allowed to run that long anyway).
+ */
+#define SBX_CATALOG_TIMEOUT_DEFAULT_MS 10000
+#define SBX_CATALOG_TIMEOUT_MAX_MS (10 * 60 * 1000)
+
+typedef enum {
+    SBX_PROVIDER_COMMAND, /* a local program: one process per call, JSON on stdin/stdout */
+} SbxProviderKind;
+
+typedef struct {
+    char *name;              /* real name, as in the file */
+    char *description;       /* optional */
+    char *input_schema_json; /* optional: compact JSON object */
+} SbxCatalogTool;
+
+typedef struct {
+    char *name; /* real name, as in the file */
+    SbxProviderKind kind;
+    char **command;    /* kind command: argv (NULL-terminated); argv[0] made absolute if relative */
+    char *workdir;     /* kind command: working directory (the catalog file's directory) */
+    guint timeout_ms;  /* per call */
+    SbxCatalogTool *tools;
+    gsize n_tools;
+} SbxCatalogProvider;
+
+typedef struct {
+    char *origin; /* file name used in messages */
+    SbxCatalogProvider *providers;
+    gsize n_providers;
+} SbxCatalog;
+
+/** Read and validate the catalog file @path. */
+SbxCatalog *sbx_catalog_load(const char *path, GError **error);
+
+/**
+ * Validate catalog text @text (@len bytes). @origin names it in error messages; relative
+ * command paths are resolved against @base_dir (and commands run there).
+ */
+SbxCatalog *sbx_catalog_parse(const char *text, gsize len, const char *origin,
+                              const char *base_dir, GError **error);
+
+/** A catalog with no providers (`sandbox run` without --tools). */
+SbxCatalog *sbx_catalog_new_empty(void);
+
+/** Free @catalog. Accepts NULL. */
+void sbx_catalog_free(SbxCatalog *catalog);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxCatalog, sbx_catalog_free)

@@ -1,0 +1,395 @@
+/*
+ * The command provider: each call spawns the configured program, writes
+ * {"tool": "<real name>", "input": <input>} and a newline on its stdin, and reads one JSON value
+ * from its stdout. Exit status 0 and one JSON value on stdout make the result; anything else is
+ * a tool_error whose message quotes the end of stderr. Everything is asynchronous on the main
+ * loop: no call ever blocks it.
+ *
+ * The program runs in its own process group with PR_SET_PDEATHSIG: a timeout, an oversized
+ * output or a cancellation kills the whole group, and the process is always reaped (through
+ * g_subprocess_wait_async) before the call completes. The host process must ignore SIGPIPE: a
+ * program that exits without reading its stdin makes our write fail with EPIPE.
+ */
+#include <cJSON.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "protocol/limits.h"
+#include "provider.h"
+#include "tools-error.h"
+
+/* The end of stderr kept for the error message: the last lines are the ones that explain. */
+#define STDERR_TAIL_MAX (4 * 1024)
+
+/* Read size for stdout and stderr. */
+#define READ_CHUNK (64 * 1024)
+
+typedef struct {
+    SbxProvider base;
+    char **argv;
+    char *workdir;
+    guint timeout_ms;
+} CommandProvider;
+
+typedef enum { ABORT_NONE, ABORT_TIMEOUT, ABORT_OVERFLOW, ABORT_CANCELLED } AbortReason;
+
+typedef struct {
+    char *tool;
+    guint timeout_ms;
+    GSubprocess *proc;
+    pid_t pid;
+    GCancellable *io_cancel; /* stops our reads and writes once the call is abandoned */
+    GCancellable *cancellable; /* the caller's */
+    gulong cancel_handler;
+    GSource *timer; /* the per-call timeout */
+    guint pending; /* async operations still running: stdin, stdout, stderr, wait */
+    AbortReason abort;
+    GBytes *request;
+    GByteArray *out;
+    GByteArray *err;
+    guint8 out_buf[READ_CHUNK];
+    guint8 err_buf[READ_CHUNK];
+} CommandCall;
+
+static void call_free(gpointer p)
+{
+    CommandCall *c = p;
+    g_clear_object(&c->proc);
+    g_clear_object(&c->io_cancel);
+    g_clear_object(&c->cancellable);
+    g_bytes_unref(c->request);
+    g_byte_array_unref(c->out);
+    g_byte_array_unref(c->err);
+    g_free(c->tool);
+    g_free(c);
+}
+
+/* Kill the whole process group (and the leader, should it not have made its group). */
+static void kill_group(CommandCall *c)
+{
+    if (c->pid > 0) {
+        kill(-c->pid, SIGKILL);
+        if (c->proc != NULL) {
+            g_subprocess_force_exit(c->proc);
+        }
+    }
+}
+
+static void call_abort(CommandCall *c, AbortReason why)
+{
+    if (c->abort == ABORT_NONE) {
+        c->abort = why;
+    }
+    kill_group(c);
+    g_cancellable_cancel(c->io_cancel);
+}
+
+/* Last lines of stderr, valid UTF-8, trimmed; "" if nothing was written. */
+static char *stderr_tail(CommandCall *c)
+{
+    g_autofree char *text = g_utf8_make_valid((const char *)c->err->data, c->err->len);
+    return g_strdup(g_strstrip(text));
+}
+
+static GError *exit_error(CommandCall *c)
+{
+    g_autofree char *tail = stderr_tail(c);
+    const char *sep = tail[0] != '\0' ? ": " : "";
+
+    if (!g_subprocess_get_if_exited(c->proc)) {
+        return g_error_new(SBX_TOOL_ERROR, SBX_ERR_TOOL, "tool \"%s\" was killed by signal %d%s%.*s",
+                           c->tool, g_subprocess_get_term_sig(c->proc), sep,
+                           SBX_ERROR_TEXT_MAX / 2, tail);
+    }
+    return g_error_new(SBX_TOOL_ERROR, SBX_ERR_TOOL, "tool \"%s\" failed (exit status %d)%s%.*s",
+                       c->tool, g_subprocess_get_exit_status(c->proc), sep,
+                       SBX_ERROR_TEXT_MAX / 2, tail);
+}
+
+/* stdout must hold exactly one JSON value (surrounding whitespace allowed). */
+static char *parse_stdout(CommandCall *c, GError **error)
+{
+    const char *text = (const char *)c->out->data;
+    const char *end = NULL;
+    gsize len = c->out->len;
+
+    if (len == 0 || !g_utf8_validate(text, len, NULL)) {
+        g_set_error(error, SBX_TOOL_ERROR, SBX_ERR_TOOL,
+                    "tool \"%s\" printed %s on stdout, not one JSON value", c->tool,
+                    len == 0 ? "nothing" : "invalid UTF-8");
+        return NULL;
+    }
+    cJSON *v = cJSON_ParseWithLengthOpts(text, len, &end, FALSE);
+    while (v != NULL && end < text + len && g_ascii_isspace(*end)) {
+        end++;
+    }
+    char *out = v != NULL && end == text + len ? cJSON_PrintUnformatted(v) : NULL;
+    cJSON_Delete(v);
+    if (out == NULL || strlen(out) > SBX_TOOL_RESULT_MAX) {
+        g_set_error(error, SBX_TOOL_ERROR, SBX_ERR_TOOL,
+                    "tool \"%s\" did not print one JSON value on stdout (or nested deeper than %d)",
+                    c->tool, SBX_JSON_DEPTH_MAX);
+        cJSON_free(out);
+        return NULL;
+    }
+    char *copy = g_strdup(out);
+    cJSON_free(out);
+    return copy;
+}
+
+static void call_complete(GTask *task)
+{
+    CommandCall *c = g_task_get_task_data(task);
+    GError *error = NULL;
+
+    if (c->timer != NULL) {
+        g_source_destroy(c->timer);
+        g_clear_pointer(&c->timer, g_source_unref);
+    }
+    if (c->cancel_handler != 0) {
+        g_cancellable_disconnect(c->cancellable, c->cancel_handler);
+        c->cancel_handler = 0;
+    }
+    /* Reaped: also end any descendant still in the group (a daemonised helper). */
+    if (c->pid > 0) {
+        kill(-c->pid, SIGKILL);
+    }
+
+    switch (c->abort) {
+    case ABORT_CANCELLED:
+        g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "tool call cancelled");
+        return;
+    case ABORT_TIMEOUT:
+        g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
+                                "tool \"%s\" timed out after %u ms", c->tool, c->timeout_ms);
+        return;
+    case ABORT_OVERFLOW:
+        g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
+                                "tool \"%s\" wrote more than %d bytes on stdout", c->tool,
+                                SBX_TOOL_RESULT_MAX);
+        return;
+    case ABORT_NONE:
+        break;
+    }
+    if (!g_subprocess_get_successful(c->proc)) {
+        g_task_return_error(task, exit_error(c));
+        return;
+    }
+    char *result = parse_stdout(c, &error);
+    if (result == NULL) {
+        g_task_return_error(task, error);
+        return;
+    }
+    g_task_return_pointer(task, result, g_free);
+}
+
+/* One async operation ended; the last one completes the call. Consumes a task reference. */
+static void op_done(GTask *task)
+{
+    CommandCall *c = g_task_get_task_data(task);
+    g_assert(c->pending > 0);
+    if (--c->pending == 0) {
+        call_complete(task);
+    }
+    g_object_unref(task);
+}
+
+static void on_wait(GObject *src, GAsyncResult *res, gpointer data)
+{
+    /* The result is read from the GSubprocess; errors cannot happen without a cancellable. */
+    g_subprocess_wait_finish(G_SUBPROCESS(src), res, NULL);
+    op_done(data);
+}
+
+static void on_stdin_written(GObject *src, GAsyncResult *res, gpointer data)
+{
+    /* EPIPE (the program did not read its input) is not an error by itself: the exit status
+     * and stdout decide. */
+    g_output_stream_write_all_finish(G_OUTPUT_STREAM(src), res, NULL, NULL);
+    g_output_stream_close(G_OUTPUT_STREAM(src), NULL, NULL);
+    op_done(data);
+}
+
+static void read_next(GTask *task, gboolean is_out);
+
+static void on_read(GObject *src, GAsyncResult *res, gpointer data, gboolean is_out)
+{
+    GTask *task = data;
+    CommandCall *c = g_task_get_task_data(task);
+    gssize n = g_input_stream_read_finish(G_INPUT_STREAM(src), res, NULL);
+
+    if (n <= 0) { /* EOF, or cancelled after an abort */
+        op_done(task);
+        return;
+    }
+    if (is_out) {
+        if (c->out->len + n > SBX_TOOL_RESULT_MAX) {
+            call_abort(c, ABORT_OVERFLOW);
+            op_done(task);
+            return;
+        }
+        g_byte_array_append(c->out, c->out_buf, n);
+    } else {
+        g_byte_array_append(c->err, c->err_buf, n);
+        if (c->err->len > STDERR_TAIL_MAX) {
+            g_byte_array_remove_range(c->err, 0, c->err->len - STDERR_TAIL_MAX);
+        }
+    }
+    read_next(task, is_out);
+}
+
+static void on_stdout(GObject *src, GAsyncResult *res, gpointer data)
+{
+    on_read(src, res, data, TRUE);
+}
+
+static void on_stderr(GObject *src, GAsyncResult *res, gpointer data)
+{
+    on_read(src, res, data, FALSE);
+}
+
+static void read_next(GTask *task, gboolean is_out)
+{
+    CommandCall *c = g_task_get_task_data(task);
+    GInputStream *in = is_out ? g_subprocess_get_stdout_pipe(c->proc)
+                              : g_subprocess_get_stderr_pipe(c->proc);
+    g_input_stream_read_async(in, is_out ? c->out_buf : c->err_buf, READ_CHUNK,
+                              G_PRIORITY_DEFAULT, c->io_cancel, is_out ? on_stdout : on_stderr,
+                              task);
+}
+
+static gboolean on_timeout(gpointer data)
+{
+    CommandCall *c = data;
+    call_abort(c, ABORT_TIMEOUT);
+    return G_SOURCE_REMOVE;
+}
+
+static void on_cancelled(GCancellable *cancellable, gpointer data)
+{
+    (void)cancellable;
+    call_abort(data, ABORT_CANCELLED);
+}
+
+static void child_setup(gpointer data)
+{
+    (void)data;
+    /* Async-signal-safe only: runs between fork and exec. */
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+static GSubprocess *spawn(const CommandProvider *p, GError **error)
+{
+    g_autoptr(GSubprocessLauncher) l = g_subprocess_launcher_new(
+        G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+        G_SUBPROCESS_FLAGS_STDERR_PIPE);
+    g_subprocess_launcher_set_cwd(l, p->workdir);
+    g_subprocess_launcher_set_child_setup(l, child_setup, NULL, NULL);
+    return g_subprocess_launcher_spawnv(l, (const char *const *)p->argv, error);
+}
+
+static GBytes *build_request(const char *tool, const char *input_json)
+{
+    cJSON *obj = cJSON_CreateObject();
+    cJSON_AddStringToObject(obj, "tool", tool);
+    cJSON_AddRawToObject(obj, "input", input_json);
+    char *text = cJSON_PrintUnformatted(obj);
+    cJSON_Delete(obj);
+    if (text == NULL) {
+        return NULL;
+    }
+    char *line = g_strconcat(text, "\n", NULL);
+    cJSON_free(text);
+    return g_bytes_new_take(line, strlen(line));
+}
+
+/* Start the four operations; each holds a task reference until it ends. */
+static void start_ops(GTask *task, CommandCall *c)
+{
+    c->pending = 4;
+    gsize len = 0;
+    const void *data = g_bytes_get_data(c->request, &len);
+    g_output_stream_write_all_async(g_subprocess_get_stdin_pipe(c->proc), data, len,
+                                    G_PRIORITY_DEFAULT, c->io_cancel, on_stdin_written,
+                                    g_object_ref(task));
+    read_next(g_object_ref(task), TRUE);
+    read_next(g_object_ref(task), FALSE);
+    g_subprocess_wait_async(c->proc, NULL, on_wait, g_object_ref(task));
+}
+
+static void command_call_async(SbxProvider *provider, const char *tool, const char *input_json,
+                               GCancellable *cancellable, GAsyncReadyCallback callback,
+                               gpointer user_data)
+{
+    CommandProvider *p = (CommandProvider *)provider;
+    g_autoptr(GTask) task = g_task_new(NULL, cancellable, callback, user_data);
+    g_autoptr(GError) error = NULL;
+    CommandCall *c = g_new0(CommandCall, 1);
+
+    g_task_set_source_tag(task, command_call_async);
+    g_task_set_task_data(task, c, call_free);
+    c->tool = g_strdup(tool);
+    c->timeout_ms = p->timeout_ms;
+    c->io_cancel = g_cancellable_new();
+    c->out = g_byte_array_new();
+    c->err = g_byte_array_new();
+    c->request = build_request(tool, input_json);
+    if (g_cancellable_is_cancelled(cancellable)) {
+        g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "tool call cancelled");
+        return;
+    }
+    c->proc = c->request != NULL ? spawn(p, &error) : NULL;
+    if (c->proc == NULL) {
+        g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL, "cannot start provider \"%s\": %s",
+                                provider->name, error != NULL ? error->message : "out of memory");
+        return;
+    }
+    /* NULL if GLib's worker already reaped it: then there is nothing left to kill. */
+    const char *ident = g_subprocess_get_identifier(c->proc);
+    c->pid = ident != NULL ? atoi(ident) : 0;
+    start_ops(task, c);
+    c->timer = g_timeout_source_new(c->timeout_ms);
+    g_source_set_callback(c->timer, on_timeout, c, NULL);
+    g_source_attach(c->timer, g_main_context_get_thread_default());
+    if (cancellable != NULL) {
+        c->cancellable = g_object_ref(cancellable);
+        c->cancel_handler = g_cancellable_connect(cancellable, G_CALLBACK(on_cancelled), c, NULL);
+    }
+}
+
+static char *command_call_finish(SbxProvider *provider, GAsyncResult *result, GError **error)
+{
+    (void)provider;
+    g_return_val_if_fail(g_task_is_valid(result, NULL), NULL);
+    return g_task_propagate_pointer(G_TASK(result), error);
+}
+
+static void command_free(SbxProvider *provider)
+{
+    CommandProvider *p = (CommandProvider *)provider;
+    g_strfreev(p->argv);
+    g_free(p->workdir);
+    g_free(p->base.name);
+    g_free(p);
+}
+
+static const SbxProviderOps command_ops = {
+    .call_async = command_call_async,
+    .call_finish = command_call_finish,
+    .free = command_free,
+};
+
+SbxProvider *sbx_command_provider_new(const SbxCatalogProvider *config)
+{
+    CommandProvider *p = g_new0(CommandProvider, 1);
+    p->base.ops = &command_ops;
+    p->base.name = g_strdup(config->name);
+    p->argv = g_strdupv(config->command);
+    p->workdir = g_strdup(config->workdir);
+    p->timeout_ms = config->timeout_ms;
+    return &p->base;
+}

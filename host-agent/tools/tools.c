@@ -1,0 +1,172 @@
+/*
+ * The tools of one execution (see tools.h).
+ */
+#include "tools.h"
+
+#include <string.h>
+
+#include "provider.h"
+#include "tools-error.h"
+
+struct SbxTools {
+    SbxCatalog *catalog;
+    SbxNamespace *ns;
+    GHashTable *providers; /* real provider name -> SbxProvider* (owned) */
+    SbxToolDecl *decls;    /* strings borrowed from the namespace and the catalog */
+    gsize n_decls;
+    guint in_flight;
+};
+
+typedef struct {
+    SbxTools *tools;
+    SbxProvider *provider;
+} CallData;
+
+static gboolean build_namespace(SbxTools *t, GError **error)
+{
+    gsize n = t->catalog->n_providers;
+    g_autofree const char **provs = g_new0(const char *, n + 1);
+    g_autofree const char *const **tools = g_new0(const char *const *, n + 1);
+    g_autoptr(GPtrArray) lists = g_ptr_array_new_with_free_func(g_free);
+
+    for (gsize i = 0; i < n; i++) {
+        const SbxCatalogProvider *p = &t->catalog->providers[i];
+        const char **names = g_new0(const char *, p->n_tools + 1);
+        for (gsize j = 0; j < p->n_tools; j++) {
+            names[j] = p->tools[j].name;
+        }
+        g_ptr_array_add(lists, names);
+        provs[i] = p->name;
+        tools[i] = names;
+    }
+    if (!sbx_namespace_build(t->ns, provs, tools, n, error)) {
+        g_prefix_error(error, "%s: ", t->catalog->origin);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void build_decls(SbxTools *t)
+{
+    gsize total = 0;
+    for (gsize i = 0; i < t->catalog->n_providers; i++) {
+        total += t->catalog->providers[i].n_tools;
+    }
+    t->decls = g_new0(SbxToolDecl, total + 1);
+    for (gsize i = 0; i < t->catalog->n_providers; i++) {
+        const SbxCatalogProvider *p = &t->catalog->providers[i];
+        for (gsize j = 0; j < p->n_tools; j++) {
+            SbxToolDecl *d = &t->decls[t->n_decls++];
+            d->provider = (char *)sbx_namespace_provider_ident(t->ns, p->name);
+            d->name = (char *)sbx_namespace_tool_ident(t->ns, p->name, p->tools[j].name);
+            d->description = p->tools[j].description;
+        }
+    }
+}
+
+SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error)
+{
+    g_autoptr(SbxTools) t = g_new0(SbxTools, 1);
+    t->catalog = catalog;
+    t->ns = sbx_namespace_new();
+    t->providers = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
+                                         (GDestroyNotify)sbx_provider_free);
+    if (!build_namespace(t, error)) {
+        return NULL;
+    }
+    for (gsize i = 0; i < catalog->n_providers; i++) {
+        SbxProvider *p = sbx_provider_new(&catalog->providers[i], error);
+        if (p == NULL) {
+            return NULL;
+        }
+        g_hash_table_insert(t->providers, p->name, p);
+    }
+    build_decls(t);
+    return g_steal_pointer(&t);
+}
+
+SbxTools *sbx_tools_load(const char *path, GError **error)
+{
+    SbxCatalog *catalog = path != NULL ? sbx_catalog_load(path, error) : sbx_catalog_new_empty();
+    return catalog != NULL ? sbx_tools_new(catalog, error) : NULL;
+}
+
+void sbx_tools_free(SbxTools *tools)
+{
+    if (tools == NULL) {
+        return;
+    }
+    /* A call still running would reference freed providers: a bug in the owner. */
+    g_warn_if_fail(tools->in_flight == 0);
+    g_free(tools->decls);
+    g_hash_table_destroy(tools->providers);
+    sbx_namespace_free(tools->ns);
+    sbx_catalog_free(tools->catalog);
+    g_free(tools);
+}
+
+const SbxToolDecl *sbx_tools_decls(const SbxTools *tools, gsize *ret_n)
+{
+    *ret_n = tools->n_decls;
+    return tools->decls;
+}
+
+const SbxNamespace *sbx_tools_namespace(const SbxTools *tools)
+{
+    return tools->ns;
+}
+
+guint sbx_tools_in_flight(const SbxTools *tools)
+{
+    return tools->in_flight;
+}
+
+static void on_provider_done(GObject *src, GAsyncResult *res, gpointer data)
+{
+    (void)src;
+    g_autoptr(GTask) task = data;
+    CallData *cd = g_task_get_task_data(task);
+    GError *error = NULL;
+
+    char *result = sbx_provider_call_finish(cd->provider, res, &error);
+    cd->tools->in_flight--;
+    if (result == NULL) {
+        g_task_return_error(task, error);
+        return;
+    }
+    g_task_return_pointer(task, result, g_free);
+}
+
+void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const char *tool_ident,
+                          const char *input_json, GCancellable *cancellable,
+                          GAsyncReadyCallback callback, gpointer user_data)
+{
+    g_autoptr(GTask) task = g_task_new(NULL, cancellable, callback, user_data);
+    const char *prov_real = NULL, *tool_real = NULL;
+
+    g_task_set_source_tag(task, sbx_tools_call_async);
+    if (!sbx_namespace_resolve(tools->ns, provider_ident, tool_ident, &prov_real, &tool_real)) {
+        g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL, "unknown tool %.*s.%.*s",
+                                SBX_NAME_MAX, provider_ident, SBX_NAME_MAX, tool_ident);
+        return;
+    }
+    if (strlen(input_json) > SBX_TOOL_INPUT_MAX) {
+        g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_VALIDATION,
+                                "tool input larger than %d bytes", SBX_TOOL_INPUT_MAX);
+        return;
+    }
+    CallData *cd = g_new0(CallData, 1);
+    cd->tools = tools;
+    cd->provider = g_hash_table_lookup(tools->providers, prov_real);
+    g_task_set_task_data(task, cd, g_free);
+    tools->in_flight++;
+    sbx_provider_call_async(cd->provider, tool_real, input_json, cancellable, on_provider_done,
+                            g_steal_pointer(&task));
+}
+
+char *sbx_tools_call_finish(SbxTools *tools, GAsyncResult *result, GError **error)
+{
+    (void)tools;
+    g_return_val_if_fail(g_task_is_valid(result, NULL), NULL);
+    return g_task_propagate_pointer(G_TASK(result), error);
+}

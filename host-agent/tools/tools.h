@@ -1,0 +1,50 @@
+/*
+ * The tools of one execution: a catalog, its namespace (real names <-> guest identifiers) and a
+ * provider per catalog entry. Calls arrive with the identifiers the guest saw and are dispatched
+ * to the provider by real name.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "catalog.h"
+#include "protocol/message.h"
+#include "namespace.h"
+
+typedef struct SbxTools SbxTools;
+
+/** Build the tools of @catalog (ownership passes to the result, also on failure). */
+SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error);
+
+/** Load the catalog file @path (NULL: no tools) and build its tools. */
+SbxTools *sbx_tools_load(const char *path, GError **error);
+
+/**
+ * Free @tools. All calls must have completed (see sbx_tools_in_flight()). Accepts NULL.
+ */
+void sbx_tools_free(SbxTools *tools);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxTools, sbx_tools_free)
+
+/** The namespace as the guest sees it: *@ret_n declarations, owned by @tools. */
+const SbxToolDecl *sbx_tools_decls(const SbxTools *tools, gsize *ret_n);
+
+/** The name map (for showing real names in reports). */
+const SbxNamespace *sbx_tools_namespace(const SbxTools *tools);
+
+/**
+ * Call the tool the guest named @provider_ident.@tool_ident with @input_json (compact JSON from
+ * the protocol decoder). An unknown name or an oversized input completes with an SBX_TOOL_ERROR
+ * (never a crash). The callback runs on the caller's main context, always after this returns.
+ */
+void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const char *tool_ident,
+                          const char *input_json, GCancellable *cancellable,
+                          GAsyncReadyCallback callback, gpointer user_data);
+
+/**
+ * The result (compact JSON, caller frees), or NULL with an SBX_TOOL_ERROR (code: an
+ * SbxErrorCode) or G_IO_ERROR_CANCELLED.
+ */
+char *sbx_tools_call_finish(SbxTools *tools, GAsyncResult *result, GError **error);
+
+/** Calls started and not yet completed (processes not yet reaped). */
+guint sbx_tools_in_flight(const SbxTools *tools);

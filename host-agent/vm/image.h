@@ -1,0 +1,28 @@
+/*
+ * A built guest image: the output directory of guest-image/build-image (vmlinuz or vmlinux,
+ * initramfs.cpio, rootfs.erofs, manifest.json; docs/guest-image.md).
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "vm-error.h"
+
+typedef struct {
+    char *dir;
+    char *kernel;    /* absolute path */
+    char *initramfs; /* absolute path */
+    char *rootfs;    /* absolute path */
+    char *hash;      /* manifest's identity of this image */
+} SbxImage;
+
+/**
+ * Open the image in @dir (NULL = the default build/image of this checkout, or
+ * $SANDBOX_IMAGE_DIR) and check that its files exist with the sizes the manifest records.
+ * A missing directory or manifest gives SBX_VM_ERROR_IMAGE_MISSING ("guest image not built:
+ * run scripts/build").
+ */
+SbxImage *sbx_image_open(const char *dir, GError **error);
+
+void sbx_image_free(SbxImage *image);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxImage, sbx_image_free)

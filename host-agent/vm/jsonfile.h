@@ -1,0 +1,21 @@
+/*
+ * Reading small JSON files written by people or by our build (profiles, the image manifest):
+ * size-checked before reading, parse errors with line and column. Internal to host-agent/vm:
+ * no cJSON value leaves this folder.
+ */
+#pragma once
+
+#include <cJSON.h>
+#include <glib.h>
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
+
+/** Parse exactly one JSON value filling @len bytes (whitespace around it allowed), or NULL. */
+cJSON *sbx_json_parse_strict(const char *text, gsize len);
+
+/**
+ * Read @path (refused if larger than @max_bytes) and parse it as one JSON object.
+ * Errors are in @domain/@code and start with the file's base name.
+ */
+cJSON *sbx_json_file_load(const char *path, gsize max_bytes, GQuark domain, int code,
+                          GError **error);

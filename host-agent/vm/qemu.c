@@ -1,0 +1,171 @@
+/*
+ * Building QEMU's command line (see qemu.h). Facts behind the choices are in
+ * shared/FINDINGS.md; the short version is in the comments next to each device.
+ */
+#include "qemu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "profile-private.h"
+
+static gboolean kvm_usable(int *ret_errno)
+{
+    int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+
+    if (fd < 0) {
+        *ret_errno = errno;
+        return FALSE;
+    }
+    close(fd);
+    return TRUE;
+}
+
+static gboolean accel_from_env(const char *v, SbxAccel *ret, GError **error)
+{
+    if (g_str_equal(v, "tcg")) {
+        *ret = SBX_ACCEL_TCG;
+    } else if (g_str_equal(v, "kvm")) {
+        *ret = SBX_ACCEL_KVM;
+    } else {
+        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_CONFIG,
+                    "SANDBOX_ACCEL='%s': expected \"tcg\" or \"kvm\"", v);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean sbx_qemu_resolve_accel(const SbxProfile *profile, SbxAccel *ret_accel, GError **error)
+{
+    const char *env = g_getenv("SANDBOX_ACCEL");
+    SbxAccel accel = profile->accel;
+    int err = 0;
+
+    if (env && *env && !accel_from_env(env, &accel, error))
+        return FALSE;
+    if (accel == SBX_ACCEL_AUTO) {
+        *ret_accel = kvm_usable(&err) ? SBX_ACCEL_KVM : SBX_ACCEL_TCG;
+        return TRUE;
+    }
+    if (accel == SBX_ACCEL_KVM && !kvm_usable(&err)) {
+        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_CONFIG,
+                    "%s asks for kvm but /dev/kvm cannot be opened read-write: %s",
+                    env && *env ? "SANDBOX_ACCEL" : profile->name, g_strerror(err));
+        return FALSE;
+    }
+    *ret_accel = accel;
+    return TRUE;
+}
+
+char *sbx_qemu_kernel_cmdline(const SbxProfile *profile, guint tsc_khz)
+{
+    /*
+     * console=ttyS0: the serial port is the only console (-nodefaults). quiet: printing to an
+     * emulated UART costs boot time. panic=-1: a panicking guest resets at once, and with
+     * -no-reboot QEMU then exits instead of hanging. tsc_early_khz: see tsc.h.
+     */
+    return g_strdup_printf("console=ttyS0 quiet panic=-1 tsc_early_khz=%u%s%s", tsc_khz,
+                           *profile->cmdline_extra ? " " : "", profile->cmdline_extra);
+}
+
+char *sbx_qemu_escape_opt(const char *s)
+{
+    GString *out = g_string_sized_new(strlen(s) + 8);
+
+    for (; *s; s++) {
+        g_string_append_c(out, *s);
+        if (*s == ',')
+            g_string_append_c(out, ',');
+    }
+    return g_string_free(out, FALSE);
+}
+
+static void add(GPtrArray *argv, const char *a, const char *b)
+{
+    g_ptr_array_add(argv, g_strdup(a));
+    if (b)
+        g_ptr_array_add(argv, g_strdup(b));
+}
+
+static void addf(GPtrArray *argv, const char *opt, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static void addf(GPtrArray *argv, const char *opt, const char *fmt, ...)
+{
+    va_list ap;
+
+    g_ptr_array_add(argv, g_strdup(opt));
+    va_start(ap, fmt);
+    g_ptr_array_add(argv, g_strdup_vprintf(fmt, ap));
+    va_end(ap);
+}
+
+/* Machine, accelerator, CPUs and RAM. */
+static void add_machine(GPtrArray *argv, const SbxProfile *p, const SbxQemuRuntime *rt)
+{
+    /*
+     * Guest RAM must be shareable (memfd, share=on): the bridge maps it to reach the virtqueues
+     * (vhost-user). The id must be pc.ram, the name QEMU gives the RAM block of a machine
+     * without a backend, or a saved state does not load into this VM ("Unknown ramblock").
+     */
+    addf(argv, "-object", "memory-backend-memfd,id=pc.ram,size=%uM,share=on", p->memory_mib);
+    addf(argv, "-machine", "%s,memory-backend=pc.ram", sbx_machine_name(p->machine));
+    addf(argv, "-m", "%uM", p->memory_mib); /* QEMU refuses a backend of another size */
+    add(argv, "-accel", rt->accel == SBX_ACCEL_KVM ? "kvm" : "tcg");
+    if (p->cpu)
+        add(argv, "-cpu", p->cpu);
+    addf(argv, "-smp", "%u", p->cpus);
+}
+
+/* Kernel, initramfs, command line and the read-only root disk. */
+static void add_boot(GPtrArray *argv, const SbxProfile *p, const SbxImage *img,
+                     const SbxQemuRuntime *rt)
+{
+    g_autofree char *rootfs = sbx_qemu_escape_opt(img->rootfs);
+
+    add(argv, "-kernel", img->kernel);
+    add(argv, "-initrd", img->initramfs);
+    g_ptr_array_add(argv, g_strdup("-append"));
+    g_ptr_array_add(argv, sbx_qemu_kernel_cmdline(p, rt->tsc_khz));
+    addf(argv, "-drive", "file=%s,if=none,id=root,format=raw,readonly=on", rootfs);
+    /* On microvm, virtio-mmio-bus.0 never gets an interrupt (its pin is redirected): use 1+. */
+    if (p->machine == SBX_MACHINE_MICROVM)
+        add(argv, "-device", "virtio-blk-device,drive=root,bus=virtio-mmio-bus.1");
+    else
+        add(argv, "-device", "virtio-blk-pci,drive=root");
+}
+
+/* QMP, the serial console, and vsock through the bridge. */
+static void add_channels(GPtrArray *argv, const SbxProfile *p, const SbxQemuRuntime *rt)
+{
+    g_autofree char *vhost = sbx_qemu_escape_opt(rt->vhost_user_path);
+
+    /* Both are already-connected sockets we hold the other end of: no path, no race. */
+    addf(argv, "-chardev", "socket,id=qmp,fd=%d,server=off", rt->qmp_fd);
+    add(argv, "-mon", "chardev=qmp,mode=control");
+    addf(argv, "-chardev", "socket,id=con,fd=%d,server=off", rt->console_fd);
+    add(argv, "-serial", "chardev:con");
+    /* The bridge is listening before QEMU starts: a silent vhost-user peer freezes QEMU. */
+    addf(argv, "-chardev", "socket,id=vsock,path=%s", vhost);
+    if (p->machine == SBX_MACHINE_MICROVM)
+        add(argv, "-device", "vhost-user-vsock-device,chardev=vsock,bus=virtio-mmio-bus.2");
+    else
+        add(argv, "-device", "vhost-user-vsock-pci,chardev=vsock");
+}
+
+char **sbx_qemu_argv(const SbxProfile *profile, const SbxImage *image, const SbxQemuRuntime *rt)
+{
+    GPtrArray *argv = g_ptr_array_new();
+
+    g_ptr_array_add(argv, g_strdup(rt->qemu));
+    /* Nothing we did not ask for: no default devices, no config files, no window, no reboot. */
+    add(argv, "-nodefaults", NULL);
+    add(argv, "-no-user-config", NULL);
+    add(argv, "-display", "none");
+    add(argv, "-no-reboot", NULL);
+    add_machine(argv, profile, rt);
+    add_boot(argv, profile, image, rt);
+    add_channels(argv, profile, rt);
+    g_ptr_array_add(argv, NULL);
+    return (char **)g_ptr_array_free(argv, FALSE);
+}

@@ -1,0 +1,78 @@
+/*
+ * The state of a VM, shared by vm.c (public API, teardown, exits) and vm-start.c (the start
+ * sequence). Internal to host-agent/vm.
+ */
+#pragma once
+
+#include "child.h"
+#include "logring.h"
+#include "qmp.h"
+#include "vm.h"
+
+typedef enum {
+    VM_NEW,      /* described, nothing started */
+    VM_STARTING, /* sbx_vm_start_async() in progress */
+    VM_RUNNING,  /* the channel to the agent exists */
+    VM_DEAD,     /* killed or exited; everything torn down */
+} VmState;
+
+struct SbxVm {
+    const SbxProfile *profile;
+    const SbxImage *image;
+    char *runtime_parent;
+    guint32 cid;
+    guint boot_timeout_ms;
+    gboolean console_to_stderr;
+    SbxAccel accel;
+
+    VmState state;
+    char *runtime_dir;
+    char *vhost_user_path; /* the bridge's vhost-user socket (QEMU connects) */
+    char *uds_path;        /* the bridge's hybrid-vsock socket (we connect) */
+    SbxChild *bridge;
+    SbxChild *qemu;
+    SbxLogRing *console;
+    SbxLogRing *qemu_err;
+    SbxLogRing *bridge_err;
+    SbxQmp *qmp;
+    int channel_fd;
+    char *tail;            /* the last sbx_vm_console_tail() */
+    char *shutdown_reason; /* from QEMU's SHUTDOWN event, e.g. "guest-shutdown" */
+    gint64 qemu_start_us;
+    gint64 boot_us;
+
+    /* The start sequence (vm-start.c). */
+    GTask *start;
+    GCancellable *start_cancel; /* cancels our own async steps when the start ends */
+    GSource *user_cancel;       /* watches the caller's cancellable */
+    int ready_fd;               /* read end of the bridge's --ready-fd pipe */
+    guint ready_watch;
+    char ready_buf[16];
+    gsize ready_got;
+    guint step_timer; /* bridge READY timeout, then the boot deadline */
+    guint retry_timer;
+
+    guint bridge_grace;      /* the bridge exited: wait briefly for QEMU's exit to report */
+    char *bridge_exit_text;
+
+    SbxVmExitFunc exit_func;
+    gpointer exit_data;
+};
+
+/** Kill and reap both children, close everything, remove the runtime dir; state -> DEAD. */
+void sbx_vm_teardown(SbxVm *vm);
+
+/** An error during start: tear down, then complete the start task with @error + diagnostics. */
+void sbx_vm_fail_start(SbxVm *vm, GError *error);
+
+/** QEMU or the bridge died, or QMP broke, while running: tear down, call the exit handler. */
+void sbx_vm_die(SbxVm *vm, const char *reason);
+
+/** Text for error reports: tails of QEMU's stderr, the bridge's stderr, the guest console. */
+char *sbx_vm_diagnostics(SbxVm *vm);
+
+/** Exit watchers and QMP handlers (vm.c), installed by the start sequence. */
+void sbx_vm_on_qemu_exit(SbxChild *child, int status, gpointer data);
+void sbx_vm_on_bridge_exit(SbxChild *child, int status, gpointer data);
+void sbx_vm_on_qmp_event(SbxQmp *qmp, const char *event, const char *data_json, gpointer data);
+void sbx_vm_on_qmp_broken(SbxQmp *qmp, const GError *error, gpointer data);

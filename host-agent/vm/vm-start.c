@@ -1,0 +1,417 @@
+/*
+ * Starting a VM, as a chain of main-loop steps:
+ *   prepare (accelerator, runtime dir) -> spawn the bridge -> wait for its "READY\n" ->
+ *   spawn QEMU -> QMP handshake -> probe the guest agent (CONNECT 1024 through the bridge,
+ *   every 20 ms) -> running.
+ * The bridge comes first because QEMU freezes on a vhost-user peer that does not answer
+ * (shared/FINDINGS.md). Any failure goes through sbx_vm_fail_start(), which tears everything
+ * down before the caller hears about it.
+ */
+#include "vm-private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib-unix.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "hvsock.h"
+#include "protocol/limits.h"
+#include "paths.h"
+#include "qemu.h"
+#include "tsc.h"
+
+/* The bridge listens within milliseconds; 10 s covers a host loaded by parallel boots. */
+#define BRIDGE_READY_MS 10000
+
+/* QEMU start to the agent accepting: a TCG boot takes ~2 s here, far more on a loaded host. */
+#define BOOT_TIMEOUT_DEFAULT_MS 60000
+
+/* Between probes while the guest boots: ~1% of a boot, and a negligible load on the bridge. */
+#define PROBE_RETRY_MS 20
+
+/* One probe's answer: the bridge answers at once, or after one round trip to the guest. */
+#define PROBE_ATTEMPT_MS 2000
+
+/*
+ * The guest console kept for error reports. The guest writes it, so it must be bounded;
+ * 64 KiB holds a whole (quiet) boot log or a kernel oops with its stack trace.
+ */
+#define CONSOLE_RING (64 * 1024)
+
+/* --debug copies the console to stderr; a guest printing forever stops being copied here. */
+#define CONSOLE_COPY_MAX (16 * 1024 * 1024)
+
+/* QEMU's and the bridge's stderr: a few lines of errors; 16 KiB bounds a flood. */
+#define STDERR_RING (16 * 1024)
+
+/* File descriptor numbers in the children. */
+#define BRIDGE_READY_FD 3
+#define QEMU_QMP_FD 3
+#define QEMU_CONSOLE_FD 4
+
+/*
+ * Unix socket paths must fit sun_path (108 bytes with the NUL). The bridge also creates
+ * "<uds>_<port>" sockets for connections from the guest: reserve room for "_4294967295".
+ */
+#define SOCKET_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1 - 11)
+
+static gboolean fail(GError **error, int code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean fail(GError **error, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error_literal(error, SBX_VM_ERROR, code, msg);
+    return FALSE;
+}
+
+/* The private runtime dir (0700) and the socket paths in it. */
+static gboolean make_runtime_dir(SbxVm *vm, GError **error)
+{
+    g_autofree char *parent = vm->runtime_parent ? g_strdup(vm->runtime_parent)
+                                                 : sbx_paths_runtime_parent();
+    g_autofree char *tmpl = g_build_filename(parent, "sbx-vm-XXXXXX", NULL);
+
+    if (strlen(tmpl) + strlen("/vhost-user.sock") > SOCKET_PATH_MAX)
+        return fail(error, SBX_VM_ERROR_CONFIG,
+                    "runtime directory %s: path too long for Unix sockets (max %zu bytes)",
+                    parent, SOCKET_PATH_MAX - strlen("/sbx-vm-XXXXXX/vhost-user.sock"));
+    if (!g_mkdtemp_full(tmpl, 0700)) {
+        int e = errno;
+        return fail(error, SBX_VM_ERROR_CONFIG, "cannot create a runtime directory in %s: %s",
+                    parent, g_strerror(e));
+    }
+    vm->runtime_dir = g_steal_pointer(&tmpl);
+    vm->vhost_user_path = g_build_filename(vm->runtime_dir, "vhost-user.sock", NULL);
+    vm->uds_path = g_build_filename(vm->runtime_dir, "vsock.sock", NULL);
+    return TRUE;
+}
+
+/* A pipe whose write end goes to a child (both ends close-on-exec here). */
+static gboolean make_pipe(int fds[2], GError **error)
+{
+    if (pipe2(fds, O_CLOEXEC) == 0)
+        return TRUE;
+    return fail(error, SBX_VM_ERROR_SPAWN, "pipe: %s", g_strerror(errno));
+}
+
+static gboolean on_ready_readable(int fd, GIOCondition cond, gpointer data);
+
+static gboolean spawn_bridge(SbxVm *vm, GError **error)
+{
+    g_autoptr(GSubprocessLauncher) launcher = NULL;
+    g_autofree char *bridge = sbx_paths_bridge();
+    g_autofree char *cid = g_strdup_printf("%u", vm->cid);
+    g_autofree char *ready_fd = g_strdup_printf("%d", BRIDGE_READY_FD);
+    const char *argv[] = {bridge,      "--vhost-user", vm->vhost_user_path, "--uds",
+                          vm->uds_path, "--guest-cid",  cid,                 "--ready-fd",
+                          ready_fd,     NULL};
+    int ready[2], err[2];
+
+    if (!make_pipe(ready, error))
+        return FALSE;
+    if (!make_pipe(err, error)) {
+        close(ready[0]);
+        close(ready[1]);
+        return FALSE;
+    }
+    launcher = sbx_child_launcher_new();
+    g_subprocess_launcher_take_fd(launcher, ready[1], BRIDGE_READY_FD);
+    g_subprocess_launcher_take_stderr_fd(launcher, err[1]);
+    vm->bridge_err = sbx_log_ring_new(err[0], STDERR_RING, -1, 0);
+    vm->ready_fd = ready[0];
+    vm->bridge = sbx_child_spawn(launcher, argv, "the vsock bridge", error);
+    if (!vm->bridge) {
+        GError *e = *error;
+        *error = g_error_new(e->domain, e->code, "%s (build it: ninja -C build; or set "
+                             "SANDBOX_BRIDGE)", e->message);
+        g_error_free(e);
+        return FALSE;
+    }
+    sbx_child_watch(vm->bridge, sbx_vm_on_bridge_exit, vm);
+    g_unix_set_fd_nonblocking(vm->ready_fd, TRUE, NULL);
+    vm->ready_watch = g_unix_fd_add(vm->ready_fd, G_IO_IN | G_IO_HUP | G_IO_ERR,
+                                    on_ready_readable, vm);
+    return TRUE;
+}
+
+/* The two connected socket pairs (QMP, console) and QEMU's stderr pipe. */
+typedef struct {
+    int qmp[2];
+    int con[2];
+    int err[2];
+} QemuFds;
+
+static gboolean make_qemu_fds(QemuFds *f, GError **error)
+{
+    f->qmp[0] = f->qmp[1] = f->con[0] = f->con[1] = f->err[0] = f->err[1] = -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->qmp) < 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->con) < 0 || !make_pipe(f->err, NULL)) {
+        int e = errno;
+        for (int i = 0; i < 2; i++) {
+            if (f->qmp[i] >= 0)
+                close(f->qmp[i]);
+            if (f->con[i] >= 0)
+                close(f->con[i]);
+        }
+        return fail(error, SBX_VM_ERROR_SPAWN, "socketpair: %s", g_strerror(e));
+    }
+    return TRUE;
+}
+
+static void on_handshake(GObject *source, GAsyncResult *res, gpointer data);
+
+/* Our ends of the fds: QMP client, console and stderr logs; then the boot deadline. */
+static void attach_qemu(SbxVm *vm, QemuFds *f)
+{
+    vm->qemu_start_us = g_get_monotonic_time();
+    vm->qemu_err = sbx_log_ring_new(f->err[0], STDERR_RING, -1, 0);
+    vm->console = sbx_log_ring_new(f->con[0], CONSOLE_RING, vm->console_to_stderr ? 2 : -1,
+                                   CONSOLE_COPY_MAX);
+    vm->qmp = sbx_qmp_new(f->qmp[0]);
+    sbx_qmp_set_handlers(vm->qmp, sbx_vm_on_qmp_event, sbx_vm_on_qmp_broken, vm);
+    sbx_child_watch(vm->qemu, sbx_vm_on_qemu_exit, vm);
+}
+
+static gboolean spawn_qemu(SbxVm *vm, GError **error)
+{
+    g_autoptr(GSubprocessLauncher) launcher = NULL;
+    g_autofree char *qemu = sbx_paths_qemu();
+    g_auto(GStrv) argv = NULL;
+    SbxQemuRuntime rt = {.qemu = qemu,
+                         .accel = vm->accel,
+                         .qmp_fd = QEMU_QMP_FD,
+                         .console_fd = QEMU_CONSOLE_FD,
+                         .vhost_user_path = vm->vhost_user_path};
+    QemuFds f;
+
+    if (!sbx_tsc_host_khz(&rt.tsc_khz, NULL, error) || !make_qemu_fds(&f, error))
+        return FALSE;
+    argv = sbx_qemu_argv(vm->profile, vm->image, &rt);
+    launcher = sbx_child_launcher_new();
+    g_subprocess_launcher_take_fd(launcher, f.qmp[1], QEMU_QMP_FD);
+    g_subprocess_launcher_take_fd(launcher, f.con[1], QEMU_CONSOLE_FD);
+    g_subprocess_launcher_take_stderr_fd(launcher, f.err[1]);
+    vm->qemu = sbx_child_spawn(launcher, (const char *const *)argv, "QEMU", error);
+    if (!vm->qemu) {
+        close(f.qmp[0]);
+        close(f.con[0]);
+        close(f.err[0]);
+        return FALSE;
+    }
+    attach_qemu(vm, &f);
+    return TRUE;
+}
+
+static gboolean on_boot_timeout(gpointer data)
+{
+    SbxVm *vm = data;
+
+    vm->step_timer = 0;
+    sbx_vm_fail_start(vm, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_BOOT_TIMEOUT,
+                                      "the guest agent did not accept a connection on vsock "
+                                      "port %u within %u ms of QEMU's start",
+                                      SBX_AGENT_PORT, vm->boot_timeout_ms));
+    return G_SOURCE_REMOVE;
+}
+
+/* The bridge is listening: start QEMU. */
+static void bridge_ready(SbxVm *vm)
+{
+    GError *error = NULL;
+
+    g_clear_handle_id(&vm->step_timer, g_source_remove);
+    close(vm->ready_fd);
+    vm->ready_fd = -1;
+    if (!spawn_qemu(vm, &error)) {
+        sbx_vm_fail_start(vm, error);
+        return;
+    }
+    vm->step_timer = g_timeout_add(vm->boot_timeout_ms, on_boot_timeout, vm);
+    sbx_qmp_handshake_async(vm->qmp, 0, vm->start_cancel, on_handshake, vm);
+}
+
+/* What the ready pipe says so far: 1 = READY, 0 = keep reading, -1 = anything else. */
+static int ready_state(SbxVm *vm)
+{
+    if (g_str_equal(vm->ready_buf, "READY\n"))
+        return 1;
+    if (vm->ready_got < strlen("READY\n") && g_str_has_prefix("READY\n", vm->ready_buf))
+        return 0;
+    return -1;
+}
+
+static gboolean on_ready_readable(int fd, GIOCondition cond, gpointer data)
+{
+    SbxVm *vm = data;
+    ssize_t n = read(fd, vm->ready_buf + vm->ready_got, sizeof vm->ready_buf - 1 - vm->ready_got);
+    int state;
+
+    (void)cond;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return G_SOURCE_CONTINUE;
+    if (n > 0) {
+        vm->ready_got += (gsize)n;
+        vm->ready_buf[vm->ready_got] = '\0';
+    }
+    state = n > 0 ? ready_state(vm) : -1;
+    if (state == 0)
+        return G_SOURCE_CONTINUE;
+    vm->ready_watch = 0;
+    if (state == 1)
+        bridge_ready(vm);
+    else if (n > 0)
+        sbx_vm_fail_start(vm, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_BRIDGE,
+                                          "the vsock bridge wrote something other than READY "
+                                          "on its ready pipe"));
+    /* EOF: the bridge is exiting; its exit watch reports how (or the READY timeout fires). */
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean on_bridge_ready_timeout(gpointer data)
+{
+    SbxVm *vm = data;
+
+    vm->step_timer = 0;
+    sbx_vm_fail_start(vm, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_BRIDGE,
+                                      "the vsock bridge did not report READY within %u ms",
+                                      BRIDGE_READY_MS));
+    return G_SOURCE_REMOVE;
+}
+
+static void probe(SbxVm *vm);
+
+static gboolean on_retry(gpointer data)
+{
+    SbxVm *vm = data;
+
+    vm->retry_timer = 0;
+    probe(vm);
+    return G_SOURCE_REMOVE;
+}
+
+/* The agent accepted: the VM is running. */
+static void started(SbxVm *vm, int fd)
+{
+    GTask *task = g_steal_pointer(&vm->start);
+
+    g_clear_handle_id(&vm->step_timer, g_source_remove);
+    if (vm->user_cancel) {
+        g_source_destroy(vm->user_cancel);
+        g_clear_pointer(&vm->user_cancel, g_source_unref);
+    }
+    g_clear_object(&vm->start_cancel);
+    vm->channel_fd = fd;
+    vm->boot_us = g_get_monotonic_time() - vm->qemu_start_us;
+    vm->state = VM_RUNNING;
+    /* Last: the callback may free @vm. */
+    g_task_return_boolean(task, TRUE);
+    g_object_unref(task);
+}
+
+static void on_probe(GObject *source, GAsyncResult *res, gpointer data)
+{
+    g_autoptr(GError) error = NULL;
+    int fd = sbx_hvsock_connect_finish(res, &error);
+    SbxVm *vm = data;
+
+    (void)source;
+    if (fd < 0 && g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+        return; /* the start ended (and @vm may be gone) */
+    if (fd >= 0) {
+        started(vm, fd);
+    } else if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CONNECTION_REFUSED) ||
+               g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT) ||
+               g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND)) {
+        /* Not listening yet (still booting). A dead bridge is noticed by its exit watch. */
+        vm->retry_timer = g_timeout_add(PROBE_RETRY_MS, on_retry, vm);
+    } else {
+        sbx_vm_fail_start(vm, g_steal_pointer(&error));
+    }
+}
+
+static void probe(SbxVm *vm)
+{
+    sbx_hvsock_connect_async(vm->uds_path, SBX_AGENT_PORT, PROBE_ATTEMPT_MS, vm->start_cancel,
+                             on_probe, vm);
+}
+
+static void on_handshake(GObject *source, GAsyncResult *res, gpointer data)
+{
+    GError *error = NULL;
+    SbxVm *vm = data;
+
+    (void)source;
+    if (!sbx_qmp_handshake_finish(NULL, res, &error)) {
+        /* Cancelled: the start ended (and @vm may be gone). Closed: QEMU is exiting, and its
+         * exit watch reports it with the exit status (or the boot deadline fires). */
+        if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED) ||
+            g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CLOSED)) {
+            g_error_free(error);
+            return;
+        }
+        g_prefix_error(&error, "QEMU's monitor: ");
+        sbx_vm_fail_start(vm, error);
+        return;
+    }
+    probe(vm);
+}
+
+static gboolean on_user_cancel(GCancellable *cancellable, gpointer data)
+{
+    SbxVm *vm = data;
+
+    (void)cancellable;
+    g_clear_pointer(&vm->user_cancel, g_source_unref);
+    sbx_vm_fail_start(vm, g_error_new(G_IO_ERROR, G_IO_ERROR_CANCELLED,
+                                      "the VM start was cancelled"));
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean prepare(SbxVm *vm, GError **error)
+{
+    if (!sbx_qemu_resolve_accel(vm->profile, &vm->accel, error))
+        return FALSE;
+    if (!vm->boot_timeout_ms)
+        vm->boot_timeout_ms = BOOT_TIMEOUT_DEFAULT_MS;
+    return make_runtime_dir(vm, error);
+}
+
+void sbx_vm_start_async(SbxVm *vm, GCancellable *cancellable, GAsyncReadyCallback callback,
+                        gpointer user_data)
+{
+    GTask *task = g_task_new(NULL, cancellable, callback, user_data);
+    GError *error = NULL;
+
+    g_task_set_source_tag(task, sbx_vm_start_async);
+    if (vm->state != VM_NEW) {
+        g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_FAILED,
+                                "a VM can be started only once");
+        g_object_unref(task);
+        return;
+    }
+    vm->state = VM_STARTING;
+    vm->start = task;
+    vm->start_cancel = g_cancellable_new();
+    if (cancellable) {
+        vm->user_cancel = g_cancellable_source_new(cancellable);
+        g_source_set_callback(vm->user_cancel, G_SOURCE_FUNC(on_user_cancel), vm, NULL);
+        g_source_attach(vm->user_cancel, g_task_get_context(task));
+    }
+    if (!prepare(vm, &error) || !spawn_bridge(vm, &error)) {
+        sbx_vm_fail_start(vm, error);
+        return;
+    }
+    vm->step_timer = g_timeout_add(BRIDGE_READY_MS, on_bridge_ready_timeout, vm);
+}
+
+gboolean sbx_vm_start_finish(SbxVm *vm, GAsyncResult *result, GError **error)
+{
+    (void)vm; /* may be freed already (see vm.h) */
+    return g_task_propagate_boolean(G_TASK(result), error);
+}

@@ -1,0 +1,946 @@
+#!/usr/bin/env python3
+"""Drives the real guest agent on the host: the agent listens on a unix socket (--listen-unix)
+and this script plays the host (framing and messages as in docs/protocol.md).
+
+Usage: agent_test.py AGENT_BINARY RUNNERS_DIR TEST_NAME   (or "all")
+
+Each test starts its own agent in a fresh temp dir, tracks it by PID, checks that it has no
+child process left when the test ends (the runner's whole process group is gone), stops it
+with SIGTERM (SIGKILL if it hangs) and removes the temp dir. SBX_TEST_NODE and
+SBX_TEST_PYTHON choose the runtimes (default /usr/bin/node, /usr/bin/python3).
+"""
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+NODE = os.environ.get("SBX_TEST_NODE", "/usr/bin/node")
+PYTHON = os.environ.get("SBX_TEST_PYTHON", "/usr/bin/python3")
+TIMEOUT = 30  # seconds any single expected message may take (runtimes start slowly under load)
+
+
+class Failure(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        raise Failure(f"{what}\n{detail}" if detail else what)
+
+
+# ---- the fake host ---------------------------------------------------------------------------
+
+class Host:
+    """One connection to the agent."""
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(TIMEOUT)
+        self.sock.connect(path)
+        self.next_id = 1
+
+    def close(self):
+        self.sock.close()
+
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def send(self, msg):
+        body = json.dumps(msg).encode()
+        self.send_raw(struct.pack(">I", len(body)) + body)
+
+    def _exact(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def recv(self):
+        """The next message, or None when the agent closed the connection."""
+        head = self._exact(4)
+        if head is None:
+            return None
+        (n,) = struct.unpack(">I", head)
+        body = self._exact(n)
+        check(body is not None, "connection closed in the middle of a frame")
+        return json.loads(body)
+
+    def expect(self, type_):
+        msg = self.recv()
+        check(msg is not None and msg["type"] == type_, f"expected {type_}", repr(msg)[:2000])
+        return msg
+
+    def expect_closed(self):
+        msg = self.recv()
+        check(msg is None, "expected the agent to close the connection", repr(msg)[:500])
+
+    def hello(self, token="tok-123"):
+        self.send({"type": "hello", "version": 1, "token": token,
+                   "entropy": base64.b64encode(os.urandom(64)).decode(),
+                   "time_us": int(time.time() * 1e6)})
+        return self.expect("hello_ok")
+
+    def execute(self, code, language, **fields):
+        exec_id = f"x{self.next_id}"
+        self.next_id += 1
+        msg = {"type": "execute", "id": exec_id, "language": language, "code": code,
+               "tools": fields.pop("tools", [])}
+        msg.update(fields)
+        self.send(msg)
+        return exec_id
+
+    def run(self, code, language, on_tool_call=None, **fields):
+        """Execute and collect everything until done. @on_tool_call(msg) returns the
+        tool_result fields {ok, result|error}, or None to answer later (pending list)."""
+        exec_id = self.execute(code, language, **fields)
+        r = Result(exec_id)
+        while True:
+            msg = self.recv()
+            check(msg is not None, "connection closed before done", r.summary())
+            r.messages.append(msg)
+            check(msg.get("id") == exec_id, "message for another execution", repr(msg))
+            t = msg["type"]
+            if t == "started":
+                check(not r.started and not r.output, "started comes first, once")
+                r.started = True
+            elif t == "output":
+                r.output.append((msg["stream"], base64.b64decode(msg["data"])))
+            elif t == "tool_call":
+                r.calls.append(msg)
+                answer = on_tool_call(msg) if on_tool_call else None
+                if answer is not None:
+                    self.send(dict({"type": "tool_result", "id": exec_id,
+                                    "call_id": msg["call_id"]}, **answer))
+            elif t == "done":
+                r.done = msg
+                return r
+            else:
+                raise Failure(f"unexpected message {msg!r}")
+
+
+class Result:
+    def __init__(self, exec_id):
+        self.id = exec_id
+        self.started = False
+        self.output = []
+        self.calls = []
+        self.messages = []
+        self.done = None
+
+    def stream(self, name):
+        return b"".join(d for s, d in self.output if s == name).decode(errors="replace")
+
+    @property
+    def stdout(self):
+        return self.stream("stdout")
+
+    @property
+    def stderr(self):
+        return self.stream("stderr")
+
+    @property
+    def status(self):
+        return self.done["status"]
+
+    @property
+    def error(self):
+        return self.done.get("error") or {}
+
+    def summary(self):
+        done = json.dumps(self.done)[:3000] if self.done else None
+        return f"done={done}\nstdout={self.stdout[:1000]!r}\nstderr={self.stderr[:3000]!r}"
+
+
+# ---- the agent process -----------------------------------------------------------------------
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+class Agent:
+    def __init__(self, binary, runners, extra=()):
+        self.binary, self.runners = binary, runners
+        self.dir = tempfile.mkdtemp(prefix="sbx-agent-test-")
+        self.path = os.path.join(self.dir, "agent.sock")
+        self.log_path = os.path.join(self.dir, "agent.log")
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [binary, "--listen-unix", self.path, "--runners", runners, "--node", NODE,
+             "--python", PYTHON, *extra],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        # The socket file appears at bind(), a moment before listen(): wait for the listening
+        # flag in /proc/net/unix (connecting to probe would be a host connection itself).
+        deadline = time.monotonic() + 10
+        while not self.listening():
+            check(self.proc.poll() is None, "the agent exited at start", self.read_log())
+            check(time.monotonic() < deadline, "the agent did not listen within 10 s")
+            time.sleep(0.01)
+
+    def listening(self):
+        with open("/proc/net/unix") as f:
+            for line in f:
+                fields = line.split()
+                # Flags 00010000: __SO_ACCEPTCON, a listening socket.
+                if len(fields) >= 8 and fields[7] == self.path and fields[3] == "00010000":
+                    return True
+        return False
+
+    def connect(self):
+        return Host(self.path)
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def wait_no_children(self, timeout=10):
+        deadline = time.monotonic() + timeout
+        while children(self.proc.pid):
+            check(time.monotonic() < deadline,
+                  f"processes left behind by the agent: {children(self.proc.pid)}")
+            time.sleep(0.02)
+
+    def stop(self):
+        """SIGTERM by PID, SIGKILL if it hangs; then the checks and the cleanup."""
+        left = children(self.proc.pid)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise Failure("the agent ignored SIGTERM")
+        rc = self.proc.returncode
+        self.log.close()
+        sock_left = os.path.exists(self.path)
+        log = self.read_log()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        check(rc == 0, f"the agent exited with {rc}", log[-3000:])
+        check(not sock_left, "the agent left its socket behind")
+        check(not left, f"processes left behind by the agent: {left}")
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+def expect_ok(r, result=..., stdout=None):
+    check(r.started, "started before done", r.summary())
+    check(r.status == "ok", f"status ok, got {r.status}", r.summary())
+    check(r.done["exit_code"] == 0, "exit code 0", r.summary())
+    if result is not ...:
+        check(r.done.get("result", ...) == result, f"result {result!r}", r.summary())
+    if stdout is not None:
+        check(r.stdout == stdout, f"stdout {stdout!r}", r.summary())
+
+
+def expect_error(r, code, type_=None, status="error"):
+    check(r.status == status, f"status {status}, got {r.status}", r.summary())
+    check(r.error.get("code") == code, f"error code {code}", r.summary())
+    if type_:
+        check(r.error.get("type") == type_, f"error type {type_}", r.summary())
+    check(r.error.get("message"), "an error message", r.summary())
+
+
+def add_tool(tools=("add", "fail", "deny")):
+    return [{"provider": "calc", "name": t, "description": f"calc {t}"} for t in tools]
+
+
+def calc(msg):
+    """A fake provider: add sums, fail fails, deny is refused by policy."""
+    if msg["tool"] == "add":
+        i = msg["input"]
+        return {"ok": True, "result": {"sum": i["a"] + i["b"]}}
+    if msg["tool"] == "deny":
+        return {"ok": False, "error": {"code": "policy_denied", "message": "not allowed here"}}
+    return {"ok": False, "error": {"code": "tool_error", "type": "CalcError",
+                                   "message": "failed on purpose"}}
+
+
+# ---- the tests -------------------------------------------------------------------------------
+
+def test_hello(agent):
+    h = agent.connect()
+    ok = h.hello("token-abc")
+    check(ok["version"] == 1 and ok["token"] == "token-abc", "version and token echoed", ok)
+    check(ok["agent"].startswith("sandbox-agent "), "agent name", ok)
+    check(sorted(ok["languages"]) == ["javascript", "python"], "both languages", ok)
+    h.send({"type": "ping", "seq": 7})
+    check(h.expect("pong")["seq"] == 7, "pong with the same seq")
+    h.close()
+
+
+def test_hello_required(agent):
+    h = agent.connect()
+    h.send({"type": "ping", "seq": 1})
+    err = h.expect("error")
+    check(err["code"] == "protocol_error" and "hello" in err["message"], "hello first", err)
+    h.expect_closed()
+    # The agent serves the next connection.
+    agent.connect().hello()
+
+
+def test_js_hello(agent):
+    h = agent.connect()
+    h.hello()
+    r = h.run('console.log("hello from js"); console.error("to stderr"); 6 * 7', "javascript")
+    expect_ok(r, 42, "hello from js\n")
+    check(r.stderr == "to stderr\n", "stderr", r.summary())
+
+
+def test_python_hello(agent):
+    h = agent.connect()
+    h.hello()
+    r = h.run('import sys\nprint("hello from python")\nprint("err", file=sys.stderr)\n6 * 7',
+              "python")
+    expect_ok(r, 42, "hello from python\n")
+    check(r.stderr == "err\n", "stderr", r.summary())
+
+
+def test_last_expression(agent):
+    h = agent.connect()
+    h.hello()
+    expect_ok(h.run('const a = [1, 2];\n({list: a, s: "x", n: null})', "javascript"),
+              {"list": [1, 2], "s": "x", "n": None})
+    expect_ok(h.run('a = [1, 2]\n{"list": a, "t": (1, "y"), "n": None}', "python"),
+              {"list": [1, 2], "t": [1, "y"], "n": None})
+    # No expression last: no result.
+    expect_ok(h.run("let x = 1;", "javascript"), ...)
+    check("result" not in h.run("x = 1", "python").done, "no result without an expression")
+    r = h.run("undefined", "javascript")
+    check("result" not in r.done, "undefined is no result", r.summary())
+
+
+def test_entry(agent):
+    h = agent.connect()
+    h.hello()
+    code = "function main(a, b) { return {sum: a + b}; }\nasync function later(x) { return x; }"
+    expect_ok(h.run(code, "javascript", entry="main", args=[2, 3]), {"sum": 5})
+    expect_ok(h.run(code, "javascript", entry="later", args=["v"]), "v")
+    r = h.run(code, "javascript", entry="missing", args=[])
+    expect_error(r, "runtime_error", "ReferenceError")
+    code = "def main(a, b):\n    return {'sum': a + b}\nasync def later(x):\n    return x\n"
+    expect_ok(h.run(code, "python", entry="main", args=[2, 3]), {"sum": 5})
+    expect_ok(h.run(code, "python", entry="later", args=["v"]), "v")
+    expect_error(h.run(code, "python", entry="missing"), "runtime_error", "NameError")
+
+
+def test_top_level_await(agent):
+    h = agent.connect()
+    h.hello()
+    code = ("const wait = (ms) => new Promise((r) => setTimeout(r, ms));\n"
+            "await wait(10);\nconst os = await import('node:os');\n"
+            "typeof os.cpus + ':' + (await Promise.resolve(5))")
+    expect_ok(h.run(code, "javascript"), "function:5")
+    code = "import asyncio\nawait asyncio.sleep(0.01)\nasync def f():\n    return 5\nawait f()"
+    expect_ok(h.run(code, "python"), 5)
+    # asyncio.run() in code without top-level await still works (no loop is running).
+    code = "import asyncio\nasync def f():\n    return 6\nasyncio.run(f())"
+    expect_ok(h.run(code, "python"), 6)
+
+
+def test_js_import(agent):
+    h = agent.connect()
+    h.hello()
+    code = ("import os from 'node:os';\nimport { join as j } from 'node:path';\n"
+            "import * as fs from 'node:fs';\nimport p, * as ns from 'node:path';\n"
+            "import 'node:util';\nconst req = require('node:path');\n"
+            "[typeof os.cpus, j('a', 'b'), typeof fs.readFileSync, req.sep, p.sep, ns.sep,\n"
+            " new Error('here').stack.split('\\n')[1].trim()]")
+    expect_ok(h.run(code, "javascript"),
+              ["function", "a/b", "function", "/", "/", "/", "at main.js:8:2"])
+
+
+def test_exception(agent):
+    h = agent.connect()
+    h.hello()
+    r = h.run('console.log("before");\nfunction f() { throw new TypeError("boom here"); }\nf()',
+              "javascript")
+    expect_error(r, "runtime_error", "TypeError")
+    check(r.error["message"] == "boom here", "message", r.summary())
+    check("main.js:2" in r.error.get("stack", ""), "stack points at line 2", r.summary())
+    check("runner" not in r.error["stack"], "no runner frames in the stack", r.summary())
+    check(r.stdout == "before\n" and r.done["exit_code"] == 1, "output and exit 1", r.summary())
+    r = h.run("def f():\n    return 1 / 0\nf()", "python")
+    expect_error(r, "runtime_error", "ZeroDivisionError")
+    check('File "main.py", line 2, in f' in r.error.get("stack", ""), "traceback", r.summary())
+    check("return 1 / 0" in r.error["stack"], "source line in the traceback", r.summary())
+    check("runner.py" not in r.error["stack"], "no runner frames", r.summary())
+    r = h.run("class E(Exception):\n    def __str__(self):\n        raise ValueError()\n"
+              "raise E()", "python")
+    expect_error(r, "runtime_error", "E")
+    r = h.run('throw "a string"', "javascript")
+    expect_error(r, "runtime_error", "string")
+    r = h.run("Promise.reject(new RangeError('late')); 1", "javascript")
+    expect_error(r, "runtime_error", "RangeError")
+
+
+def test_syntax_error(agent):
+    h = agent.connect()
+    h.hello()
+    r = h.run("let x = ;", "javascript")
+    expect_error(r, "runtime_error", "SyntaxError")
+    check("main.js:1" in r.error.get("stack", ""), "location", r.summary())
+    r = h.run("x = (\n", "python")
+    expect_error(r, "runtime_error", "SyntaxError")
+    check("main.py" in r.error.get("stack", ""), "location", r.summary())
+    r = h.run("export const a = 1;", "javascript")
+    expect_error(r, "runtime_error", "SyntaxError")
+
+
+def test_exit_code(agent):
+    h = agent.connect()
+    h.hello()
+    r = h.run('import sys\nprint("bye")\nsys.exit(3)', "python")
+    expect_error(r, "runtime_error")
+    check(r.done["exit_code"] == 3 and r.stdout == "bye\n", "exit 3", r.summary())
+    check("status 3" in r.error["message"], "message names the status", r.summary())
+    r = h.run('console.log("bye"); process.exit(4)', "javascript")
+    check(r.done["exit_code"] == 4 and r.status == "error" and r.stdout == "bye\n", "exit 4",
+          r.summary())
+    r = h.run("import sys\nsys.exit(0)", "python")
+    expect_ok(r)
+    r = h.run("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", "python")
+    expect_error(r, "runtime_error", "SIGSEGV", status="crash")
+    check(r.done["exit_code"] == -1, "exit code -1 after a signal", r.summary())
+
+
+def test_output_limit(agent):
+    h = agent.connect()
+    h.hello()
+    code = ('import sys\nchunk = "x" * 65536\nfor _ in range(64):\n    sys.stdout.write(chunk)\n'
+            'sys.stdout.flush()\nprint("tail", file=sys.stderr)\n"finished"')
+    r = h.run(code, "python", output_limit=100000)
+    expect_ok(r, "finished")
+    got = len(r.stdout) + len(r.stderr)
+    check(r.done["output_truncated"] is True, "output_truncated", r.summary())
+    check(got == 100000, f"exactly the limit came back (got {got})")
+    check(all(len(d) <= 65536 for _, d in r.output), "chunks at most 64 KiB")
+    # Under the limit: not truncated, and the connection goes on working.
+    r = h.run('process.stdout.write("y".repeat(300000)); 1', "javascript")
+    expect_ok(r, 1)
+    check(len(r.stdout) == 300000 and r.done["output_truncated"] is False, "all output",
+          r.summary())
+
+
+def test_js_tools(agent):
+    h = agent.connect()
+    h.hello()
+    code = ("const r = await tools.calc.add({a: 2, b: 40});\n"
+            "const many = await Promise.all(Array.from({length: 10}, (_, i) =>"
+            " tools.calc.add({a: i, b: 1})));\n"
+            "console.log(r.sum, many.map(m => m.sum).join(','));\nr.sum")
+    held = []
+
+    def answer(msg):
+        # Answer the parallel ones only once all ten are in, in reverse order.
+        if msg["input"].get("b") != 1:
+            return calc(msg)
+        held.append(msg)
+        if len(held) == 10:
+            for m in reversed(held):
+                h.send(dict({"type": "tool_result", "id": m["id"], "call_id": m["call_id"]},
+                            **calc(m)))
+        return None
+
+    r = h.run(code, "javascript", on_tool_call=answer, tools=add_tool())
+    expect_ok(r, 42, "42 1,2,3,4,5,6,7,8,9,10\n")
+    check(len(r.calls) == 11, "11 calls", r.summary())
+    ids = [c["call_id"] for c in r.calls]
+    check(ids == sorted(set(ids)) and ids[0] >= 1, "call ids unique and increasing", ids)
+    check(all(c["id"] == r.id and c["provider"] == "calc" for c in r.calls), "call fields")
+
+
+def test_python_tools(agent):
+    h = agent.connect()
+    h.hello()
+    code = ('r = tools.calc.add({"a": 1, "b": 2})\nprint(r["sum"])\n'
+            'print(tools.calc.add(a=3, b=4)["sum"])\n'
+            'import asyncio\n'
+            'many = await asyncio.gather(*(tools.calc.add.aio({"a": i, "b": 1}) '
+            'for i in range(10)))\n'
+            'print([m["sum"] for m in many])\nr["sum"]')
+    r = h.run(code, "python", on_tool_call=calc, tools=add_tool())
+    expect_ok(r, 3, "3\n7\n[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n")
+    check(len(r.calls) == 12, "12 calls", r.summary())
+
+
+def test_tool_errors(agent):
+    h = agent.connect()
+    h.hello()
+    code = ("const out = [];\n"
+            "try { await tools.calc.fail({}); } catch (e) {\n"
+            "  out.push(e.name, e.code, e.message, e instanceof ToolError, e.type); }\n"
+            "try { await tools.calc.deny({}); } catch (e) {\n"
+            "  out.push(e.name, e.code, e instanceof SandboxToolError); }\n"
+            "try { await tools.calc.add({a: NaN}); } catch (e) { out.push(e.code); }\n"
+            "out")
+    r = h.run(code, "javascript", on_tool_call=calc, tools=add_tool())
+    expect_ok(r, ["ToolError", "tool_error", "failed on purpose", True, "CalcError",
+                  "PolicyDenied", "policy_denied", True, "serialization_error"])
+    check(len(r.calls) == 2, "the NaN call never left the guest", r.summary())
+    code = ("out = []\ntry:\n    tools.calc.fail({})\nexcept ToolError as e:\n"
+            "    out += [type(e).__name__, e.code, str(e), e.type]\n"
+            "try:\n    tools.calc.deny()\nexcept SandboxToolError as e:\n"
+            "    out += [type(e).__name__, e.code, repr(e)]\n"
+            "try:\n    tools.calc.nope\nexcept AttributeError as e:\n    out.append(str(e))\n"
+            "out")
+    r = h.run(code, "python", on_tool_call=calc, tools=add_tool())
+    expect_ok(r, ["ToolError", "tool_error", "failed on purpose", "CalcError",
+                  "PolicyDenied", "policy_denied",
+                  "PolicyDenied(code='policy_denied', message='not allowed here')",
+                  "tools.calc has no 'nope' (available: add, fail, deny)"])
+    # Uncaught, a tool error ends the execution with its type.
+    r = h.run("\nawait tools.calc.fail({})", "javascript", on_tool_call=calc, tools=add_tool())
+    expect_error(r, "runtime_error", "ToolError")
+    check(r.error["stack"].split("\n")[1].strip().startswith("at main.js:2"),
+          "the stack starts at the call in the user's code", r.summary())
+    r = h.run("tools.calc.fail({})", "python", on_tool_call=calc, tools=add_tool())
+    expect_error(r, "runtime_error", "ToolError")
+    check("sbx_tools" not in r.error["stack"] and "main.py" in r.error["stack"],
+          "the traceback ends in the user's code", r.summary())
+
+
+def test_calls_in_flight(agent):
+    """More calls than SBX_TOOL_CALLS_IN_FLIGHT_MAX at once: the agent refuses the excess."""
+    h = agent.connect()
+    h.hello()
+    code = ("const rs = await Promise.allSettled(Array.from({length: 70}, (_, i) =>"
+            " tools.calc.add({a: i, b: 0})));\n"
+            "rs.filter(r => r.status === 'rejected').map(r => r.reason.code)")
+    held = []
+
+    def answer(msg):
+        if len(held) >= 64:
+            return calc(msg)
+        held.append(msg)
+        if len(held) == 64:
+            # Everything the agent let through. The runner wrote all 70 calls at once: give
+            # the agent time to refuse the other six before any slot frees up.
+            time.sleep(0.5)
+            for m in held:
+                h.send(dict({"type": "tool_result", "id": m["id"], "call_id": m["call_id"]},
+                            **calc(m)))
+        return None
+
+    r = h.run(code, "javascript", on_tool_call=answer, tools=add_tool())
+    expect_ok(r, ["tool_error"] * 6)
+    check(len(r.calls) == 64, "64 calls reached the host", len(r.calls))
+
+
+def test_cancel(agent):
+    h = agent.connect()
+    h.hello()
+    exec_id = h.execute('console.log("spinning"); while (true) {}', "javascript")
+    h.expect("started")
+    out = h.expect("output")
+    check(base64.b64decode(out["data"]) == b"spinning\n", "output before the cancel")
+    start = time.monotonic()
+    h.send({"type": "cancel", "id": exec_id})
+    done = h.expect("done")
+    check(done["status"] == "cancelled", "status cancelled", done)
+    check(time.monotonic() - start < 5, "cancelled promptly")
+    agent.wait_no_children()
+    # A cancel for an execution that is over is ignored; the connection goes on.
+    h.send({"type": "cancel", "id": exec_id})
+    expect_ok(h.run("1", "python"), 1)
+
+
+def test_malformed_frame(agent):
+    h = agent.connect()
+    h.hello()
+    h.send_raw(struct.pack(">I", 9) + b"not json!")
+    err = h.expect("error")
+    check(err["code"] == "protocol_error", "protocol_error", err)
+    h.expect_closed()
+    # Oversized frame header: refused before anything is allocated.
+    h = agent.connect()
+    h.hello()
+    h.send_raw(struct.pack(">I", 0xFFFFFFF0))
+    check(h.expect("error")["code"] == "protocol_error", "oversized frame refused")
+    h.expect_closed()
+    # A bad message during an execution kills it.
+    h = agent.connect()
+    h.hello()
+    h.execute("while (true) {}", "javascript")
+    h.expect("started")
+    h.send({"type": "execute", "id": "bad id!", "language": "python", "code": "", "tools": []})
+    check(h.expect("error")["code"] == "protocol_error", "invalid id refused")
+    h.expect_closed()
+    agent.wait_no_children()
+    agent.connect().hello()
+
+
+def test_serialization_error(agent):
+    h = agent.connect()
+    h.hello()
+    for code, lang in [("NaN", "javascript"), ("({f: () => 1})", "javascript"),
+                       ("10n", "javascript"), ("const a = {}; a.self = a; a", "javascript"),
+                       ("float('nan')", "python"), ("{1: 'int key'}", "python"),
+                       ("object()", "python"), ("a = []\na.append(a)\na", "python"),
+                       ("'nul\\0'", "python")]:
+        r = h.run(code, lang)
+        expect_error(r, "serialization_error")
+    r = h.run("let v = 1; for (let i = 0; i < 40; i++) v = [v]; v", "javascript")
+    expect_error(r, "serialization_error")
+    check("nested deeper" in r.error["message"], "depth message", r.summary())
+    for code, lang in [("'x'.repeat(5 * 1024 * 1024)", "javascript"),
+                       ("'x' * (5 * 1024 * 1024)", "python")]:
+        r = h.run(code, lang)
+        expect_error(r, "serialization_error")
+        check("too large" in r.error["message"], "size message", r.summary())
+    # Just under the frame limit is fine.
+    r = h.run("'y'.repeat(4 * 1024 * 1024 - 200)", "javascript")
+    expect_ok(r)
+    check(len(r.done["result"]) == 4 * 1024 * 1024 - 200, "a 4 MiB result arrives")
+
+
+def test_second_connection(agent):
+    h = agent.connect()
+    h.hello()
+    other = agent.connect()
+    check(other.expect("error")["code"] == "protocol_error", "second connection refused")
+    other.expect_closed()
+    expect_ok(h.run("1 + 1", "javascript"), 2)
+
+
+def test_disconnect(agent):
+    h = agent.connect()
+    h.hello()
+    h.execute("import time\ntime.sleep(1000)", "python")
+    h.expect("started")
+    h.close()
+    agent.wait_no_children()
+    h = agent.connect()
+    h.hello()
+    expect_ok(h.run("2", "python"), 2)
+
+
+def test_background_children(agent):
+    """A program that leaves a child behind: done still comes, and the child is killed."""
+    h = agent.connect()
+    h.hello()
+    code = "import subprocess\nsubprocess.Popen(['sleep', '1000'])\n'left'"
+    expect_ok(h.run(code, "python"), "left")
+    agent.wait_no_children()
+    code = ("const { spawn } = require('node:child_process');\n"
+            "spawn('sleep', ['1000'], { stdio: 'inherit' }).unref();\n'left'")
+    start = time.monotonic()
+    expect_ok(h.run(code, "javascript"), "left")
+    check(time.monotonic() - start < 10, "done did not wait for the child's pipes")
+    agent.wait_no_children()
+
+
+def test_stray_results(agent):
+    """tool_result for unknown calls or executions is ignored (it may cross a done)."""
+    h = agent.connect()
+    h.hello()
+    h.send({"type": "tool_result", "id": "nope", "call_id": 1, "ok": True, "result": 1})
+    code = "const a = await tools.calc.add({a: 1, b: 1}); a.sum"
+    seen = []
+
+    def answer(msg):
+        seen.append(msg)
+        h.send({"type": "tool_result", "id": msg["id"], "call_id": msg["call_id"] + 100,
+                "ok": True, "result": {"sum": -1}})
+        return calc(msg)
+
+    r = h.run(code, "javascript", on_tool_call=answer, tools=add_tool())
+    expect_ok(r, 2)
+    h.send({"type": "ping", "seq": 3})
+    check(h.expect("pong")["seq"] == 3, "still alive")
+
+
+def test_missing_runtime(agent):
+    """A runtime that is not there is not announced, and executing it is refused."""
+    other = Agent(agent.binary, agent.runners, ["--python", "/nonexistent/python3"])
+    try:
+        h = other.connect()
+        check(h.hello()["languages"] == ["javascript"], "only javascript announced")
+        h.execute("1", "python")
+        done = h.expect("done")  # no started: it never ran
+        check(done["status"] == "error" and done["error"]["code"] == "validation_error",
+              "refused", done)
+        expect_ok(h.run("1", "javascript"), 1)
+    finally:
+        other.stop()
+
+
+def test_hello_timeout(agent):
+    h = agent.connect()
+    start = time.monotonic()
+    err = h.expect("error")
+    took = time.monotonic() - start
+    check(err["code"] == "protocol_error" and 4 < took < 8, f"error after ~5 s ({took:.1f})", err)
+    h.expect_closed()
+
+
+def test_fragmented(agent):
+    """Frames cut into pieces of 1..7 bytes are put back together."""
+    h = agent.connect()
+    body = json.dumps({"type": "hello", "version": 1, "token": "t",
+                       "entropy": base64.b64encode(os.urandom(32)).decode(), "time_us": 1})
+    data = struct.pack(">I", len(body)) + body.encode()
+    body = json.dumps({"type": "execute", "id": "frag", "language": "python", "code": "40 + 2",
+                       "tools": []})
+    data += struct.pack(">I", len(body)) + body.encode()
+    i = 0
+    while i < len(data):
+        n = 1 + i % 7
+        h.send_raw(data[i:i + n])
+        i += n
+        time.sleep(0.001)
+    h.expect("hello_ok")
+    h.expect("started")
+    check(h.expect("done")["result"] == 42, "result")
+
+
+def test_backpressure(agent):
+    """A host that does not read: the agent stops reading the pipes, its memory stays bounded,
+    and everything arrives once the host reads again."""
+    h = agent.connect()
+    h.hello()
+    total = 48 << 20
+    code = ('import sys\nchunk = b"z" * (1 << 20)\nfor _ in range(48):\n'
+            '    sys.stdout.buffer.write(chunk)\nsys.stdout.flush()\n"end"')
+    exec_id = h.execute(code, "python", output_limit=total)
+    time.sleep(3)  # not reading: the agent's queue and the pipe fill up, python blocks
+    with open(f"/proc/{agent.proc.pid}/status") as f:
+        rss = [int(l.split()[1]) for l in f if l.startswith("VmRSS:")][0]
+    check(rss < 16 * 1024, f"agent RSS {rss} KiB while the host does not read")
+    got = 0
+    while True:
+        msg = h.recv()
+        check(msg is not None and msg["id"] == exec_id, "messages of the execution", repr(msg))
+        if msg["type"] == "output":
+            got += len(base64.b64decode(msg["data"]))
+        elif msg["type"] == "done":
+            break
+    check(got == total and msg["result"] == "end" and not msg["output_truncated"],
+          f"all {total} bytes ({got}) then done", msg)
+    with open(f"/proc/{agent.proc.pid}/status") as f:
+        hwm = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0]
+    with open(f"/proc/{agent.proc.pid}/maps") as f:
+        asan = "libasan" in f.read()  # its quarantine keeps freed memory: peaks mean nothing
+    check(asan or hwm < 24 * 1024, f"agent peak RSS {hwm} KiB")
+
+
+def test_ping_flood(agent):
+    """A host that writes without reading: the agent stops reading it once 1 MiB of pongs
+    wait, and resumes (including messages it had already read) once the host reads."""
+    h = agent.connect()
+    h.hello()
+    n = 60000  # ~1.7 MiB of pongs, more than the agent queues
+    frames = b"".join(struct.pack(">I", len(b)) + b for b in (
+        json.dumps({"type": "ping", "seq": i}).encode() for i in range(n)))
+    import threading
+    writer = threading.Thread(target=h.send_raw, args=(frames,))
+    writer.start()
+    time.sleep(1)
+    for i in range(n):
+        check(h.expect("pong")["seq"] == i, f"pong {i} in order")
+    writer.join()
+    expect_ok(h.run("1", "python"), 1)
+
+
+def test_call_flood(agent):
+    """Large tool calls faster than the host reads: the agent stops reading the runner and
+    resumes, frames it had already read included, when the host catches up."""
+    h = agent.connect()
+    h.hello()
+    code = ("const big = 'b'.repeat(100000);\n"
+            "const rs = await Promise.all(Array.from({length: 60}, (_, i) =>"
+            " tools.calc.add({a: i, b: 1, pad: big})));\n"
+            "rs.reduce((s, r) => s + r.sum, 0)")
+    exec_id = h.execute(code, "javascript", tools=add_tool())
+    time.sleep(1)  # let the calls pile up in the agent
+    calls = 0
+    while True:
+        msg = h.recv()
+        check(msg is not None and msg["id"] == exec_id, "messages of the execution", repr(msg))
+        if msg["type"] == "tool_call":
+            calls += 1
+            h.send(dict({"type": "tool_result", "id": exec_id, "call_id": msg["call_id"]},
+                        **calc(msg)))
+        elif msg["type"] == "done":
+            break
+    check(calls == 60 and msg["status"] == "ok" and msg["result"] == sum(range(1, 61)),
+          f"60 calls ({calls}) and the sum", msg)
+
+
+def test_oversized_forward(agent):
+    """A runner message of exactly 4 MiB grows when the agent re-encodes it (a longer id, more
+    digits of duration): the execution gets an error, the host connection lives on."""
+    h = agent.connect()
+    h.hello()
+    frame = ("import json, os, struct, time\n"
+             "def frame(head, key):\n"
+             "    text = json.dumps(head, separators=(',', ':'))[:-1] + ',\"' + key + '\":\"'\n"
+             "    pad = 4 * 1024 * 1024 - len(text) - 2\n"
+             "    body = (text + 'p' * pad + '\"}').encode()\n"
+             "    assert len(body) == 4 * 1024 * 1024\n"
+             "    os.write(3, struct.pack('>I', len(body)) + body)\n")
+    code = frame + ("frame({'type': 'tool_call', 'id': 'x', 'call_id': 1000, 'provider': 'calc',"
+                    " 'tool': 'add'}, 'input')\ntime.sleep(0.5)\nprint('alive')\n3")
+    r = h.run(code, "python", on_tool_call=calc, tools=add_tool())
+    expect_ok(r, 3, "alive\n")
+    check(len(r.calls) == 0, "the call never reached the host", r.summary())
+    code = frame + ("frame({'type': 'done', 'id': 'x', 'status': 'ok', 'exit_code': 0,"
+                    " 'duration_ms': 0, 'output_truncated': False}, 'result')\n"
+                    "time.sleep(0.2)\nos._exit(0)")
+    r = h.run(code, "python")
+    expect_error(r, "serialization_error")
+    expect_ok(h.run("1", "javascript"), 1)
+
+
+def test_runner_violation(agent):
+    """The runner's channel is the user's code's too: what breaks the protocol there fails the
+    execution (protocol_error), never the agent or the host connection."""
+    h = agent.connect()
+    h.hello()
+    r = h.run("require('fs').writeSync(3, Buffer.from([0, 0, 0, 2, 123, 125])); "
+              "await new Promise(r => setTimeout(r, 5000))", "javascript")
+    expect_error(r, "protocol_error")
+    fake = json.dumps({"type": "done", "id": "x", "status": "cancelled", "exit_code": 0,
+                       "duration_ms": 0, "output_truncated": False}).encode()
+    code = ("import os, struct, time\n"
+            f"body = {fake!r}\n"
+            "os.write(3, struct.pack('>I', len(body)) + body)\ntime.sleep(5)")
+    expect_error(h.run(code, "python"), "protocol_error")
+    # A call id used twice.
+    call = json.dumps({"type": "tool_call", "id": "x", "call_id": 5, "provider": "calc",
+                       "tool": "add", "input": {"a": 1, "b": 1}}).encode()
+    code = ("import os, struct, time\n"
+            f"body = {call!r}\n"
+            "os.write(3, struct.pack('>I', len(body)) + body)\n"
+            "os.write(3, struct.pack('>I', len(body)) + body)\ntime.sleep(5)")
+    r = h.run(code, "python", tools=add_tool())
+    expect_error(r, "protocol_error")
+    check(len(r.calls) == 1 and r.calls[0]["id"] == r.id, "the first call went out, as ours",
+          r.summary())
+    # A fake done with status ok is the runner's word: accepted, and the process is killed.
+    ok = json.dumps({"type": "done", "id": "x", "status": "ok", "result": 7, "exit_code": 0,
+                     "duration_ms": 0, "output_truncated": False}).encode()
+    code = ("import os, struct, time\n"
+            f"body = {ok!r}\n"
+            "os.write(3, struct.pack('>I', len(body)) + body)\ntime.sleep(1000)")
+    start = time.monotonic()
+    r = h.run(code, "python")
+    check(r.status == "ok" and r.done["result"] == 7 and r.done["exit_code"] == -1,
+          "reported, then killed", r.summary())
+    check(time.monotonic() - start < 10, "killed after the grace period")
+
+
+def test_escaped_child(agent):
+    """A child that left the process group (setsid) is found and killed all the same."""
+    h = agent.connect()
+    h.hello()
+    code = ("import subprocess\n"
+            "subprocess.Popen(['sleep', '1000'], start_new_session=True)\n'escaped'")
+    expect_ok(h.run(code, "python"), "escaped")
+    agent.wait_no_children()
+
+
+def test_disconnect_during_call(agent):
+    h = agent.connect()
+    h.hello()
+    h.execute("await tools.calc.add({a: 1, b: 2})", "javascript", tools=add_tool())
+    h.expect("started")
+    h.expect("tool_call")
+    h.close()
+    agent.wait_no_children()
+    h = agent.connect()
+    h.hello()
+    expect_ok(h.run("3", "javascript"), 3)
+
+
+def test_run_as(agent):
+    """--run-as: code runs as that user (uid = gid, no groups), and whatever it leaves, even
+    outside its process group, is killed by uid. Needs root; uses a uid nobody else has."""
+    uid = 64321
+    if os.geteuid() != 0:
+        raise Skip("needs root")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == uid:
+                raise Skip(f"uid {uid} is in use here")
+        except FileNotFoundError:
+            pass
+    other = Agent(agent.binary, agent.runners, ["--run-as", str(uid)])
+    try:
+        h = other.connect()
+        h.hello()
+        code = ("import os, subprocess\n"
+                "subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
+                "[os.getuid(), os.getgid(), os.getgroups(), os.getcwd(), os.environ['HOME']]")
+        expect_ok(h.run(code, "python"), [uid, uid, [], "/tmp", "/tmp"])
+        r = h.run("process.getuid()", "javascript")
+        expect_ok(r, uid)
+        other.wait_no_children()
+    finally:
+        other.stop()
+
+
+TESTS = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("test_")}
+
+
+def run_one(binary, runners, name):
+    agent = Agent(binary, runners)
+    failure = None
+    try:
+        TESTS[name](agent)
+        agent.wait_no_children()
+    except Skip as e:
+        failure = Skip(str(e))
+    except (Failure, OSError, ValueError) as e:
+        failure = f"{type(e).__name__}: {e}" if not isinstance(e, Failure) else str(e)
+        failure += "\n--- agent log ---\n" + agent.read_log()[-4000:]
+    finally:
+        try:
+            agent.stop()
+        except Failure as e:
+            failure = failure or str(e)
+    return failure
+
+
+def main():
+    if len(sys.argv) != 4 or (sys.argv[3] not in TESTS and sys.argv[3] != "all"):
+        print(f"usage: {sys.argv[0]} AGENT RUNNERS {{all|{'|'.join(TESTS)}}}", file=sys.stderr)
+        return 2
+    names = list(TESTS) if sys.argv[3] == "all" else [sys.argv[3]]
+    failed = skipped = 0
+    for name in names:
+        start = time.monotonic()
+        failure = run_one(sys.argv[1], sys.argv[2], name)
+        took = time.monotonic() - start
+        if isinstance(failure, Skip):
+            skipped += 1
+            print(f"SKIP {name}: {failure}")
+        elif failure:
+            failed += 1
+            print(f"FAIL {name} ({took:.1f} s): {failure}")
+        else:
+            print(f"PASS {name} ({took:.1f} s)")
+    if failed:
+        return 1
+    return 77 if skipped == len(names) else 0  # 77: meson's "skipped"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

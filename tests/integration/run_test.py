@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""End-to-end tests: each boots a real VM through `sandbox run` and checks what comes back.
+
+Usage: run_test.py SANDBOX_BINARY TEST_NAME
+
+Every test runs the CLI in a private runtime directory (XDG_RUNTIME_DIR and TMPDIR point into a
+fresh temp dir), tracks the PID of the CLI it started, and checks afterwards that nothing it
+started is left: no process still holding the runtime dir, no file or socket in it.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+TOOLS = os.path.join(HERE, "tools.json")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        raise Failure(f"{what}\n{detail}")
+
+
+def processes_mentioning(path):
+    """PIDs whose command line mentions @path (to detect leftovers; we never kill by this)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if path.encode() in f.read():
+                    found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+class Sandbox:
+    """Runs `sandbox run` in a private runtime dir; cleans and checks for leaks."""
+
+    def __init__(self, binary):
+        self.binary = binary
+        self.runtime = tempfile.mkdtemp(prefix="sbx-it-")
+
+    def run(self, code, lang, *extra, timeout=240, sample_rss=False):
+        env = dict(os.environ, XDG_RUNTIME_DIR=self.runtime, TMPDIR=self.runtime)
+        env.setdefault("SANDBOX_ACCEL", "tcg")
+        argv = [self.binary, "run", "--lang", lang, "--json", *extra, "-"]
+        start = time.monotonic()
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, cwd=TOP)
+        peak_kib = 0
+        try:
+            if sample_rss:
+                proc.stdin.write(code.encode())
+                proc.stdin.close()
+                out, err, peak_kib = self._wait_sampling(proc, timeout)
+            else:
+                out, err = proc.communicate(code.encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise Failure(f"sandbox run did not finish in {timeout} s")
+        elapsed = time.monotonic() - start
+        try:
+            result = json.loads(out)
+        except ValueError:
+            raise Failure("sandbox run --json printed no JSON",
+                          f"rc={proc.returncode}\nstdout={out[:2000]!r}\nstderr={err[-4000:]!r}")
+        result["_rc"] = proc.returncode
+        result["_stderr"] = err.decode(errors="replace")
+        result["_elapsed"] = elapsed
+        result["_peak_kib"] = peak_kib
+        return result
+
+    @staticmethod
+    def _wait_sampling(proc, timeout):
+        """Wait for @proc, reading its VmHWM (peak RSS) until it exits."""
+        import threading
+        chunks = {"out": b"", "err": b""}
+
+        def drain(name, stream):
+            chunks[name] = stream.read()
+
+        threads = [threading.Thread(target=drain, args=("out", proc.stdout)),
+                   threading.Thread(target=drain, args=("err", proc.stderr))]
+        for t in threads:
+            t.start()
+        peak = 0
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            try:
+                with open(f"/proc/{proc.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmHWM:"):
+                            peak = max(peak, int(line.split()[1]))
+            except OSError:
+                pass
+            time.sleep(0.05)
+        for t in threads:
+            t.join()
+        return chunks["out"], chunks["err"], peak
+
+    def close(self):
+        """Check that nothing is left behind, then remove the private runtime dir."""
+        leftovers = []
+        for root, dirs, files in os.walk(self.runtime):
+            leftovers += [os.path.join(root, n) for n in dirs + files]
+        pids = processes_mentioning(self.runtime)
+        for pid in pids:  # only processes that carry our private dir: ours by construction
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        shutil.rmtree(self.runtime, ignore_errors=True)
+        check(not pids, f"processes left running: {pids}")
+        check(not leftovers, f"files left in the runtime dir: {leftovers}")
+
+
+def expect_ok(r):
+    check(r["status"] == "ok" and r["_rc"] == 0, f"expected status ok, rc 0; got {r['status']}, "
+          f"rc {r['_rc']}", json.dumps(r, indent=1)[:4000])
+
+
+# ---- the tests -------------------------------------------------------------------------------
+
+def test_js_hello(sbx):
+    r = sbx.run('console.log("hello from js"); console.error("to stderr"); 6 * 7', "javascript")
+    expect_ok(r)
+    check(r["stdout"] == "hello from js\n", "stdout", repr(r["stdout"]))
+    check(r["stderr"] == "to stderr\n", "stderr", repr(r["stderr"]))
+    check(r["result"] == 42, "result of the last expression", repr(r["result"]))
+
+
+def test_python_hello(sbx):
+    r = sbx.run('import sys\nprint("hello from python")\nprint("err", file=sys.stderr)\n6 * 7',
+                "python")
+    expect_ok(r)
+    check(r["stdout"] == "hello from python\n", "stdout", repr(r["stdout"]))
+    check(r["stderr"] == "err\n", "stderr", repr(r["stderr"]))
+    check(r["result"] == 42, "result of the last expression", repr(r["result"]))
+
+
+def test_js_exception(sbx):
+    r = sbx.run('console.log("before");\nthrow new TypeError("boom here")', "javascript")
+    check(r["status"] == "error", "status error", json.dumps(r)[:2000])
+    check(r["_rc"] != 0, "non-zero exit")
+    err = r["error"]
+    check(err["code"] == "runtime_error" and err["type"] == "TypeError", "error type", str(err))
+    check("boom here" in err["message"], "error message", str(err))
+    check(err.get("stack"), "a stack", str(err))
+    check(r["stdout"] == "before\n", "output before the exception", repr(r["stdout"]))
+
+
+def test_python_exception(sbx):
+    r = sbx.run('def f():\n    return 1 / 0\nf()', "python")
+    check(r["status"] == "error", "status error", json.dumps(r)[:2000])
+    err = r["error"]
+    check(err["type"] == "ZeroDivisionError", "error type", str(err))
+    check("f()" in (err.get("stack") or "") or "line" in (err.get("stack") or ""), "stack",
+          str(err))
+
+
+def test_syntax_error(sbx):
+    r = sbx.run('let x = ;', "javascript")
+    check(r["status"] == "error" and r["error"]["type"] == "SyntaxError", "SyntaxError",
+          json.dumps(r)[:2000])
+
+
+def test_exit_code(sbx):
+    r = sbx.run('import sys\nprint("bye")\nsys.exit(3)', "python")
+    check(r["exit_code"] == 3 and r["_rc"] == 3, "exit code 3 passed through",
+          json.dumps(r)[:2000])
+
+
+def test_timeout(sbx):
+    r = sbx.run('console.log("spinning"); while (true) {}', "javascript", "--timeout", "3")
+    check(r["status"] == "timeout", "status timeout", json.dumps(r)[:2000])
+    check(r["_rc"] == 124, "exit 124 on timeout", str(r["_rc"]))
+    check(r["error"]["code"] == "timeout", "error code timeout", str(r.get("error")))
+    # Boot is part of the elapsed time; the timeout counts from execute.
+    check(r["_elapsed"] < 90, f"timed out promptly (took {r['_elapsed']:.1f} s)")
+
+
+def test_output_flood(sbx):
+    """1 GiB to stdout: truncated at the cap, host agent memory stays bounded."""
+    code = ('import sys\nchunk = b"x" * (1 << 20)\n'
+            'for _ in range(1024):\n    sys.stdout.buffer.write(chunk)\n'
+            'sys.stdout.flush()\nprint("unreachable marker", file=sys.stderr)\n"finished"')
+    limit = 1 << 20
+    r = sbx.run(code, "python", "--output-limit", str(limit), "--timeout", "600",
+                timeout=900, sample_rss=True)
+    check(r["output_truncated"] is True, "output_truncated", json.dumps(
+        {k: v for k, v in r.items() if k not in ("stdout", "stderr")})[:2000])
+    got = len(r["stdout"]) + len(r["stderr"])
+    check(got <= limit, f"at most the cap came back ({got} > {limit})")
+    check(r["stdout"].startswith("x" * 1000), "the first bytes arrived")
+    check(r["status"] == "ok", "the program itself completed", r["status"])
+    peak_mib = r["_peak_kib"] / 1024
+    print(f"sandbox run peak RSS: {peak_mib:.1f} MiB")
+    check(0 < peak_mib < 64, f"host agent peak RSS under 64 MiB (was {peak_mib:.1f} MiB)")
+
+
+def test_tool_call_js(sbx):
+    code = ('const r = await tools.calc.add({a: 2, b: 40});\n'
+            'const many = await Promise.all([1, 2, 3].map(i => tools.calc.add({a: i, b: i})));\n'
+            'console.log(r.result, many.map(m => m.result).join(","));\nr.result')
+    r = sbx.run(code, "javascript", "--tools", TOOLS)
+    expect_ok(r)
+    check(r["stdout"] == "42 2,4,6\n", "tool results in the guest", repr(r["stdout"]))
+    check(r["result"] == 42, "result", repr(r["result"]))
+    check(len(r["tool_calls"]) == 4, "4 calls recorded", json.dumps(r["tool_calls"]))
+
+
+def test_tool_call_python(sbx):
+    code = ('r = tools.calc.add({"a": 1, "b": 2})\nprint(r["result"])\n'
+            'try:\n    tools.calc.fail({})\nexcept Exception as e:\n'
+            '    print(type(e).__name__, "tool_error" in repr(e) or "failed on purpose" in str(e))\n'
+            'r["result"]')
+    r = sbx.run(code, "python", "--tools", TOOLS)
+    expect_ok(r)
+    lines = r["stdout"].splitlines()
+    check(lines[0] == "3", "tool result", repr(r["stdout"]))
+    check(lines[1].endswith("True"), "tool error raised in the guest", repr(r["stdout"]))
+
+
+TESTS = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in TESTS:
+        print(f"usage: {sys.argv[0]} SANDBOX {{{'|'.join(TESTS)}}}", file=sys.stderr)
+        return 2
+    image = os.environ.get("SANDBOX_IMAGE_DIR", os.path.join(TOP, "build", "image"))
+    if not os.path.exists(os.path.join(image, "manifest.json")):
+        print(f"SKIP: no guest image in {image} (run scripts/build)")
+        return 77
+    sbx = Sandbox(sys.argv[1])
+    failure = None
+    try:
+        TESTS[sys.argv[2]](sbx)
+    except Failure as e:
+        failure = e
+    finally:
+        try:
+            sbx.close()
+        except Failure as e:
+            failure = failure or e
+    if failure:
+        print(f"FAIL: {failure}")
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

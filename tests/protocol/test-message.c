@@ -1,0 +1,456 @@
+/*
+ * Round trips of every message type through sbx_msg_encode and sbx_msg_decode, the wire form
+ * of a few of them, the name tables, and the encoder's own refusals.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "msg-equal.h"
+#include "protocol/frame.h"
+#include "protocol/message.h"
+
+/* Encode @m, check the frame header, decode the payload and compare. Returns the JSON text. */
+static char *round_trip(const SbxMsg *m)
+{
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    char *error = NULL, *json;
+    SbxMsg back;
+
+    assert_int_equal(sbx_msg_encode(m, &frame, &len), 0);
+    assert_true(len > SBX_FRAME_HEADER);
+    assert_int_equal((size_t)frame[0] << 24 | (size_t)frame[1] << 16 | (size_t)frame[2] << 8 |
+                         frame[3],
+                     len - SBX_FRAME_HEADER);
+    json = strndup((char *)frame + SBX_FRAME_HEADER, len - SBX_FRAME_HEADER);
+    if (sbx_msg_decode(json, strlen(json), &back, &error) != 0)
+        fail_msg("decode of %s: %s", json, error);
+    assert_true(test_msg_equal(m, &back));
+    sbx_msg_clear(&back);
+    free(frame);
+    return json;
+}
+
+static void check_round_trip(const SbxMsg *m)
+{
+    free(round_trip(m));
+}
+
+static void fill(uint8_t *buf, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (uint8_t)(i * 7 + 3);
+}
+
+static void test_hello(void **state)
+{
+    uint8_t entropy[SBX_ENTROPY_MAX];
+    SbxMsg m = {.type = SBX_MSG_HELLO,
+                .hello = {.version = 1,
+                          .token = "tok-123",
+                          .entropy = entropy,
+                          .entropy_len = 64,
+                          .time_us = 1800000000000123}};
+    char *json;
+
+    (void)state;
+    fill(entropy, sizeof(entropy));
+    json = round_trip(&m);
+    /* Integers are printed whole, never as 1.8e+15. */
+    assert_non_null(strstr(json, "\"time_us\":1800000000000123"));
+    free(json);
+    m.hello.time_us = 9007199254740991;
+    m.hello.entropy_len = SBX_ENTROPY_MIN;
+    check_round_trip(&m);
+    m.hello.entropy_len = SBX_ENTROPY_MAX - 1;
+    m.hello.version = UINT32_MAX;
+    m.hello.time_us = 0;
+    check_round_trip(&m);
+}
+
+static void test_hello_ok(void **state)
+{
+    char *langs[] = {"javascript", "python", NULL};
+    char *none[] = {NULL};
+    SbxMsg m = {
+        .type = SBX_MSG_HELLO_OK,
+        .hello_ok = {
+            .version = 1, .token = "t", .agent = "sandbox-agent 0.1.0", .languages = langs}};
+    char *json;
+
+    (void)state;
+    json = round_trip(&m);
+    assert_non_null(strstr(json, "\"languages\":[\"javascript\",\"python\"]"));
+    free(json);
+    m.hello_ok.languages = none;
+    check_round_trip(&m);
+    m.hello_ok.languages = NULL;
+    check_round_trip(&m);
+}
+
+static void test_execute_full(void **state)
+{
+    SbxToolDecl tools[] = {
+        {.provider = "github",
+         .name = "search_issues",
+         .description = "Search issues \xe2\x9c\x93"},
+        {.provider = "fs", .name = "$read"},
+    };
+    SbxMsg m = {.type = SBX_MSG_EXECUTE,
+                .execute = {.id = "exec-1.a_B",
+                            .language = SBX_LANG_PYTHON,
+                            .code = "print('hi')\n\t\"quoted\" \\ \x01",
+                            .entry = "main",
+                            .args_json = "[1,\"two\",{\"x\":[null,true]}]",
+                            .tools = tools,
+                            .n_tools = 2,
+                            .output_limit = 1u << 20,
+                            .timeout_ms = 30000}};
+    char *json;
+
+    (void)state;
+    json = round_trip(&m);
+    /* args travel as a JSON value, not as a string. */
+    assert_non_null(strstr(json, "\"args\":[1,\"two\",{\"x\":[null,true]}]"));
+    free(json);
+}
+
+static void test_execute_minimal(void **state)
+{
+    SbxMsg m = {.type = SBX_MSG_EXECUTE,
+                .execute = {.id = "e", .language = SBX_LANG_JAVASCRIPT, .code = ""}};
+    char *json;
+
+    (void)state;
+    json = round_trip(&m);
+    assert_string_equal(json, "{\"type\":\"execute\",\"id\":\"e\",\"language\":\"javascript\","
+                              "\"code\":\"\",\"tools\":[]}");
+    free(json);
+}
+
+static void test_started_cancel(void **state)
+{
+    SbxMsg s = {.type = SBX_MSG_STARTED, .started = {.id = "x"}};
+    SbxMsg c = {.type = SBX_MSG_CANCEL, .cancel = {.id = "x"}};
+
+    (void)state;
+    check_round_trip(&s);
+    check_round_trip(&c);
+}
+
+static void test_output(void **state)
+{
+    uint8_t *data = malloc(SBX_OUTPUT_CHUNK_MAX);
+    SbxMsg m = {.type = SBX_MSG_OUTPUT,
+                .output = {.id = "x", .stream = SBX_STREAM_STDERR, .data = data, .len = 1}};
+
+    (void)state;
+    fill(data, SBX_OUTPUT_CHUNK_MAX);
+    for (size_t len = 1; len <= 4; len++) {
+        m.output.len = len;
+        check_round_trip(&m);
+    }
+    m.output.len = SBX_OUTPUT_CHUNK_MAX;
+    m.output.stream = SBX_STREAM_STDOUT;
+    check_round_trip(&m);
+    free(data);
+}
+
+static void test_tool_call(void **state)
+{
+    SbxMsg m = {.type = SBX_MSG_TOOL_CALL,
+                .tool_call = {.id = "x",
+                              .call_id = UINT32_MAX,
+                              .provider = "github",
+                              .tool = "search_issues",
+                              .input_json = "{\"q\":\"bug\",\"n\":5}"}};
+    char *json;
+
+    (void)state;
+    json = round_trip(&m);
+    assert_non_null(strstr(json, "\"input\":{\"q\":\"bug\",\"n\":5}"));
+    assert_non_null(strstr(json, "\"call_id\":4294967295"));
+    free(json);
+    m.tool_call.input_json = "null";
+    m.tool_call.call_id = 1;
+    check_round_trip(&m);
+}
+
+static void test_tool_result(void **state)
+{
+    SbxMsg ok = {.type = SBX_MSG_TOOL_RESULT,
+                 .tool_result = {.id = "x", .call_id = 7, .ok = true, .result_json = "[1,2]"}};
+    SbxMsg err = {.type = SBX_MSG_TOOL_RESULT,
+                  .tool_result = {.id = "x",
+                                  .call_id = 8,
+                                  .ok = false,
+                                  .error = {.code = SBX_ERR_POLICY_DENIED, .message = "denied"}}};
+
+    (void)state;
+    check_round_trip(&ok);
+    check_round_trip(&err);
+    err.tool_result.error.type = "PolicyError";
+    err.tool_result.error.stack = "at x\nat y";
+    check_round_trip(&err);
+}
+
+static void test_done(void **state)
+{
+    SbxMsg m = {.type = SBX_MSG_DONE,
+                .done = {.id = "x",
+                         .status = SBX_STATUS_ERROR,
+                         .has_error = true,
+                         .error = {.code = SBX_ERR_RUNTIME,
+                                   .type = "ZeroDivisionError",
+                                   .message = "division by zero",
+                                   .stack = "Traceback..."},
+                         .exit_code = -1,
+                         .duration_ms = 9007199254740991,
+                         .output_truncated = true}};
+    SbxMsg ok = {.type = SBX_MSG_DONE,
+                 .done = {.id = "x", .status = SBX_STATUS_OK, .result_json = "null"}};
+
+    (void)state;
+    check_round_trip(&m);
+    m.done.exit_code = INT32_MIN;
+    check_round_trip(&m);
+    check_round_trip(&ok);
+    ok.done.result_json = NULL;
+    for (int s = 0; s < SBX_STATUS__COUNT; s++) {
+        ok.done.status = (SbxStatus)s;
+        check_round_trip(&ok);
+    }
+}
+
+static void test_ping_pong_error(void **state)
+{
+    SbxMsg ping = {.type = SBX_MSG_PING, .ping = {.seq = 0}};
+    SbxMsg pong = {.type = SBX_MSG_PONG, .ping = {.seq = UINT32_MAX}};
+    SbxMsg error = {.type = SBX_MSG_ERROR,
+                    .error = {.code = SBX_ERR_PROTOCOL, .message = "bad frame"}};
+
+    (void)state;
+    check_round_trip(&ping);
+    check_round_trip(&pong);
+    for (int c = 0; c < SBX_ERR__COUNT; c++) {
+        error.error.code = (SbxErrorCode)c;
+        check_round_trip(&error);
+    }
+}
+
+/* The encoder cuts error text as the decoder does, on a character boundary. */
+static void test_encode_truncates_error_text(void **state)
+{
+    size_t n = SBX_ERROR_TEXT_MAX + 10;
+    char *text = malloc(n + 1);
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    SbxMsg m = {.type = SBX_MSG_ERROR, .error = {.code = SBX_ERR_INTERNAL, .message = text}};
+    SbxMsg back;
+
+    (void)state;
+    memset(text, 'a', n);
+    /* A 3-byte character straddling the limit. */
+    memcpy(text + SBX_ERROR_TEXT_MAX - 1, "\xe2\x9c\x93", 3);
+    text[n] = '\0';
+    assert_int_equal(sbx_msg_encode(&m, &frame, &len), 0);
+    assert_int_equal(sbx_msg_decode((char *)frame + 4, len - 4, &back, NULL), 0);
+    assert_int_equal(strlen(back.error.message), SBX_ERROR_TEXT_MAX - 1);
+    sbx_msg_clear(&back);
+    free(frame);
+    free(text);
+}
+
+static void expect_encode(const SbxMsg *m, int want)
+{
+    uint8_t *frame = NULL;
+    size_t len = 0;
+
+    assert_int_equal(sbx_msg_encode(m, &frame, &len), want);
+    assert_null(frame);
+}
+
+static void test_encode_refuses(void **state)
+{
+    uint8_t entropy[SBX_ENTROPY_MAX + 1] = {0};
+    SbxToolDecl bad_tool = {.provider = "a-b", .name = "x"};
+    SbxMsg m;
+
+    (void)state;
+    m = (SbxMsg){.type = SBX_MSG_STARTED, .started = {.id = "no spaces"}};
+    expect_encode(&m, -EINVAL);
+    m = (SbxMsg){.type = SBX_MSG_STARTED, .started = {.id = NULL}};
+    expect_encode(&m, -EINVAL);
+    m = (SbxMsg){.type = SBX_MSG__COUNT};
+    expect_encode(&m, -EINVAL);
+    m = (SbxMsg){
+        .type = SBX_MSG_TOOL_CALL,
+        .tool_call = {
+            .id = "x", .call_id = 1, .provider = "p", .tool = "t", .input_json = "{\"a\":"}};
+    expect_encode(&m, -EINVAL);
+    m.tool_call.input_json = "{\"a\":1,\"a\":2}";
+    expect_encode(&m, -EINVAL);
+    m.tool_call.input_json = "1 2";
+    expect_encode(&m, -EINVAL);
+    m.tool_call.input_json = "\"\\u0000\"";
+    expect_encode(&m, -EINVAL);
+    m.tool_call.input_json = "1";
+    m.tool_call.call_id = 0;
+    expect_encode(&m, -EINVAL);
+    m = (SbxMsg){.type = SBX_MSG_EXECUTE, .execute = {.id = "x", .code = "", .args_json = "{}"}};
+    expect_encode(&m, -EINVAL);
+    m.execute.args_json = NULL;
+    m.execute.language = SBX_LANG__COUNT;
+    expect_encode(&m, -EINVAL);
+    m.execute.language = SBX_LANG_PYTHON;
+    m.execute.tools = &bad_tool;
+    m.execute.n_tools = 1;
+    expect_encode(&m, -EINVAL);
+    m.execute.n_tools = SBX_TOOLS_MAX + 1;
+    expect_encode(&m, -EINVAL);
+    m = (SbxMsg){.type = SBX_MSG_HELLO,
+                 .hello = {.token = "t", .entropy = entropy, .entropy_len = SBX_ENTROPY_MAX + 1}};
+    expect_encode(&m, -EINVAL);
+    m.hello.entropy_len = SBX_ENTROPY_MIN;
+    m.hello.time_us = -1;
+    expect_encode(&m, -EINVAL);
+    m.hello.time_us = 9007199254740992;
+    expect_encode(&m, -EINVAL);
+    m.hello.time_us = 0;
+    m.hello.token = "";
+    expect_encode(&m, -EINVAL);
+    m = (SbxMsg){.type = SBX_MSG_OUTPUT, .output = {.id = "x", .data = entropy, .len = 0}};
+    expect_encode(&m, -EINVAL);
+    m = (SbxMsg){.type = SBX_MSG_ERROR, .error = {.message = "not UTF-8: \xff"}};
+    expect_encode(&m, -EINVAL);
+}
+
+/* A message larger than a frame is refused with -EMSGSIZE. */
+static void test_encode_too_big(void **state)
+{
+    char *code = malloc(SBX_FRAME_MAX + 1);
+    SbxMsg m = {.type = SBX_MSG_EXECUTE, .execute = {.id = "x", .code = code}};
+
+    (void)state;
+    memset(code, 'x', SBX_FRAME_MAX);
+    code[SBX_FRAME_MAX] = '\0';
+    expect_encode(&m, -EMSGSIZE);
+    free(code);
+}
+
+static void test_names(void **state)
+{
+    SbxMsgType t;
+    SbxLanguage l;
+    SbxStream s;
+    SbxStatus st;
+    SbxErrorCode c;
+
+    (void)state;
+    for (int i = 0; i < SBX_MSG__COUNT; i++) {
+        assert_int_equal(sbx_msg_type_from_name(sbx_msg_type_name((SbxMsgType)i), &t), 0);
+        assert_int_equal(t, i);
+    }
+    for (int i = 0; i < SBX_LANG__COUNT; i++) {
+        assert_int_equal(sbx_language_from_name(sbx_language_name((SbxLanguage)i), &l), 0);
+        assert_int_equal(l, i);
+    }
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+        assert_int_equal(sbx_stream_from_name(sbx_stream_name((SbxStream)i), &s), 0);
+        assert_int_equal(s, i);
+    }
+    for (int i = 0; i < SBX_STATUS__COUNT; i++) {
+        assert_int_equal(sbx_status_from_name(sbx_status_name((SbxStatus)i), &st), 0);
+        assert_int_equal(st, i);
+    }
+    for (int i = 0; i < SBX_ERR__COUNT; i++) {
+        assert_int_equal(sbx_error_code_from_name(sbx_error_code_name((SbxErrorCode)i), &c), 0);
+        assert_int_equal(c, i);
+    }
+    assert_string_equal(sbx_error_code_name(SBX_ERR_VALIDATION), "validation_error");
+    assert_string_equal(sbx_status_name(SBX_STATUS_MEMORY_LIMIT), "memory_limit");
+    assert_null(sbx_msg_type_name(SBX_MSG__COUNT));
+    assert_null(sbx_status_name((SbxStatus)-1));
+    assert_int_equal(sbx_language_from_name("ruby", &l), -EINVAL);
+    assert_int_equal(sbx_language_from_name(NULL, &l), -EINVAL);
+}
+
+static void test_id_and_identifier_syntax(void **state)
+{
+    char long_id[SBX_ID_MAX + 2], long_name[SBX_NAME_MAX + 2];
+
+    (void)state;
+    assert_true(sbx_id_valid("a"));
+    assert_true(sbx_id_valid("A-z_0.9"));
+    assert_false(sbx_id_valid(""));
+    assert_false(sbx_id_valid(NULL));
+    assert_false(sbx_id_valid("a b"));
+    assert_false(sbx_id_valid("a/b"));
+    assert_false(sbx_id_valid("\xc3\xa9"));
+    memset(long_id, 'a', sizeof(long_id));
+    long_id[SBX_ID_MAX] = '\0';
+    assert_true(sbx_id_valid(long_id));
+    long_id[SBX_ID_MAX] = 'a';
+    long_id[SBX_ID_MAX + 1] = '\0';
+    assert_false(sbx_id_valid(long_id));
+
+    assert_true(sbx_identifier_valid("search_issues"));
+    assert_true(sbx_identifier_valid("$x9"));
+    assert_true(sbx_identifier_valid("_"));
+    assert_false(sbx_identifier_valid("9x"));
+    assert_false(sbx_identifier_valid("a-b"));
+    assert_false(sbx_identifier_valid(""));
+    assert_false(sbx_identifier_valid(NULL));
+    memset(long_name, 'a', sizeof(long_name));
+    long_name[SBX_NAME_MAX] = '\0';
+    assert_true(sbx_identifier_valid(long_name));
+    long_name[SBX_NAME_MAX] = 'a';
+    long_name[SBX_NAME_MAX + 1] = '\0';
+    assert_false(sbx_identifier_valid(long_name));
+}
+
+/* clear() accepts a zeroed message and zeroes what it frees. */
+static void test_clear(void **state)
+{
+    SbxMsg m = {0};
+
+    (void)state;
+    sbx_msg_clear(&m);
+    const char *json = "{\"type\":\"started\",\"id\":\"x\"}";
+
+    assert_int_equal(sbx_msg_decode(json, strlen(json), &m, NULL), 0);
+    sbx_msg_clear(&m);
+    assert_null(m.started.id);
+    assert_int_equal(m.type, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hello),
+        cmocka_unit_test(test_hello_ok),
+        cmocka_unit_test(test_execute_full),
+        cmocka_unit_test(test_execute_minimal),
+        cmocka_unit_test(test_started_cancel),
+        cmocka_unit_test(test_output),
+        cmocka_unit_test(test_tool_call),
+        cmocka_unit_test(test_tool_result),
+        cmocka_unit_test(test_done),
+        cmocka_unit_test(test_ping_pong_error),
+        cmocka_unit_test(test_encode_truncates_error_text),
+        cmocka_unit_test(test_encode_refuses),
+        cmocka_unit_test(test_encode_too_big),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_id_and_identifier_syntax),
+        cmocka_unit_test(test_clear),
+    };
+
+    return cmocka_run_group_tests_name("message", tests, NULL, NULL);
+}

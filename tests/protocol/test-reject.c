@@ -1,0 +1,548 @@
+/*
+ * Every rule of the decoder, one test each: what a hostile peer sends must be refused with a
+ * specific reason, and leave nothing allocated.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "protocol/message.h"
+
+static void expect_reject_len(const char *json, size_t len, const char *reason)
+{
+    static const SbxMsg zero;
+    SbxMsg m;
+    char *error = NULL;
+
+    assert_int_equal(sbx_msg_decode(json, len, &m, &error), -EBADMSG);
+    assert_non_null(error);
+    if (reason && !strstr(error, reason))
+        fail_msg("error \"%s\" does not contain \"%s\"", error, reason);
+    assert_memory_equal(&m, &zero, sizeof(m));
+    free(error);
+}
+
+static void expect_reject(const char *json, const char *reason)
+{
+    expect_reject_len(json, strlen(json), reason);
+}
+
+static void expect_accept(const char *json, SbxMsg *m)
+{
+    char *error = NULL;
+
+    if (sbx_msg_decode(json, strlen(json), m, &error) != 0)
+        fail_msg("%s refused: %s", json, error);
+}
+
+/* Build a tool_call whose input is @input. */
+static char *tool_call_with(const char *input)
+{
+    char *s = NULL;
+
+    assert_true(asprintf(&s,
+                         "{\"type\":\"tool_call\",\"id\":\"x\",\"call_id\":1,"
+                         "\"provider\":\"p\",\"tool\":\"t\",\"input\":%s}",
+                         input) > 0);
+    return s;
+}
+
+static void test_wrong_type(void **state)
+{
+    (void)state;
+    expect_reject("{\"type\":\"started\",\"id\":5}", "started.id: expected an id");
+    expect_reject("{\"type\":\"ping\",\"seq\":\"1\"}", "ping.seq: expected an integer");
+    expect_reject("{\"type\":\"done\",\"id\":\"x\",\"status\":\"ok\",\"exit_code\":0,"
+                  "\"duration_ms\":1,\"output_truncated\":0}",
+                  "done.output_truncated: expected true or false");
+    expect_reject("{\"type\":\"hello_ok\",\"version\":1,\"token\":\"t\",\"agent\":\"a\","
+                  "\"languages\":\"python\"}",
+                  "hello_ok.languages: expected an array");
+    expect_reject("{\"type\":\"tool_result\",\"id\":\"x\",\"call_id\":1,\"ok\":false,"
+                  "\"error\":\"boom\"}",
+                  "tool_result.error: expected an object");
+}
+
+static void test_missing_field(void **state)
+{
+    (void)state;
+    expect_reject("{\"type\":\"tool_call\",\"id\":\"x\",\"provider\":\"p\",\"tool\":\"t\","
+                  "\"input\":1}",
+                  "tool_call.call_id: missing");
+    expect_reject("{\"type\":\"tool_call\",\"id\":\"x\",\"call_id\":1,\"provider\":\"p\","
+                  "\"tool\":\"t\"}",
+                  "tool_call.input: missing");
+    expect_reject("{\"type\":\"tool_result\",\"id\":\"x\",\"call_id\":1,\"ok\":true}",
+                  "tool_result.result: missing");
+    expect_reject("{\"type\":\"tool_result\",\"id\":\"x\",\"call_id\":1,\"ok\":false}",
+                  "tool_result.error: missing");
+    expect_reject("{\"type\":\"tool_result\",\"id\":\"x\",\"call_id\":1,\"ok\":false,"
+                  "\"error\":{\"code\":\"tool_error\"}}",
+                  "tool_result.error.message: missing");
+    expect_reject("{\"id\":\"x\"}", "message.type: missing");
+    expect_reject("{\"type\":\"execute\",\"id\":\"x\",\"language\":\"python\",\"code\":\"\"}",
+                  "execute.tools: missing");
+}
+
+static void test_call_id_range(void **state)
+{
+    static const char *const bad[] = {"1.5",   "-1",   "0",    "4294967296", "1e300",
+                                      "1e400", "true", "null", "\"1\""};
+    const char *want = "tool_call.call_id: expected an integer 1..4294967295";
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *s = NULL;
+
+        assert_true(asprintf(&s,
+                             "{\"type\":\"tool_call\",\"id\":\"x\",\"call_id\":%s,"
+                             "\"provider\":\"p\",\"tool\":\"t\",\"input\":1}",
+                             bad[i]) > 0);
+        /* 1e400 is refused earlier, as a number out of range anywhere in the message. */
+        expect_reject(s, strcmp(bad[i], "1e400") ? want : "number out of range");
+        free(s);
+    }
+}
+
+/* Integral spellings are integers; the 64-bit fields stop at 2^53 - 1. */
+static void test_integer_forms(void **state)
+{
+    SbxMsg m;
+
+    (void)state;
+    expect_accept("{\"type\":\"ping\",\"seq\":4.0e3}", &m);
+    assert_int_equal(m.ping.seq, 4000);
+    sbx_msg_clear(&m);
+    expect_accept("{\"type\":\"done\",\"id\":\"x\",\"status\":\"crash\",\"exit_code\":-2147483648,"
+                  "\"duration_ms\":9007199254740991,\"output_truncated\":false}",
+                  &m);
+    assert_int_equal(m.done.exit_code, INT32_MIN);
+    assert_int_equal(m.done.duration_ms, 9007199254740991ull);
+    sbx_msg_clear(&m);
+    expect_reject("{\"type\":\"done\",\"id\":\"x\",\"status\":\"crash\",\"exit_code\":0,"
+                  "\"duration_ms\":9007199254740992,\"output_truncated\":false}",
+                  "done.duration_ms: expected an integer 0..9007199254740991");
+    expect_reject("{\"type\":\"done\",\"id\":\"x\",\"status\":\"crash\",\"exit_code\":2147483648,"
+                  "\"duration_ms\":0,\"output_truncated\":false}",
+                  "done.exit_code: expected an integer -2147483648..2147483647");
+    expect_reject("{\"type\":\"hello\",\"version\":1,\"token\":\"t\",\"time_us\":-1,\"entropy\":"
+                  "\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"}",
+                  "hello.time_us");
+}
+
+static char *hello_with_entropy(const char *b64)
+{
+    char *s = NULL;
+
+    assert_true(asprintf(&s,
+                         "{\"type\":\"hello\",\"version\":1,\"token\":\"t\",\"time_us\":1,"
+                         "\"entropy\":\"%s\"}",
+                         b64) > 0);
+    return s;
+}
+
+static void test_bad_base64(void **state)
+{
+    /* 32 bytes are 44 characters with one '='. */
+    static const char *const bad[] = {
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",      /* no padding */
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==",    /* too much padding */
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA*=",     /* bad character */
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB=",     /* unused bits set */
+        "AAAAAAAAAAAAAAAAAAAA AAAAAAAAAAAAAAAAAAAAAAA=",    /* whitespace */
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=AAAAAAA", /* padding inside */
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA-",     /* URL-safe alphabet */
+    };
+    SbxMsg m;
+    char *s = hello_with_entropy("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=");
+
+    (void)state;
+    expect_accept(s, &m);
+    assert_int_equal(m.hello.entropy_len, 32);
+    sbx_msg_clear(&m);
+    free(s);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        s = hello_with_entropy(bad[i]);
+        expect_reject(s, "hello.entropy: expected base64");
+        free(s);
+    }
+}
+
+static void test_entropy_size(void **state)
+{
+    char b64[400];
+    char *s;
+
+    (void)state;
+    /* 30 bytes are 40 characters. */
+    memset(b64, 'A', 40);
+    b64[40] = '\0';
+    s = hello_with_entropy(b64);
+    expect_reject(s, "hello.entropy: expected base64 (RFC 4648, padded) of 32..256 bytes");
+    free(s);
+    /* 258 bytes = 344 characters. */
+    memset(b64, 'A', 344);
+    b64[344] = '\0';
+    s = hello_with_entropy(b64);
+    expect_reject(s, "hello.entropy");
+    free(s);
+}
+
+static char *output_with(const char *b64)
+{
+    char *s = NULL;
+
+    assert_true(asprintf(&s,
+                         "{\"type\":\"output\",\"id\":\"x\",\"stream\":\"stdout\","
+                         "\"data\":\"%s\"}",
+                         b64) > 0);
+    return s;
+}
+
+static void test_output_size(void **state)
+{
+    size_t n = (SBX_OUTPUT_CHUNK_MAX + 3) / 3 * 4;
+    char *b64 = malloc(n + 1);
+    char *s;
+
+    (void)state;
+    s = output_with("");
+    expect_reject(s, "output.data: expected base64 (RFC 4648, padded) of 1..65536 bytes");
+    free(s);
+    /* 65538 bytes. */
+    memset(b64, 'A', n);
+    b64[n] = '\0';
+    s = output_with(b64);
+    expect_reject(s, "output.data");
+    free(s);
+    free(b64);
+}
+
+static void test_oversize_strings(void **state)
+{
+    char id[SBX_ID_MAX + 2], token[SBX_TOKEN_MAX + 2], *s = NULL;
+
+    (void)state;
+    memset(id, 'a', sizeof(id) - 1);
+    id[sizeof(id) - 1] = '\0';
+    assert_true(asprintf(&s, "{\"type\":\"cancel\",\"id\":\"%s\"}", id) > 0);
+    expect_reject(s, "cancel.id: expected an id (1..64 of [A-Za-z0-9_.-])");
+    free(s);
+    memset(token, 't', sizeof(token) - 1);
+    token[sizeof(token) - 1] = '\0';
+    assert_true(asprintf(&s,
+                         "{\"type\":\"hello_ok\",\"version\":1,\"token\":\"%s\","
+                         "\"agent\":\"a\",\"languages\":[]}",
+                         token) > 0);
+    expect_reject(s, "hello_ok.token: longer than 128 bytes");
+    free(s);
+    expect_reject("{\"type\":\"cancel\",\"id\":\"a b\"}", "cancel.id");
+    expect_reject("{\"type\":\"cancel\",\"id\":\"\"}", "cancel.id");
+    expect_reject("{\"type\":\"tool_call\",\"id\":\"x\",\"call_id\":1,\"provider\":\"a-b\","
+                  "\"tool\":\"t\",\"input\":1}",
+                  "tool_call.provider: expected an identifier");
+}
+
+static void test_too_many_tools(void **state)
+{
+    const char *tool = "{\"provider\":\"p\",\"name\":\"n\"},";
+    size_t tlen = strlen(tool);
+    char *s = malloc(100 + (SBX_TOOLS_MAX + 1) * tlen), *p = s;
+    SbxMsg m;
+
+    (void)state;
+    p += sprintf(p, "{\"type\":\"execute\",\"id\":\"x\",\"language\":\"python\",\"code\":\"\","
+                    "\"tools\":[");
+    for (int i = 0; i < SBX_TOOLS_MAX; i++)
+        p += sprintf(p, "%s", tool);
+    strcpy(p - 1, "]}");
+    expect_accept(s, &m);
+    assert_int_equal(m.execute.n_tools, SBX_TOOLS_MAX);
+    sbx_msg_clear(&m);
+    strcpy(p - 1, ",");
+    strcat(p, tool);
+    strcpy(s + strlen(s) - 1, "]}");
+    expect_reject(s, "execute.tools: expected an array of at most 1024 tools");
+    free(s);
+    expect_reject("{\"type\":\"execute\",\"id\":\"x\",\"language\":\"python\",\"code\":\"\","
+                  "\"tools\":[{\"provider\":\"p\",\"name\":\"9\"}]}",
+                  "execute.tools[0].name: expected an identifier");
+    expect_reject("{\"type\":\"execute\",\"id\":\"x\",\"language\":\"python\",\"code\":\"\","
+                  "\"tools\":[1]}",
+                  "execute.tools: expected an array of {provider, name, description?}");
+}
+
+static void test_too_many_languages(void **state)
+{
+    char langs[17 * 4 + 1] = "";
+    char *s = NULL;
+
+    (void)state;
+    for (int i = 0; i < 17; i++)
+        strcat(langs, i ? ",\"x\"" : "\"x\"");
+    assert_true(asprintf(&s,
+                         "{\"type\":\"hello_ok\",\"version\":1,\"token\":\"t\","
+                         "\"agent\":\"a\",\"languages\":[%s]}",
+                         langs) > 0);
+    expect_reject(s, "hello_ok.languages: expected an array of at most 16 identifiers");
+    free(s);
+}
+
+static void test_trailing_garbage(void **state)
+{
+    SbxMsg m;
+
+    (void)state;
+    expect_reject("{\"type\":\"ping\",\"seq\":1} x", "invalid JSON");
+    expect_reject("{\"type\":\"ping\",\"seq\":1}{\"type\":\"ping\",\"seq\":2}", "invalid JSON");
+    expect_reject("{\"type\":\"ping\",\"seq\":1}}", "invalid JSON");
+    expect_reject("{\"type\":\"ping\",\"seq\":1", "invalid JSON");
+    /* Whitespace around the object is fine. */
+    expect_accept(" \r\n\t{\"type\":\"ping\",\"seq\":1}\n ", &m);
+    sbx_msg_clear(&m);
+}
+
+static void test_top_level_not_object(void **state)
+{
+    (void)state;
+    expect_reject("[{\"type\":\"ping\",\"seq\":1}]", "message: expected a JSON object");
+    expect_reject("\"ping\"", "message: expected a JSON object");
+    expect_reject("1", "message: expected a JSON object");
+    expect_reject("null", "message: expected a JSON object");
+}
+
+/* 32 levels in all are accepted, 33 are not (the message object is level 1). */
+static char *nested_input(int levels)
+{
+    char *v = malloc(2 * (size_t)levels + 2), *s;
+
+    memset(v, '[', (size_t)levels);
+    v[levels] = '1';
+    memset(v + levels + 1, ']', (size_t)levels);
+    v[2 * levels + 1] = '\0';
+    s = tool_call_with(v);
+    free(v);
+    return s;
+}
+
+static void test_nesting(void **state)
+{
+    char *s;
+    SbxMsg m;
+
+    (void)state;
+    s = nested_input(SBX_JSON_DEPTH_MAX - 1);
+    expect_accept(s, &m);
+    sbx_msg_clear(&m);
+    free(s);
+    s = nested_input(SBX_JSON_DEPTH_MAX);
+    expect_reject(s, "nested deeper than 32 levels");
+    free(s);
+    /* A megabyte of '[' costs nothing: the scan refuses it before cJSON recurses. */
+    s = malloc(1 << 20);
+    memset(s, '[', 1 << 20);
+    expect_reject_len(s, 1 << 20, "nested deeper");
+    free(s);
+}
+
+static void test_nul_and_control_characters(void **state)
+{
+    static const char raw_nul[] = "{\"type\":\"cancel\",\"id\":\"x\0y\"}";
+
+    (void)state;
+    expect_reject("{\"type\":\"cancel\",\"id\":\"x\\u0000y\"}", "\\u0000 in a string");
+    expect_reject_len(raw_nul, sizeof(raw_nul) - 1, "control character in a string");
+    expect_reject("{\"type\":\"cancel\",\"id\":\"x\ty\"}", "control character in a string");
+    expect_reject("{\"type\":\"cancel\",\x01\"id\":\"x\"}", "control character");
+    /* An escaped backslash followed by u0000 is plain text, not a NUL. */
+    char *s = tool_call_with("\"\\\\u0000\"");
+    SbxMsg m;
+
+    expect_accept(s, &m);
+    assert_string_equal(m.tool_call.input_json, "\"\\\\u0000\"");
+    sbx_msg_clear(&m);
+    free(s);
+}
+
+static void test_invalid_utf8(void **state)
+{
+    static const char *const bad[] = {
+        "\"\xff\"",             /* not a lead byte */
+        "\"\xc0\xaf\"",         /* overlong '/' */
+        "\"\xe0\x80\xaf\"",     /* overlong '/' */
+        "\"\xed\xa0\x80\"",     /* a surrogate encoded as UTF-8 */
+        "\"\xf4\x90\x80\x80\"", /* above U+10FFFF */
+        "\"\xe2\x9c\"",         /* cut sequence */
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *s = tool_call_with(bad[i]);
+
+        expect_reject(s, "invalid UTF-8");
+        free(s);
+    }
+    /* A lone surrogate as an escape is refused by cJSON. */
+    char *s = tool_call_with("\"\\ud800\"");
+
+    expect_reject(s, "invalid JSON");
+    free(s);
+}
+
+static void test_duplicate_names(void **state)
+{
+    char *s = tool_call_with("{\"b\":1,\"a\":2,\"b\":3}");
+
+    (void)state;
+    expect_reject(s, "duplicate member name");
+    free(s);
+    expect_reject("{\"type\":\"cancel\",\"id\":\"x\",\"id\":\"y\"}", "duplicate member name");
+}
+
+static void test_unknown_type_and_enums(void **state)
+{
+    (void)state;
+    expect_reject("{\"type\":\"file_put\"}", "message.type: unknown message type");
+    expect_reject("{\"type\":\"execute\",\"id\":\"x\",\"language\":\"ruby\",\"code\":\"\","
+                  "\"tools\":[]}",
+                  "execute.language: expected \"javascript\" or \"python\"");
+    expect_reject("{\"type\":\"output\",\"id\":\"x\",\"stream\":\"stdin\",\"data\":\"AA==\"}",
+                  "output.stream");
+    expect_reject("{\"type\":\"done\",\"id\":\"x\",\"status\":\"fine\",\"exit_code\":0,"
+                  "\"duration_ms\":0,\"output_truncated\":false}",
+                  "done.status");
+    expect_reject("{\"type\":\"error\",\"code\":\"oops\",\"message\":\"m\"}", "error.code");
+}
+
+static void test_args_must_be_array(void **state)
+{
+    SbxMsg m;
+
+    (void)state;
+    expect_reject("{\"type\":\"execute\",\"id\":\"x\",\"language\":\"python\",\"code\":\"\","
+                  "\"tools\":[],\"args\":{\"a\":1}}",
+                  "execute.args: expected an array");
+    /* null means absent for optional fields. */
+    expect_accept("{\"type\":\"execute\",\"id\":\"x\",\"language\":\"python\",\"code\":\"\","
+                  "\"tools\":[],\"args\":null,\"entry\":null}",
+                  &m);
+    assert_null(m.execute.args_json);
+    assert_null(m.execute.entry);
+    sbx_msg_clear(&m);
+}
+
+/* Unknown fields are ignored; *_json fields come back compact. */
+static void test_unknown_fields_and_compact_json(void **state)
+{
+    SbxMsg m;
+
+    (void)state;
+    expect_accept("{\"type\":\"done\",\"future\":[1,2],\"id\":\"x\",\"status\":\"ok\","
+                  "\"result\":{ \"a\" : [ 1 , 2.5e1 ] },\"exit_code\":0,\"duration_ms\":3,"
+                  "\"output_truncated\":false}",
+                  &m);
+    assert_string_equal(m.done.result_json, "{\"a\":[1,25]}");
+    assert_false(m.done.has_error);
+    sbx_msg_clear(&m);
+}
+
+static void test_error_text_truncated(void **state)
+{
+    size_t n = SBX_ERROR_TEXT_MAX + 100;
+    char *text = malloc(n + 1), *s = NULL;
+    SbxMsg m;
+
+    (void)state;
+    memset(text, 'e', n);
+    /* A 2-byte character starting at the last allowed byte is dropped whole. */
+    memcpy(text + SBX_ERROR_TEXT_MAX - 1, "\xc3\xa9", 2);
+    text[n] = '\0';
+    assert_true(asprintf(&s,
+                         "{\"type\":\"done\",\"id\":\"x\",\"status\":\"error\","
+                         "\"error\":{\"code\":\"runtime_error\",\"message\":\"%s\","
+                         "\"stack\":\"%s\"},\"exit_code\":1,\"duration_ms\":3,"
+                         "\"output_truncated\":false}",
+                         text, text) > 0);
+    expect_accept(s, &m);
+    assert_true(m.done.has_error);
+    assert_int_equal(strlen(m.done.error.message), SBX_ERROR_TEXT_MAX - 1);
+    assert_int_equal(strlen(m.done.error.stack), SBX_ERROR_TEXT_MAX - 1);
+    sbx_msg_clear(&m);
+    free(s);
+    free(text);
+}
+
+static void test_length_limits(void **state)
+{
+    char *big = malloc(SBX_FRAME_MAX + 1);
+
+    (void)state;
+    expect_reject_len("", 0, "message: length 0");
+    memset(big, ' ', SBX_FRAME_MAX + 1);
+    expect_reject_len(big, SBX_FRAME_MAX + 1, "message: length");
+    free(big);
+}
+
+/* Values are capped so a frame cannot make cJSON allocate ~200 MiB. */
+static void test_too_many_values(void **state)
+{
+    size_t n = 300 * 1024;
+    char *arr = malloc(2 * n + 2), *s;
+
+    (void)state;
+    arr[0] = '[';
+    for (size_t i = 0; i < n; i++)
+        memcpy(arr + 1 + 2 * i, "0,", 2);
+    arr[2 * n] = ']';
+    arr[2 * n + 1] = '\0';
+    s = tool_call_with(arr);
+    expect_reject(s, "JSON values");
+    free(s);
+    free(arr);
+}
+
+static void test_null_error_pointer(void **state)
+{
+    SbxMsg m;
+
+    (void)state;
+    assert_int_equal(sbx_msg_decode("{", 1, &m, NULL), -EBADMSG);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wrong_type),
+        cmocka_unit_test(test_missing_field),
+        cmocka_unit_test(test_call_id_range),
+        cmocka_unit_test(test_integer_forms),
+        cmocka_unit_test(test_bad_base64),
+        cmocka_unit_test(test_entropy_size),
+        cmocka_unit_test(test_output_size),
+        cmocka_unit_test(test_oversize_strings),
+        cmocka_unit_test(test_too_many_tools),
+        cmocka_unit_test(test_too_many_languages),
+        cmocka_unit_test(test_trailing_garbage),
+        cmocka_unit_test(test_top_level_not_object),
+        cmocka_unit_test(test_nesting),
+        cmocka_unit_test(test_nul_and_control_characters),
+        cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_duplicate_names),
+        cmocka_unit_test(test_unknown_type_and_enums),
+        cmocka_unit_test(test_args_must_be_array),
+        cmocka_unit_test(test_unknown_fields_and_compact_json),
+        cmocka_unit_test(test_error_text_truncated),
+        cmocka_unit_test(test_length_limits),
+        cmocka_unit_test(test_too_many_values),
+        cmocka_unit_test(test_null_error_pointer),
+    };
+
+    return cmocka_run_group_tests_name("reject", tests, NULL, NULL);
+}

@@ -1,0 +1,152 @@
+/*
+ * A stand-in for qemu-system-x86_64 in the lifecycle tests. It reads the command line the VM
+ * layer built (the QMP and console socket fds, the vhost-user path), speaks enough QMP, writes
+ * to the "console", and tells the fake bridge when "the guest agent" is up.
+ * FAKE_QEMU_MODE:
+ *   ok (default)    greeting, capabilities, agent up after FAKE_QEMU_BOOT_MS (default 50)
+ *   exit-early      print an error on stderr and exit 1 before anything
+ *   no-agent        everything but the agent: the boot times out
+ *   qmp-silent      never send the QMP greeting
+ *   die-after-boot  agent up, then 300 ms later a SHUTDOWN event (guest-reset) and exit 0
+ *   flood-console   write 1 MiB to the console, then as ok
+ * QMP commands: quit (SHUTDOWN event, reply, exit), query-status, hang (never answered),
+ * anything else gets CommandNotFound.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static int qmp_fd = -1, con_fd = -1, vhost_fd = -1;
+
+static void say(int fd, const char *s)
+{
+    size_t len = strlen(s);
+
+    if (write(fd, s, len) != (ssize_t)len)
+        exit(9);
+}
+
+/* "-chardev socket,id=X,fd=N,..." / "socket,id=vsock,path=P" */
+static void parse_chardev(const char *v)
+{
+    const char *fd = strstr(v, ",fd=");
+    const char *path = strstr(v, ",path=");
+
+    if (strstr(v, "id=qmp,") && fd)
+        qmp_fd = atoi(fd + 4);
+    else if (strstr(v, "id=con,") && fd)
+        con_fd = atoi(fd + 4);
+    else if (strstr(v, "id=vsock,") && path) {
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        snprintf(a.sun_path, sizeof a.sun_path, "%s", path + 6);
+        vhost_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(vhost_fd, (struct sockaddr *)&a, sizeof a) < 0) {
+            fprintf(stderr, "fake-qemu: cannot connect to vhost-user socket %s\n", a.sun_path);
+            exit(1);
+        }
+    }
+}
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* Answer one QMP line; returns 1 to exit. */
+static int answer(const char *line)
+{
+    const char *idp = strstr(line, "\"id\":");
+    char reply[256];
+    int id = idp ? atoi(idp + 5) : 0;
+
+    if (strstr(line, "\"hang\""))
+        return 0;
+    if (strstr(line, "\"quit\"")) {
+        say(qmp_fd, "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
+                    "\"SHUTDOWN\", \"data\": {\"guest\": false, \"reason\": \"host-qmp-quit\"}}\r\n");
+        snprintf(reply, sizeof reply, "{\"return\": {}, \"id\": %d}\r\n", id);
+        say(qmp_fd, reply);
+        return 1;
+    }
+    if (strstr(line, "\"qmp_capabilities\"") || strstr(line, "\"query-status\""))
+        snprintf(reply, sizeof reply, "{\"return\": %s, \"id\": %d}\r\n",
+                 strstr(line, "query-status") ? "{\"status\": \"running\", \"running\": true}"
+                                              : "{}",
+                 id);
+    else
+        snprintf(reply, sizeof reply, "{\"error\": {\"class\": \"CommandNotFound\", \"desc\": "
+                 "\"no such command\"}, \"id\": %d}\r\n", id);
+    say(qmp_fd, reply);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = getenv("FAKE_QEMU_MODE");
+    const char *boot = getenv("FAKE_QEMU_BOOT_MS");
+    long long agent_at, die_at = -1;
+    char buf[4096];
+    size_t got = 0;
+
+    mode = mode ? mode : "ok";
+    if (!strcmp(mode, "exit-early")) {
+        fprintf(stderr, "fake-qemu: -machine: unsupported machine type\n");
+        return 1;
+    }
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "-chardev"))
+            parse_chardev(argv[++i]);
+    if (qmp_fd < 0 || con_fd < 0 || vhost_fd < 0) {
+        fprintf(stderr, "fake-qemu: missing -chardev for qmp, con or vsock\n");
+        return 1;
+    }
+    if (!strcmp(mode, "flood-console"))
+        for (int i = 0; i < 256; i++)
+            say(con_fd, "flood flood flood flood flood flood flood flood flood flood flood.\n"
+                        "0123456789012345678901234567890123456789012345678901234567890\n");
+    say(con_fd, "fake-qemu: booting\n");
+    if (strcmp(mode, "qmp-silent") != 0)
+        say(qmp_fd, "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 0, \"minor\": 2, \"major\": "
+                    "7}, \"package\": \"fake\"}, \"capabilities\": [\"oob\"]}}\r\n");
+    agent_at = strcmp(mode, "no-agent") ? now_ms() + (boot ? atoi(boot) : 50) : -1;
+    for (;;) {
+        struct pollfd p = {qmp_fd, POLLIN, 0};
+        char *nl;
+        ssize_t n;
+        if (poll(&p, 1, 10) > 0) {
+            n = read(qmp_fd, buf + got, sizeof buf - 1 - got);
+            if (n <= 0)
+                return 0;
+            got += (size_t)n;
+            buf[got] = '\0';
+            while ((nl = strchr(buf, '\n'))) {
+                *nl = '\0';
+                if (answer(buf))
+                    return 0;
+                memmove(buf, nl + 1, got - (size_t)(nl + 1 - buf) + 1);
+                got -= (size_t)(nl + 1 - buf);
+            }
+        }
+        if (agent_at >= 0 && now_ms() >= agent_at) {
+            say(vhost_fd, "AGENT-UP\n");
+            say(con_fd, "fake-qemu: agent up\n");
+            agent_at = -1;
+            if (!strcmp(mode, "die-after-boot"))
+                die_at = now_ms() + 300;
+        }
+        if (die_at >= 0 && now_ms() >= die_at) {
+            say(con_fd, "Kernel panic - not syncing: fake\n");
+            say(qmp_fd, "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
+                        "\"SHUTDOWN\", \"data\": {\"guest\": true, \"reason\": \"guest-reset\"}}\r\n");
+            return 0;
+        }
+    }
+}

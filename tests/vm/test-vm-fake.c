@@ -1,0 +1,481 @@
+/*
+ * The VM lifecycle against a fake QEMU and a fake bridge (fake-qemu.c, fake-bridge.c): a good
+ * start, every kind of failure in the middle of a start, exits while running, kill and free.
+ * After each: no child process of ours remains (not even a zombie) and the runtime parent
+ * directory is empty.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "test-util.h"
+#include "vm.h"
+
+typedef struct {
+    char *parent; /* runtime_parent */
+    SbxProfile *profile;
+    SbxImage image;
+    SbxVm *vm;
+    gboolean done;
+    gboolean ok;
+    GError *error;
+    guint exits;
+    char *exit_reason;
+} Fx;
+
+/* Children of this process, zombies included, from /proc/<pid>/stat's ppid field. */
+static guint count_children(void)
+{
+    g_autoptr(GDir) d = g_dir_open("/proc", 0, NULL);
+    const char *name;
+    guint n = 0;
+
+    while ((name = g_dir_read_name(d))) {
+        g_autofree char *path = NULL, *stat = NULL;
+        const char *close_paren;
+        int ppid = 0;
+        if (!g_ascii_isdigit(name[0]))
+            continue;
+        path = g_strdup_printf("/proc/%s/stat", name);
+        if (!g_file_get_contents(path, &stat, NULL, NULL))
+            continue;
+        close_paren = strrchr(stat, ')');
+        if (close_paren && sscanf(close_paren + 2, "%*c %d", &ppid) == 1 && ppid == getpid())
+            n++;
+    }
+    return n;
+}
+
+static int setup(void **state)
+{
+    Fx *fx = g_new0(Fx, 1);
+    g_autofree char *dir = g_build_filename(SBX_SOURCE_DIR, "qemu-profiles", NULL);
+
+    g_setenv("SANDBOX_QEMU", g_getenv("FAKE_QEMU"), TRUE);
+    g_setenv("SANDBOX_BRIDGE", g_getenv("FAKE_BRIDGE"), TRUE);
+    g_setenv("SANDBOX_TSC_KHZ", "2000000", TRUE);
+    g_setenv("SANDBOX_ACCEL", "tcg", TRUE);
+    g_unsetenv("FAKE_QEMU_MODE");
+    g_unsetenv("FAKE_BRIDGE_MODE");
+    fx->parent = g_dir_make_tmp("sbx-test-vm-XXXXXX", NULL);
+    fx->profile = sbx_profile_load_named(dir, "q35", NULL);
+    assert_non_null(fx->profile);
+    fx->image = (SbxImage){"/img", "/img/vmlinux", "/img/initramfs.cpio", "/img/rootfs.erofs", "h"};
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    Fx *fx = *state;
+
+    sbx_vm_free(fx->vm);
+    /* Nothing may be left behind, on any path. */
+    assert_int_equal(count_children(), 0);
+    assert_true(dir_empty(fx->parent));
+    g_rmdir(fx->parent);
+    g_free(fx->parent);
+    sbx_profile_free(fx->profile);
+    g_clear_error(&fx->error);
+    g_free(fx->exit_reason);
+    g_free(fx);
+    return 0;
+}
+
+static void on_exit_handler(SbxVm *vm, const char *reason, gpointer data)
+{
+    Fx *fx = data;
+
+    (void)vm;
+    fx->exits++;
+    g_free(fx->exit_reason);
+    fx->exit_reason = g_strdup(reason);
+}
+
+static void on_started(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Fx *fx = data;
+
+    (void)src;
+    fx->ok = sbx_vm_start_finish(fx->vm, res, &fx->error);
+    fx->done = TRUE;
+}
+
+static SbxVm *new_vm(Fx *fx, guint boot_timeout_ms)
+{
+    SbxVmOptions opts = {.runtime_parent = fx->parent, .boot_timeout_ms = boot_timeout_ms};
+
+    fx->vm = sbx_vm_new(fx->profile, &fx->image, &opts);
+    sbx_vm_set_exit_handler(fx->vm, on_exit_handler, fx);
+    return fx->vm;
+}
+
+/* Start and wait for the result. */
+static gboolean start(Fx *fx, guint boot_timeout_ms)
+{
+    new_vm(fx, boot_timeout_ms);
+    sbx_vm_start_async(fx->vm, NULL, on_started, fx);
+    assert_true(run_until(&fx->done, 20000));
+    return fx->ok;
+}
+
+static void expect_start_error_within(Fx *fx, guint boot_timeout_ms, GQuark domain, int code,
+                                     const char *text)
+{
+    assert_false(start(fx, boot_timeout_ms));
+    if (!g_error_matches(fx->error, domain, code) || !strstr(fx->error->message, text))
+        fail_msg("unexpected error: %s (expected \"%s\")", fx->error->message, text);
+    assert_int_equal(count_children(), 0);
+    assert_true(dir_empty(fx->parent));
+    assert_null(sbx_vm_runtime_dir(fx->vm));
+    assert_int_equal(sbx_vm_take_channel(fx->vm), -1);
+}
+
+static void expect_start_error(Fx *fx, GQuark domain, int code, const char *text)
+{
+    expect_start_error_within(fx, 2000, domain, code, text);
+}
+
+static void test_start_and_free(void **state)
+{
+    Fx *fx = *state;
+    char buf[16] = "";
+    GPid qemu, bridge;
+    int fd;
+
+    assert_true(start(fx, 0));
+    qemu = sbx_vm_qemu_pid(fx->vm);
+    bridge = sbx_vm_bridge_pid(fx->vm);
+    assert_true(qemu > 0 && bridge > 0);
+    assert_non_null(sbx_vm_runtime_dir(fx->vm));
+    assert_true(sbx_vm_boot_us(fx->vm) > 0);
+    assert_true(sbx_vm_guest_cid(fx->vm) >= 3);
+    assert_int_equal(sbx_vm_accel(fx->vm), SBX_ACCEL_TCG);
+    fd = sbx_vm_take_channel(fx->vm);
+    assert_true(fd >= 0);
+    assert_int_equal(sbx_vm_take_channel(fx->vm), -1); /* once */
+    assert_int_equal(write(fd, "ping", 4), 4);         /* the fake bridge echoes */
+    assert_int_equal(read(fd, buf, 4), 4);
+    assert_memory_equal(buf, "ping", 4);
+    assert_non_null(strstr(sbx_vm_console_tail(fx->vm), "fake-qemu: agent up"));
+    sbx_vm_free(g_steal_pointer(&fx->vm));
+    assert_true(pid_gone(qemu));
+    assert_true(pid_gone(bridge));
+    assert_int_equal(fx->exits, 0); /* free is not an unexpected exit */
+    /* The channel's peer is gone: EOF. */
+    assert_int_equal(read(fd, buf, sizeof buf), 0);
+    close(fd);
+}
+
+static void test_qemu_fails_at_once(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("FAKE_QEMU_MODE", "exit-early", TRUE);
+    expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_EXITED, "QEMU exited with status 1");
+    assert_non_null(strstr(fx->error->message, "unsupported machine type"));
+}
+
+static void test_boot_timeout(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("FAKE_QEMU_MODE", "no-agent", TRUE);
+    expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_BOOT_TIMEOUT, "within 2000 ms");
+    assert_non_null(strstr(fx->error->message, "guest console"));
+    assert_non_null(strstr(fx->error->message, "fake-qemu: booting"));
+    assert_non_null(strstr(sbx_vm_console_tail(fx->vm), "fake-qemu: booting"));
+}
+
+static void test_qmp_silent(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("FAKE_QEMU_MODE", "qmp-silent", TRUE);
+    expect_start_error_within(fx, 10000, G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "no greeting");
+}
+
+static void test_bridge_exits(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("FAKE_BRIDGE_MODE", "exit", TRUE);
+    expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_EXITED,
+                       "the vsock bridge exited with status 3");
+    assert_non_null(strstr(fx->error->message, "fake-bridge: exiting as asked"));
+}
+
+static void test_bridge_garbage(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("FAKE_BRIDGE_MODE", "garbage", TRUE);
+    expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_BRIDGE, "other than READY");
+}
+
+static void test_bridge_missing(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("SANDBOX_BRIDGE", "/nonexistent/sandbox-bridge", TRUE);
+    expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_SPAWN, "ninja -C build");
+}
+
+static void test_qemu_missing(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("SANDBOX_QEMU", "/nonexistent/qemu", TRUE);
+    expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_SPAWN, "cannot start QEMU");
+}
+
+static void test_runtime_parent_too_long(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *saved = g_steal_pointer(&fx->parent);
+    g_autofree char *longdir = g_strnfill(120, 'd');
+
+    fx->parent = g_build_filename(saved, longdir, NULL);
+    assert_false(start(fx, 0));
+    g_free(fx->parent);
+    fx->parent = g_steal_pointer(&saved);
+    assert_true(g_error_matches(fx->error, SBX_VM_ERROR, SBX_VM_ERROR_CONFIG));
+    assert_non_null(strstr(fx->error->message, "path too long"));
+    assert_int_equal(count_children(), 0);
+}
+
+static gboolean free_vm_later(gpointer data)
+{
+    Fx *fx = data;
+
+    sbx_vm_free(g_steal_pointer(&fx->vm));
+    return G_SOURCE_REMOVE;
+}
+
+static void test_free_while_starting(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("FAKE_QEMU_MODE", "no-agent", TRUE);
+    new_vm(fx, 0);
+    sbx_vm_start_async(fx->vm, NULL, on_started, fx);
+    g_timeout_add(300, free_vm_later, fx); /* QEMU is up and being probed by then */
+    assert_true(run_until(&fx->done, 5000));
+    assert_true(g_error_matches(fx->error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
+    assert_int_equal(count_children(), 0);
+}
+
+static void test_cancel_while_waiting_for_bridge(void **state)
+{
+    Fx *fx = *state;
+    g_autoptr(GCancellable) cancel = g_cancellable_new();
+
+    g_setenv("FAKE_BRIDGE_MODE", "no-ready", TRUE);
+    new_vm(fx, 0);
+    sbx_vm_start_async(fx->vm, cancel, on_started, fx);
+    run_for(100);
+    assert_true(sbx_vm_bridge_pid(fx->vm) > 0);
+    g_cancellable_cancel(cancel);
+    assert_true(run_until(&fx->done, 5000));
+    assert_true(g_error_matches(fx->error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
+    assert_int_equal(count_children(), 0);
+    assert_true(dir_empty(fx->parent));
+}
+
+static void test_kill_while_starting(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("FAKE_QEMU_MODE", "no-agent", TRUE);
+    new_vm(fx, 0);
+    sbx_vm_start_async(fx->vm, NULL, on_started, fx);
+    run_for(200);
+    sbx_vm_kill(fx->vm);
+    assert_true(run_until(&fx->done, 5000));
+    assert_true(g_error_matches(fx->error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
+    assert_int_equal(count_children(), 0);
+    sbx_vm_kill(fx->vm); /* idempotent */
+}
+
+static void test_guest_dies_while_running(void **state)
+{
+    Fx *fx = *state;
+    gboolean never = FALSE;
+    GPid qemu;
+
+    g_setenv("FAKE_QEMU_MODE", "die-after-boot", TRUE);
+    assert_true(start(fx, 0));
+    qemu = sbx_vm_qemu_pid(fx->vm);
+    for (int i = 0; i < 300 && fx->exits == 0; i++)
+        run_until(&never, 10);
+    assert_int_equal(fx->exits, 1);
+    assert_non_null(strstr(fx->exit_reason, "QEMU exited with status 0 (guest-reset)"));
+    assert_true(pid_gone(qemu));
+    assert_int_equal(count_children(), 0);
+    assert_null(sbx_vm_runtime_dir(fx->vm));
+    assert_non_null(strstr(sbx_vm_console_tail(fx->vm), "Kernel panic"));
+}
+
+static void test_kill_while_running(void **state)
+{
+    Fx *fx = *state;
+
+    assert_true(start(fx, 0));
+    sbx_vm_kill(fx->vm);
+    assert_int_equal(count_children(), 0);
+    assert_null(sbx_vm_runtime_dir(fx->vm));
+    run_for(50);
+    assert_int_equal(fx->exits, 0);
+    sbx_vm_kill(fx->vm);
+}
+
+static void test_killed_from_outside(void **state)
+{
+    Fx *fx = *state;
+    gboolean never = FALSE;
+
+    assert_true(start(fx, 0));
+    kill(sbx_vm_qemu_pid(fx->vm), SIGKILL);
+    for (int i = 0; i < 300 && fx->exits == 0; i++)
+        run_until(&never, 10);
+    assert_int_equal(fx->exits, 1);
+    assert_non_null(strstr(fx->exit_reason, "QEMU killed by signal 9"));
+    assert_int_equal(count_children(), 0);
+}
+
+static void test_bridge_dies_while_running(void **state)
+{
+    Fx *fx = *state;
+    gboolean never = FALSE;
+
+    assert_true(start(fx, 0));
+    kill(sbx_vm_bridge_pid(fx->vm), SIGKILL);
+    for (int i = 0; i < 300 && fx->exits == 0; i++)
+        run_until(&never, 10);
+    assert_int_equal(fx->exits, 1);
+    assert_non_null(strstr(fx->exit_reason, "the vsock bridge killed by signal 9"));
+    assert_int_equal(count_children(), 0);
+}
+
+typedef struct {
+    gboolean done;
+    char *result;
+    GError *error;
+} QmpCall;
+
+static void on_qmp(GObject *src, GAsyncResult *res, gpointer data)
+{
+    QmpCall *c = data;
+
+    (void)src;
+    c->result = sbx_vm_qmp_execute_finish(NULL, res, &c->error);
+    c->done = TRUE;
+}
+
+static void test_qmp_passthrough_and_timeout(void **state)
+{
+    Fx *fx = *state;
+    QmpCall a = {0}, b = {0};
+
+    assert_true(start(fx, 0));
+    sbx_vm_qmp_execute_async(fx->vm, "query-status", NULL, 0, NULL, on_qmp, &a);
+    assert_true(run_until(&a.done, 5000));
+    assert_non_null(a.result);
+    assert_non_null(strstr(a.result, "\"running\""));
+    /* A command QEMU never answers: the VM is killed and the exit handler says why. */
+    sbx_vm_qmp_execute_async(fx->vm, "hang", NULL, 200, NULL, on_qmp, &b);
+    assert_true(run_until(&b.done, 5000));
+    assert_true(g_error_matches(b.error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT));
+    assert_int_equal(fx->exits, 1);
+    assert_non_null(strstr(fx->exit_reason, "did not answer 'hang'"));
+    assert_int_equal(count_children(), 0);
+    g_free(a.result);
+    g_clear_error(&b.error);
+}
+
+typedef struct {
+    gboolean done;
+    int fd;
+    GError *error;
+} Conn;
+
+static void on_conn(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Conn *c = data;
+
+    (void)src;
+    c->fd = sbx_vm_connect_port_finish(NULL, res, &c->error);
+    c->done = TRUE;
+}
+
+static void test_connect_port(void **state)
+{
+    Fx *fx = *state;
+    Conn ok = {0}, refused = {0};
+
+    assert_true(start(fx, 0));
+    sbx_vm_connect_port_async(fx->vm, 1024, 1000, NULL, on_conn, &ok);
+    assert_true(run_until(&ok.done, 5000));
+    assert_true(ok.fd >= 0);
+    close(ok.fd);
+    sbx_vm_connect_port_async(fx->vm, 5, 1000, NULL, on_conn, &refused);
+    assert_true(run_until(&refused.done, 5000));
+    assert_int_equal(refused.fd, -1);
+    assert_true(g_error_matches(refused.error, G_IO_ERROR, G_IO_ERROR_CONNECTION_REFUSED));
+    g_clear_error(&refused.error);
+}
+
+static void test_console_flood_is_bounded(void **state)
+{
+    Fx *fx = *state;
+    const char *tail;
+
+    g_setenv("FAKE_QEMU_MODE", "flood-console", TRUE);
+    assert_true(start(fx, 0));
+    tail = sbx_vm_console_tail(fx->vm);
+    assert_true(strlen(tail) <= 64 * 1024);
+    assert_non_null(strstr(tail, "fake-qemu: agent up"));
+}
+
+int main(void)
+{
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_start_and_free),
+        T(test_qemu_fails_at_once),
+        T(test_boot_timeout),
+        T(test_qmp_silent),
+        T(test_bridge_exits),
+        T(test_bridge_garbage),
+        T(test_bridge_missing),
+        T(test_qemu_missing),
+        T(test_runtime_parent_too_long),
+        T(test_free_while_starting),
+        T(test_cancel_while_waiting_for_bridge),
+        T(test_kill_while_starting),
+        T(test_guest_dies_while_running),
+        T(test_kill_while_running),
+        T(test_killed_from_outside),
+        T(test_bridge_dies_while_running),
+        T(test_qmp_passthrough_and_timeout),
+        T(test_connect_port),
+        T(test_console_flood_is_bounded),
+    };
+
+    signal(SIGPIPE, SIG_IGN);
+    if (!g_getenv("FAKE_QEMU") || !g_getenv("FAKE_BRIDGE")) {
+        fprintf(stderr, "run through meson: FAKE_QEMU and FAKE_BRIDGE must be set\n");
+        return 77;
+    }
+    if (g_getenv("TEST_FILTER"))
+        cmocka_set_test_filter(g_getenv("TEST_FILTER"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
