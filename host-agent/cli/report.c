@@ -90,8 +90,8 @@ static void append_call(GString *out, const SbxToolRecord *rec, const SbxNamespa
     if (rec->answered) {
         g_string_append_printf(out, ",\"ok\":%s", rec->ok ? "true" : "false");
         if (rec->ok) {
-            g_string_append_printf(out, ",\"result\":%s", rec->result_json != NULL
-                                                               ? rec->result_json : "null");
+            g_string_append_printf(out, ",\"result\":%s",
+                                   rec->result_json != NULL ? rec->result_json : "null");
             if (rec->result_dropped) {
                 g_string_append(out, ",\"result_dropped\":true");
             }

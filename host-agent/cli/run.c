@@ -57,9 +57,10 @@ typedef struct {
     SbxSession *session;
     GCancellable *cancel; /* the VM start and the tool calls */
     gboolean vm_started;
-    gboolean finished;             /* the execution ended, or never could start */
-    const SbxRunResult *result;    /* owned by the session */
-    char *failure;                 /* the sandbox failed before an execution result */
+    gboolean finished;                    /* the execution ended, or never could start */
+    gboolean reported;                    /* the end was printed and the loop told to quit */
+    const SbxRunResult *result;           /* owned by the session */
+    char *failure;                        /* the sandbox failed before an execution result */
     gboolean out_dead[SBX_STREAM__COUNT]; /* our stdout/stderr is gone: drop output */
 } RunCtx;
 
@@ -116,8 +117,7 @@ static void print_summary(RunCtx *ctx)
                 r->has_error ? r->error.message : "no details");
     }
     if (ctx->debug && ctx->vm != NULL && r->status != SBX_STATUS_OK) {
-        fprintf(stderr, "sandbox: guest console (last lines):\n%s\n",
-                sbx_vm_console_tail(ctx->vm));
+        fprintf(stderr, "sandbox: guest console (last lines):\n%s\n", sbx_vm_console_tail(ctx->vm));
     }
 }
 
@@ -139,9 +139,11 @@ static void print_report(RunCtx *ctx)
 /* Quit once the execution is over and every provider process has been reaped. */
 static void maybe_finish(RunCtx *ctx)
 {
-    if (!ctx->finished || (ctx->tools != NULL && sbx_tools_in_flight(ctx->tools) > 0)) {
+    if (ctx->reported || !ctx->finished ||
+        (ctx->tools != NULL && sbx_tools_in_flight(ctx->tools) > 0)) {
         return;
     }
+    ctx->reported = TRUE; /* other sources of this loop iteration may still run */
     int code = ctx->result != NULL ? exit_code_of(ctx->result) : SBX_EXIT_SANDBOX;
     if (ctx->cli->signal != 0) {
         code = SBX_EXIT_SIGNAL_BASE + ctx->cli->signal;
@@ -152,9 +154,11 @@ static void maybe_finish(RunCtx *ctx)
         print_summary(ctx);
     }
     if (ctx->debug && ctx->result != NULL) {
-        fprintf(stderr, "sandbox: boot %" G_GINT64_FORMAT " ms, execution %" G_GUINT64_FORMAT
-                " ms, status %s\n", ctx->vm_started ? sbx_vm_boot_us(ctx->vm) / 1000 : 0,
-                ctx->result->duration_ms, sbx_status_name(ctx->result->status));
+        fprintf(stderr,
+                "sandbox: boot %" G_GINT64_FORMAT " ms, execution %" G_GUINT64_FORMAT
+                " ms, status %s\n",
+                ctx->vm_started ? sbx_vm_boot_us(ctx->vm) / 1000 : 0, ctx->result->duration_ms,
+                sbx_status_name(ctx->result->status));
     }
     sbx_cli_quit(ctx->cli, code);
 }
@@ -272,8 +276,13 @@ static void on_vm_exit(SbxVm *vm, const char *reason, gpointer user_data)
 
 static void start_execution(RunCtx *ctx)
 {
-    static const SbxSessionCallbacks callbacks = {
+    /* --json collects the output for the report instead of streaming it. */
+    static const SbxSessionCallbacks streaming = {
         .on_output = on_output,
+        .on_tool_call = on_tool_call,
+        .on_done = on_done,
+    };
+    static const SbxSessionCallbacks collecting = {
         .on_tool_call = on_tool_call,
         .on_done = on_done,
     };
@@ -290,7 +299,8 @@ static void start_execution(RunCtx *ctx)
         .collect_output = ctx->json,
     };
 
-    ctx->session = sbx_session_new(sbx_vm_take_channel(ctx->vm), &callbacks, ctx, &error);
+    ctx->session = sbx_session_new(sbx_vm_take_channel(ctx->vm),
+                                   ctx->json ? &collecting : &streaming, ctx, &error);
     if (ctx->session == NULL || !sbx_session_run(ctx->session, &req, &error)) {
         g_autofree char *msg = g_strdup_printf("cannot start the execution: %s", error->message);
         fail(ctx, msg);
@@ -355,8 +365,8 @@ static char *read_program(const char *path, GError **error)
             int err = errno;
             close(fd);
             if (n < 0) {
-                g_set_error(error, G_IO_ERROR, g_io_error_from_errno(err), "read `%s`: %s",
-                            path, g_strerror(err));
+                g_set_error(error, G_IO_ERROR, g_io_error_from_errno(err), "read `%s`: %s", path,
+                            g_strerror(err));
                 return NULL;
             }
             if (n > 0) {
@@ -432,8 +442,10 @@ static gboolean parse_output_limit(RunCtx *ctx, GError **error)
     }
     v = g_ascii_strtoull(ctx->output_limit_opt, &end, 10);
     if (end != ctx->output_limit_opt && *end != '\0' && end[1] == '\0') {
-        mult = *end == 'K' || *end == 'k' ? 1024 : *end == 'M' ? 1024 * 1024
-             : *end == 'G' ? 1024 * 1024 * 1024 : 0;
+        mult = *end == 'K' || *end == 'k' ? 1024
+               : *end == 'M'              ? 1024 * 1024
+               : *end == 'G'              ? 1024 * 1024 * 1024
+                                          : 0;
         end += mult != 0;
     }
     if (end == ctx->output_limit_opt || *end != '\0' || v == 0 || mult == 0 ||
@@ -460,8 +472,7 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
         {"output-limit", 0, 0, G_OPTION_ARG_STRING, &ctx->output_limit_opt,
          "Cap on stdout+stderr (default: 10M)", "BYTES"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &ctx->json, "Print one JSON object at the end", NULL},
-        {"debug", 0, 0, G_OPTION_ARG_NONE, &ctx->debug, "Show the guest console and timings",
-         NULL},
+        {"debug", 0, 0, G_OPTION_ARG_NONE, &ctx->debug, "Show the guest console and timings", NULL},
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GOptionContext) oc = g_option_context_new("FILE|- - run a program in a fresh VM");
@@ -478,8 +489,7 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
         return FALSE;
     }
     ctx->file = g_strdup(argv[1]);
-    return parse_timeout(ctx, error) && parse_output_limit(ctx, error) &&
-           pick_language(ctx, error);
+    return parse_timeout(ctx, error) && parse_output_limit(ctx, error) && pick_language(ctx, error);
 }
 
 /* Everything from the user: options, program, catalog. A failure is invalid usage. */

@@ -86,7 +86,8 @@ static void frame_error(SbxChannel *ch, ssize_t err)
     if (err == -EMSGSIZE) {
         const uint8_t *h = ch->reader.header;
         guint32 announced = (guint32)h[0] << 24 | (guint32)h[1] << 16 | (guint32)h[2] << 8 | h[3];
-        fail(ch, SBX_CHANNEL_BAD_FRAME, "frame of %u bytes announced, limit %u", announced, ch->reader.max_len);
+        fail(ch, SBX_CHANNEL_BAD_FRAME, "frame of %u bytes announced, limit %u", announced,
+             ch->reader.max_len);
     } else if (err == -EBADMSG) {
         fail(ch, SBX_CHANNEL_BAD_FRAME, "frame of 0 bytes announced");
     } else {
@@ -137,8 +138,9 @@ static gboolean on_readable(GSocket *socket, GIOCondition cond, gpointer data)
     }
     if (n == 0) {
         gboolean cut = sbx_frame_reader_pending(&ch->reader);
-        fail(ch, cut ? SBX_CHANNEL_IO : SBX_CHANNEL_EOF, cut ? "guest closed the channel in the middle of a frame"
-                           : "guest closed the channel");
+        fail(ch, cut ? SBX_CHANNEL_IO : SBX_CHANNEL_EOF,
+             cut ? "guest closed the channel in the middle of a frame"
+                 : "guest closed the channel");
         return G_SOURCE_REMOVE;
     }
     feed(ch, n);
@@ -186,7 +188,8 @@ static gboolean on_writable(GSocket *socket, GIOCondition cond, gpointer data)
     (void)cond;
 
     if (flush(ch, &error) < 0) {
-        fail(ch, SBX_CHANNEL_IO, "write to the guest: %s", error != NULL ? error->message : "failed");
+        fail(ch, SBX_CHANNEL_IO, "write to the guest: %s",
+             error != NULL ? error->message : "failed");
         return G_SOURCE_REMOVE;
     }
     return ch->out_source != NULL ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;

@@ -70,8 +70,8 @@ SbxToolRecord *sbx_record_add(SbxRunResult *result, gsize *bytes, guint32 call_i
     return rec;
 }
 
-void sbx_record_answer(gsize *bytes, SbxToolRecord *rec,
-                       const char *result_json, const SbxError *error, guint64 duration_ms)
+void sbx_record_answer(gsize *bytes, SbxToolRecord *rec, const char *result_json,
+                       const SbxError *error, guint64 duration_ms)
 {
     if (rec == NULL) {
         return;

@@ -18,8 +18,8 @@ SbxToolRecord *sbx_record_add(SbxRunResult *result, gsize *bytes, guint32 call_i
  * Store the answer of @rec (NULL: nothing to do). A result that does not fit the record's
  * bounds is not stored (result_dropped).
  */
-void sbx_record_answer(gsize *bytes, SbxToolRecord *rec,
-                       const char *result_json, const SbxError *error, guint64 duration_ms);
+void sbx_record_answer(gsize *bytes, SbxToolRecord *rec, const char *result_json,
+                       const SbxError *error, guint64 duration_ms);
 
 /** Free everything @result owns and zero it. */
 void sbx_run_result_clear(SbxRunResult *result);

@@ -40,8 +40,8 @@ struct SbxSession {
     guint timeout_ms;
     guint calls_max;
     gboolean collect;
-    gint64 exec_start_us; /* 0 until execute is sent */
-    GSource *timer;       /* hello timeout, then the execution's wall-clock timeout */
+    gint64 exec_start_us;  /* 0 until execute is sent */
+    GSource *timer;        /* hello timeout, then the execution's wall-clock timeout */
     GHashTable *in_flight; /* call id -> InFlight* */
     GHashTable *seen;      /* call ids used in this execution */
     gsize record_bytes;
@@ -285,8 +285,8 @@ static void handle_hello_ok(SbxSession *s, const SbxHelloOk *m)
     } else if (strcmp(m->token, s->token) != 0) {
         violation(s, "hello_ok does not echo the session token");
     } else if (!offers_language(m->languages, s->language)) {
-        end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE,
-                 "the guest agent does not offer %s", sbx_language_name(s->language));
+        end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "the guest agent does not offer %s",
+                 sbx_language_name(s->language));
     } else {
         start_execute(s);
     }
@@ -347,8 +347,9 @@ static gboolean answer(SbxSession *s, guint32 call_id, SbxToolRecord *rec, gint6
     int r = sbx_msg_encode(&msg, &frame, &len);
     if (r < 0 && error == NULL) {
         /* Too large for a frame, or not JSON: the guest gets an error instead. */
-        SbxError e = {.code = SBX_ERR_TOOL, .message = "tool result cannot be sent to the guest "
-                                                       "(too large or not valid JSON)"};
+        SbxError e = {.code = SBX_ERR_TOOL,
+                      .message = "tool result cannot be sent to the guest "
+                                 "(too large or not valid JSON)"};
         sbx_error_clear(&cut);
         return answer(s, call_id, rec, start_us, NULL, &e);
     }
@@ -430,9 +431,9 @@ static void handle_done(SbxSession *s, SbxDone *m)
 
 static void handle_guest_error(SbxSession *s, const SbxErrorMsg *m)
 {
-    g_autofree char *msg = g_strdup_printf("guest agent reported %s: %.*s",
-                                           sbx_error_code_name(m->code), SBX_ERROR_TEXT_MAX / 2,
-                                           m->message);
+    g_autofree char *msg =
+        g_strdup_printf("guest agent reported %s: %.*s", sbx_error_code_name(m->code),
+                        SBX_ERROR_TEXT_MAX / 2, m->message);
     if (executing(s)) {
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "%s", msg);
     } else {
@@ -515,11 +516,10 @@ static gboolean on_timer(gpointer data)
     timer_stop(s); /* destroying the dispatching source is allowed; we return REMOVE anyway */
     if (s->state == ST_HELLO_SENT) {
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE,
-                 "the guest agent did not answer hello within %u ms",
-                 SBX_SESSION_HELLO_TIMEOUT_MS);
+                 "the guest agent did not answer hello within %u ms", SBX_SESSION_HELLO_TIMEOUT_MS);
     } else {
-        end_with(s, SBX_STATUS_TIMEOUT, SBX_ERR_TIMEOUT, TRUE,
-                 "execution timed out after %u ms", s->timeout_ms);
+        end_with(s, SBX_STATUS_TIMEOUT, SBX_ERR_TIMEOUT, TRUE, "execution timed out after %u ms",
+                 s->timeout_ms);
     }
     return G_SOURCE_REMOVE;
 }
@@ -536,8 +536,8 @@ SbxSession *sbx_session_new(int fd, const SbxSessionCallbacks *callbacks, gpoint
     g_return_val_if_fail(callbacks != NULL && callbacks->on_done != NULL, NULL);
 
     SbxSession *s = g_new0(SbxSession, 1);
-    s->channel = sbx_channel_new(fd, SBX_FRAME_MAX, SBX_SESSION_WRITE_QUEUE_MAX, &channel_cb, s,
-                                 error);
+    s->channel =
+        sbx_channel_new(fd, SBX_FRAME_MAX, SBX_SESSION_WRITE_QUEUE_MAX, &channel_cb, s, error);
     if (s->channel == NULL) {
         g_free(s);
         return NULL;
@@ -578,8 +578,7 @@ static void prepare(SbxSession *s, const SbxRunRequest *req)
     s->exec_start_us = 0;
     s->language = req->language;
     s->collect = req->collect_output;
-    s->output_limit = req->output_limit != 0 ? req->output_limit
-                                             : SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
+    s->output_limit = req->output_limit != 0 ? req->output_limit : SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
     s->timeout_ms = req->timeout_ms != 0 ? req->timeout_ms : SBX_SESSION_TIMEOUT_DEFAULT_MS;
     s->calls_max = req->tool_calls_max != 0 && req->tool_calls_max < SBX_TOOL_CALLS_IN_FLIGHT_MAX
                        ? req->tool_calls_max
@@ -609,8 +608,8 @@ static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, GError *
                     "the program and its tool namespace exceed the frame limit (%u bytes)",
                     SBX_FRAME_MAX);
     } else if (r < 0) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-                    "invalid execute request: %s", g_strerror(-r));
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "invalid execute request: %s",
+                    g_strerror(-r));
     }
     return r == 0;
 }
@@ -627,8 +626,7 @@ static gboolean send_hello(SbxSession *s, GError **error)
         r = fill_random(entropy, sizeof(entropy));
     }
     if (r < 0) {
-        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s",
-                    g_strerror(-r));
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s", g_strerror(-r));
         return FALSE;
     }
     msg.hello.version = SBX_PROTOCOL_VERSION;
@@ -662,8 +660,7 @@ gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GErr
     s->exec_id[0] = 'x';
     int r = random_hex(s->exec_id + 1, EXEC_ID_BYTES);
     if (r < 0) {
-        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s",
-                    g_strerror(-r));
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s", g_strerror(-r));
         return FALSE;
     }
     if (!encode_execute(s, request, error)) {

@@ -72,27 +72,27 @@ typedef struct {
     char *input_json;  /* compact JSON */
     gboolean answered; /* FALSE if the execution ended first */
     gboolean ok;
-    char *result_json; /* when ok (NULL if result_dropped) */
+    char *result_json;       /* when ok (NULL if result_dropped) */
     gboolean result_dropped; /* the result did not fit the record's bound */
-    SbxError error;    /* when answered and !ok */
-    guint64 duration_ms; /* tool_call received to tool_result queued */
+    SbxError error;          /* when answered and !ok */
+    guint64 duration_ms;     /* tool_call received to tool_result queued */
 } SbxToolRecord;
 
 /* What the host knows once an execution has ended. Owned by the session. */
 typedef struct {
     SbxStatus status;
-    int exit_code;        /* the guest's; -1 if none (no done, or killed by a signal) */
-    char *result_json;    /* the program's value (compact JSON), or NULL */
+    int exit_code;     /* the guest's; -1 if none (no done, or killed by a signal) */
+    char *result_json; /* the program's value (compact JSON), or NULL */
     gboolean has_error;
     SbxError error;
-    gboolean output_truncated; /* the host dropped output, or the guest said it did */
-    guint64 output_bytes;      /* output bytes accepted (<= the cap) */
-    guint64 duration_ms;       /* host-measured: execute sent to the end */
+    gboolean output_truncated;   /* the host dropped output, or the guest said it did */
+    guint64 output_bytes;        /* output bytes accepted (<= the cap) */
+    guint64 duration_ms;         /* host-measured: execute sent to the end */
     gboolean protocol_violation; /* the guest broke the protocol */
-    gboolean vm_reusable;      /* only after a proper done: else the guest may still run */
+    gboolean vm_reusable;        /* only after a proper done: else the guest may still run */
     GByteArray *collected[SBX_STREAM__COUNT]; /* when collect_output; else NULL */
-    GPtrArray *tool_calls;     /* SbxToolRecord*, in arrival order */
-    guint tool_calls_dropped;  /* calls not recorded (record full) */
+    GPtrArray *tool_calls;                    /* SbxToolRecord*, in arrival order */
+    guint tool_calls_dropped;                 /* calls not recorded (record full) */
 } SbxRunResult;
 
 typedef struct {
@@ -122,9 +122,10 @@ typedef struct {
     const char *args_json; /* optional JSON array */
     const SbxToolDecl *tools;
     gsize n_tools;
-    guint64 output_limit;  /* bytes, stdout + stderr; 0 = SBX_SESSION_OUTPUT_LIMIT_DEFAULT */
-    guint timeout_ms;      /* 0 = SBX_SESSION_TIMEOUT_DEFAULT_MS */
-    guint tool_calls_max;  /* in flight; 0 or above the protocol's cap = SBX_TOOL_CALLS_IN_FLIGHT_MAX */
+    guint64 output_limit; /* bytes, stdout + stderr; 0 = SBX_SESSION_OUTPUT_LIMIT_DEFAULT */
+    guint timeout_ms;     /* 0 = SBX_SESSION_TIMEOUT_DEFAULT_MS */
+    guint tool_calls_max; /* in flight; 0 or above the protocol's cap = SBX_TOOL_CALLS_IN_FLIGHT_MAX
+                           */
     gboolean collect_output; /* keep output (up to the cap) in SbxRunResult.collected */
 } SbxRunRequest;
 

@@ -68,8 +68,7 @@ static gboolean check_members(const cJSON *obj, const char *const *known, const 
 }
 
 /* A provider or tool name: 1..SBX_NAME_MAX bytes of UTF-8 without control characters. */
-static gboolean check_name(const char *name, const char *origin, const char *where,
-                           GError **error)
+static gboolean check_name(const char *name, const char *origin, const char *where, GError **error)
 {
     size_t len = strlen(name);
     if (len == 0 || len > SBX_NAME_MAX) {
@@ -104,8 +103,7 @@ static gboolean get_string(const cJSON *obj, const char *key, gsize max, char **
         return FALSE;
     }
     if (strlen(v->valuestring) > max || !g_utf8_validate(v->valuestring, -1, NULL)) {
-        invalid(error, origin, at, "expected UTF-8 text of at most %" G_GSIZE_FORMAT " bytes",
-                max);
+        invalid(error, origin, at, "expected UTF-8 text of at most %" G_GSIZE_FORMAT " bytes", max);
         return FALSE;
     }
     *ret = g_strdup(v->valuestring);
@@ -198,8 +196,10 @@ static gboolean parse_argv(const cJSON *arr, SbxCatalogProvider *prov, const cha
     {
         if (!cJSON_IsString(a) || a->valuestring[0] == '\0' ||
             strlen(a->valuestring) > SBX_CATALOG_ARG_LEN_MAX) {
-            invalid(error, origin, where, "argument %d: expected a non-empty string of at most %d "
-                    "bytes", i, SBX_CATALOG_ARG_LEN_MAX);
+            invalid(error, origin, where,
+                    "argument %d: expected a non-empty string of at most %d "
+                    "bytes",
+                    i, SBX_CATALOG_ARG_LEN_MAX);
             return FALSE;
         }
         prov->command[i++] = g_strdup(a->valuestring);
@@ -304,8 +304,7 @@ static gboolean parse_version(const cJSON *root, const char *origin, GError **er
     return TRUE;
 }
 
-static gboolean parse_root(const cJSON *root, SbxCatalog *cat, const char *base_dir,
-                           GError **error)
+static gboolean parse_root(const cJSON *root, SbxCatalog *cat, const char *base_dir, GError **error)
 {
     static const char *const known[] = {"version", "providers", NULL};
     const cJSON *m;
@@ -357,14 +356,14 @@ static void syntax_error(const char *text, gsize len, const char *origin, GError
                 SBX_JSON_DEPTH_MAX);
 }
 
-SbxCatalog *sbx_catalog_parse(const char *text, gsize len, const char *origin,
-                              const char *base_dir, GError **error)
+SbxCatalog *sbx_catalog_parse(const char *text, gsize len, const char *origin, const char *base_dir,
+                              GError **error)
 {
     const char *end = NULL;
 
     if (len > SBX_CATALOG_FILE_MAX) {
-        g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_IO,
-                    "%s: larger than %d bytes", origin, SBX_CATALOG_FILE_MAX);
+        g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_IO, "%s: larger than %d bytes",
+                    origin, SBX_CATALOG_FILE_MAX);
         return NULL;
     }
     g_autoptr(cJSON) root = cJSON_ParseWithLengthOpts(text, len, &end, FALSE);

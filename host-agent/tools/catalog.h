@@ -44,9 +44,9 @@ typedef struct {
 typedef struct {
     char *name; /* real name, as in the file */
     SbxProviderKind kind;
-    char **command;    /* kind command: argv (NULL-terminated); argv[0] made absolute if relative */
-    char *workdir;     /* kind command: working directory (the catalog file's directory) */
-    guint timeout_ms;  /* per call */
+    char **command;   /* kind command: argv (NULL-terminated); argv[0] made absolute if relative */
+    char *workdir;    /* kind command: working directory (the catalog file's directory) */
+    guint timeout_ms; /* per call */
     SbxCatalogTool *tools;
     gsize n_tools;
 } SbxCatalogProvider;
@@ -64,8 +64,8 @@ SbxCatalog *sbx_catalog_load(const char *path, GError **error);
  * Validate catalog text @text (@len bytes). @origin names it in error messages; relative
  * command paths are resolved against @base_dir (and commands run there).
  */
-SbxCatalog *sbx_catalog_parse(const char *text, gsize len, const char *origin,
-                              const char *base_dir, GError **error);
+SbxCatalog *sbx_catalog_parse(const char *text, gsize len, const char *origin, const char *base_dir,
+                              GError **error);
 
 /** A catalog with no providers (`sandbox run` without --tools). */
 SbxCatalog *sbx_catalog_new_empty(void);

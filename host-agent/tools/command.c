@@ -41,11 +41,11 @@ typedef struct {
     guint timeout_ms;
     GSubprocess *proc;
     pid_t pid;
-    GCancellable *io_cancel; /* stops our reads and writes once the call is abandoned */
+    GCancellable *io_cancel;   /* stops our reads and writes once the call is abandoned */
     GCancellable *cancellable; /* the caller's */
     gulong cancel_handler;
     GSource *timer; /* the per-call timeout */
-    guint pending; /* async operations still running: stdin, stdout, stderr, wait */
+    guint pending;  /* async operations still running: stdin, stdout, stderr, wait */
     AbortReason abort;
     GBytes *request;
     GByteArray *out;
@@ -100,13 +100,13 @@ static GError *exit_error(CommandCall *c)
     const char *sep = tail[0] != '\0' ? ": " : "";
 
     if (!g_subprocess_get_if_exited(c->proc)) {
-        return g_error_new(SBX_TOOL_ERROR, SBX_ERR_TOOL, "tool \"%s\" was killed by signal %d%s%.*s",
-                           c->tool, g_subprocess_get_term_sig(c->proc), sep,
-                           SBX_ERROR_TEXT_MAX / 2, tail);
+        return g_error_new(SBX_TOOL_ERROR, SBX_ERR_TOOL,
+                           "tool \"%s\" was killed by signal %d%s%.*s", c->tool,
+                           g_subprocess_get_term_sig(c->proc), sep, SBX_ERROR_TEXT_MAX / 2, tail);
     }
     return g_error_new(SBX_TOOL_ERROR, SBX_ERR_TOOL, "tool \"%s\" failed (exit status %d)%s%.*s",
-                       c->tool, g_subprocess_get_exit_status(c->proc), sep,
-                       SBX_ERROR_TEXT_MAX / 2, tail);
+                       c->tool, g_subprocess_get_exit_status(c->proc), sep, SBX_ERROR_TEXT_MAX / 2,
+                       tail);
 }
 
 /* stdout must hold exactly one JSON value (surrounding whitespace allowed). */
@@ -254,11 +254,10 @@ static void on_stderr(GObject *src, GAsyncResult *res, gpointer data)
 static void read_next(GTask *task, gboolean is_out)
 {
     CommandCall *c = g_task_get_task_data(task);
-    GInputStream *in = is_out ? g_subprocess_get_stdout_pipe(c->proc)
-                              : g_subprocess_get_stderr_pipe(c->proc);
-    g_input_stream_read_async(in, is_out ? c->out_buf : c->err_buf, READ_CHUNK,
-                              G_PRIORITY_DEFAULT, c->io_cancel, is_out ? on_stdout : on_stderr,
-                              task);
+    GInputStream *in =
+        is_out ? g_subprocess_get_stdout_pipe(c->proc) : g_subprocess_get_stderr_pipe(c->proc);
+    g_input_stream_read_async(in, is_out ? c->out_buf : c->err_buf, READ_CHUNK, G_PRIORITY_DEFAULT,
+                              c->io_cancel, is_out ? on_stdout : on_stderr, task);
 }
 
 static gboolean on_timeout(gpointer data)
@@ -284,9 +283,9 @@ static void child_setup(gpointer data)
 
 static GSubprocess *spawn(const CommandProvider *p, GError **error)
 {
-    g_autoptr(GSubprocessLauncher) l = g_subprocess_launcher_new(
-        G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
-        G_SUBPROCESS_FLAGS_STDERR_PIPE);
+    g_autoptr(GSubprocessLauncher) l =
+        g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+                                  G_SUBPROCESS_FLAGS_STDERR_PIPE);
     g_subprocess_launcher_set_cwd(l, p->workdir);
     g_subprocess_launcher_set_child_setup(l, child_setup, NULL, NULL);
     return g_subprocess_launcher_spawnv(l, (const char *const *)p->argv, error);
@@ -344,8 +343,9 @@ static void command_call_async(SbxProvider *provider, const char *tool, const ch
     }
     c->proc = c->request != NULL ? spawn(p, &error) : NULL;
     if (c->proc == NULL) {
-        g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL, "cannot start provider \"%s\": %s",
-                                provider->name, error != NULL ? error->message : "out of memory");
+        g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
+                                "cannot start provider \"%s\": %s", provider->name,
+                                error != NULL ? error->message : "out of memory");
         return;
     }
     /* NULL if GLib's worker already reaped it: then there is nothing left to kill. */

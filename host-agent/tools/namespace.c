@@ -32,6 +32,7 @@ struct SbxNamespace {
  * and Object.prototype members plus `then` (a namespace object with a `then` member would be
  * taken for a promise by `await`). Dunder names are handled separately.
  */
+/* clang-format off */
 static const char *const reserved_words[] = {
     /* JavaScript */
     "break", "case", "catch", "class", "const", "continue", "debugger", "default", "delete", "do",
@@ -47,6 +48,7 @@ static const char *const reserved_words[] = {
     "then", "constructor", "prototype", "toString", "valueOf", "hasOwnProperty", "isPrototypeOf",
     "propertyIsEnumerable", "toLocaleString",
 };
+/* clang-format on */
 
 gboolean sbx_namespace_is_reserved(const char *ident)
 {

@@ -23,8 +23,7 @@ typedef struct SbxProvider SbxProvider;
 typedef struct {
     /* Start a call of tool @tool (real name) with @input_json (compact JSON). */
     void (*call_async)(SbxProvider *provider, const char *tool, const char *input_json,
-                       GCancellable *cancellable, GAsyncReadyCallback callback,
-                       gpointer user_data);
+                       GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data);
     /* The result as compact JSON, or NULL with an SBX_TOOL_ERROR or G_IO_ERROR_CANCELLED. */
     char *(*call_finish)(SbxProvider *provider, GAsyncResult *result, GError **error);
     void (*free)(SbxProvider *provider);

@@ -69,8 +69,8 @@ SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error)
     g_autoptr(SbxTools) t = g_new0(SbxTools, 1);
     t->catalog = catalog;
     t->ns = sbx_namespace_new();
-    t->providers = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
-                                         (GDestroyNotify)sbx_provider_free);
+    t->providers =
+        g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)sbx_provider_free);
     if (!build_namespace(t, error)) {
         return NULL;
     }

@@ -8,8 +8,8 @@
 #include <gio/gio.h>
 
 #include "catalog.h"
-#include "protocol/message.h"
 #include "namespace.h"
+#include "protocol/message.h"
 
 typedef struct SbxTools SbxTools;
 

@@ -5,6 +5,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <stdio.h>
 
 #include "vm-error.h"
 
@@ -165,7 +166,11 @@ gboolean sbx_child_kill(SbxChild *child, guint timeout_ms)
     if (child->pid > 0 && g_subprocess_get_identifier(child->proc))
         kill(-child->pid, SIGKILL);
     g_subprocess_force_exit(child->proc);
-    if (!wait_bounded(child->proc, timeout_ms))
+    gint64 t0 = g_get_monotonic_time();
+    gboolean ok = wait_bounded(child->proc, timeout_ms);
+    fprintf(stderr, "DEBUG kill %s pid %d: ok %d after %lld us, id %s\n", child->what, child->pid, ok,
+            (long long)(g_get_monotonic_time() - t0), g_subprocess_get_identifier(child->proc));
+    if (!ok)
         return FALSE;
     child->reaped = TRUE;
     return TRUE;

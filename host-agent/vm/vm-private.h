@@ -40,6 +40,7 @@ struct SbxVm {
     char *shutdown_reason; /* from QEMU's SHUTDOWN event, e.g. "guest-shutdown" */
     gint64 qemu_start_us;
     gint64 boot_us;
+    GCancellable *life_cancel; /* our own QMP queries; cancelled at teardown */
 
     /* The start sequence (vm-start.c). */
     GTask *start;

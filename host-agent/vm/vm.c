@@ -49,6 +49,7 @@ SbxVm *sbx_vm_new(const SbxProfile *profile, const SbxImage *image, const SbxVmO
     vm->channel_fd = -1;
     vm->ready_fd = -1;
     vm->state = VM_NEW;
+    vm->life_cancel = g_cancellable_new();
     if (opts) {
         vm->runtime_parent = g_strdup(opts->runtime_parent);
         vm->cid = opts->guest_cid;
@@ -76,6 +77,7 @@ static void remove_runtime_dir(const char *dir)
 void sbx_vm_teardown(SbxVm *vm)
 {
     vm->state = VM_DEAD;
+    g_cancellable_cancel(vm->life_cancel);
     if (vm->start_cancel)
         g_cancellable_cancel(vm->start_cancel);
     g_clear_handle_id(&vm->ready_watch, g_source_remove);
@@ -222,13 +224,58 @@ void sbx_vm_on_bridge_exit(SbxChild *child, int status, gpointer data)
     vm->bridge_grace = g_timeout_add(BRIDGE_EXIT_GRACE_MS, on_bridge_grace, vm);
 }
 
+/* Run states after which the guest never runs again in this QEMU (QAPI RunState). */
+static gboolean dead_run_state(const char *status)
+{
+    static const char *const dead[] = {"internal-error", "io-error", "guest-panicked",
+                                       "shutdown"};
+
+    for (guint i = 0; i < G_N_ELEMENTS(dead); i++)
+        if (g_str_equal(status, dead[i]))
+            return TRUE;
+    return FALSE;
+}
+
+/* The answer to the query-status sent after a STOP event. */
+static void on_status_after_stop(GObject *source, GAsyncResult *res, gpointer data)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *json = sbx_qmp_execute_finish(NULL, res, &error);
+    g_autoptr(cJSON) obj = NULL;
+    const cJSON *status;
+    SbxVm *vm = data;
+    g_autofree char *why = NULL;
+
+    (void)source;
+    if (!json)
+        return; /* cancelled (@vm may be gone), or QMP broke: that path reports */
+    obj = cJSON_Parse(json);
+    status = cJSON_GetObjectItemCaseSensitive(obj, "status");
+    if (!cJSON_IsString(status) || !dead_run_state(status->valuestring))
+        return; /* a stop someone asked for (a snapshot): not our business */
+    why = g_strdup_printf("QEMU stopped the guest: %s (see QEMU's stderr)",
+                          status->valuestring);
+    if (vm->state == VM_STARTING)
+        sbx_vm_fail_start(vm, g_error_new_literal(SBX_VM_ERROR, SBX_VM_ERROR_STOPPED, why));
+    else
+        sbx_vm_die(vm, why);
+}
+
 void sbx_vm_on_qmp_event(SbxQmp *qmp, const char *event, const char *data_json, gpointer data)
 {
     SbxVm *vm = data;
     g_autoptr(cJSON) obj = NULL;
     const cJSON *reason;
 
-    (void)qmp;
+    /*
+     * QEMU does not exit on a KVM internal error or an I/O error: it stops the guest and
+     * waits. Ask why it stopped, so such a VM fails now rather than at the boot deadline.
+     */
+    if (g_str_equal(event, "STOP")) {
+        sbx_qmp_execute_async(qmp, "query-status", NULL, 0, vm->life_cancel,
+                              on_status_after_stop, vm);
+        return;
+    }
     if (!g_str_equal(event, "SHUTDOWN") || vm->shutdown_reason)
         return;
     obj = cJSON_Parse(data_json);
@@ -380,6 +427,7 @@ void sbx_vm_free(SbxVm *vm)
     if (vm->state != VM_DEAD && vm->state != VM_NEW)
         sbx_vm_teardown(vm);
     g_clear_object(&vm->start_cancel);
+    g_clear_object(&vm->life_cancel);
     g_clear_pointer(&vm->console, sbx_log_ring_free);
     g_clear_pointer(&vm->qemu_err, sbx_log_ring_free);
     g_clear_pointer(&vm->bridge_err, sbx_log_ring_free);

@@ -21,6 +21,9 @@
 /* Copy buffer: larger than the guest's ~4 KB receive buffers, so reads take several packets. */
 #define CHUNK 65536
 
+/* Connect attempts, 100 ms apart: the device may be hot-plugged up to a minute after boot. */
+#define CONNECT_TRIES 600
+
 static uint8_t pattern(uint64_t i)
 {
     return (uint8_t)(i * 7 + (i >> 12));
@@ -108,14 +111,33 @@ static int pump(int fd, uint64_t total)
     return 0;
 }
 
+/*
+ * Connect to the host, retrying for a while: when the test hot-plugs the vsock device, it
+ * appears only some time after boot.
+ */
+static int connect_host(unsigned port)
+{
+    struct sockaddr_vm sa = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST, .svm_port = port};
+    for (int tries = 0;; tries++) {
+        int s = socket(AF_VSOCK, SOCK_STREAM, 0);
+        if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+            return s;
+        int err = errno;
+        if (s >= 0)
+            close(s);
+        if (tries == CONNECT_TRIES) {
+            printf("GUEST-CLIENT FAIL connect %u: %s\n", port, strerror(err));
+            return -1;
+        }
+        usleep(100 * 1000);
+    }
+}
+
 static int client(unsigned port, uint64_t total)
 {
-    int s = socket(AF_VSOCK, SOCK_STREAM, 0);
-    struct sockaddr_vm sa = {.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST, .svm_port = port};
-    if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        printf("GUEST-CLIENT FAIL connect %u: %s\n", port, strerror(errno));
+    int s = connect_host(port);
+    if (s < 0)
         return 1;
-    }
     double t0 = now_s();
     int r = pump(s, total);
     double dt = now_s() - t0;

@@ -6,8 +6,9 @@
 #     round trips (latency); a port nobody listens on and a garbage line are refused;
 #   - guest -> host: the guest connects to host port 5000 (relayed to <uds>_5000, an echo
 #     server here) and streams 2 MB both ways;
-#   - QEMU exits: the bridge exits 0 and removes both sockets.
-# Once on q35 (virtio-pci, modern) and once on microvm (virtio-mmio, legacy virtio).
+#   - QEMU exits (or the device is unplugged): the bridge exits 0 and removes its sockets.
+# On q35 (virtio-pci, modern), on microvm (virtio-mmio, legacy virtio), and on q35 with the
+# device hot-plugged after boot and unplugged through QMP (the host agent's restore flow).
 #
 # usage: qemu-echo-test.sh BRIDGE HYBRID_CLIENT GUEST_ECHO_C CACHE_DIR
 # The guest (Debian's cloud kernel, its virtio/vsock modules, busybox, guest-echo) is built
@@ -17,6 +18,7 @@ set -euo pipefail
 
 [ $# -eq 4 ] || { echo "usage: $0 BRIDGE HYBRID_CLIENT GUEST_ECHO_C CACHE_DIR" >&2; exit 2; }
 bridge=$(realpath "$1") client=$(realpath "$2") echo_src=$(realpath "$3")
+here=$(dirname "$(realpath "$0")")
 cache=$(mkdir -p "$4" && realpath "$4")
 
 # How long the guest may take to boot and start its echo service under TCG (~2 s normally;
@@ -29,7 +31,7 @@ skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }
 log() { echo "== $*"; }
 
-for tool in qemu-system-x86_64 cpio gzip cc apt-get apt-cache dpkg; do
+for tool in qemu-system-x86_64 cpio gzip cc apt-get apt-cache dpkg python3; do
     command -v "$tool" >/dev/null || skip "$tool is not installed"
 done
 busybox=$(command -v busybox || true)
@@ -113,9 +115,9 @@ wait_for() { # wait_for FILE PATTERN SECONDS
     return 1
 }
 
-run_machine() { # run_machine NAME QEMU-ARGS...
-    local name=$1 dir=$tmp/$1 vmpid brpid srvpid rc
-    shift
+run_machine() { # run_machine NAME cold|hotplug QEMU-ARGS...
+    local name=$1 mode=$2 dir=$tmp/$1 vmpid brpid srvpid rc
+    shift 2
     mkdir -p "$dir"
     log "$name: boot"
     "$client" echo-server "$dir/hy.sock_$HOST_PORT" & srvpid=$!
@@ -125,9 +127,11 @@ run_machine() { # run_machine NAME QEMU-ARGS...
         --ready-fd 3 3>"$dir/ready" 2>"$dir/bridge.log" & brpid=$!
     pids+=("$brpid")
     [ "$(timeout 10 head -n 1 "$dir/ready")" = READY ] || fail "$name: bridge never said READY"
+    local vsock=(-chardev "socket,id=vs0,path=$dir/vu.sock")
+    [ "$mode" = cold ] || vsock=(-qmp "unix:$dir/qmp.sock,server=on,wait=off")
     qemu-system-x86_64 -accel tcg -m 256M -nodefaults -display none -no-reboot \
         -object memory-backend-memfd,id=pc.ram,size=256M,share=on -machine memory-backend=pc.ram \
-        -chardev socket,id=vs0,path="$dir/vu.sock" "$@" \
+        "${vsock[@]}" "$@" \
         -kernel "$kernel" -initrd "$cache/initrd.gz" -serial "file:$dir/serial.log" \
         -append "console=ttyS0 panic=-1 quiet tsc_early_khz=$khz ECHO_PORT=$GUEST_PORT HOST_PORT=$HOST_PORT GUEST_BYTES=$GUEST_BYTES" \
         >"$dir/qemu.log" 2>&1 & vmpid=$!
@@ -135,6 +139,11 @@ run_machine() { # run_machine NAME QEMU-ARGS...
     wait_for "$dir/serial.log" GUEST-ECHO "$BOOT_TIMEOUT_S" ||
         { cat "$dir/serial.log" "$dir/qemu.log"; fail "$name: guest did not start"; }
     grep -q "GUEST-ECHO READY" "$dir/serial.log" || { cat "$dir/serial.log"; fail "$name: guest echo"; }
+    if [ "$mode" = hotplug ]; then
+        # As after a restore: the guest listens before the device exists, then it is plugged.
+        timeout 30 python3 "$here/qmp-plug.py" "$dir/qmp.sock" plug "$dir/vu.sock" rp1 ||
+            fail "$name: hot-plug failed"
+    fi
 
     log "$name: host -> guest"
     "$client" connect "$dir/hy.sock" "$GUEST_PORT" 5000
@@ -147,27 +156,36 @@ run_machine() { # run_machine NAME QEMU-ARGS...
     "$client" garbage "$dir/hy.sock"
 
     log "$name: guest -> host"
-    wait_for "$dir/serial.log" GUEST-INIT-DONE 60 || fail "$name: guest client did not finish"
+    wait_for "$dir/serial.log" GUEST-INIT-DONE 90 || fail "$name: guest client did not finish"
     grep "GUEST-CLIENT" "$dir/serial.log"
     grep -q "GUEST-CLIENT OK" "$dir/serial.log" || fail "$name: guest -> host stream failed"
 
     log "$name: shutdown"
-    kill "$vmpid"; wait "$vmpid" 2>/dev/null || true
+    if [ "$mode" = hotplug ]; then
+        # Unplugging (device_del, chardev-remove) ends the bridge while the VM lives on.
+        timeout 30 python3 "$here/qmp-plug.py" "$dir/qmp.sock" unplug || fail "$name: unplug failed"
+    else
+        kill "$vmpid"
+    fi
     rc=0; timeout 10 tail --pid="$brpid" -f /dev/null || fail "$name: bridge did not exit"
     wait "$brpid" || rc=$?
     [ "$rc" -eq 0 ] || { cat "$dir/bridge.log"; fail "$name: bridge exited $rc"; }
     [ ! -e "$dir/vu.sock" ] && [ ! -e "$dir/hy.sock" ] || fail "$name: bridge left its sockets"
     grep "packets in" "$dir/bridge.log" || true
+    kill "$vmpid" 2>/dev/null || true; wait "$vmpid" 2>/dev/null || true
     kill "$srvpid"; wait "$srvpid" 2>/dev/null || true
 }
 
 fetch_kernel
-[ "$cache/initrd.gz" -nt "$echo_src" ] || build_initramfs
+{ [ "$cache/initrd.gz" -nt "$echo_src" ] && [ "$cache/initrd.gz" -nt "$0" ]; } || build_initramfs
 kernel=$(ls "$cache"/kernel/x/boot/vmlinuz-*)
 khz=$(tsc_khz)
 
-run_machine q35 -M q35 -device vhost-user-vsock-pci,chardev=vs0
+run_machine q35 cold -M q35 -device vhost-user-vsock-pci,chardev=vs0
 # microvm: ACPI on (the kernel finds virtio-mmio devices through it), legacy virtio-mmio;
 # bus 0's interrupt never arrives, so bus 1.
-run_machine microvm -M microvm -device vhost-user-vsock-device,chardev=vs0,bus=virtio-mmio-bus.1
-echo "PASS: vsock through sandbox-bridge on q35 and microvm"
+run_machine microvm cold -M microvm \
+    -device vhost-user-vsock-device,chardev=vs0,bus=virtio-mmio-bus.1
+# The restore flow: no vsock device at boot, hot-plugged on a PCIe root port, unplugged.
+run_machine q35-hotplug hotplug -M q35 -device pcie-root-port,id=rp1,chassis=1,slot=1
+echo "PASS: vsock through sandbox-bridge on q35, microvm and q35 with hot-plug"

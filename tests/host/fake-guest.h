@@ -22,12 +22,12 @@ struct FakeGuest {
     size_t buf_len, buf_off;
     GThread *thread;
     FakeGuestScript script;
-    gpointer data;        /* for the script */
+    gpointer data; /* for the script */
     /* what the guest saw, for the main thread to check */
     SbxMsg hello;
     SbxMsg execute;
-    GPtrArray *received;  /* SbxMsg* received after execute, in order */
-    char *failure;        /* first problem the script met, or NULL */
+    GPtrArray *received; /* SbxMsg* received after execute, in order */
+    char *failure;       /* first problem the script met, or NULL */
 };
 
 /** Start @script in a thread on a fresh socketpair; *@ret_host_fd gets the host end. */

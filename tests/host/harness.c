@@ -1,13 +1,16 @@
 /*
  * Test harness for the session (see harness.h).
  */
-#include "harness.h"
-
+/* cmocka needs these first */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
+#include "harness.h"
+
 #include <string.h>
 #include <unistd.h>
 
@@ -98,9 +101,8 @@ static const SbxSessionCallbacks harness_callbacks = {
     .on_broken = on_broken,
 };
 
-void harness_start_fd(Harness *h, int fd, const SbxRunRequest *req)
+gboolean harness_try_start_fd(Harness *h, int fd, const SbxRunRequest *req, GError **error)
 {
-    g_autoptr(GError) error = NULL;
     SbxRunRequest def = {
         .language = SBX_LANG_JAVASCRIPT,
         .code = "console.log('hi')",
@@ -116,10 +118,16 @@ void harness_start_fd(Harness *h, int fd, const SbxRunRequest *req)
         def.tools = sbx_tools_decls(h->tools, &def.n_tools);
         req = &def;
     }
-    h->session = sbx_session_new(fd, &harness_callbacks, h, &error);
-    assert_non_null(h->session);
-    if (!sbx_session_run(h->session, req, &error)) {
-        fail_msg("sbx_session_run: %s", error->message);
+    h->session = sbx_session_new(fd, &harness_callbacks, h, error);
+    return h->session != NULL && sbx_session_run(h->session, req, error);
+}
+
+void harness_start_fd(Harness *h, int fd, const SbxRunRequest *req)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (!harness_try_start_fd(h, fd, req, &error)) {
+        fail_msg("starting the session: %s", error->message);
     }
 }
 

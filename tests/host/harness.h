@@ -13,15 +13,15 @@
 typedef struct {
     SbxSession *session;
     FakeGuest *guest;
-    SbxTools *tools;          /* optional: tool calls go to these providers */
-    GCancellable *cancel;     /* for tool calls */
+    SbxTools *tools;      /* optional: tool calls go to these providers */
+    GCancellable *cancel; /* for tool calls */
     int done_count;
     const SbxRunResult *result; /* from the last on_done (owned by the session) */
     int broken_count;
     char *broken_reason;
     GString *streamed[SBX_STREAM__COUNT];
-    gboolean answer_nothing;  /* leave tool calls unanswered */
-    GPtrArray *held_calls;    /* call ids left unanswered (GUINT_TO_POINTER) */
+    gboolean answer_nothing; /* leave tool calls unanswered */
+    GPtrArray *held_calls;   /* call ids left unanswered (GUINT_TO_POINTER) */
 } Harness;
 
 /** Make a harness; @tools (taken) may be NULL. */
@@ -35,6 +35,9 @@ void harness_start(Harness *h, FakeGuestScript script, gpointer data, const SbxR
 
 /** Like harness_start() with a real peer already connected on @fd (taken): no fake guest. */
 void harness_start_fd(Harness *h, int fd, const SbxRunRequest *req);
+
+/** harness_start_fd() that reports a failure to start instead of asserting. */
+gboolean harness_try_start_fd(Harness *h, int fd, const SbxRunRequest *req, GError **error);
 
 /** Run the main loop until @h->done_count reaches @n (asserts within @timeout_ms). */
 void harness_wait_done(Harness *h, int n, guint timeout_ms);

@@ -2,11 +2,14 @@
  * Catalog validation: a valid catalog becomes typed providers; every kind of mistake is refused
  * with an error that names the file and the field.
  */
+/* cmocka needs these first */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
 #include <string.h>
 #include <unistd.h>
 

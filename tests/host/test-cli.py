@@ -3,9 +3,12 @@
 exists (exit 125, and the --json report), help. Usage: test-cli.py SANDBOX_BINARY"""
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 SANDBOX = sys.argv[1]
 failures = []
@@ -71,6 +74,69 @@ with tempfile.TemporaryDirectory(prefix="sbx-cli-") as tmp:
     except ValueError:
         failures.append(f"--json printed no JSON: {out!r}")
     expect(["run", "--profile", "no-such-profile", js], 125, "no-such-profile")
+
+
+def leftovers(runtime):
+    """Files in @runtime and PIDs whose command line mentions it (never killed by this)."""
+    files = [os.path.join(r, n) for r, ds, fs in os.walk(runtime) for n in ds + fs]
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if runtime.encode() in f.read():
+                    pids.append(int(entry))
+        except (OSError, ValueError):
+            pass
+    return files, pids
+
+
+def interrupt_during_boot(signo, want_rc):
+    """A signal while the VM boots: exit 128+sig, a report, nothing left behind."""
+    runtime = tempfile.mkdtemp(prefix="sbx-cli-rt-")
+    env = dict(os.environ, XDG_RUNTIME_DIR=runtime, TMPDIR=runtime)
+    env.setdefault("SANDBOX_ACCEL", "tcg")
+    env.setdefault("SANDBOX_IMAGE_DIR", IMAGE)
+    proc = subprocess.Popen([SANDBOX, "run", "--json", "--lang", "javascript", "-"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdin.write(b"1")
+    proc.stdin.close()
+    proc.stdin = None  # closed: communicate() must not flush it
+    for _ in range(100):  # until the VM's runtime dir exists: QEMU and the bridge run
+        if os.listdir(runtime):
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signo)  # our child, by its PID
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        failures.append(f"signal {signo}: sandbox run did not exit")
+        return
+    files, pids = leftovers(runtime)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)  # carries our private dir: ours by construction
+    shutil.rmtree(runtime, ignore_errors=True)
+    if proc.returncode != want_rc:
+        failures.append(f"signal {signo}: rc {proc.returncode}, want {want_rc}\n{err[-2000:]}")
+    if files or pids:
+        failures.append(f"signal {signo}: left behind files {files}, processes {pids}")
+    try:
+        if json.loads(out)["status"] != "terminated":
+            failures.append(f"signal {signo}: report {out!r}")
+    except ValueError:
+        failures.append(f"signal {signo}: no JSON report: {out!r}")
+
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+IMAGE = os.environ.get("SANDBOX_IMAGE_DIR", os.path.join(TOP, "build", "image"))
+if os.path.exists(os.path.join(IMAGE, "manifest.json")):
+    interrupt_during_boot(signal.SIGTERM, 143)
+    interrupt_during_boot(signal.SIGINT, 130)
+else:
+    print(f"(no image in {IMAGE}: signal tests skipped)")
 
 if failures:
     print("FAIL:\n" + "\n".join(failures))

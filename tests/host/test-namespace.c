@@ -2,11 +2,14 @@
  * The namespace: real names -> guest identifiers (sanitising, reserved words, collisions) and
  * back (reversibility), deterministically.
  */
+/* cmocka needs these first */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
 #include <string.h>
 
 #include "namespace.h"
@@ -59,8 +62,7 @@ static void test_sanitize_valid_identifiers(void **state)
     assert_true(strlen(s) <= SBX_NAME_MAX - 8);
 }
 
-static SbxNamespace *build(const char *const *providers, const char *const *const *tools,
-                           gsize n)
+static SbxNamespace *build(const char *const *providers, const char *const *const *tools, gsize n)
 {
     g_autoptr(GError) error = NULL;
     SbxNamespace *ns = sbx_namespace_new();
@@ -186,12 +188,9 @@ static void test_many_collisions(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sanitize),
-        cmocka_unit_test(test_sanitize_valid_identifiers),
-        cmocka_unit_test(test_collisions),
-        cmocka_unit_test(test_reversible),
-        cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_invalid_name),
+        cmocka_unit_test(test_sanitize),        cmocka_unit_test(test_sanitize_valid_identifiers),
+        cmocka_unit_test(test_collisions),      cmocka_unit_test(test_reversible),
+        cmocka_unit_test(test_deterministic),   cmocka_unit_test(test_invalid_name),
         cmocka_unit_test(test_many_collisions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,11 +2,14 @@
  * Tool calls through the session: a fake guest calls tools, the host runs them with the real
  * command provider (tests/host/fake-tool.py), and the answers go back once per call id.
  */
+/* cmocka needs these first */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -71,8 +74,8 @@ static void script_round_trip(FakeGuest *g)
         fake_guest_fail(g, "a call failed");
         return;
     }
-    g_autofree char *both = g_strdup_printf("[%s,%s]", r1->tool_result.result_json,
-                                            r2->tool_result.result_json);
+    g_autofree char *both =
+        g_strdup_printf("[%s,%s]", r1->tool_result.result_json, r2->tool_result.result_json);
     fake_guest_done(g, SBX_STATUS_OK, both, 0);
 }
 
@@ -137,8 +140,8 @@ static const SbxToolResult *only_result(Harness *h)
     return &m->tool_result;
 }
 
-static void expect_tool_error(Fixture *f, const char *provider, const char *tool,
-                              SbxErrorCode code, const char *text)
+static void expect_tool_error(Fixture *f, const char *provider, const char *tool, SbxErrorCode code,
+                              const char *text)
 {
     Target t = {provider, tool};
     Harness *h = harness_new(harness_fake_tools(f->dir, 10000, NULL));
@@ -208,8 +211,8 @@ static void test_in_flight_cap(void **state)
 {
     Fixture *f = *state;
     Harness *h = harness_new(harness_fake_tools(f->dir, 10000, NULL));
-    SbxRunRequest req = {.language = SBX_LANG_JAVASCRIPT, .code = "x", .timeout_ms = 30000,
-                         .tool_calls_max = 2};
+    SbxRunRequest req = {
+        .language = SBX_LANG_JAVASCRIPT, .code = "x", .timeout_ms = 30000, .tool_calls_max = 2};
 
     harness_start(h, script_three_calls, NULL, &req);
     harness_wait_done(h, 1, 30000);
@@ -258,7 +261,7 @@ static void test_answer_once(void **state)
     }
     assert_true(sbx_session_tool_result(h->session, 4, "\"first\"", NULL));
     assert_false(sbx_session_tool_result(h->session, 4, "\"second\"", NULL)); /* answered */
-    assert_false(sbx_session_tool_result(h->session, 99, "0", NULL)); /* never asked */
+    assert_false(sbx_session_tool_result(h->session, 99, "0", NULL));         /* never asked */
     harness_wait_done(h, 1, 10000);
     SbxError e = {.code = SBX_ERR_TOOL, .message = "late"};
     assert_false(sbx_session_tool_result(h->session, 5, NULL, &e)); /* execution over */
@@ -305,7 +308,7 @@ static void test_timeout_kills_tool(void **state)
     Harness *h = harness_new(harness_fake_tools(f->dir, 60000, NULL));
     g_autofree char *pidfile = g_build_filename(f->dir, "pids", NULL);
     g_autofree char *input = g_strdup_printf("{\"pidfile\":\"%s\"}", pidfile);
-    SbxRunRequest req = {.language = SBX_LANG_JAVASCRIPT, .code = "x", .timeout_ms = 1500};
+    SbxRunRequest req = {.language = SBX_LANG_JAVASCRIPT, .code = "x", .timeout_ms = 3000};
     g_autofree char *pids = NULL;
     int tool_pid = 0, grandchild = 0;
 

@@ -3,11 +3,14 @@
  * failures, caps, the per-call timeout and cancellation (the process group is killed and
  * reaped before the call completes).
  */
+/* cmocka needs these first */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -107,7 +110,8 @@ static void test_call_ok(void **state)
 
     call_sync(tools, "fake", "echo", "{\"a\":\"\\u00e9\\n\",\"b\":[true,null,1.5]}", &o);
     assert_null(o.error);
-    assert_string_equal(o.result, "{\"tool\":\"echo\",\"input\":{\"a\":\"é\\n\",\"b\":[true,null,1.5]}}");
+    assert_string_equal(o.result,
+                        "{\"tool\":\"echo\",\"input\":{\"a\":\"é\\n\",\"b\":[true,null,1.5]}}");
     outcome_clear(&o);
     call_sync(tools, "my_tools", "do_it", "[]", &o);
     assert_string_equal(o.result, "{\"tool\":\"do.it\",\"input\":[]}");
@@ -218,14 +222,14 @@ static void check_killed(const char *pidfile)
 static void test_timeout(void **state)
 {
     Fixture *f = *state;
-    g_autoptr(SbxTools) tools = harness_fake_tools(f->dir, 700, NULL);
+    g_autoptr(SbxTools) tools = harness_fake_tools(f->dir, 3000, NULL);
     g_autofree char *pidfile = g_build_filename(f->dir, "pids", NULL);
     g_autofree char *input = g_strdup_printf("{\"pidfile\":\"%s\"}", pidfile);
     gint64 t0 = g_get_monotonic_time();
     Outcome o;
 
     call_sync(tools, "fake", "sleep", input, &o);
-    expect_error(&o, SBX_ERR_TOOL, "timed out after 700 ms");
+    expect_error(&o, SBX_ERR_TOOL, "timed out after 3000 ms");
     assert_true(g_get_monotonic_time() - t0 < 10 * G_USEC_PER_SEC);
     outcome_clear(&o);
     check_killed(pidfile);

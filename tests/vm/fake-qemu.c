@@ -9,6 +9,8 @@
  *   qmp-silent      never send the QMP greeting
  *   die-after-boot  agent up, then 300 ms later a SHUTDOWN event (guest-reset) and exit 0
  *   flood-console   write 1 MiB to the console, then as ok
+ *   internal-error  after the handshake, a STOP event; query-status says internal-error
+ *                   (what QEMU does on a KVM emulation failure: it stops, it does not exit)
  * QMP commands: quit (SHUTDOWN event, reply, exit), query-status, hang (never answered),
  * anything else gets CommandNotFound.
  */
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 static int qmp_fd = -1, con_fd = -1, vhost_fd = -1;
+static const char *mode = "ok";
 
 static void say(int fd, const char *s)
 {
@@ -76,7 +79,10 @@ static int answer(const char *line)
         say(qmp_fd, reply);
         return 1;
     }
-    if (strstr(line, "\"qmp_capabilities\"") || strstr(line, "\"query-status\""))
+    if (strstr(line, "\"query-status\"") && !strcmp(mode, "internal-error"))
+        snprintf(reply, sizeof reply, "{\"return\": {\"status\": \"internal-error\", "
+                 "\"running\": false}, \"id\": %d}\r\n", id);
+    else if (strstr(line, "\"qmp_capabilities\"") || strstr(line, "\"query-status\""))
         snprintf(reply, sizeof reply, "{\"return\": %s, \"id\": %d}\r\n",
                  strstr(line, "query-status") ? "{\"status\": \"running\", \"running\": true}"
                                               : "{}",
@@ -85,18 +91,21 @@ static int answer(const char *line)
         snprintf(reply, sizeof reply, "{\"error\": {\"class\": \"CommandNotFound\", \"desc\": "
                  "\"no such command\"}, \"id\": %d}\r\n", id);
     say(qmp_fd, reply);
+    if (strstr(line, "\"qmp_capabilities\"") && !strcmp(mode, "internal-error"))
+        say(qmp_fd, "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
+                    "\"STOP\"}\r\n");
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    const char *mode = getenv("FAKE_QEMU_MODE");
     const char *boot = getenv("FAKE_QEMU_BOOT_MS");
     long long agent_at, die_at = -1;
     char buf[4096];
     size_t got = 0;
 
-    mode = mode ? mode : "ok";
+    if (getenv("FAKE_QEMU_MODE"))
+        mode = getenv("FAKE_QEMU_MODE");
     if (!strcmp(mode, "exit-early")) {
         fprintf(stderr, "fake-qemu: -machine: unsupported machine type\n");
         return 1;
@@ -116,7 +125,9 @@ int main(int argc, char **argv)
     if (strcmp(mode, "qmp-silent") != 0)
         say(qmp_fd, "{\"QMP\": {\"version\": {\"qemu\": {\"micro\": 0, \"minor\": 2, \"major\": "
                     "7}, \"package\": \"fake\"}, \"capabilities\": [\"oob\"]}}\r\n");
-    agent_at = strcmp(mode, "no-agent") ? now_ms() + (boot ? atoi(boot) : 50) : -1;
+    agent_at = strcmp(mode, "no-agent") && strcmp(mode, "internal-error")
+                   ? now_ms() + (boot ? atoi(boot) : 50)
+                   : -1;
     for (;;) {
         struct pollfd p = {qmp_fd, POLLIN, 0};
         char *nl;

@@ -48,8 +48,10 @@ static guint count_children(void)
         if (!g_file_get_contents(path, &stat, NULL, NULL))
             continue;
         close_paren = strrchr(stat, ')');
-        if (close_paren && sscanf(close_paren + 2, "%*c %d", &ppid) == 1 && ppid == getpid())
+        if (close_paren && sscanf(close_paren + 2, "%*c %d", &ppid) == 1 && ppid == getpid()) {
+            print_message("left-over child: %s", stat);
             n++;
+        }
     }
     return n;
 }
@@ -167,6 +169,7 @@ static void test_start_and_free(void **state)
     assert_memory_equal(buf, "ping", 4);
     assert_non_null(strstr(sbx_vm_console_tail(fx->vm), "fake-qemu: agent up"));
     sbx_vm_free(g_steal_pointer(&fx->vm));
+    if (!pid_gone(bridge)) { print_message("DEBUG bridge not gone yet\n"); g_usleep(200000); print_message("DEBUG after 200ms gone=%d\n", pid_gone(bridge)); run_for(100); print_message("DEBUG after loop gone=%d\n", pid_gone(bridge)); }
     assert_true(pid_gone(qemu));
     assert_true(pid_gone(bridge));
     assert_int_equal(fx->exits, 0); /* free is not an unexpected exit */
@@ -193,6 +196,14 @@ static void test_boot_timeout(void **state)
     assert_non_null(strstr(fx->error->message, "guest console"));
     assert_non_null(strstr(fx->error->message, "fake-qemu: booting"));
     assert_non_null(strstr(sbx_vm_console_tail(fx->vm), "fake-qemu: booting"));
+}
+
+static void test_guest_stopped_by_qemu(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("FAKE_QEMU_MODE", "internal-error", TRUE);
+    expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_STOPPED, "internal-error");
 }
 
 static void test_qmp_silent(void **state)
@@ -452,6 +463,7 @@ int main(void)
         T(test_start_and_free),
         T(test_qemu_fails_at_once),
         T(test_boot_timeout),
+        T(test_guest_stopped_by_qemu),
         T(test_qmp_silent),
         T(test_bridge_exits),
         T(test_bridge_garbage),
