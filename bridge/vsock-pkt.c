@@ -126,6 +126,7 @@ static void on_response(struct vsock_dev *d, struct vsock_conn *c)
     c->deadline_ms = 0;
     if (c->user)
         d->ops->event(d->opaque, c, VSOCK_EV_ESTABLISHED);
+    vsock_conn_update(d, c); /* the host may have finished sending while we waited */
 }
 
 /* A packet for an existing connection. */

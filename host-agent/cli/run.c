@@ -106,7 +106,9 @@ static void print_summary(RunCtx *ctx)
                 ctx->output_limit);
     }
     if (r->status == SBX_STATUS_ERROR && r->has_error) {
-        if (r->error.stack != NULL) {
+        if (r->error.type == NULL && r->error.stack == NULL && r->exit_code > 0) {
+            /* sys.exit(3) / process.exit(3): the exit status says it all, like a shell. */
+        } else if (r->error.stack != NULL) {
             fprintf(stderr, "%s\n", r->error.stack);
         } else {
             fprintf(stderr, "%s: %s\n", r->error.type != NULL ? r->error.type : "Error",
@@ -330,7 +332,8 @@ static void on_vm_started(GObject *src, GAsyncResult *res, gpointer user_data)
 static void on_signal(SbxCli *cli, gpointer data)
 {
     RunCtx *ctx = data;
-    g_autofree char *msg = g_strdup_printf("interrupted by %s", g_strsignal(cli->signal));
+    g_autofree char *msg =
+        g_strdup_printf("interrupted by %s", cli->signal == SIGINT ? "SIGINT" : "SIGTERM");
 
     g_cancellable_cancel(ctx->cancel);
     if (ctx->session != NULL) {

@@ -1,11 +1,14 @@
-/* Owned child processes (see child.h). */
+/* Owned child processes, reaped through a pidfd (see child.h). */
 #include "child.h"
 
+#include <errno.h>
+#include <glib-unix.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <stdio.h>
 
 #include "vm-error.h"
 
@@ -16,12 +19,20 @@
  */
 #define KILL_WAIT_MS 5000
 
+/*
+ * The pidfd turns readable a moment before the child can be reaped; retry this often. The
+ * window is microseconds, so one or two retries at most.
+ */
+#define REAP_RETRY_MS 1
+
 struct SbxChild {
-    GSubprocess *proc;
     char *what;
     GPid pid;
+    int pidfd;
     gboolean reaped;
-    GCancellable *watch_cancel;
+    int status;
+    guint watch;
+    guint retry;
     SbxChildExitFunc func;
     gpointer func_data;
 };
@@ -37,52 +48,108 @@ static void child_setup(gpointer data)
         raise(SIGKILL);
 }
 
-GSubprocessLauncher *sbx_child_launcher_new(void)
-{
-    GSubprocessLauncher *l = g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDOUT_SILENCE);
-
-    /*
-     * PR_SET_PDEATHSIG fires when the *thread* that forked exits: spawn from the main thread
-     * (the VM layer runs there), never from a worker thread that may come and go.
-     */
-    g_subprocess_launcher_set_child_setup(l, child_setup, GINT_TO_POINTER(getpid()), NULL);
-    return l;
-}
-
-SbxChild *sbx_child_spawn(GSubprocessLauncher *launcher, const char *const *argv,
-                          const char *what, GError **error)
+SbxChild *sbx_child_spawn(const char *const *argv, const SbxChildFds *fds, const char *what,
+                          GError **error)
 {
     g_autoptr(GError) local = NULL;
-    GSubprocess *proc = g_subprocess_launcher_spawnv(launcher, argv, &local);
-    const char *id;
     SbxChild *child;
+    GPid pid = 0;
+    int pidfd;
 
-    if (!proc) {
-        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_SPAWN, "cannot start %s (%s): %s", what, argv[0],
-                    local->message);
+    if (!g_spawn_async_with_pipes_and_fds(
+            NULL, argv, NULL,
+            G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL |
+                (fds->stderr_fd < 0 ? G_SPAWN_STDERR_TO_DEV_NULL : 0),
+            child_setup, GINT_TO_POINTER(getpid()), -1, -1, fds->stderr_fd, fds->source_fds,
+            fds->target_fds, fds->n_fds, &pid, NULL, NULL, NULL, &local)) {
+        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_SPAWN, "cannot start %s (%s): %s", what,
+                    argv[0], local->message);
+        return NULL;
+    }
+    /* Nobody else reaps our children, so @pid is still ours even if it already exited. */
+    pidfd = pidfd_open(pid, 0);
+    if (pidfd < 0) {
+        int e = errno;
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_SPAWN,
+                    "pidfd_open for %s: %s (Linux >= 5.4 is needed)", what, g_strerror(e));
         return NULL;
     }
     child = g_new0(SbxChild, 1);
-    child->proc = proc;
     child->what = g_strdup(what);
-    /* NULL if it already exited and was reaped (a QEMU refusing its options is that fast). */
-    id = g_subprocess_get_identifier(proc);
-    child->pid = id ? (GPid)g_ascii_strtoll(id, NULL, 10) : 0;
-    child->watch_cancel = g_cancellable_new();
+    child->pid = pid;
+    child->pidfd = pidfd;
     return child;
 }
 
-static void on_child_exited(GObject *source, GAsyncResult *res, gpointer data)
+/* waitid()'s decomposed status as a waitpid() status (what WIFEXITED etc. expect). */
+static int status_of(const siginfo_t *info)
 {
-    g_autoptr(GError) error = NULL;
+    switch (info->si_code) {
+    case CLD_EXITED:
+        return (info->si_status & 0xff) << 8;
+    case CLD_DUMPED:
+        return (info->si_status & 0x7f) | 0x80;
+    default:
+        return info->si_status & 0x7f; /* CLD_KILLED */
+    }
+}
+
+/* Reap the child if it can be reaped now. TRUE once it is (now or before). */
+static gboolean try_reap(SbxChild *child)
+{
+    siginfo_t info = {0};
+
+    if (child->reaped)
+        return TRUE;
+    while (waitid(P_PIDFD, (id_t)child->pidfd, &info, WEXITED | WNOHANG) < 0) {
+        if (errno == EINTR)
+            continue;
+        /* ECHILD: reaped behind our back (SIGCHLD set to SIG_IGN?). It is gone either way. */
+        child->reaped = TRUE;
+        child->status = 0xff << 8;
+        return TRUE;
+    }
+    if (info.si_pid == 0)
+        return FALSE; /* exiting, not yet a zombie */
+    child->reaped = TRUE;
+    child->status = status_of(&info);
+    return TRUE;
+}
+
+static void report_exit(SbxChild *child)
+{
+    g_clear_handle_id(&child->watch, g_source_remove);
+    g_clear_handle_id(&child->retry, g_source_remove);
+    /* Last: the callback may free @child. */
+    if (child->func)
+        child->func(child, child->status, child->func_data);
+}
+
+static gboolean on_retry(gpointer data)
+{
     SbxChild *child = data;
 
-    /* Cancelled means sbx_child_kill() ran: @child may be freed already, do not touch it. */
-    if (!g_subprocess_wait_finish(G_SUBPROCESS(source), res, &error))
-        return;
-    child->reaped = TRUE;
-    if (child->func)
-        child->func(child, g_subprocess_get_status(child->proc), child->func_data);
+    if (!try_reap(child))
+        return G_SOURCE_CONTINUE;
+    child->retry = 0;
+    report_exit(child);
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean on_pidfd(int fd, GIOCondition cond, gpointer data)
+{
+    SbxChild *child = data;
+
+    (void)fd;
+    (void)cond;
+    child->watch = 0;
+    if (try_reap(child))
+        report_exit(child);
+    else
+        child->retry = g_timeout_add(REAP_RETRY_MS, on_retry, child);
+    return G_SOURCE_REMOVE;
 }
 
 void sbx_child_watch(SbxChild *child, SbxChildExitFunc func, gpointer user_data)
@@ -90,7 +157,8 @@ void sbx_child_watch(SbxChild *child, SbxChildExitFunc func, gpointer user_data)
     g_assert(!child->func);
     child->func = func;
     child->func_data = user_data;
-    g_subprocess_wait_async(child->proc, child->watch_cancel, on_child_exited, child);
+    if (!child->reaped)
+        child->watch = g_unix_fd_add(child->pidfd, G_IO_IN, on_pidfd, child);
 }
 
 GPid sbx_child_pid(const SbxChild *child)
@@ -108,71 +176,30 @@ char *sbx_child_describe_status(int status)
     return g_strdup_printf("ended with wait status 0x%x", status);
 }
 
-typedef struct {
-    gboolean done;
-    gboolean timed_out;
-    GCancellable *cancel;
-} KillWait;
-
-static void kill_wait_done(GObject *source, GAsyncResult *res, gpointer data)
-{
-    KillWait *w = data;
-
-    /* Exited or cancelled (timeout): either way this wait is over. */
-    g_subprocess_wait_finish(G_SUBPROCESS(source), res, NULL);
-    w->done = TRUE;
-}
-
-static gboolean kill_wait_timeout(gpointer data)
-{
-    KillWait *w = data;
-
-    w->timed_out = TRUE;
-    g_cancellable_cancel(w->cancel);
-    return G_SOURCE_REMOVE;
-}
-
-/*
- * Wait for the reaping on a private main context (the default one may be inside a dispatch),
- * bounded by a timer. Iterates until the wait callback ran, so @w can live on the stack.
- */
-static gboolean wait_bounded(GSubprocess *proc, guint timeout_ms)
-{
-    g_autoptr(GMainContext) ctx = g_main_context_new();
-    g_autoptr(GCancellable) cancel = g_cancellable_new();
-    KillWait w = {FALSE, FALSE, cancel};
-    GSource *timer = g_timeout_source_new(timeout_ms);
-
-    g_main_context_push_thread_default(ctx);
-    g_subprocess_wait_async(proc, cancel, kill_wait_done, &w);
-    g_source_set_callback(timer, kill_wait_timeout, &w, NULL);
-    g_source_attach(timer, ctx);
-    while (!w.done)
-        g_main_context_iteration(ctx, TRUE);
-    g_source_destroy(timer);
-    g_source_unref(timer);
-    g_main_context_pop_thread_default(ctx);
-    return !w.timed_out || g_subprocess_get_identifier(proc) == NULL;
-}
-
 gboolean sbx_child_kill(SbxChild *child, guint timeout_ms)
 {
+    gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+
     if (!child)
         return TRUE;
-    g_cancellable_cancel(child->watch_cancel);
+    g_clear_handle_id(&child->watch, g_source_remove);
+    g_clear_handle_id(&child->retry, g_source_remove);
+    child->func = NULL;
     if (child->reaped)
         return TRUE;
-    /* The group: QEMU's `exec:` migration runs a shell that must die with it. */
-    if (child->pid > 0 && g_subprocess_get_identifier(child->proc))
-        kill(-child->pid, SIGKILL);
-    g_subprocess_force_exit(child->proc);
-    gint64 t0 = g_get_monotonic_time();
-    gboolean ok = wait_bounded(child->proc, timeout_ms);
-    fprintf(stderr, "DEBUG kill %s pid %d: ok %d after %lld us, id %s\n", child->what, child->pid, ok,
-            (long long)(g_get_monotonic_time() - t0), g_subprocess_get_identifier(child->proc));
-    if (!ok)
-        return FALSE;
-    child->reaped = TRUE;
+    /* Not reaped, so the pid (and group id) cannot have been reused. The group: QEMU's
+     * `exec:` migration runs a shell that must die with it. */
+    kill(-child->pid, SIGKILL);
+    pidfd_send_signal(child->pidfd, SIGKILL, NULL, 0);
+    while (!try_reap(child)) {
+        gint64 left_ms = (deadline - g_get_monotonic_time()) / 1000;
+        struct pollfd p = {child->pidfd, POLLIN, 0};
+        if (left_ms <= 0)
+            return FALSE;
+        /* Readable but not reapable yet: the short window described in child.h. */
+        if (poll(&p, 1, (int)MIN(left_ms, 1000)) > 0)
+            g_usleep(REAP_RETRY_MS * 1000 / 10);
+    }
     return TRUE;
 }
 
@@ -181,8 +208,7 @@ void sbx_child_free(SbxChild *child)
     if (!child)
         return;
     sbx_child_kill(child, KILL_WAIT_MS);
-    g_clear_object(&child->watch_cancel);
-    g_clear_object(&child->proc);
+    close(child->pidfd);
     g_free(child->what);
     g_free(child);
 }

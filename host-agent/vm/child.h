@@ -1,40 +1,53 @@
 /*
  * A child process with an owner (crun's cleanup_pid): started in its own process group with
  * PR_SET_PDEATHSIG(SIGKILL), killed and reaped by sbx_child_kill(), so no path leaves it
- * running. Internal to host-agent/vm.
+ * running or as a zombie. Internal to host-agent/vm.
+ *
+ * Why not GSubprocess: GLib 2.74 (Debian 12) watches children with a pidfd and, when the pidfd
+ * is readable but waitid() cannot reap yet (the kernel signals the pidfd a moment before the
+ * child becomes a zombie), reports the child as exited with status 0 and never reaps it. We
+ * saw that leave zombies and wrong exit statuses under load. So we spawn with
+ * G_SPAWN_DO_NOT_REAP_CHILD and reap ourselves through a pidfd, retrying in that window.
+ * The pidfd also makes signals immune to PID reuse. Needs Linux >= 5.4 (P_PIDFD).
  */
 #pragma once
 
-#include <gio/gio.h>
+#include <glib.h>
 
 typedef struct SbxChild SbxChild;
 
-/** Called once when the child exits by itself; @status as from waitpid. */
+/** Called once when the child exits by itself; @wait_status as from waitpid(). */
 typedef void (*SbxChildExitFunc)(SbxChild *child, int wait_status, gpointer user_data);
 
+/* File descriptors for the child. The caller keeps (and later closes) its own copies. */
+typedef struct {
+    int stderr_fd;         /* becomes fd 2; -1 = /dev/null */
+    const int *source_fds; /* each becomes target_fds[i] in the child */
+    const int *target_fds;
+    gsize n_fds;
+} SbxChildFds;
+
 /**
- * A launcher whose children die with us (PR_SET_PDEATHSIG, checked against the race with our
- * own death) and sit in their own process group (no terminal signals; killable as a group).
- * stdin is /dev/null, stdout is discarded; the caller sets stderr and extra fds.
+ * Spawn @argv (searched in PATH) with stdin and stdout on /dev/null, @fds as given, every
+ * other fd closed, in a new process group, with PR_SET_PDEATHSIG(SIGKILL). @what ("QEMU",
+ * "the vsock bridge") names it in errors. Call from the thread that owns the main context:
+ * the death signal fires when the *thread* that forked exits.
  */
-GSubprocessLauncher *sbx_child_launcher_new(void);
+SbxChild *sbx_child_spawn(const char *const *argv, const SbxChildFds *fds, const char *what,
+                          GError **error);
 
-/** Spawn @argv; @what ("QEMU", "bridge") names it in errors. */
-SbxChild *sbx_child_spawn(GSubprocessLauncher *launcher, const char *const *argv,
-                          const char *what, GError **error);
-
-/** Watch for the child exiting by itself (once; cancelled by sbx_child_kill). */
+/** Watch for the child exiting by itself (on the default main context; at most once). */
 void sbx_child_watch(SbxChild *child, SbxChildExitFunc func, gpointer user_data);
 
-/** The pid while it runs (0 after it was reaped). */
+/** The pid while it is not reaped; 0 after. */
 GPid sbx_child_pid(const SbxChild *child);
 
-/** Human text for a wait status: "exited with status 1", "killed by signal 9". */
+/** Human text for a wait status: "exited with status 1", "killed by signal 9 (Killed)". */
 char *sbx_child_describe_status(int wait_status);
 
 /**
- * SIGKILL the child's process group and wait for the child to be reaped, at most @timeout_ms
- * (a process in uninterruptible sleep cannot be helped). Idempotent. Returns FALSE on timeout.
+ * SIGKILL the child's process group and reap the child, waiting at most @timeout_ms (a process
+ * in uninterruptible sleep cannot be helped). Stops the watch. Idempotent. FALSE on timeout.
  */
 gboolean sbx_child_kill(SbxChild *child, guint timeout_ms);
 

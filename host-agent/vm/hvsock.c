@@ -108,8 +108,8 @@ static gboolean on_readable(int fd, GIOCondition cond, gpointer data)
 
 static gboolean on_timeout(gpointer data)
 {
-    complete(data, g_error_new(G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
-                               "no answer from the bridge to CONNECT"));
+    complete(data,
+             g_error_new(G_IO_ERROR, G_IO_ERROR_TIMED_OUT, "no answer from the bridge to CONNECT"));
     return G_SOURCE_REMOVE;
 }
 
@@ -130,8 +130,7 @@ static GError *start_attempt(Attempt *a, const char *uds_path, guint32 port)
     int len = snprintf(req, sizeof req, "CONNECT %u\n", port);
 
     if (strlen(uds_path) >= sizeof addr.sun_path)
-        return g_error_new(G_IO_ERROR, G_IO_ERROR_FILENAME_TOO_LONG, "%s: path too long",
-                           uds_path);
+        return g_error_new(G_IO_ERROR, G_IO_ERROR_FILENAME_TOO_LONG, "%s: path too long", uds_path);
     strcpy(addr.sun_path, uds_path);
     a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (a->fd < 0)
@@ -177,8 +176,8 @@ void sbx_hvsock_connect_async(const char *uds_path, guint32 port, guint timeout_
                    G_SOURCE_FUNC(on_readable), task);
     a->timer = attach(g_timeout_source_new(timeout_ms), on_timeout, task);
     if (cancellable)
-        a->cancel = attach(g_cancellable_source_new(cancellable), G_SOURCE_FUNC(on_cancelled),
-                           task);
+        a->cancel =
+            attach(g_cancellable_source_new(cancellable), G_SOURCE_FUNC(on_cancelled), task);
 }
 
 int sbx_hvsock_connect_finish(GAsyncResult *result, GError **error)

@@ -34,8 +34,7 @@ static gboolean image_error(GError **error, const char *fmt, ...)
 /* A file name of the image: a plain name in the directory, never a path. */
 static gboolean plain_name(const char *s)
 {
-    return *s && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 &&
-           strlen(s) < 256;
+    return *s && !strchr(s, '/') && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 && strlen(s) < 256;
 }
 
 /* The kernel to boot: kernel.boot_file, else vmlinux if listed, else vmlinuz. */
@@ -71,8 +70,10 @@ static char *check_file(const char *dir, const cJSON *files, const char *name, G
         return NULL;
     }
     if (cJSON_IsNumber(size) && size->valuedouble != (double)st.st_size) {
-        image_error(error, "%s: size %lld differs from manifest.json (%.0f): rebuild with "
-                    "scripts/build", path, (long long)st.st_size, size->valuedouble);
+        image_error(error,
+                    "%s: size %lld differs from manifest.json (%.0f): rebuild with "
+                    "scripts/build",
+                    path, (long long)st.st_size, size->valuedouble);
         return NULL;
     }
     return g_steal_pointer(&path);

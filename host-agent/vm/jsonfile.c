@@ -61,8 +61,8 @@ cJSON *sbx_json_parse_strict(const char *text, gsize len)
     return v;
 }
 
-static cJSON *parse_object(const char *name, const char *text, gsize len, GQuark domain,
-                           int code, GError **error)
+static cJSON *parse_object(const char *name, const char *text, gsize len, GQuark domain, int code,
+                           GError **error)
 {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
@@ -70,8 +70,10 @@ static cJSON *parse_object(const char *name, const char *text, gsize len, GQuark
 
     if (!root) {
         line_col(text, end && end >= text ? (gsize)(end - text) : 0, &line, &col);
-        g_set_error(error, domain, code, "%s: invalid JSON (or nested deeper than allowed) "
-                    "near line %u column %u", name, line, col);
+        g_set_error(error, domain, code,
+                    "%s: invalid JSON (or nested deeper than allowed) "
+                    "near line %u column %u",
+                    name, line, col);
         return NULL;
     }
     /* Trailing bytes after the value: only whitespace is allowed. */
@@ -79,8 +81,10 @@ static cJSON *parse_object(const char *name, const char *text, gsize len, GQuark
         if (!g_ascii_isspace(*end)) {
             cJSON_Delete(root);
             line_col(text, (gsize)(end - text), &line, &col);
-            g_set_error(error, domain, code, "%s: unexpected text after the JSON value at "
-                        "line %u column %u", name, line, col);
+            g_set_error(error, domain, code,
+                        "%s: unexpected text after the JSON value at "
+                        "line %u column %u",
+                        name, line, col);
             return NULL;
         }
     }
@@ -112,7 +116,8 @@ cJSON *sbx_json_file_load(const char *path, gsize max_bytes, GQuark domain, int 
         g_set_error(error, domain, code, "%s: not a regular file", path);
         return NULL;
     }
-    r = read_bounded(fd, max_bytes, &text, &len);
+    /* Refused before reading; read_bounded() still stops at the limit if the file grows. */
+    r = (gsize)st.st_size > max_bytes ? -EFBIG : read_bounded(fd, max_bytes, &text, &len);
     close(fd);
     if (r == -EFBIG) {
         g_set_error(error, domain, code, "%s: larger than %" G_GSIZE_FORMAT " bytes", name,

@@ -7,12 +7,12 @@
 #include "profile.h"
 
 struct SbxProfile {
-    char *path;          /* the file it came from */
-    char *name;          /* equals the file name without ".json" */
-    char *description;   /* optional, may be NULL */
+    char *path;        /* the file it came from */
+    char *name;        /* equals the file name without ".json" */
+    char *description; /* optional, may be NULL */
     SbxMachine machine;
-    SbxAccel accel;      /* as written: AUTO is resolved at start (sbx_qemu_resolve_accel) */
-    char *cpu;           /* QEMU CPU model, NULL = QEMU's default */
+    SbxAccel accel; /* as written: AUTO is resolved at start (sbx_qemu_resolve_accel) */
+    char *cpu;      /* QEMU CPU model, NULL = QEMU's default */
     guint cpus;
     guint memory_mib;
     char *cmdline_extra; /* appended to the kernel command line, may be "" */

@@ -180,14 +180,10 @@ static const struct {
     FieldFunc func;
     gboolean required;
 } fields[] = {
-    {"name", f_name, TRUE},
-    {"description", f_description, FALSE},
-    {"machine", f_machine, TRUE},
-    {"accel", f_accel, FALSE},
-    {"cpu", f_cpu, FALSE},
-    {"cpus", f_cpus, FALSE},
-    {"memory_mib", f_memory, TRUE},
-    {"kernel_cmdline_extra", f_cmdline, FALSE},
+    {"name", f_name, TRUE},         {"description", f_description, FALSE},
+    {"machine", f_machine, TRUE},   {"accel", f_accel, FALSE},
+    {"cpu", f_cpu, FALSE},          {"cpus", f_cpus, FALSE},
+    {"memory_mib", f_memory, TRUE}, {"kernel_cmdline_extra", f_cmdline, FALSE},
     {"vsock", f_vsock, FALSE},
 };
 
@@ -198,8 +194,8 @@ static gboolean parse_member(Ctx *ctx, const cJSON *member, guint32 *seen, GErro
         if (!g_str_equal(member->string, fields[i].name))
             continue;
         if (*seen & (1u << i)) {
-            g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE, "%s: %s: given twice",
-                        ctx->file, member->string);
+            g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE, "%s: %s: given twice", ctx->file,
+                        member->string);
             return FALSE;
         }
         *seen |= 1u << i;

@@ -29,8 +29,8 @@
 typedef struct {
     gint64 id;
     char *command;
-    GTask *task;   /* NULL for the internal qmp_capabilities */
-    guint timer;   /* 0 for qmp_capabilities: the handshake timer covers it */
+    GTask *task; /* NULL for the internal qmp_capabilities */
+    guint timer; /* 0 for qmp_capabilities: the handshake timer covers it */
     guint timeout_ms;
 } Pending;
 
@@ -225,8 +225,8 @@ static char *version_of(const cJSON *greeting)
 static void handle_greeting(SbxQmp *q, const cJSON *greeting)
 {
     if (q->greeted) {
-        break_connection(q, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_QMP,
-                                        "QMP: a second greeting from QEMU"));
+        break_connection(
+            q, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_QMP, "QMP: a second greeting from QEMU"));
         return;
     }
     q->greeted = TRUE;
@@ -242,8 +242,8 @@ static void handle_event(SbxQmp *q, const cJSON *msg, const cJSON *event)
     g_autofree char *name = NULL;
 
     if (!cJSON_IsString(event) || strlen(event->valuestring) > EVENT_NAME_MAX) {
-        break_connection(q, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_QMP,
-                                        "QMP: an event without a valid name"));
+        break_connection(
+            q, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_QMP, "QMP: an event without a valid name"));
         return;
     }
     name = sbx_log_sanitize(event->valuestring, strlen(event->valuestring));
@@ -296,8 +296,8 @@ static void handle_reply(SbxQmp *q, const cJSON *msg, const cJSON *id)
     Pending *p = g_hash_table_lookup(q->pending, &key);
 
     if (!p || (!ret && !cJSON_IsObject(err))) {
-        break_connection(q, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_QMP,
-                                        "QMP: a reply that matches no command"));
+        break_connection(
+            q, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_QMP, "QMP: a reply that matches no command"));
         return;
     }
     g_hash_table_steal(q->pending, &key);
@@ -366,9 +366,9 @@ static void process_input(SbxQmp *q)
     }
     q->in_scanned = q->in->len;
     if (!q->closed && q->in->len > SBX_QMP_MESSAGE_MAX)
-        break_connection(q, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_QMP,
-                                        "QMP: a message larger than %d bytes",
-                                        SBX_QMP_MESSAGE_MAX));
+        break_connection(q,
+                         g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_QMP,
+                                     "QMP: a message larger than %d bytes", SBX_QMP_MESSAGE_MAX));
 }
 
 /* Read what is there (bounded per wakeup). FALSE once the connection is gone. */
@@ -457,8 +457,8 @@ void sbx_qmp_handshake_async(SbxQmp *qmp, guint timeout_ms, GCancellable *cancel
         return;
     }
     qmp->handshake = task;
-    qmp->handshake_timer = g_timeout_add(timeout_ms ? timeout_ms : SBX_QMP_TIMEOUT_MS,
-                                         on_handshake_timeout, qmp);
+    qmp->handshake_timer =
+        g_timeout_add(timeout_ms ? timeout_ms : SBX_QMP_TIMEOUT_MS, on_handshake_timeout, qmp);
     if (qmp->greeted) {
         qmp_ref(qmp);
         send_capabilities(qmp);
@@ -509,8 +509,7 @@ void sbx_qmp_execute_async(SbxQmp *qmp, const char *command, const char *args_js
     g_task_set_task_data(task, qmp, NULL);
     if (qmp->closed || !qmp->negotiated) {
         g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_CLOSED,
-                                qmp->closed ? "QMP: connection closed"
-                                            : "QMP: handshake not done");
+                                qmp->closed ? "QMP: connection closed" : "QMP: handshake not done");
         return;
     }
     if (!parse_args(args_json, &args, &error)) {

@@ -207,8 +207,8 @@ static gboolean from_env(const char *v, guint *ret_khz, GError **error)
 
     if (!g_ascii_string_to_unsigned(v, 10, SBX_TSC_KHZ_MIN, SBX_TSC_KHZ_MAX, &khz, NULL)) {
         g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_CONFIG,
-                    "SANDBOX_TSC_KHZ='%s' is not a kHz value between %u and %u", v,
-                    SBX_TSC_KHZ_MIN, SBX_TSC_KHZ_MAX);
+                    "SANDBOX_TSC_KHZ='%s' is not a kHz value between %u and %u", v, SBX_TSC_KHZ_MIN,
+                    SBX_TSC_KHZ_MAX);
         return FALSE;
     }
     *ret_khz = (guint)khz;

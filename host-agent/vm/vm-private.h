@@ -53,8 +53,11 @@ struct SbxVm {
     guint step_timer; /* bridge READY timeout, then the boot deadline */
     guint retry_timer;
 
-    guint bridge_grace;      /* the bridge exited: wait briefly for QEMU's exit to report */
+    guint bridge_grace; /* the bridge exited: wait briefly for QEMU's exit to report */
     char *bridge_exit_text;
+    guint qemu_exit_wait; /* QEMU exited: wait briefly for the rest of its QMP output */
+    gboolean qemu_exited;
+    int qemu_status;
 
     SbxVmExitFunc exit_func;
     gpointer exit_data;

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "hvsock.h"
-#include "protocol/limits.h"
 #include "paths.h"
+#include "protocol/limits.h"
 #include "qemu.h"
 #include "tsc.h"
 
@@ -73,14 +73,14 @@ static gboolean fail(GError **error, int code, const char *fmt, ...)
 /* The private runtime dir (0700) and the socket paths in it. */
 static gboolean make_runtime_dir(SbxVm *vm, GError **error)
 {
-    g_autofree char *parent = vm->runtime_parent ? g_strdup(vm->runtime_parent)
-                                                 : sbx_paths_runtime_parent();
+    g_autofree char *parent =
+        vm->runtime_parent ? g_strdup(vm->runtime_parent) : sbx_paths_runtime_parent();
     g_autofree char *tmpl = g_build_filename(parent, "sbx-vm-XXXXXX", NULL);
 
     if (strlen(tmpl) + strlen("/vhost-user.sock") > SOCKET_PATH_MAX)
         return fail(error, SBX_VM_ERROR_CONFIG,
-                    "runtime directory %s: path too long for Unix sockets (max %zu bytes)",
-                    parent, SOCKET_PATH_MAX - strlen("/sbx-vm-XXXXXX/vhost-user.sock"));
+                    "runtime directory %s: path too long for Unix sockets (max %zu bytes)", parent,
+                    SOCKET_PATH_MAX - strlen("/sbx-vm-XXXXXX/vhost-user.sock"));
     if (!g_mkdtemp_full(tmpl, 0700)) {
         int e = errno;
         return fail(error, SBX_VM_ERROR_CONFIG, "cannot create a runtime directory in %s: %s",
@@ -104,14 +104,16 @@ static gboolean on_ready_readable(int fd, GIOCondition cond, gpointer data);
 
 static gboolean spawn_bridge(SbxVm *vm, GError **error)
 {
-    g_autoptr(GSubprocessLauncher) launcher = NULL;
     g_autofree char *bridge = sbx_paths_bridge();
     g_autofree char *cid = g_strdup_printf("%u", vm->cid);
     g_autofree char *ready_fd = g_strdup_printf("%d", BRIDGE_READY_FD);
-    const char *argv[] = {bridge,      "--vhost-user", vm->vhost_user_path, "--uds",
-                          vm->uds_path, "--guest-cid",  cid,                 "--ready-fd",
-                          ready_fd,     NULL};
+    const char *argv[] = {bridge,  "--vhost-user", vm->vhost_user_path,
+                          "--uds", vm->uds_path,   "--guest-cid",
+                          cid,     "--ready-fd",   ready_fd,
+                          NULL};
+    const int target = BRIDGE_READY_FD;
     int ready[2], err[2];
+    SbxChildFds fds = {.source_fds = &ready[1], .target_fds = &target, .n_fds = 1};
 
     if (!make_pipe(ready, error))
         return FALSE;
@@ -120,23 +122,26 @@ static gboolean spawn_bridge(SbxVm *vm, GError **error)
         close(ready[1]);
         return FALSE;
     }
-    launcher = sbx_child_launcher_new();
-    g_subprocess_launcher_take_fd(launcher, ready[1], BRIDGE_READY_FD);
-    g_subprocess_launcher_take_stderr_fd(launcher, err[1]);
+    fds.stderr_fd = err[1];
+    vm->bridge = sbx_child_spawn(argv, &fds, "the vsock bridge", error);
+    close(ready[1]);
+    close(err[1]);
+    /* Ours from here: freed by the teardown whatever happens next. */
     vm->bridge_err = sbx_log_ring_new(err[0], STDERR_RING, -1, 0);
     vm->ready_fd = ready[0];
-    vm->bridge = sbx_child_spawn(launcher, argv, "the vsock bridge", error);
     if (!vm->bridge) {
         GError *e = *error;
-        *error = g_error_new(e->domain, e->code, "%s (build it: ninja -C build; or set "
-                             "SANDBOX_BRIDGE)", e->message);
+        *error = g_error_new(e->domain, e->code,
+                             "%s (build it: ninja -C build; or set "
+                             "SANDBOX_BRIDGE)",
+                             e->message);
         g_error_free(e);
         return FALSE;
     }
     sbx_child_watch(vm->bridge, sbx_vm_on_bridge_exit, vm);
     g_unix_set_fd_nonblocking(vm->ready_fd, TRUE, NULL);
-    vm->ready_watch = g_unix_fd_add(vm->ready_fd, G_IO_IN | G_IO_HUP | G_IO_ERR,
-                                    on_ready_readable, vm);
+    vm->ready_watch =
+        g_unix_fd_add(vm->ready_fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_ready_readable, vm);
     return TRUE;
 }
 
@@ -151,7 +156,8 @@ static gboolean make_qemu_fds(QemuFds *f, GError **error)
 {
     f->qmp[0] = f->qmp[1] = f->con[0] = f->con[1] = f->err[0] = f->err[1] = -1;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->qmp) < 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->con) < 0 || !make_pipe(f->err, NULL)) {
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->con) < 0 ||
+        !make_pipe(f->err, NULL)) {
         int e = errno;
         for (int i = 0; i < 2; i++) {
             if (f->qmp[i] >= 0)
@@ -171,8 +177,8 @@ static void attach_qemu(SbxVm *vm, QemuFds *f)
 {
     vm->qemu_start_us = g_get_monotonic_time();
     vm->qemu_err = sbx_log_ring_new(f->err[0], STDERR_RING, -1, 0);
-    vm->console = sbx_log_ring_new(f->con[0], CONSOLE_RING, vm->console_to_stderr ? 2 : -1,
-                                   CONSOLE_COPY_MAX);
+    vm->console =
+        sbx_log_ring_new(f->con[0], CONSOLE_RING, vm->console_to_stderr ? 2 : -1, CONSOLE_COPY_MAX);
     vm->qmp = sbx_qmp_new(f->qmp[0]);
     sbx_qmp_set_handlers(vm->qmp, sbx_vm_on_qmp_event, sbx_vm_on_qmp_broken, vm);
     sbx_child_watch(vm->qemu, sbx_vm_on_qemu_exit, vm);
@@ -180,7 +186,6 @@ static void attach_qemu(SbxVm *vm, QemuFds *f)
 
 static gboolean spawn_qemu(SbxVm *vm, GError **error)
 {
-    g_autoptr(GSubprocessLauncher) launcher = NULL;
     g_autofree char *qemu = sbx_paths_qemu();
     g_auto(GStrv) argv = NULL;
     SbxQemuRuntime rt = {.qemu = qemu,
@@ -188,16 +193,21 @@ static gboolean spawn_qemu(SbxVm *vm, GError **error)
                          .qmp_fd = QEMU_QMP_FD,
                          .console_fd = QEMU_CONSOLE_FD,
                          .vhost_user_path = vm->vhost_user_path};
+    const int targets[] = {QEMU_QMP_FD, QEMU_CONSOLE_FD};
+    int sources[2];
+    SbxChildFds fds = {.source_fds = sources, .target_fds = targets, .n_fds = 2};
     QemuFds f;
 
     if (!sbx_tsc_host_khz(&rt.tsc_khz, NULL, error) || !make_qemu_fds(&f, error))
         return FALSE;
     argv = sbx_qemu_argv(vm->profile, vm->image, &rt);
-    launcher = sbx_child_launcher_new();
-    g_subprocess_launcher_take_fd(launcher, f.qmp[1], QEMU_QMP_FD);
-    g_subprocess_launcher_take_fd(launcher, f.con[1], QEMU_CONSOLE_FD);
-    g_subprocess_launcher_take_stderr_fd(launcher, f.err[1]);
-    vm->qemu = sbx_child_spawn(launcher, (const char *const *)argv, "QEMU", error);
+    sources[0] = f.qmp[1];
+    sources[1] = f.con[1];
+    fds.stderr_fd = f.err[1];
+    vm->qemu = sbx_child_spawn((const char *const *)argv, &fds, "QEMU", error);
+    close(f.qmp[1]);
+    close(f.con[1]);
+    close(f.err[1]);
     if (!vm->qemu) {
         close(f.qmp[0]);
         close(f.con[0]);
@@ -368,8 +378,8 @@ static gboolean on_user_cancel(GCancellable *cancellable, gpointer data)
 
     (void)cancellable;
     g_clear_pointer(&vm->user_cancel, g_source_unref);
-    sbx_vm_fail_start(vm, g_error_new(G_IO_ERROR, G_IO_ERROR_CANCELLED,
-                                      "the VM start was cancelled"));
+    sbx_vm_fail_start(vm,
+                      g_error_new(G_IO_ERROR, G_IO_ERROR_CANCELLED, "the VM start was cancelled"));
     return G_SOURCE_REMOVE;
 }
 
@@ -401,7 +411,7 @@ void sbx_vm_start_async(SbxVm *vm, GCancellable *cancellable, GAsyncReadyCallbac
     if (cancellable) {
         vm->user_cancel = g_cancellable_source_new(cancellable);
         g_source_set_callback(vm->user_cancel, G_SOURCE_FUNC(on_user_cancel), vm, NULL);
-        g_source_attach(vm->user_cancel, g_task_get_context(task));
+        g_source_attach(vm->user_cancel, NULL); /* the default context, like our timers */
     }
     if (!prepare(vm, &error) || !spawn_bridge(vm, &error)) {
         sbx_vm_fail_start(vm, error);

@@ -15,17 +15,26 @@
 #include "hvsock.h"
 #include "jsonfile.h"
 
-G_DEFINE_QUARK(sbx-vm-error-quark, sbx_vm_error)
+GQuark sbx_vm_error_quark(void)
+{
+    return g_quark_from_static_string("sbx-vm-error-quark");
+}
 
 /* Lines of each log quoted in an error message: enough to show a panic's cause. */
 #define DIAG_LINES 25
 
 /*
  * When the bridge exits, QEMU has often just died (the bridge exits when QEMU disconnects),
- * and GLib reaps the two in either order. QEMU's exit says more (status, SHUTDOWN reason), so
- * the bridge's is reported only if QEMU's does not come within this time.
+ * and the two exits are noticed in either order. QEMU's exit says more (status, SHUTDOWN reason),
+ * so the bridge's is reported only if QEMU's does not come within this time.
  */
 #define BRIDGE_EXIT_GRACE_MS 200
+
+/*
+ * When QEMU exits, its last QMP messages (the SHUTDOWN event with its reason) may still be
+ * unread in the socket: wait for the QMP EOF, at most this long, before reporting the exit.
+ */
+#define QEMU_EXIT_QMP_WAIT_MS 100
 
 /* How long a teardown waits for each SIGKILLed child to be reaped (see child.c). */
 #define REAP_WAIT_MS 5000
@@ -84,6 +93,7 @@ void sbx_vm_teardown(SbxVm *vm)
     g_clear_handle_id(&vm->step_timer, g_source_remove);
     g_clear_handle_id(&vm->retry_timer, g_source_remove);
     g_clear_handle_id(&vm->bridge_grace, g_source_remove);
+    g_clear_handle_id(&vm->qemu_exit_wait, g_source_remove);
     if (vm->user_cancel) {
         g_source_destroy(vm->user_cancel);
         g_clear_pointer(&vm->user_cancel, g_source_unref);
@@ -192,12 +202,34 @@ static void report_exit(SbxVm *vm, const char *text)
         sbx_vm_die(vm, text);
 }
 
+static void report_qemu_exit(SbxVm *vm)
+{
+    g_autofree char *text = exit_text(vm, "QEMU", vm->qemu_status);
+
+    g_clear_handle_id(&vm->qemu_exit_wait, g_source_remove);
+    report_exit(vm, text);
+}
+
+static gboolean on_qemu_exit_wait(gpointer data)
+{
+    SbxVm *vm = data;
+
+    vm->qemu_exit_wait = 0;
+    report_qemu_exit(vm);
+    return G_SOURCE_REMOVE;
+}
+
 void sbx_vm_on_qemu_exit(SbxChild *child, int status, gpointer data)
 {
-    g_autofree char *text = exit_text(data, "QEMU", status);
+    SbxVm *vm = data;
 
     (void)child;
-    report_exit(data, text);
+    vm->qemu_exited = TRUE;
+    vm->qemu_status = status;
+    if (vm->qmp && !sbx_qmp_is_broken(vm->qmp))
+        vm->qemu_exit_wait = g_timeout_add(QEMU_EXIT_QMP_WAIT_MS, on_qemu_exit_wait, vm);
+    else
+        report_qemu_exit(vm);
 }
 
 static gboolean on_bridge_grace(gpointer data)
@@ -227,8 +259,7 @@ void sbx_vm_on_bridge_exit(SbxChild *child, int status, gpointer data)
 /* Run states after which the guest never runs again in this QEMU (QAPI RunState). */
 static gboolean dead_run_state(const char *status)
 {
-    static const char *const dead[] = {"internal-error", "io-error", "guest-panicked",
-                                       "shutdown"};
+    static const char *const dead[] = {"internal-error", "io-error", "guest-panicked", "shutdown"};
 
     for (guint i = 0; i < G_N_ELEMENTS(dead); i++)
         if (g_str_equal(status, dead[i]))
@@ -253,8 +284,7 @@ static void on_status_after_stop(GObject *source, GAsyncResult *res, gpointer da
     status = cJSON_GetObjectItemCaseSensitive(obj, "status");
     if (!cJSON_IsString(status) || !dead_run_state(status->valuestring))
         return; /* a stop someone asked for (a snapshot): not our business */
-    why = g_strdup_printf("QEMU stopped the guest: %s (see QEMU's stderr)",
-                          status->valuestring);
+    why = g_strdup_printf("QEMU stopped the guest: %s (see QEMU's stderr)", status->valuestring);
     if (vm->state == VM_STARTING)
         sbx_vm_fail_start(vm, g_error_new_literal(SBX_VM_ERROR, SBX_VM_ERROR_STOPPED, why));
     else
@@ -272,8 +302,8 @@ void sbx_vm_on_qmp_event(SbxQmp *qmp, const char *event, const char *data_json, 
      * waits. Ask why it stopped, so such a VM fails now rather than at the boot deadline.
      */
     if (g_str_equal(event, "STOP")) {
-        sbx_qmp_execute_async(qmp, "query-status", NULL, 0, vm->life_cancel,
-                              on_status_after_stop, vm);
+        sbx_qmp_execute_async(qmp, "query-status", NULL, 0, vm->life_cancel, on_status_after_stop,
+                              vm);
         return;
     }
     if (!g_str_equal(event, "SHUTDOWN") || vm->shutdown_reason)
@@ -289,11 +319,18 @@ void sbx_vm_on_qmp_broken(SbxQmp *qmp, const GError *error, gpointer data)
     SbxVm *vm = data;
 
     (void)qmp;
-    /* EOF: QEMU is exiting; its exit watch reports why. During a start the pending handshake
-     * fails on its own. Anything else (a timeout, garbage) means QEMU is not sane: kill it. */
-    if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CLOSED) || vm->state != VM_RUNNING)
+    /* EOF: QEMU is exiting; its exit watch reports why. Anything else (a timeout, garbage)
+     * means QEMU is not sane: kill it. */
+    if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CLOSED)) {
+        if (vm->qemu_exited)
+            report_qemu_exit(vm); /* everything QEMU said has been read */
         return;
-    sbx_vm_die(vm, error->message);
+    }
+    if (vm->state == VM_STARTING)
+        sbx_vm_fail_start(
+            vm, g_error_new(error->domain, error->code, "QEMU's monitor: %s", error->message));
+    else
+        sbx_vm_die(vm, error->message);
 }
 
 int sbx_vm_take_channel(SbxVm *vm)
@@ -322,8 +359,8 @@ const char *sbx_vm_console_tail(SbxVm *vm)
 void sbx_vm_kill(SbxVm *vm)
 {
     if (vm->state == VM_STARTING) {
-        sbx_vm_fail_start(vm, g_error_new(G_IO_ERROR, G_IO_ERROR_CANCELLED,
-                                          "the VM was killed while starting"));
+        sbx_vm_fail_start(
+            vm, g_error_new(G_IO_ERROR, G_IO_ERROR_CANCELLED, "the VM was killed while starting"));
         return;
     }
     if (vm->state != VM_DEAD)
@@ -364,9 +401,8 @@ char *sbx_vm_qmp_execute_finish(SbxVm *vm, GAsyncResult *result, GError **error)
     return g_task_propagate_pointer(G_TASK(result), error);
 }
 
-void sbx_vm_connect_port_async(SbxVm *vm, guint32 port, guint timeout_ms,
-                               GCancellable *cancellable, GAsyncReadyCallback callback,
-                               gpointer user_data)
+void sbx_vm_connect_port_async(SbxVm *vm, guint32 port, guint timeout_ms, GCancellable *cancellable,
+                               GAsyncReadyCallback callback, gpointer user_data)
 {
     if (vm->state != VM_RUNNING) {
         GTask *task = g_task_new(NULL, cancellable, callback, user_data);

@@ -20,7 +20,8 @@
 typedef struct SbxVm SbxVm;
 
 typedef struct {
-    const char *runtime_parent; /* where the per-VM runtime dir is made; NULL = $XDG_RUNTIME_DIR or /tmp */
+    /* Where the per-VM runtime dir is made; NULL = $XDG_RUNTIME_DIR or /tmp. */
+    const char *runtime_parent;
     guint32 guest_cid;          /* 0 = pick one (>= 3) */
     guint boot_timeout_ms;      /* QEMU start to agent accepting; 0 = default (60 s under TCG) */
     gboolean console_to_stderr; /* copy the guest console (bounded) to our stderr: --debug */
@@ -43,7 +44,8 @@ gboolean sbx_vm_start_finish(SbxVm *vm, GAsyncResult *result, GError **error);
 
 /**
  * The connected stream to the guest agent (a socket fd; ownership passes to the caller).
- * Valid once after a successful start; -1 otherwise.
+ * Valid once after a successful start; -1 otherwise. The fd is in blocking mode and
+ * close-on-exec. The agent closes it unless `hello` arrives within 5 s of the start completing.
  */
 int sbx_vm_take_channel(SbxVm *vm);
 
@@ -79,9 +81,8 @@ char *sbx_vm_qmp_execute_finish(SbxVm *vm, GAsyncResult *result, GError **error)
  * Open another stream to guest vsock port @port through the bridge (one attempt, answered
  * within @timeout_ms). G_IO_ERROR_CONNECTION_REFUSED if nothing listens there.
  */
-void sbx_vm_connect_port_async(SbxVm *vm, guint32 port, guint timeout_ms,
-                               GCancellable *cancellable, GAsyncReadyCallback callback,
-                               gpointer user_data);
+void sbx_vm_connect_port_async(SbxVm *vm, guint32 port, guint timeout_ms, GCancellable *cancellable,
+                               GAsyncReadyCallback callback, gpointer user_data);
 /** The connected socket fd (blocking, close-on-exec, caller owns it) or -1 with @error. */
 int sbx_vm_connect_port_finish(SbxVm *vm, GAsyncResult *result, GError **error);
 

@@ -38,9 +38,15 @@ static void queue_init(struct fake_guest *g, unsigned q, uint16_t num, uint64_t 
 
 void fg_init(struct fake_guest *g, uint16_t num)
 {
-    *g = (struct fake_guest){0};
-    g->ram = calloc(1, FG_RAM_SIZE);
-    assert(g->ram);
+    uint8_t *ram = calloc(1, FG_RAM_SIZE);
+    assert(ram);
+    fg_init_ram(g, num, ram);
+    g->own_ram = true;
+}
+
+void fg_init_ram(struct fake_guest *g, uint16_t num, uint8_t *ram)
+{
+    *g = (struct fake_guest){.ram = ram};
     vmem_add(&g->mem, FG_RAM_GPA, FG_RAM_SIZE, FG_RAM_UVA, g->ram);
     /* Each queue's rings need 16n + 6 + 2n + 6 + 8n bytes: < 32 KiB for n <= 1024. */
     assert(num <= 1024);
@@ -52,7 +58,8 @@ void fg_init(struct fake_guest *g, uint16_t num)
 
 void fg_fini(struct fake_guest *g)
 {
-    free(g->ram);
+    if (g->own_ram)
+        free(g->ram);
     g->ram = NULL;
 }
 

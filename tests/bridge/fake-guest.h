@@ -38,6 +38,7 @@ struct fg_queue {
 
 struct fake_guest {
     uint8_t *ram;
+    bool own_ram;
     struct vmem mem;
     struct fg_queue q[2];
     uint64_t heap; /* bump allocator for buffers, wraps around */
@@ -46,6 +47,9 @@ struct fake_guest {
 
 /** fg_init: RAM, a one-region table and two mapped queues of @num entries. */
 void fg_init(struct fake_guest *g, uint16_t num);
+
+/** fg_init_ram: the same on caller-owned RAM of FG_RAM_SIZE bytes (e.g. a shared memfd). */
+void fg_init_ram(struct fake_guest *g, uint16_t num, uint8_t *ram);
 void fg_fini(struct fake_guest *g);
 
 /** fg_ptr: host pointer for guest-physical @gpa (must be inside the fake RAM). */

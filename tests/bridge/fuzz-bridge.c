@@ -83,7 +83,11 @@ static struct vsock_conn *pick_conn(struct fz *f, struct input *in)
 static void op_send(struct fz *f, struct input *in)
 {
     /* Ports from a tiny set, or those of an open connection, so that packets meet them. */
-    struct virtio_vsock_hdr h = fg_hdr(u8(in) % 4, u8(in) % 4, u8(in) % 9, 0);
+    /* One read per statement: the order of evaluation of arguments is unspecified. */
+    uint8_t src = u8(in) % 4;
+    uint8_t dst = u8(in) % 4;
+    uint8_t op = u8(in) % 9;
+    struct virtio_vsock_hdr h = fg_hdr(src, dst, op, 0);
     uint8_t v = u8(in);
     struct vsock_conn *c = (v & 16) ? pick_conn(f, in) : NULL;
     if (c) {
@@ -196,9 +200,11 @@ static void step(struct fz *f, struct input *in)
     case 2:
         op_raw_chain(f, in);
         break;
-    case 3:
-        fg_post_rx(&f->g, 1 + u8(in) % 4, u8(in) * 8u);
+    case 3: {
+        unsigned count = 1 + u8(in) % 4;
+        fg_post_rx(&f->g, count, u8(in) * 8u);
         break;
+    }
     case 4:
         vsock_dev_process_tx(&f->d, &f->g.q[FG_TX].vq, &f->g.mem, &more);
         fg_drain(&f->g, FG_TX);

@@ -195,6 +195,33 @@ static void test_host_connect_refused_by_guest(void **state)
     assert_int_equal(f->closed, 1);
 }
 
+static void test_host_eof_before_response(void **state)
+{
+    struct fx *f = *state;
+    struct vsock_conn *c;
+    assert_int_equal(vsock_connect_guest(&f->d, 83, &f->token, &c), 0);
+    ringbuf_push(&c->to_guest, "req", 3);
+    vsock_conn_host_eof(&f->d, c, false); /* the client sent its request and shut down */
+    fg_post_rx(&f->g, 8, 4096);
+    run(f);
+    uint32_t hp = c->host_port, len;
+    assert_int_equal(recv_op(f, hp, 83, NULL, NULL), VIRTIO_VSOCK_OP_REQUEST);
+    send_op(f, 83, hp, VIRTIO_VSOCK_OP_RESPONSE, NULL, 0);
+    run(f);
+    assert_int_equal(recv_op(f, hp, 83, NULL, &len), VIRTIO_VSOCK_OP_RW);
+    assert_int_equal(len, 3);
+    assert_int_equal(recv_op(f, hp, 83, NULL, NULL), VIRTIO_VSOCK_OP_SHUTDOWN);
+    /* The same with nothing sent at all: SHUTDOWN follows RESPONSE at once. */
+    assert_int_equal(vsock_connect_guest(&f->d, 84, &f->token, &c), 0);
+    vsock_conn_host_eof(&f->d, c, false);
+    run(f);
+    hp = c->host_port;
+    assert_int_equal(recv_op(f, hp, 84, NULL, NULL), VIRTIO_VSOCK_OP_REQUEST);
+    send_op(f, 84, hp, VIRTIO_VSOCK_OP_RESPONSE, NULL, 0);
+    run(f);
+    assert_int_equal(recv_op(f, hp, 84, NULL, NULL), VIRTIO_VSOCK_OP_SHUTDOWN);
+}
+
 static void test_connect_timeout(void **state)
 {
     struct fx *f = *state;
@@ -607,6 +634,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_guest_connect_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_connect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_connect_refused_by_guest, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_eof_before_response, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connect_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guest_to_host_data, setup, teardown),
         cmocka_unit_test_setup_teardown(test_host_to_guest_split, setup, teardown),

@@ -45,13 +45,21 @@ static void test_result(void **state)
 {
     (void)state;
     SbxRunResult r = {.status = SBX_STATUS_ERROR, .exit_code = 1, .has_error = TRUE};
-    SbxToolRecord ok = {.call_id = 1, .provider = "my_tools", .tool = "do_it",
-                        .input_json = "{\"a\":1}", .answered = TRUE, .ok = TRUE,
-                        .result_json = "[1,2]", .duration_ms = 5};
-    SbxToolRecord bad = {.call_id = 2, .provider = "ghost", .tool = "x", .input_json = "null",
-                         .answered = TRUE, .error = {.code = SBX_ERR_TOOL, .message = "no"}};
-    SbxToolRecord open = {.call_id = 3, .provider = "my_tools", .tool = "do_it",
-                          .input_json = "0"};
+    SbxToolRecord ok = {.call_id = 1,
+                        .provider = "my_tools",
+                        .tool = "do_it",
+                        .input_json = "{\"a\":1}",
+                        .answered = TRUE,
+                        .ok = TRUE,
+                        .result_json = "[1,2]",
+                        .duration_ms = 5};
+    SbxToolRecord bad = {.call_id = 2,
+                         .provider = "ghost",
+                         .tool = "x",
+                         .input_json = "null",
+                         .answered = TRUE,
+                         .error = {.code = SBX_ERR_TOOL, .message = "no"}};
+    SbxToolRecord open = {.call_id = 3, .provider = "my_tools", .tool = "do_it", .input_json = "0"};
     const char *providers[] = {"my-tools"};
     const char *t0[] = {"do.it", NULL};
     const char *const *tools[] = {t0};
@@ -90,9 +98,8 @@ static void test_result(void **state)
     cJSON *c1 = cJSON_GetArrayItem(calls, 1);
     assert_string_equal(cJSON_GetObjectItem(c1, "provider")->valuestring, "ghost");
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(c1, "ok")));
-    assert_string_equal(
-        cJSON_GetObjectItem(cJSON_GetObjectItem(c1, "error"), "code")->valuestring,
-        "tool_error");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(c1, "error"), "code")->valuestring,
+                        "tool_error");
     cJSON *c2 = cJSON_GetArrayItem(calls, 2);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(c2, "answered")));
     assert_null(cJSON_GetObjectItem(c2, "ok"));
@@ -104,8 +111,8 @@ static void test_result(void **state)
 static void test_failure(void **state)
 {
     (void)state;
-    SbxReport rep = {.failure = "the VM did not boot\n", .failure_status = SBX_STATUS_CRASH,
-                     .boot_ms = -1};
+    SbxReport rep = {
+        .failure = "the VM did not boot\n", .failure_status = SBX_STATUS_CRASH, .boot_ms = -1};
     g_autofree char *text = sbx_report_json(&rep);
     cJSON *v = parse(text);
 

@@ -96,8 +96,8 @@ int main(int argc, char **argv)
         return 1;
     close(ready_fd);
     for (;;) {
-        struct pollfd p[3 + MAX_CLIENTS] = {{vhost_l, POLLIN, 0}, {uds_l, POLLIN, 0},
-                                            {vhost_c, POLLIN, 0}};
+        struct pollfd p[3 + MAX_CLIENTS] = {
+            {vhost_l, POLLIN, 0}, {uds_l, POLLIN, 0}, {vhost_c, POLLIN, 0}};
         for (int i = 0; i < n_echo; i++)
             p[3 + i] = (struct pollfd){echo[i], POLLIN, 0};
         if (poll(p, 3 + n_echo, -1) < 0)

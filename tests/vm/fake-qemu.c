@@ -73,23 +73,28 @@ static int answer(const char *line)
     if (strstr(line, "\"hang\""))
         return 0;
     if (strstr(line, "\"quit\"")) {
-        say(qmp_fd, "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
-                    "\"SHUTDOWN\", \"data\": {\"guest\": false, \"reason\": \"host-qmp-quit\"}}\r\n");
+        say(qmp_fd,
+            "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
+            "\"SHUTDOWN\", \"data\": {\"guest\": false, \"reason\": \"host-qmp-quit\"}}\r\n");
         snprintf(reply, sizeof reply, "{\"return\": {}, \"id\": %d}\r\n", id);
         say(qmp_fd, reply);
         return 1;
     }
     if (strstr(line, "\"query-status\"") && !strcmp(mode, "internal-error"))
-        snprintf(reply, sizeof reply, "{\"return\": {\"status\": \"internal-error\", "
-                 "\"running\": false}, \"id\": %d}\r\n", id);
+        snprintf(reply, sizeof reply,
+                 "{\"return\": {\"status\": \"internal-error\", "
+                 "\"running\": false}, \"id\": %d}\r\n",
+                 id);
     else if (strstr(line, "\"qmp_capabilities\"") || strstr(line, "\"query-status\""))
         snprintf(reply, sizeof reply, "{\"return\": %s, \"id\": %d}\r\n",
                  strstr(line, "query-status") ? "{\"status\": \"running\", \"running\": true}"
                                               : "{}",
                  id);
     else
-        snprintf(reply, sizeof reply, "{\"error\": {\"class\": \"CommandNotFound\", \"desc\": "
-                 "\"no such command\"}, \"id\": %d}\r\n", id);
+        snprintf(reply, sizeof reply,
+                 "{\"error\": {\"class\": \"CommandNotFound\", \"desc\": "
+                 "\"no such command\"}, \"id\": %d}\r\n",
+                 id);
     say(qmp_fd, reply);
     if (strstr(line, "\"qmp_capabilities\"") && !strcmp(mode, "internal-error"))
         say(qmp_fd, "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
@@ -155,8 +160,9 @@ int main(int argc, char **argv)
         }
         if (die_at >= 0 && now_ms() >= die_at) {
             say(con_fd, "Kernel panic - not syncing: fake\n");
-            say(qmp_fd, "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
-                        "\"SHUTDOWN\", \"data\": {\"guest\": true, \"reason\": \"guest-reset\"}}\r\n");
+            say(qmp_fd,
+                "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
+                "\"SHUTDOWN\", \"data\": {\"guest\": true, \"reason\": \"guest-reset\"}}\r\n");
             return 0;
         }
     }

@@ -44,14 +44,14 @@ static void put(const char *name, const char *text)
 /* Three files with the sizes the manifest below records. */
 static void put_files(void)
 {
-    put("vmlinux", "kernel!");      /* 7 */
-    put("vmlinuz", "kz");           /* 2 */
-    put("initramfs.cpio", "cpio");  /* 4 */
-    put("rootfs.erofs", "erofs");   /* 5 */
+    put("vmlinux", "kernel!");     /* 7 */
+    put("vmlinuz", "kz");          /* 2 */
+    put("initramfs.cpio", "cpio"); /* 4 */
+    put("rootfs.erofs", "erofs");  /* 5 */
 }
 
-#define FILES                                                                                   \
-    "\"files\": {\"vmlinux\": {\"size\": 7}, \"vmlinuz\": {\"size\": 2}, "                     \
+#define FILES                                                                                      \
+    "\"files\": {\"vmlinux\": {\"size\": 7}, \"vmlinuz\": {\"size\": 2}, "                         \
     "\"initramfs.cpio\": {\"size\": 4}, \"rootfs.erofs\": {\"size\": 5, \"sha256\": \"x\"}}"
 
 static void expect_error(int code, const char *expected)
@@ -101,8 +101,8 @@ static void test_boot_file_choice(void **state)
 
     (void)state;
     put_files();
-    put("manifest.json", "{\"image_id\": \"abc\", \"kernel\": {\"boot_file\": \"vmlinuz\"}, "
-                         FILES "}");
+    put("manifest.json",
+        "{\"image_id\": \"abc\", \"kernel\": {\"boot_file\": \"vmlinuz\"}, " FILES "}");
     img = sbx_image_open(dir, &error);
     assert_non_null(img);
     assert_true(g_str_has_suffix(img->kernel, "/vmlinuz"));
@@ -118,8 +118,8 @@ static void test_bad_images(void **state)
     put("manifest.json", "{\"image_id\": \"abc\", \"files\": {\"vmlinux\": {\"size\": 7}, "
                          "\"rootfs.erofs\": {\"size\": 5}}}");
     expect_error(SBX_VM_ERROR_IMAGE, "initramfs.cpio is not listed in manifest.json");
-    put("manifest.json", "{\"image_id\": \"abc\", \"kernel\": {\"boot_file\": \"../../etc/x\"}, "
-                         FILES "}");
+    put("manifest.json",
+        "{\"image_id\": \"abc\", \"kernel\": {\"boot_file\": \"../../etc/x\"}, " FILES "}");
     expect_error(SBX_VM_ERROR_IMAGE, "invalid file \"../../etc/x\"");
     put("manifest.json", "{" FILES "}");
     expect_error(SBX_VM_ERROR_IMAGE, "image_id");

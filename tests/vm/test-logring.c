@@ -98,10 +98,8 @@ static void test_copy_is_capped(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_keeps_last_bytes),
-        cmocka_unit_test(test_sanitize),
-        cmocka_unit_test(test_tail_lines),
-        cmocka_unit_test(test_reads_fd_bounded),
+        cmocka_unit_test(test_keeps_last_bytes), cmocka_unit_test(test_sanitize),
+        cmocka_unit_test(test_tail_lines),       cmocka_unit_test(test_reads_fd_bounded),
         cmocka_unit_test(test_copy_is_capped),
     };
 

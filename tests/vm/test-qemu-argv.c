@@ -189,8 +189,12 @@ static void test_accel(void **state)
 static void test_kvm_argv(void **state)
 {
     g_autoptr(SbxProfile) p = profile(SBX_MACHINE_MICROVM);
-    SbxQemuRuntime rt = {.qemu = "q", .accel = SBX_ACCEL_KVM, .tsc_khz = 1000000,
-                         .qmp_fd = 3, .console_fd = 4, .vhost_user_path = "/v"};
+    SbxQemuRuntime rt = {.qemu = "q",
+                         .accel = SBX_ACCEL_KVM,
+                         .tsc_khz = 1000000,
+                         .qmp_fd = 3,
+                         .console_fd = 4,
+                         .vhost_user_path = "/v"};
     g_auto(GStrv) argv = sbx_qemu_argv(p, &image, &rt);
 
     (void)state;

@@ -145,7 +145,8 @@ static void test_handshake_and_reply(void **state)
     assert_string_equal(sbx_qmp_version(fx->qmp), "7.2.22");
     execute(fx, "query-status", NULL, 0);
     assert_true(fx->ok);
-    assert_string_equal(fx->result, "{\"status\":\"running\",\"singlestep\":false,\"running\":true}");
+    assert_string_equal(fx->result,
+                        "{\"status\":\"running\",\"singlestep\":false,\"running\":true}");
     assert_null(fake_qmp_error(fx->fake));
     assert_int_equal(fx->broken, 0);
 }
@@ -196,11 +197,10 @@ static void test_event_interleaved(void **state)
 {
     static const FakeQmpStep steps[] = {
         {"qmp_capabilities", CAPS_OK},
-        {"stop",
-         "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 5}, \"event\": \"STOP\"}\r\n"
-         "{\"return\": {}, \"id\": %ID%}\r\n"
-         "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 9}, \"event\": \"RESUME\", "
-         "\"data\": {\"x\": 1}}\r\n"},
+        {"stop", "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 5}, \"event\": \"STOP\"}\r\n"
+                 "{\"return\": {}, \"id\": %ID%}\r\n"
+                 "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 9}, \"event\": \"RESUME\", "
+                 "\"data\": {\"x\": 1}}\r\n"},
     };
     Fx *fx = *state;
 
@@ -218,8 +218,7 @@ static void test_event_interleaved(void **state)
 static void test_timeout_breaks(void **state)
 {
     static const FakeQmpStep steps[] = {
-        {"qmp_capabilities", CAPS_OK},
-        {"cont", NULL}, /* never answered: QEMU is stuck */
+        {"qmp_capabilities", CAPS_OK}, {"cont", NULL}, /* never answered: QEMU is stuck */
     };
     Fx *fx = *state;
     gint64 t0;

@@ -26,7 +26,7 @@ static void test_parse_mhz(void **state)
     assert_int_equal(sbx_tsc_parse_mhz("2599.99876", &khz), 0); /* extra decimals dropped */
     assert_int_equal(khz, 2599998);
     khz = 7;
-    assert_int_equal(sbx_tsc_parse_mhz("99.999", &khz), -EINVAL); /* below 100 MHz */
+    assert_int_equal(sbx_tsc_parse_mhz("99.999", &khz), -EINVAL);    /* below 100 MHz */
     assert_int_equal(sbx_tsc_parse_mhz("10000.001", &khz), -EINVAL); /* above 10 GHz */
     assert_int_equal(sbx_tsc_parse_mhz("1234567", &khz), -EINVAL);
     assert_int_equal(sbx_tsc_parse_mhz("abc", &khz), -EINVAL);
@@ -36,21 +36,18 @@ static void test_parse_mhz(void **state)
 
 static void test_from_log(void **state)
 {
-    static const char processor_only[] =
-        "Linux version 6.1.0\n"
-        "tsc: Detected 2599.998 MHz processor\n"
-        "clocksource: tsc-early: mask: 0xffffffffffffffff\n";
-    static const char all_three[] =
-        "tsc: Detected 2400.000 MHz processor\n"
-        "tsc: Detected 2399.876 MHz TSC\n"
-        "tsc: Refined TSC clocksource calibration: 2399.912 MHz\n";
+    static const char processor_only[] = "Linux version 6.1.0\n"
+                                         "tsc: Detected 2599.998 MHz processor\n"
+                                         "clocksource: tsc-early: mask: 0xffffffffffffffff\n";
+    static const char all_three[] = "tsc: Detected 2400.000 MHz processor\n"
+                                    "tsc: Detected 2399.876 MHz TSC\n"
+                                    "tsc: Refined TSC clocksource calibration: 2399.912 MHz\n";
     static const char two_boots[] = /* kern.log style: the last boot wins */
         "tsc: Refined TSC clocksource calibration: 1999.000 MHz\n"
         "tsc: Refined TSC clocksource calibration: 2099.000 MHz\n";
-    static const char junk[] =
-        "tsc: Refined TSC clocksource calibration: fast\n"
-        "tsc: Detected lots of MHz TSC\n"
-        "tsc: Detected 12 MHz processor\n";
+    static const char junk[] = "tsc: Refined TSC clocksource calibration: fast\n"
+                               "tsc: Detected lots of MHz TSC\n"
+                               "tsc: Detected 12 MHz processor\n";
     guint khz = 0;
 
     (void)state;

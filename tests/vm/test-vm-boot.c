@@ -17,19 +17,19 @@
 #include "vm.h"
 
 /* A cold TCG boot takes ~2 s; on a host busy with other boots, much more. */
-#define BOOT_TIMEOUT_MS 120000
+#define BOOT_TIMEOUT_MS 60000
 
 /* One answer from the agent (hello_ok, pong). */
 #define REPLY_TIMEOUT_MS 10000
 
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fprintf(stderr, "\n");                                                             \
-            return FALSE;                                                                      \
-        }                                                                                      \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            return FALSE;                                                                          \
+        }                                                                                          \
     } while (0)
 
 typedef struct {
@@ -98,8 +98,10 @@ static gboolean talk(int fd)
 
     for (size_t i = 0; i < sizeof entropy; i++)
         entropy[i] = (uint8_t)g_random_int();
-    hello.hello = (SbxHello){.version = SBX_PROTOCOL_VERSION, .token = "boot-test",
-                             .entropy = entropy, .entropy_len = sizeof entropy,
+    hello.hello = (SbxHello){.version = SBX_PROTOCOL_VERSION,
+                             .token = "boot-test",
+                             .entropy = entropy,
+                             .entropy_len = sizeof entropy,
                              .time_us = g_get_real_time()};
     CHECK(send_msg(fd, &hello), "sending hello");
     CHECK(recv_msg(fd, &reply), "no hello_ok from the agent");

@@ -13,7 +13,9 @@
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test-util.h"
@@ -75,20 +77,27 @@ static int setup(void **state)
     return 0;
 }
 
+static void remove_tree(const char *dir);
+
 static int teardown(void **state)
 {
     Fx *fx = *state;
+    guint children;
+    gboolean empty;
 
     sbx_vm_free(fx->vm);
-    /* Nothing may be left behind, on any path. */
-    assert_int_equal(count_children(), 0);
-    assert_true(dir_empty(fx->parent));
-    g_rmdir(fx->parent);
+    children = count_children();
+    empty = dir_empty(fx->parent);
+    /* Clean up before asserting, so that a failure leaves nothing behind either. */
+    remove_tree(fx->parent);
     g_free(fx->parent);
     sbx_profile_free(fx->profile);
     g_clear_error(&fx->error);
     g_free(fx->exit_reason);
     g_free(fx);
+    /* Nothing may be left behind, on any path. */
+    assert_int_equal(children, 0);
+    assert_true(empty);
     return 0;
 }
 
@@ -130,7 +139,7 @@ static gboolean start(Fx *fx, guint boot_timeout_ms)
 }
 
 static void expect_start_error_within(Fx *fx, guint boot_timeout_ms, GQuark domain, int code,
-                                     const char *text)
+                                      const char *text)
 {
     assert_false(start(fx, boot_timeout_ms));
     if (!g_error_matches(fx->error, domain, code) || !strstr(fx->error->message, text))
@@ -169,7 +178,6 @@ static void test_start_and_free(void **state)
     assert_memory_equal(buf, "ping", 4);
     assert_non_null(strstr(sbx_vm_console_tail(fx->vm), "fake-qemu: agent up"));
     sbx_vm_free(g_steal_pointer(&fx->vm));
-    if (!pid_gone(bridge)) { print_message("DEBUG bridge not gone yet\n"); g_usleep(200000); print_message("DEBUG after 200ms gone=%d\n", pid_gone(bridge)); run_for(100); print_message("DEBUG after loop gone=%d\n", pid_gone(bridge)); }
     assert_true(pid_gone(qemu));
     assert_true(pid_gone(bridge));
     assert_int_equal(fx->exits, 0); /* free is not an unexpected exit */
@@ -456,7 +464,92 @@ static void test_console_flood_is_bounded(void **state)
     assert_non_null(strstr(tail, "fake-qemu: agent up"));
 }
 
-int main(void)
+/*
+ * --hold-vm PARENT: start a VM (with the fakes) in PARENT, print "<qemu pid> <bridge pid>\n"
+ * once it runs, then wait to be killed. Used to check PR_SET_PDEATHSIG.
+ */
+static int hold_vm(const char *parent)
+{
+    g_autofree char *dir = g_build_filename(SBX_SOURCE_DIR, "qemu-profiles", NULL);
+    g_autoptr(SbxProfile) profile = sbx_profile_load_named(dir, "q35", NULL);
+    SbxImage image = {"/img", "/img/vmlinux", "/img/initramfs.cpio", "/img/rootfs.erofs", "h"};
+    SbxVmOptions opts = {.runtime_parent = parent};
+    Fx fx = {0};
+
+    fx.vm = sbx_vm_new(profile, &image, &opts);
+    sbx_vm_start_async(fx.vm, NULL, on_started, &fx);
+    if (!run_until(&fx.done, 10000) || !fx.ok)
+        return 1;
+    printf("%d %d\n", (int)sbx_vm_qemu_pid(fx.vm), (int)sbx_vm_bridge_pid(fx.vm));
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
+/* Reap @pid (our orphaned grandchild, thanks to PR_SET_CHILD_SUBREAPER) within 5 s. */
+static int reap_orphan(GPid pid)
+{
+    int status = -1;
+
+    for (int i = 0; i < 500; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return status;
+        g_usleep(10000);
+    }
+    return -1;
+}
+
+/* Remove a runtime dir that a killed process could not clean (its sockets). */
+static void remove_tree(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK))
+            remove_tree(path);
+        else
+            g_unlink(path);
+    }
+    g_rmdir(dir);
+}
+
+static void test_children_die_with_parent(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+    const char *argv[] = {self, "--hold-vm", fx->parent, NULL};
+    GPid holder;
+    int out = -1, qemu = 0, bridge = 0;
+    char line[64] = "";
+    FILE *f;
+
+    /* Orphans are re-parented to us, so we can reap them and see how they died. */
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    assert_true(g_spawn_async_with_pipes(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                         NULL, &holder, NULL, &out, NULL, NULL));
+    f = fdopen(out, "r");
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_int_equal(sscanf(line, "%d %d", &qemu, &bridge), 2);
+    kill(holder, SIGKILL);
+    assert_int_equal(waitpid(holder, NULL, 0), holder);
+    /* PR_SET_PDEATHSIG: both get SIGKILL when their parent dies. */
+    assert_int_equal(reap_orphan(qemu), SIGKILL);
+    assert_int_equal(reap_orphan(bridge), SIGKILL);
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    {
+        g_autoptr(GDir) d = g_dir_open(fx->parent, 0, NULL);
+        const char *name;
+        while ((name = g_dir_read_name(d))) {
+            g_autofree char *path = g_build_filename(fx->parent, name, NULL);
+            remove_tree(path);
+        }
+    }
+}
+
+static int run_all(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
@@ -480,8 +573,16 @@ int main(void)
         T(test_qmp_passthrough_and_timeout),
         T(test_connect_port),
         T(test_console_flood_is_bounded),
+        T(test_children_die_with_parent),
     };
 
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && g_str_equal(argv[1], "--hold-vm"))
+        return hold_vm(argv[2]);
     signal(SIGPIPE, SIG_IGN);
     if (!g_getenv("FAKE_QEMU") || !g_getenv("FAKE_BRIDGE")) {
         fprintf(stderr, "run through meson: FAKE_QEMU and FAKE_BRIDGE must be set\n");
@@ -489,5 +590,5 @@ int main(void)
     }
     if (g_getenv("TEST_FILTER"))
         cmocka_set_test_filter(g_getenv("TEST_FILTER"));
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return run_all();
 }
