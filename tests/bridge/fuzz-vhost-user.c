@@ -22,12 +22,12 @@
 /* Guest RAM for SET_MEM_TABLE: small, so that mapping it per input stays cheap. */
 #define FZ_MEM_SIZE (1u << 20)
 
-#define FZ_CHECK(cond)                                                                        \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);          \
-            abort();                                                                          \
-        }                                                                                     \
+#define FZ_CHECK(cond)                                                                             \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static void fz_kick(void *opaque, unsigned q)

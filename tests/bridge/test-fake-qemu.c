@@ -62,8 +62,8 @@ static pid_t spawn_bridge(struct fx *f)
         dup2(p[1], 3); /* dup2 clears CLOEXEC on the copy */
         char cid[16];
         snprintf(cid, sizeof(cid), "%d", GUEST_CID);
-        execl(bridge_path, bridge_path, "--vhost-user", f->vu, "--uds", f->uds, "--guest-cid",
-              cid, "--ready-fd", "3", (char *)NULL);
+        execl(bridge_path, bridge_path, "--vhost-user", f->vu, "--uds", f->uds, "--guest-cid", cid,
+              "--ready-fd", "3", (char *)NULL);
         _exit(127);
     }
     close(p[1]);
@@ -113,8 +113,8 @@ static long rss_kb(pid_t pid)
 
 /* ---- vhost-user front-end ----------------------------------------------------------------- */
 
-static void vu_send(struct fx *f, uint32_t req, uint32_t flags, const void *payload,
-                    uint32_t size, const int *fds, unsigned nfds)
+static void vu_send(struct fx *f, uint32_t req, uint32_t flags, const void *payload, uint32_t size,
+                    const int *fds, unsigned nfds)
 {
     uint8_t buf[sizeof(struct vu_hdr) + 512];
     struct vu_hdr h = {.request = req, .flags = VU_FLAG_VERSION | flags, .size = size};
@@ -151,8 +151,8 @@ static uint32_t vu_recv(struct fx *f, uint32_t req, void *payload, size_t max)
 }
 
 /* A message with REPLY_ACK: the bridge must answer 0. */
-static void vu_acked(struct fx *f, uint32_t req, const void *payload, uint32_t size,
-                     const int *fds, unsigned nfds)
+static void vu_acked(struct fx *f, uint32_t req, const void *payload, uint32_t size, const int *fds,
+                     unsigned nfds)
 {
     vu_send(f, req, VU_FLAG_NEED_REPLY, payload, size, fds, nfds);
     uint64_t ack = 99;
@@ -175,8 +175,8 @@ static void setup_vring(struct fx *f, uint32_t q)
     s.num = 0;
     vu_acked(f, VU_SET_VRING_BASE, &s, sizeof(s), NULL, 0);
     const struct virtq *vq = &f->g.q[q].vq;
-    struct vu_vring_addr a = {.index = q, .desc = vq->desc_addr, .used = vq->used_addr,
-                              .avail = vq->avail_addr};
+    struct vu_vring_addr a = {
+        .index = q, .desc = vq->desc_addr, .used = vq->used_addr, .avail = vq->avail_addr};
     vu_acked(f, VU_SET_VRING_ADDR, &a, sizeof(a), NULL, 0);
     uint64_t v = q;
     vu_acked(f, VU_SET_VRING_CALL, &v, 8, &f->call[q], 1);
@@ -200,8 +200,8 @@ static void negotiate(struct fx *f)
     assert_int_equal(cfg[12], GUEST_CID);
     vu_acked(f, VU_SET_FEATURES, &feat, 8, NULL, 0);
     struct vu_mem_table t = {.nregions = 1};
-    t.regions[0] = (struct vu_mem_region){.gpa = FG_RAM_GPA, .size = FG_RAM_SIZE,
-                                          .uva = FG_RAM_UVA};
+    t.regions[0] =
+        (struct vu_mem_region){.gpa = FG_RAM_GPA, .size = FG_RAM_SIZE, .uva = FG_RAM_UVA};
     vu_acked(f, VU_SET_MEM_TABLE, &t, 8 + sizeof(struct vu_mem_region), &f->memfd, 1);
     setup_vring(f, FG_RX);
     setup_vring(f, FG_TX);
@@ -381,7 +381,8 @@ static void attack(struct fx *f, uint64_t *seed, int round)
         struct fg_desc d[3];
         for (int i = 0; i < 3; i++)
             d[i] = (struct fg_desc){.gpa = ((uint64_t)rnd(seed) << (rnd(seed) % 33)),
-                                    .len = rnd(seed), .write = rnd(seed) & 1};
+                                    .len = rnd(seed),
+                                    .write = rnd(seed) & 1};
         fg_add_chain(&f->g, rnd(seed) & 1, d, 1 + rnd(seed) % 3);
     } else {
         for (int i = 0; i < 16; i++)
