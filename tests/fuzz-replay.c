@@ -1,6 +1,7 @@
 /*
  * Replays a fuzz target over files and directories of files (a seed corpus), so that the
- * normal test run checks every input the fuzzers ever found interesting.
+ * normal test run checks every input the fuzzers ever found interesting. Linked with each
+ * target of tests/ (protocol, bridge); in -Dfuzzing builds libFuzzer's main takes its place.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -9,9 +10,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fuzz.h"
+#include <stdint.h>
 
-/* Corpus files are small; anything bigger than a frame is not a seed of ours. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Corpus files are small; anything bigger than a protocol frame is not a seed of ours. */
 #define REPLAY_FILE_MAX (8u * 1024 * 1024)
 
 static int replay_file(const char *path)
