@@ -27,6 +27,15 @@ static int add_credited(int fd, const uint8_t *buf, size_t len)
     memcpy(info->buf, buf, len);
     if (ioctl(fd, RNDADDENTROPY, info) < 0)
         r = -errno;
+    /*
+     * Adding entropy does not change what the kernel's generator (the crng) outputs: once it is
+     * ready, it takes from the input pool only when it reseeds, every 60 s (at early uptime,
+     * every uptime/2 s). Every VM restored from one snapshot would then read the same
+     * getrandom() bytes until that reseed: seen as identical Math.random() and
+     * crypto.randomUUID() in node started right after a restore. Reseed now.
+     */
+    if (r == 0 && ioctl(fd, RNDRESEEDCRNG) < 0)
+        r = -errno;
     explicit_bzero(info, sizeof(*info) + len);
     free(info);
     return r;

@@ -30,8 +30,13 @@
 /* Largest --timeout: a day. An execution meant to run longer is a mistake in the request. */
 #define RUN_TIMEOUT_MAX_S 86400.0
 
-/* Default machine profile: microvm boots fastest (shared/FINDINGS.md). */
-#define RUN_PROFILE_DEFAULT "microvm"
+/*
+ * Default machine profiles. A restore is fastest on q35 (ACPI hot-plug binds the vsock device
+ * in ~70 ms; microvm's native PCIe hot-plug takes ~200 ms: docs/snapshot.md); a cold boot is
+ * fastest on microvm (shared/FINDINGS.md).
+ */
+#define RUN_PROFILE_DEFAULT "q35"
+#define RUN_PROFILE_DEFAULT_COLD "microvm"
 
 typedef struct {
     SbxCli *cli;
@@ -43,6 +48,7 @@ typedef struct {
     char *output_limit_opt;
     gboolean json;
     gboolean debug;
+    gboolean cold;
     /* inputs */
     char *file;
     char *code;
@@ -51,6 +57,7 @@ typedef struct {
     guint64 output_limit;
     SbxProfile *profile;
     SbxImage *image;
+    SbxSnapshot *snapshot; /* restore from it; NULL with --cold */
     SbxTools *tools;
     /* running */
     SbxVm *vm;
@@ -123,9 +130,24 @@ static void print_summary(RunCtx *ctx)
     }
 }
 
+/* Restore-to-ready (the whole start, RAM copy included) or cold boot to ready. */
+static gint64 start_us(RunCtx *ctx)
+{
+    SbxVmRestoreTimes t;
+
+    if (!ctx->vm_started) {
+        return 0;
+    }
+    if (!sbx_vm_restored(ctx->vm)) {
+        return sbx_vm_boot_us(ctx->vm);
+    }
+    sbx_vm_restore_times(ctx->vm, &t);
+    return t.total;
+}
+
 static void print_report(RunCtx *ctx)
 {
-    gint64 boot_us = ctx->vm_started ? sbx_vm_boot_us(ctx->vm) : 0;
+    gint64 boot_us = start_us(ctx);
     SbxReport rep = {
         .result = ctx->result,
         .failure = ctx->failure,
@@ -134,7 +156,11 @@ static void print_report(RunCtx *ctx)
         .boot_ms = boot_us > 0 ? boot_us / 1000 : -1,
     };
     g_autofree char *json = sbx_report_json(&rep);
-    fputs(json, stdout);
+    /* Which start it was, as the report's first member (the report is one JSON object). */
+    g_assert(json[0] == '{');
+    fprintf(stdout, "{\"start\":\"%s\"%s", ctx->cold ? "cold" : "restore",
+            json[1] == '}' ? "" : ",");
+    fputs(json + 1, stdout);
     fflush(stdout);
 }
 
@@ -157,9 +183,9 @@ static void maybe_finish(RunCtx *ctx)
     }
     if (ctx->debug && ctx->result != NULL) {
         fprintf(stderr,
-                "sandbox: boot %" G_GINT64_FORMAT " ms, execution %" G_GUINT64_FORMAT
+                "sandbox: %s %" G_GINT64_FORMAT " ms, execution %" G_GUINT64_FORMAT
                 " ms, status %s\n",
-                ctx->vm_started ? sbx_vm_boot_us(ctx->vm) / 1000 : 0, ctx->result->duration_ms,
+                ctx->cold ? "cold boot" : "restore", start_us(ctx) / 1000, ctx->result->duration_ms,
                 sbx_status_name(ctx->result->status));
     }
     sbx_cli_quit(ctx->cli, code);
@@ -468,7 +494,9 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
         {"lang", 'l', 0, G_OPTION_ARG_STRING, &ctx->lang_opt,
          "Language (default: from the file extension)", "javascript|python"},
         {"profile", 'p', 0, G_OPTION_ARG_STRING, &ctx->profile_name,
-         "Machine profile (default: " RUN_PROFILE_DEFAULT ")", "q35|microvm"},
+         "Machine profile (default: " RUN_PROFILE_DEFAULT ", with --cold " RUN_PROFILE_DEFAULT_COLD
+         ")",
+         "q35|microvm"},
         {"tools", 't', 0, G_OPTION_ARG_FILENAME, &ctx->tools_path, "Tool catalog", "FILE"},
         {"timeout", 0, 0, G_OPTION_ARG_STRING, &ctx->timeout_opt,
          "Wall-clock limit of the execution (default: 30)", "SECONDS"},
@@ -476,6 +504,8 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
          "Cap on stdout+stderr (default: 10M)", "BYTES"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &ctx->json, "Print one JSON object at the end", NULL},
         {"debug", 0, 0, G_OPTION_ARG_NONE, &ctx->debug, "Show the guest console and timings", NULL},
+        {"cold", 0, 0, G_OPTION_ARG_NONE, &ctx->cold,
+         "Boot the VM instead of restoring it from the snapshot", NULL},
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GOptionContext) oc = g_option_context_new("FILE|- - run a program in a fresh VM");
@@ -513,6 +543,30 @@ static gboolean load_user_inputs(RunCtx *ctx, int argc, char **argv, GError **er
 
 static RunCtx *run_ctx;
 
+static void on_make_snapshot(const char *dir, gpointer data)
+{
+    RunCtx *ctx = data;
+
+    fprintf(stderr, "sandbox: making the %s snapshot (once per image and profile): %s\n",
+            sbx_profile_name(ctx->profile), dir);
+}
+
+/* The snapshot to restore from, made first if missing (this blocks: before the loop runs). */
+static SbxSnapshot *ensure_snapshot(RunCtx *ctx, GError **error)
+{
+    SbxSnapshotOptions so = {
+        .on_make = on_make_snapshot,
+        .user_data = ctx,
+        .console_to_stderr = ctx->debug,
+    };
+    SbxSnapshot *snap = sbx_snapshot_ensure(ctx->profile, ctx->image, &so, error);
+
+    if (snap == NULL) {
+        g_prefix_error(error, "no snapshot to restore (--cold boots without one): ");
+    }
+    return snap;
+}
+
 static int run_start(SbxCli *cli, int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
@@ -524,18 +578,23 @@ static int run_start(SbxCli *cli, int argc, char **argv)
         fprintf(stderr, "sandbox run: %s\n", error->message);
         return SBX_EXIT_USAGE;
     }
-    const char *profile = ctx->profile_name != NULL ? ctx->profile_name : RUN_PROFILE_DEFAULT;
+    const char *profile = ctx->profile_name != NULL ? ctx->profile_name
+                          : ctx->cold               ? RUN_PROFILE_DEFAULT_COLD
+                                                    : RUN_PROFILE_DEFAULT;
     ctx->profile = sbx_profile_load_named(NULL, profile, &error);
     if (ctx->profile != NULL) {
         ctx->image = sbx_image_open(NULL, &error);
     }
-    if (ctx->image == NULL) {
+    if (ctx->image != NULL && !ctx->cold) {
+        ctx->snapshot = ensure_snapshot(ctx, &error);
+    }
+    if (ctx->image == NULL || (!ctx->cold && ctx->snapshot == NULL)) {
         ctx->finished = TRUE;
         ctx->failure = g_strdup(error->message);
         ctx->json ? print_report(ctx) : print_summary(ctx);
         return SBX_EXIT_SANDBOX;
     }
-    SbxVmOptions opts = {.console_to_stderr = ctx->debug};
+    SbxVmOptions opts = {.console_to_stderr = ctx->debug, .snapshot = ctx->snapshot};
     ctx->vm = sbx_vm_new(ctx->profile, ctx->image, &opts);
     cli->on_signal = on_signal;
     cli->data = ctx;
@@ -554,6 +613,7 @@ static void run_cleanup(SbxCli *cli)
     sbx_session_free(ctx->session); /* ctx->result points into it: gone from here on */
     sbx_vm_free(ctx->vm);
     sbx_tools_free(ctx->tools);
+    sbx_snapshot_free(ctx->snapshot);
     sbx_image_free(ctx->image);
     sbx_profile_free(ctx->profile);
     g_clear_object(&ctx->cancel);

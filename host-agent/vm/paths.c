@@ -40,3 +40,8 @@ char *sbx_paths_runtime_parent(void)
 {
     return env_or("XDG_RUNTIME_DIR", "/tmp");
 }
+
+char *sbx_paths_snapshot_dir(void)
+{
+    return env_or("SANDBOX_SNAPSHOT_DIR", SBX_BUILD_DIR "/snapshots");
+}

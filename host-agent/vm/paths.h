@@ -20,3 +20,6 @@ char *sbx_paths_qemu(void);
 
 /** Parent of per-VM runtime dirs when the caller gives none: $XDG_RUNTIME_DIR, else /tmp. */
 char *sbx_paths_runtime_parent(void);
+
+/** The snapshot cache: $SANDBOX_SNAPSHOT_DIR, else <build>/snapshots. Caller frees. */
+char *sbx_paths_snapshot_dir(void);

@@ -61,12 +61,25 @@ gboolean sbx_qemu_resolve_accel(const SbxProfile *profile, SbxAccel *ret_accel, 
 
 char *sbx_qemu_kernel_cmdline(const SbxProfile *profile, guint tsc_khz)
 {
+    return sbx_qemu_kernel_cmdline_full(profile, tsc_khz, FALSE);
+}
+
+char *sbx_qemu_kernel_cmdline_full(const SbxProfile *profile, guint tsc_khz,
+                                   gboolean snapshot_layout)
+{
+    /*
+     * microvm publishes no MCFG table, so without pcie_ports=native the kernel never loads
+     * pciehp and a device hot-plugged after a restore is never seen (shared/FINDINGS.md).
+     */
+    const char *native =
+        snapshot_layout && profile->machine == SBX_MACHINE_MICROVM ? " pcie_ports=native" : "";
+
     /*
      * console=ttyS0: the serial port is the only console (-nodefaults). quiet: printing to an
      * emulated UART costs boot time. panic=-1: a panicking guest resets at once, and with
      * -no-reboot QEMU then exits instead of hanging. tsc_early_khz: see tsc.h.
      */
-    return g_strdup_printf("console=ttyS0 quiet panic=-1 tsc_early_khz=%u%s%s", tsc_khz,
+    return g_strdup_printf("console=ttyS0 quiet panic=-1 tsc_early_khz=%u%s%s%s", tsc_khz, native,
                            *profile->cmdline_extra ? " " : "", profile->cmdline_extra);
 }
 
@@ -108,8 +121,17 @@ static void add_machine(GPtrArray *argv, const SbxProfile *p, const SbxQemuRunti
      * (vhost-user). The id must be pc.ram, the name QEMU gives the RAM block of a machine
      * without a backend, or a saved state does not load into this VM ("Unknown ramblock").
      */
-    addf(argv, "-object", "memory-backend-memfd,id=pc.ram,size=%uM,share=on", p->memory_mib);
-    addf(argv, "-machine", "%s,memory-backend=pc.ram", sbx_machine_name(p->machine));
+    if (rt->ram_path) {
+        /* A file we made: a snapshot's RAM is the file, saved apart from the device state. */
+        g_autofree char *ram = sbx_qemu_escape_opt(rt->ram_path);
+        addf(argv, "-object", "memory-backend-file,id=pc.ram,size=%uM,mem-path=%s,share=on",
+             p->memory_mib, ram);
+    } else {
+        addf(argv, "-object", "memory-backend-memfd,id=pc.ram,size=%uM,share=on", p->memory_mib);
+    }
+    /* microvm has PCIe only on request; the snapshot layout needs it for hot-plug. */
+    addf(argv, "-machine", "%s%s,memory-backend=pc.ram", sbx_machine_name(p->machine),
+         rt->snapshot_layout && p->machine == SBX_MACHINE_MICROVM ? ",pcie=on" : "");
     addf(argv, "-m", "%uM", p->memory_mib); /* QEMU refuses a backend of another size */
     add(argv, "-accel", rt->accel == SBX_ACCEL_KVM ? "kvm" : "tcg");
     if (p->cpu)
@@ -126,7 +148,7 @@ static void add_boot(GPtrArray *argv, const SbxProfile *p, const SbxImage *img,
     add(argv, "-kernel", img->kernel);
     add(argv, "-initrd", img->initramfs);
     g_ptr_array_add(argv, g_strdup("-append"));
-    g_ptr_array_add(argv, sbx_qemu_kernel_cmdline(p, rt->tsc_khz));
+    g_ptr_array_add(argv, sbx_qemu_kernel_cmdline_full(p, rt->tsc_khz, rt->snapshot_layout));
     addf(argv, "-drive", "file=%s,if=none,id=root,format=raw,readonly=on", rootfs);
     /* On microvm, virtio-mmio-bus.0 never gets an interrupt (its pin is redirected): use 1+. */
     if (p->machine == SBX_MACHINE_MICROVM)
@@ -145,12 +167,26 @@ static void add_channels(GPtrArray *argv, const SbxProfile *p, const SbxQemuRunt
     add(argv, "-mon", "chardev=qmp,mode=control");
     addf(argv, "-chardev", "socket,id=con,fd=%d,server=off", rt->console_fd);
     add(argv, "-serial", "chardev:con");
+    if (rt->snapshot_layout) {
+        /* A free root port: the only place a q35 (or microvm,pcie=on) guest sees a device
+         * plugged after a restore. Chassis and slot only have to be unique. */
+        add(argv, "-device", "pcie-root-port,id=" SBX_QEMU_VSOCK_PORT ",bus=pcie.0,chassis=1");
+    }
+    if (rt->no_vsock)
+        return;
     /* The bridge is listening before QEMU starts: a silent vhost-user peer freezes QEMU. */
     addf(argv, "-chardev", "socket,id=vsock,path=%s", vhost);
-    if (p->machine == SBX_MACHINE_MICROVM)
+    if (rt->snapshot_layout)
+        addf(argv, "-device", "%s,chardev=vsock,id=" SBX_QEMU_VSOCK_ID, sbx_qemu_vsock_driver());
+    else if (p->machine == SBX_MACHINE_MICROVM)
         add(argv, "-device", "vhost-user-vsock-device,chardev=vsock,bus=virtio-mmio-bus.2");
     else
         add(argv, "-device", "vhost-user-vsock-pci,chardev=vsock");
+}
+
+const char *sbx_qemu_vsock_driver(void)
+{
+    return "vhost-user-vsock-pci,bus=" SBX_QEMU_VSOCK_PORT;
 }
 
 char **sbx_qemu_argv(const SbxProfile *profile, const SbxImage *image, const SbxQemuRuntime *rt)
@@ -166,6 +202,8 @@ char **sbx_qemu_argv(const SbxProfile *profile, const SbxImage *image, const Sbx
     add_machine(argv, profile, rt);
     add_boot(argv, profile, image, rt);
     add_channels(argv, profile, rt);
+    if (rt->incoming)
+        add(argv, "-incoming", "defer");
     g_ptr_array_add(argv, NULL);
     return (char **)g_ptr_array_free(argv, FALSE);
 }

@@ -17,7 +17,26 @@ typedef struct {
     int qmp_fd;                  /* fd number in QEMU: a connected socket for the monitor */
     int console_fd;              /* fd number in QEMU: a connected socket for the serial port */
     const char *vhost_user_path; /* the bridge's vhost-user socket */
+    /*
+     * Snapshots (docs/snapshot.md). ram_path: guest RAM as this file (share=on) instead of a
+     * memfd, e.g. "/proc/self/fd/5". snapshot_layout: the machine a snapshot is made of and
+     * restored into: a free PCIe root port for the vsock device (hot-plugged after a restore),
+     * the vsock device on it with id SBX_QEMU_VSOCK_ID; on microvm also pcie=on and
+     * pcie_ports=native. no_vsock: leave the vsock chardev and device out (a restore adds them
+     * over QMP). incoming: wait for the state (-incoming defer).
+     */
+    const char *ram_path;
+    gboolean snapshot_layout;
+    gboolean no_vsock;
+    gboolean incoming;
 } SbxQemuRuntime;
+
+/* QEMU ids of the hot-pluggable vsock pieces (snapshot layout). */
+#define SBX_QEMU_VSOCK_ID "vsock"
+#define SBX_QEMU_VSOCK_PORT "vsock-port"
+
+/** The vsock device's -device / device_add value in the snapshot layout (no id, no chardev). */
+const char *sbx_qemu_vsock_driver(void);
 
 /**
  * The accelerator to use: $SANDBOX_ACCEL ("tcg" or "kvm") if set, else the profile's; "auto"
@@ -28,6 +47,10 @@ gboolean sbx_qemu_resolve_accel(const SbxProfile *profile, SbxAccel *ret_accel, 
 
 /** The guest kernel command line: console, quiet, panic=-1, tsc_early_khz, then the extras. */
 char *sbx_qemu_kernel_cmdline(const SbxProfile *profile, guint tsc_khz);
+
+/** The same with the additions of the snapshot layout when @snapshot_layout. */
+char *sbx_qemu_kernel_cmdline_full(const SbxProfile *profile, guint tsc_khz,
+                                   gboolean snapshot_layout);
 
 /** The full argv (argv[0] = rt->qemu), NULL-terminated; free with g_strfreev. */
 char **sbx_qemu_argv(const SbxProfile *profile, const SbxImage *image, const SbxQemuRuntime *rt);

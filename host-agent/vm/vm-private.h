@@ -42,6 +42,19 @@ struct SbxVm {
     gint64 boot_us;
     GCancellable *life_cancel; /* our own QMP queries; cancelled at teardown */
 
+    /* Snapshots (vm-restore.c, snapshot.c). */
+    const SbxSnapshot *snapshot; /* restore from it */
+    gboolean template_vm;        /* snapshot layout with vsock, RAM in ram_fd: to be saved */
+    int ram_fd;                  /* nameless RAM file in /dev/shm; -1 = memfd RAM */
+    gboolean bridge_detached;    /* vsock removed for a save: the bridge's exit is expected */
+    guint poll_timer;            /* query-migrate polling */
+    SbxVmRestoreTimes restore_times;
+    gint64 start_call_us; /* when sbx_vm_start_async() was called */
+    /* The restore's RAM copy runs in a worker thread while the bridge and QEMU start; the
+     * state load waits for it (virtio's state load reads the rings in guest RAM). */
+    gboolean ram_copied;
+    gboolean ram_wanted; /* the restore chain waits for the copy */
+
     /* The start sequence (vm-start.c). */
     GTask *start;
     GCancellable *start_cancel; /* cancels our own async steps when the start ends */
@@ -74,6 +87,24 @@ void sbx_vm_die(SbxVm *vm, const char *reason);
 
 /** Text for error reports: tails of QEMU's stderr, the bridge's stderr, the guest console. */
 char *sbx_vm_diagnostics(SbxVm *vm);
+
+/** Probe the guest agent until it accepts (vm-start.c); the last step of every start. */
+void sbx_vm_probe(SbxVm *vm);
+
+/** After the QMP handshake of a restore: load the state, plug vsock, continue, then probe. */
+void sbx_vm_restore_begin(SbxVm *vm);
+
+/** Start copying the snapshot's RAM into vm->ram_fd in a worker thread (vm-restore.c). */
+void sbx_vm_restore_copy_ram(SbxVm *vm);
+
+/** Make @vm (not started) a snapshot template (snapshot.c). */
+void sbx_vm_set_template(SbxVm *vm);
+
+/** The template's RAM file (owned by the VM) or -1. */
+int sbx_vm_ram_fd(SbxVm *vm);
+
+/** Expect the bridge to exit (vsock removed before a save): its exit no longer ends the VM. */
+void sbx_vm_detach_bridge(SbxVm *vm);
 
 /** Exit watchers and QMP handlers (vm.c), installed by the start sequence. */
 void sbx_vm_on_qemu_exit(SbxChild *child, int status, gpointer data);

@@ -21,6 +21,7 @@
 #include "paths.h"
 #include "protocol/limits.h"
 #include "qemu.h"
+#include "ramfile.h"
 #include "tsc.h"
 
 /* The bridge listens within milliseconds; 10 s covers a host loaded by parallel boots. */
@@ -31,6 +32,10 @@
 
 /* Between probes while the guest boots: ~1% of a boot, and a negligible load on the bridge. */
 #define PROBE_RETRY_MS 20
+
+/* After a restore the agent is up and only the vsock driver is binding (~70 ms): probe more
+ * often, since each probe's wait is all latency there. */
+#define PROBE_RETRY_RESTORE_MS 5
 
 /* One probe's answer: the bridge answers at once, or after one round trip to the guest. */
 #define PROBE_ATTEMPT_MS 2000
@@ -51,6 +56,8 @@
 #define BRIDGE_READY_FD 3
 #define QEMU_QMP_FD 3
 #define QEMU_CONSOLE_FD 4
+#define QEMU_RAM_FD 5
+#define QEMU_RAM_PATH "/proc/self/fd/5" /* QEMU opens its own fd 5: the nameless RAM file */
 
 /*
  * Unix socket paths must fit sun_path (108 bytes with the NUL). The bridge also creates
@@ -192,10 +199,15 @@ static gboolean spawn_qemu(SbxVm *vm, GError **error)
                          .accel = vm->accel,
                          .qmp_fd = QEMU_QMP_FD,
                          .console_fd = QEMU_CONSOLE_FD,
-                         .vhost_user_path = vm->vhost_user_path};
-    const int targets[] = {QEMU_QMP_FD, QEMU_CONSOLE_FD};
-    int sources[2];
-    SbxChildFds fds = {.source_fds = sources, .target_fds = targets, .n_fds = 2};
+                         .vhost_user_path = vm->vhost_user_path,
+                         .ram_path = vm->ram_fd >= 0 ? QEMU_RAM_PATH : NULL,
+                         .snapshot_layout = vm->template_vm || vm->snapshot,
+                         .no_vsock = vm->snapshot != NULL,
+                         .incoming = vm->snapshot != NULL};
+    const int targets[] = {QEMU_QMP_FD, QEMU_CONSOLE_FD, QEMU_RAM_FD};
+    int sources[3];
+    SbxChildFds fds = {
+        .source_fds = sources, .target_fds = targets, .n_fds = vm->ram_fd >= 0 ? 3 : 2};
     QemuFds f;
 
     if (!sbx_tsc_host_khz(&rt.tsc_khz, NULL, error) || !make_qemu_fds(&f, error))
@@ -203,6 +215,7 @@ static gboolean spawn_qemu(SbxVm *vm, GError **error)
     argv = sbx_qemu_argv(vm->profile, vm->image, &rt);
     sources[0] = f.qmp[1];
     sources[1] = f.con[1];
+    sources[2] = vm->ram_fd;
     fds.stderr_fd = f.err[1];
     vm->qemu = sbx_child_spawn((const char *const *)argv, &fds, "QEMU", error);
     close(f.qmp[1]);
@@ -318,6 +331,11 @@ static void started(SbxVm *vm, int fd)
     g_clear_object(&vm->start_cancel);
     vm->channel_fd = fd;
     vm->boot_us = g_get_monotonic_time() - vm->qemu_start_us;
+    if (vm->snapshot) {
+        vm->restore_times.ready = vm->boot_us;
+        vm->restore_times.spawn = vm->qemu_start_us - vm->start_call_us;
+        vm->restore_times.total = g_get_monotonic_time() - vm->start_call_us;
+    }
     vm->state = VM_RUNNING;
     /* Last: the callback may free @vm. */
     g_task_return_boolean(task, TRUE);
@@ -339,10 +357,16 @@ static void on_probe(GObject *source, GAsyncResult *res, gpointer data)
                g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT) ||
                g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND)) {
         /* Not listening yet (still booting). A dead bridge is noticed by its exit watch. */
-        vm->retry_timer = g_timeout_add(PROBE_RETRY_MS, on_retry, vm);
+        vm->retry_timer = g_timeout_add(vm->snapshot ? PROBE_RETRY_RESTORE_MS : PROBE_RETRY_MS,
+                                        on_retry, vm);
     } else {
         sbx_vm_fail_start(vm, g_steal_pointer(&error));
     }
+}
+
+void sbx_vm_probe(SbxVm *vm)
+{
+    probe(vm);
 }
 
 static void probe(SbxVm *vm)
@@ -369,6 +393,11 @@ static void on_handshake(GObject *source, GAsyncResult *res, gpointer data)
         sbx_vm_fail_start(vm, error);
         return;
     }
+    if (vm->snapshot) {
+        vm->restore_times.qmp_ready = g_get_monotonic_time() - vm->qemu_start_us;
+        sbx_vm_restore_begin(vm);
+        return;
+    }
     probe(vm);
 }
 
@@ -389,7 +418,27 @@ static gboolean prepare(SbxVm *vm, GError **error)
         return FALSE;
     if (!vm->boot_timeout_ms)
         vm->boot_timeout_ms = BOOT_TIMEOUT_DEFAULT_MS;
+    if (vm->template_vm) {
+        vm->ram_fd = sbx_ramfile_new((guint64)sbx_profile_memory_mib(vm->profile) << 20, error);
+        if (vm->ram_fd < 0)
+            return FALSE;
+    }
     return make_runtime_dir(vm, error);
+}
+
+/*
+ * A restore's own copy of the snapshot's RAM (the bridge maps it: no sharing between VMs): a
+ * nameless file of the full size now, filled by a worker thread while the bridge and QEMU start.
+ */
+static gboolean clone_ram(SbxVm *vm, GError **error)
+{
+    if (!vm->snapshot)
+        return TRUE;
+    vm->ram_fd = sbx_ramfile_new((guint64)sbx_profile_memory_mib(vm->profile) << 20, error);
+    if (vm->ram_fd < 0)
+        return FALSE;
+    sbx_vm_restore_copy_ram(vm);
+    return TRUE;
 }
 
 void sbx_vm_start_async(SbxVm *vm, GCancellable *cancellable, GAsyncReadyCallback callback,
@@ -406,6 +455,7 @@ void sbx_vm_start_async(SbxVm *vm, GCancellable *cancellable, GAsyncReadyCallbac
         return;
     }
     vm->state = VM_STARTING;
+    vm->start_call_us = g_get_monotonic_time();
     vm->start = task;
     vm->start_cancel = g_cancellable_new();
     if (cancellable) {
@@ -413,7 +463,8 @@ void sbx_vm_start_async(SbxVm *vm, GCancellable *cancellable, GAsyncReadyCallbac
         g_source_set_callback(vm->user_cancel, G_SOURCE_FUNC(on_user_cancel), vm, NULL);
         g_source_attach(vm->user_cancel, NULL); /* the default context, like our timers */
     }
-    if (!prepare(vm, &error) || !spawn_bridge(vm, &error)) {
+    /* The RAM copy overlaps the bridge's and QEMU's start. */
+    if (!prepare(vm, &error) || !spawn_bridge(vm, &error) || !clone_ram(vm, &error)) {
         sbx_vm_fail_start(vm, error);
         return;
     }

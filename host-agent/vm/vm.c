@@ -57,6 +57,7 @@ SbxVm *sbx_vm_new(const SbxProfile *profile, const SbxImage *image, const SbxVmO
     vm->image = image;
     vm->channel_fd = -1;
     vm->ready_fd = -1;
+    vm->ram_fd = -1;
     vm->state = VM_NEW;
     vm->life_cancel = g_cancellable_new();
     if (opts) {
@@ -64,6 +65,7 @@ SbxVm *sbx_vm_new(const SbxProfile *profile, const SbxImage *image, const SbxVmO
         vm->cid = opts->guest_cid;
         vm->boot_timeout_ms = opts->boot_timeout_ms;
         vm->console_to_stderr = opts->console_to_stderr;
+        vm->snapshot = opts->snapshot;
     }
     if (vm->cid < 3)
         vm->cid = next_cid();
@@ -94,6 +96,7 @@ void sbx_vm_teardown(SbxVm *vm)
     g_clear_handle_id(&vm->retry_timer, g_source_remove);
     g_clear_handle_id(&vm->bridge_grace, g_source_remove);
     g_clear_handle_id(&vm->qemu_exit_wait, g_source_remove);
+    g_clear_handle_id(&vm->poll_timer, g_source_remove);
     if (vm->user_cancel) {
         g_source_destroy(vm->user_cancel);
         g_clear_pointer(&vm->user_cancel, g_source_unref);
@@ -116,6 +119,10 @@ void sbx_vm_teardown(SbxVm *vm)
     if (vm->channel_fd >= 0)
         close(vm->channel_fd);
     vm->channel_fd = -1;
+    /* Nameless: closing the last fd (QEMU's is gone with it) frees the RAM. */
+    if (vm->ram_fd >= 0)
+        close(vm->ram_fd);
+    vm->ram_fd = -1;
     if (vm->runtime_dir)
         remove_runtime_dir(vm->runtime_dir);
     g_clear_pointer(&vm->runtime_dir, g_free);
@@ -247,6 +254,11 @@ void sbx_vm_on_bridge_exit(SbxChild *child, int status, gpointer data)
     SbxVm *vm = data;
 
     (void)child;
+    if (vm->bridge_detached) {
+        /* Removed with the vsock device before a save; reap it, nothing ends. */
+        g_clear_pointer(&vm->bridge, sbx_child_free);
+        return;
+    }
     g_free(vm->bridge_exit_text);
     vm->bridge_exit_text = exit_text(vm, "the vsock bridge", status);
     if (!vm->qemu) {
@@ -480,4 +492,30 @@ void sbx_vm_free(SbxVm *vm)
                                 "the VM was freed while starting");
         g_object_unref(task);
     }
+}
+
+gboolean sbx_vm_restored(SbxVm *vm)
+{
+    return vm->snapshot != NULL;
+}
+
+void sbx_vm_restore_times(SbxVm *vm, SbxVmRestoreTimes *out)
+{
+    *out = vm->restore_times;
+}
+
+void sbx_vm_set_template(SbxVm *vm)
+{
+    g_assert(vm->state == VM_NEW && !vm->snapshot);
+    vm->template_vm = TRUE;
+}
+
+int sbx_vm_ram_fd(SbxVm *vm)
+{
+    return vm->ram_fd;
+}
+
+void sbx_vm_detach_bridge(SbxVm *vm)
+{
+    vm->bridge_detached = TRUE;
 }

@@ -15,6 +15,7 @@
 
 #include "image.h"
 #include "profile.h"
+#include "snapshot.h"
 #include "vm-error.h"
 
 typedef struct SbxVm SbxVm;
@@ -25,7 +26,23 @@ typedef struct {
     guint32 guest_cid;          /* 0 = pick one (>= 3) */
     guint boot_timeout_ms;      /* QEMU start to agent accepting; 0 = default (60 s under TCG) */
     gboolean console_to_stderr; /* copy the guest console (bounded) to our stderr: --debug */
+    /*
+     * Restore from this snapshot (made for the same profile and image; must outlive the
+     * start) instead of booting: docs/snapshot.md. NULL = cold boot.
+     */
+    const SbxSnapshot *snapshot;
 } SbxVmOptions;
+
+/** Where the time of a restore went, in microseconds from QEMU's spawn (0 = not reached). */
+typedef struct {
+    gint64 total;      /* sbx_vm_start_async() to the agent ready: restore-to-ready */
+    gint64 spawn;      /* sbx_vm_start_async() to QEMU's spawn (RAM copy, bridge READY) */
+    gint64 qmp_ready;  /* QMP handshake done: QEMU started */
+    gint64 state_done; /* device state loaded (migration completed) */
+    gint64 plugged;    /* vsock chardev + device added */
+    gint64 resumed;    /* `cont` answered: the guest runs */
+    gint64 ready;      /* the agent accepted the channel */
+} SbxVmRestoreTimes;
 
 /** Create a VM description; nothing is started. @profile and @image must outlive the VM. */
 SbxVm *sbx_vm_new(const SbxProfile *profile, const SbxImage *image, const SbxVmOptions *opts);
@@ -95,6 +112,12 @@ const char *sbx_vm_runtime_dir(SbxVm *vm);
 
 /** Microseconds from QEMU's spawn to the agent accepting the channel; 0 if not started. */
 gint64 sbx_vm_boot_us(SbxVm *vm);
+
+/** Whether the VM was restored from a snapshot (TRUE) or cold-booted. */
+gboolean sbx_vm_restored(SbxVm *vm);
+
+/** The phases of a restore (all 0 for a cold boot or before the start completed). */
+void sbx_vm_restore_times(SbxVm *vm, SbxVmRestoreTimes *out);
 
 /** The resolved accelerator and guest CID (valid once the start began). */
 SbxAccel sbx_vm_accel(SbxVm *vm);

@@ -1,0 +1,591 @@
+/*
+ * Making, caching and opening snapshots (snapshot.h, docs/snapshot.md).
+ *
+ * Making one: boot the template (snapshot layout: RAM in a nameless /dev/shm file, vsock on a
+ * hot-pluggable root port), say hello and run one JavaScript and one Python execution (the
+ * runtimes' files land in the guest page cache, which is saved), close the channel, unplug
+ * vsock (QEMU 7.2 refuses to migrate vhost-user-vsock), stop, save the device state with
+ * x-ignore-shared, copy the RAM file sparsely, record the inputs. Built in a temporary
+ * directory and renamed into place, under a lock, so a reader never sees half a snapshot.
+ */
+#include "snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "paths.h"
+#include "profile-private.h"
+#include "protocol/frame.h"
+#include "protocol/limits.h"
+#include "protocol/message.h"
+#include "qemu.h"
+#include "ramfile.h"
+#include "tsc.h"
+#include "vm-private.h"
+
+/* inputs.json is a few hundred bytes; anything bigger is not ours. */
+#define INPUTS_MAX (16 * 1024)
+
+/* A template boot (~2 s) and its warm-up (node starts in ~2.5 s cold under TCG) on a loaded
+ * host: generous, since it happens once per image. */
+#define TEMPLATE_BOOT_MS 120000
+#define WARMUP_MS 120000
+
+/* Unplugging vsock: ~200 ms on q35 (ACPI), ~6 s with native PCIe hot-plug (the guest waits 5 s
+ * after the attention button; shared/FINDINGS.md). */
+#define UNPLUG_MS 20000
+#define UNPLUG_POLL_MS 20
+
+/* Saving ~0.3 MB of device state takes ~25 ms; a loaded host, far more. */
+#define SAVE_MS 60000
+#define SAVE_POLL_MS 5
+
+/* Another process making the same snapshot: wait for it (a make takes ~10-30 s). */
+#define LOCK_WAIT_MS 300000
+#define LOCK_POLL_MS 100
+
+struct SbxSnapshot {
+    char *dir;
+    char *state;
+    char *ram;
+    SbxSnapshotInputs inputs;
+    gboolean made;
+};
+
+static gboolean fail(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static gboolean fail(GError **error, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error_literal(error, SBX_VM_ERROR, SBX_VM_ERROR_SNAPSHOT, msg);
+    return FALSE;
+}
+
+/* ---- inputs -------------------------------------------------------------------------------- */
+
+/* `qemu --version`'s first line; once per process (the binary does not change under us). */
+static char *qemu_version(GError **error)
+{
+    static char *cached;
+    g_autofree char *qemu = sbx_paths_qemu();
+    g_autofree char *out = NULL;
+    const char *argv[] = {qemu, "--version", NULL};
+    int status = 0;
+
+    if (cached)
+        return g_strdup(cached);
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL,
+                      NULL, NULL, &out, NULL, &status, error))
+        return NULL;
+    if (!g_spawn_check_wait_status(status, NULL) || !out || !*out) {
+        fail(error, "%s --version failed", qemu);
+        return NULL;
+    }
+    out[strcspn(out, "\n")] = '\0';
+    cached = g_strdup(out);
+    return g_strdup(cached);
+}
+
+static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image,
+                               SbxSnapshotInputs *out, GError **error)
+{
+    g_autofree char *version = NULL, *text = NULL, *recipe = NULL;
+    gsize len = 0;
+    SbxAccel accel;
+    guint tsc = 0;
+
+    if (!sbx_qemu_resolve_accel(profile, &accel, error) || !sbx_tsc_host_khz(&tsc, NULL, error))
+        return FALSE;
+    if (!(version = qemu_version(error)))
+        return FALSE;
+    if (!g_file_get_contents(sbx_profile_path(profile), &text, &len, error))
+        return FALSE;
+    recipe = sbx_snapshot_recipe(profile, accel, tsc);
+    sbx_snapshot_inputs_compute(out, image->hash, text, len, version, recipe);
+    return TRUE;
+}
+
+/* ---- open ---------------------------------------------------------------------------------- */
+
+static SbxSnapshot *open_checked(const char *dir, const SbxSnapshotInputs *current, GError **error)
+{
+    g_autoptr(SbxSnapshot) snap = g_new0(SbxSnapshot, 1);
+    g_autofree char *path = g_build_filename(dir, "inputs.json", NULL);
+    g_autofree char *text = NULL;
+    gsize len = 0;
+
+    snap->dir = g_strdup(dir);
+    snap->state = g_build_filename(dir, "state.bin", NULL);
+    snap->ram = g_build_filename(dir, "ram", NULL);
+    if (!g_file_get_contents(path, &text, &len, error)) {
+        g_prefix_error(error, "snapshot %s: ", dir);
+        return NULL;
+    }
+    if (len > INPUTS_MAX) {
+        fail(error, "snapshot %s: inputs.json is larger than %d bytes", dir, INPUTS_MAX);
+        return NULL;
+    }
+    if (!sbx_snapshot_inputs_from_json(text, len, &snap->inputs, error)) {
+        g_prefix_error(error, "snapshot %s: ", dir);
+        return NULL;
+    }
+    if (!sbx_snapshot_inputs_check(&snap->inputs, current, dir, error))
+        return NULL;
+    if (!g_file_test(snap->state, G_FILE_TEST_IS_REGULAR) ||
+        !g_file_test(snap->ram, G_FILE_TEST_IS_REGULAR)) {
+        fail(error, "snapshot %s: state.bin or ram is missing", dir);
+        return NULL;
+    }
+    return g_steal_pointer(&snap);
+}
+
+SbxSnapshot *sbx_snapshot_open(const char *dir, const SbxProfile *profile, const SbxImage *image,
+                               GError **error)
+{
+    SbxSnapshotInputs current;
+    SbxSnapshot *snap;
+
+    if (!current_inputs(profile, image, &current, error))
+        return NULL;
+    snap = open_checked(dir, &current, error);
+    sbx_snapshot_inputs_clear(&current);
+    return snap;
+}
+
+/* ---- the template VM, driven synchronously ------------------------------------------------- */
+
+typedef struct {
+    gboolean done;
+    gboolean ok;
+    char *ret;
+    GError *error;
+} Wait;
+
+static void wait_for(Wait *w)
+{
+    while (!w->done)
+        g_main_context_iteration(NULL, TRUE);
+}
+
+static void on_started(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Wait *w = data;
+
+    (void)src;
+    w->ok = sbx_vm_start_finish(NULL, res, &w->error);
+    w->done = TRUE;
+}
+
+static void on_qmp(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Wait *w = data;
+
+    (void)src;
+    w->ret = sbx_vm_qmp_execute_finish(NULL, res, &w->error);
+    w->ok = w->ret != NULL;
+    w->done = TRUE;
+}
+
+/* One QMP command, waited for (its own timeout bounds the wait). The answer, or NULL. */
+static char *qmp(SbxVm *vm, const char *cmd, const char *args, GError **error)
+{
+    Wait w = {0};
+
+    sbx_vm_qmp_execute_async(vm, cmd, args, 0, NULL, on_qmp, &w);
+    wait_for(&w);
+    if (!w.ok) {
+        g_propagate_prefixed_error(error, w.error, "%s: ", cmd);
+        return NULL;
+    }
+    return w.ret;
+}
+
+/* Sleep @ms while the main loop runs (the VM's watchers keep working). */
+static void loop_sleep(guint ms)
+{
+    gint64 until = g_get_monotonic_time() + (gint64)ms * 1000;
+
+    while (g_get_monotonic_time() < until) {
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(1000);
+    }
+}
+
+/* ---- warm-up over the channel (blocking I/O with deadlines) --------------------------------- */
+
+/* Wait until @fd is readable or @deadline (monotonic µs) passes, running the main loop. */
+static gboolean wait_readable(int fd, gint64 deadline)
+{
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 10) > 0)
+            return TRUE;
+        g_main_context_iteration(NULL, FALSE);
+        if (g_get_monotonic_time() > deadline)
+            return FALSE;
+    }
+}
+
+static gboolean send_msg(int fd, const SbxMsg *msg, GError **error)
+{
+    g_autofree uint8_t *frame = NULL;
+    size_t len = 0, off = 0;
+
+    if (sbx_msg_encode(msg, &frame, &len) < 0)
+        return fail(error, "warm-up: cannot encode a %s", sbx_msg_type_name(msg->type));
+    while (off < len) {
+        ssize_t n = write(fd, frame + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return fail(error, "warm-up: writing to the agent: %s", g_strerror(errno));
+        off += (size_t)n;
+    }
+    return TRUE;
+}
+
+/* One message from the agent within @deadline. */
+static gboolean recv_msg(int fd, SbxFrameReader *r, gint64 deadline, SbxMsg *out, GError **error)
+{
+    char *payload = NULL;
+    size_t plen = 0;
+
+    while (!payload) {
+        uint8_t byte;
+        if (!wait_readable(fd, deadline))
+            return fail(error, "warm-up: the agent did not answer in time");
+        if (read(fd, &byte, 1) != 1)
+            return fail(error, "warm-up: the agent closed the connection");
+        /* One byte at a time: a few hundred bytes in all; simple and never past a frame. */
+        if (sbx_frame_reader_feed(r, &byte, 1, &payload, &plen) < 0)
+            return fail(error, "warm-up: bad frame from the agent");
+    }
+    g_autofree char *why = NULL;
+    int rc = sbx_msg_decode(payload, plen, out, &why);
+    free(payload);
+    if (rc < 0)
+        return fail(error, "warm-up: bad message from the agent: %s", why ? why : "no memory");
+    return TRUE;
+}
+
+static gboolean hello(int fd, SbxFrameReader *r, GError **error)
+{
+    guint8 entropy[SBX_ENTROPY_MIN];
+    SbxMsg msg = {.type = SBX_MSG_HELLO};
+    SbxMsg reply = {0};
+    gboolean ok;
+
+    for (gsize i = 0; i < sizeof entropy; i++)
+        entropy[i] = (guint8)g_random_int();
+    msg.hello = (SbxHello){.version = SBX_PROTOCOL_VERSION,
+                           .token = "snapshot-warmup",
+                           .entropy = entropy,
+                           .entropy_len = sizeof entropy,
+                           .time_us = g_get_real_time()};
+    if (!send_msg(fd, &msg, error) ||
+        !recv_msg(fd, r, g_get_monotonic_time() + WARMUP_MS * 1000, &reply, error))
+        return FALSE;
+    ok = reply.type == SBX_MSG_HELLO_OK;
+    sbx_msg_clear(&reply);
+    return ok ? TRUE : fail(error, "warm-up: the agent did not answer hello with hello_ok");
+}
+
+/* Run @code in @lang to its done; a done other than ok fails the warm-up. */
+static gboolean warm_one(int fd, SbxFrameReader *r, SbxLanguage lang, const char *code,
+                         GError **error)
+{
+    g_autofree char *id = g_strdup_printf("warmup-%s", sbx_language_name(lang));
+    SbxMsg msg = {.type = SBX_MSG_EXECUTE};
+    gint64 deadline = g_get_monotonic_time() + (gint64)WARMUP_MS * 1000;
+
+    msg.execute = (SbxExecute){.id = id, .language = lang, .code = (char *)code};
+    if (!send_msg(fd, &msg, error))
+        return FALSE;
+    for (;;) {
+        SbxMsg in = {0};
+        if (!recv_msg(fd, r, deadline, &in, error))
+            return FALSE;
+        gboolean done = in.type == SBX_MSG_DONE, ok = done && in.done.status == SBX_STATUS_OK;
+        gboolean err = in.type == SBX_MSG_ERROR;
+        sbx_msg_clear(&in);
+        if (err || (done && !ok))
+            return fail(error, "warm-up: the %s execution failed", sbx_language_name(lang));
+        if (done)
+            return TRUE;
+    }
+}
+
+static gboolean warm_up(int fd, GError **error)
+{
+    SbxFrameReader r;
+    gboolean ok;
+
+    sbx_frame_reader_init(&r, 0);
+    /* Touch what a first execution touches: the runtimes, their runners, the modules the
+     * runners import, the RNG (docs/snapshot.md). */
+    ok = hello(fd, &r, error) &&
+         warm_one(fd, &r, SBX_LANG_JAVASCRIPT, "require('crypto').randomUUID(); Math.random()",
+                  error) &&
+         warm_one(fd, &r, SBX_LANG_PYTHON, "import random; random.random()", error);
+    sbx_frame_reader_clear(&r);
+    return ok;
+}
+
+/* ---- save ---------------------------------------------------------------------------------- */
+
+/* device_del, then chardev-remove until the device is gone (it fails while the device lives). */
+static gboolean unplug_vsock(SbxVm *vm, GError **error)
+{
+    gint64 deadline = g_get_monotonic_time() + (gint64)UNPLUG_MS * 1000;
+    g_autofree char *r = NULL;
+
+    sbx_vm_detach_bridge(vm);
+    if (!(r = qmp(vm, "device_del", "{\"id\":\"" SBX_QEMU_VSOCK_ID "\"}", error)))
+        return FALSE;
+    for (;;) {
+        g_autoptr(GError) busy = NULL;
+        g_autofree char *ok = qmp(vm, "chardev-remove", "{\"id\":\"vsock\"}", &busy);
+        if (ok)
+            return TRUE;
+        if (!g_error_matches(busy, SBX_VM_ERROR, SBX_VM_ERROR_QMP))
+            return fail(error, "unplugging vsock: %s", busy->message);
+        if (g_get_monotonic_time() > deadline)
+            return fail(error,
+                        "unplugging vsock: the guest did not release the device within "
+                        "%d ms (%s)",
+                        UNPLUG_MS, busy->message);
+        loop_sleep(UNPLUG_POLL_MS);
+    }
+}
+
+/* query-migrate until "completed" (or failed, or the deadline). */
+static gboolean wait_migration(SbxVm *vm, GError **error)
+{
+    gint64 deadline = g_get_monotonic_time() + (gint64)SAVE_MS * 1000;
+
+    for (;;) {
+        g_autofree char *ret = qmp(vm, "query-migrate", NULL, error);
+        if (!ret)
+            return FALSE;
+        if (strstr(ret, "\"status\":\"completed\""))
+            return TRUE;
+        if (strstr(ret, "\"status\":\"failed\""))
+            return fail(error, "saving the VM failed: %s", ret);
+        if (g_get_monotonic_time() > deadline)
+            return fail(error, "saving the VM did not complete within %d ms", SAVE_MS);
+        loop_sleep(SAVE_POLL_MS);
+    }
+}
+
+static gboolean save(SbxVm *vm, const char *tmp, GError **error)
+{
+    g_autofree char *state = g_build_filename(tmp, "state.bin", NULL);
+    g_autofree char *ram = g_build_filename(tmp, "ram", NULL);
+    g_autofree char *quoted = g_shell_quote(state);
+    g_autofree char *uri = g_strdup_printf("exec:cat > %s", quoted);
+    g_autofree char *uri_json = g_strescape(uri, NULL);
+    g_autofree char *args = g_strdup_printf("{\"uri\":\"%s\"}", uri_json);
+    g_autofree char *r1 = NULL, *r2 = NULL, *r3 = NULL;
+
+    if (!unplug_vsock(vm, error))
+        return FALSE;
+    if (!(r1 = qmp(vm, "stop", NULL, error)) ||
+        !(r2 = qmp(vm, "migrate-set-capabilities",
+                   "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":true}]}",
+                   error)) ||
+        !(r3 = qmp(vm, "migrate", args, error)) || !wait_migration(vm, error))
+        return FALSE;
+    return sbx_ramfile_save(sbx_vm_ram_fd(vm), ram, error);
+}
+
+/* ---- make ---------------------------------------------------------------------------------- */
+
+static gboolean make_in(const SbxProfile *profile, const SbxImage *image,
+                        const SbxSnapshotInputs *inputs, const char *tmp,
+                        const SbxSnapshotOptions *opts, GError **error)
+{
+    SbxVmOptions vo = {.boot_timeout_ms = TEMPLATE_BOOT_MS,
+                       .console_to_stderr = opts && opts->console_to_stderr};
+    g_autoptr(SbxVm) vm = sbx_vm_new(profile, image, &vo);
+    g_autofree char *json = sbx_snapshot_inputs_to_json(inputs);
+    g_autofree char *inputs_path = g_build_filename(tmp, "inputs.json", NULL);
+    Wait w = {0};
+    int fd;
+    gboolean ok;
+
+    sbx_vm_set_template(vm);
+    sbx_vm_start_async(vm, NULL, on_started, &w);
+    wait_for(&w);
+    if (!w.ok) {
+        g_propagate_prefixed_error(error, w.error, "making a snapshot: ");
+        return FALSE;
+    }
+    fd = sbx_vm_take_channel(vm);
+    ok = warm_up(fd, error);
+    close(fd);
+    if (!ok || !save(vm, tmp, error)) {
+        g_autofree char *diag = sbx_vm_diagnostics(vm);
+        g_prefix_error(error, "making a snapshot: ");
+        if (*diag && error && *error) {
+            GError *e = *error;
+            *error = g_error_new(e->domain, e->code, "%s%s", e->message, diag);
+            g_error_free(e);
+        }
+        return FALSE;
+    }
+    return g_file_set_contents_full(inputs_path, json, -1, G_FILE_SET_CONTENTS_NONE, 0600, error);
+}
+
+static void rm_rf(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* Remove temporary dirs of makers that died (we hold the lock: no maker is running). */
+static void remove_stale(const char *cache)
+{
+    g_autoptr(GDir) d = g_dir_open(cache, 0, NULL);
+    const char *name;
+
+    while (d && (name = g_dir_read_name(d))) {
+        if (g_str_has_prefix(name, ".tmp-")) {
+            g_autofree char *path = g_build_filename(cache, name, NULL);
+            rm_rf(path);
+        }
+    }
+}
+
+/* The cache lock (flock on <cache>/.lock), waited for at most LOCK_WAIT_MS; fd or -1. */
+static int lock_cache(const char *cache, GError **error)
+{
+    g_autofree char *path = g_build_filename(cache, ".lock", NULL);
+    gint64 deadline = g_get_monotonic_time() + (gint64)LOCK_WAIT_MS * 1000;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+    if (fd < 0) {
+        fail(error, "cannot open %s: %s", path, g_strerror(errno));
+        return -1;
+    }
+    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno != EWOULDBLOCK || g_get_monotonic_time() > deadline) {
+            fail(error, "cannot lock %s: %s", path,
+                 errno == EWOULDBLOCK ? "another process holds it" : g_strerror(errno));
+            close(fd);
+            return -1;
+        }
+        g_usleep(LOCK_POLL_MS * 1000);
+    }
+    return fd;
+}
+
+static gboolean make(const SbxProfile *profile, const SbxImage *image,
+                     const SbxSnapshotInputs *inputs, const char *cache, const char *dir,
+                     const SbxSnapshotOptions *opts, GError **error)
+{
+    g_autofree char *tmp = g_build_filename(cache, ".tmp-XXXXXX", NULL);
+    g_autofree char *done = g_build_filename(dir, "inputs.json", NULL);
+    int lock = lock_cache(cache, error);
+    gboolean ok = TRUE;
+
+    if (lock < 0)
+        return FALSE;
+    if (g_file_test(done, G_FILE_TEST_EXISTS))
+        goto out; /* made by another process while we waited */
+    remove_stale(cache);
+    if (!g_mkdtemp_full(tmp, 0700)) {
+        ok = fail(error, "cannot create a directory in %s: %s", cache, g_strerror(errno));
+        goto out;
+    }
+    if (opts && opts->on_make)
+        opts->on_make(dir, opts->user_data);
+    ok = make_in(profile, image, inputs, tmp, opts, error);
+    if (ok && rename(tmp, dir) < 0)
+        ok = fail(error, "cannot rename %s to %s: %s", tmp, dir, g_strerror(errno));
+    if (!ok)
+        rm_rf(tmp);
+out:
+    close(lock);
+    return ok;
+}
+
+SbxSnapshot *sbx_snapshot_ensure(const SbxProfile *profile, const SbxImage *image,
+                                 const SbxSnapshotOptions *opts, GError **error)
+{
+    g_autofree char *cache =
+        opts && opts->cache_dir ? g_strdup(opts->cache_dir) : sbx_paths_snapshot_dir();
+    g_autofree char *dir = NULL, *done = NULL;
+    SbxSnapshotInputs current;
+    SbxSnapshot *snap = NULL;
+    gboolean made = FALSE;
+
+    if (!current_inputs(profile, image, &current, error))
+        return NULL;
+    dir = g_build_filename(cache, current.key, NULL);
+    done = g_build_filename(dir, "inputs.json", NULL);
+    if (g_mkdir_with_parents(cache, 0700) < 0) {
+        fail(error, "cannot create %s: %s", cache, g_strerror(errno));
+    } else if (!g_file_test(done, G_FILE_TEST_EXISTS)) {
+        made = make(profile, image, &current, cache, dir, opts, error);
+        if (made)
+            snap = open_checked(dir, &current, error);
+    } else {
+        snap = open_checked(dir, &current, error);
+    }
+    if (snap)
+        snap->made = made;
+    sbx_snapshot_inputs_clear(&current);
+    return snap;
+}
+
+const char *sbx_snapshot_dir(const SbxSnapshot *snap)
+{
+    return snap->dir;
+}
+
+const char *sbx_snapshot_state_path(const SbxSnapshot *snap)
+{
+    return snap->state;
+}
+
+const char *sbx_snapshot_ram_path(const SbxSnapshot *snap)
+{
+    return snap->ram;
+}
+
+const SbxSnapshotInputs *sbx_snapshot_inputs(const SbxSnapshot *snap)
+{
+    return &snap->inputs;
+}
+
+gboolean sbx_snapshot_was_made(const SbxSnapshot *snap)
+{
+    return snap->made;
+}
+
+void sbx_snapshot_free(SbxSnapshot *snap)
+{
+    if (!snap)
+        return;
+    g_free(snap->dir);
+    g_free(snap->state);
+    g_free(snap->ram);
+    sbx_snapshot_inputs_clear(&snap->inputs);
+    g_free(snap);
+}

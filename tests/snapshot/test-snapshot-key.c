@@ -1,0 +1,201 @@
+/*
+ * The pure parts of snapshots: the key over the inputs, inputs.json round trip and refusals,
+ * the mismatch error, and the QEMU command lines of a template and of a restore.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "profile.h"
+#include "qemu.h"
+#include "snapshot.h"
+
+static const char *PROFILE = "{\"name\":\"q35\"}";
+
+static void compute(SbxSnapshotInputs *in, const char *image, const char *profile, const char *qemu,
+                    const char *recipe)
+{
+    sbx_snapshot_inputs_compute(in, image, profile, strlen(profile), qemu, recipe);
+}
+
+static void test_key_changes_with_every_input(void **state)
+{
+    SbxSnapshotInputs base, other;
+    const char *variants[][4] = {
+        {"img2", "{\"name\":\"q35\"}", "QEMU 7.2.22", "argv"},
+        {"img", "{\"name\":\"q35\" }", "QEMU 7.2.22", "argv"},
+        {"img", "{\"name\":\"q35\"}", "QEMU 7.2.23", "argv"},
+        {"img", "{\"name\":\"q35\"}", "QEMU 7.2.22", "argv2"},
+    };
+
+    (void)state;
+    compute(&base, "img", PROFILE, "QEMU 7.2.22", "argv");
+    assert_int_equal(strlen(base.key), 64);
+    compute(&other, "img", PROFILE, "QEMU 7.2.22", "argv");
+    assert_string_equal(base.key, other.key); /* deterministic */
+    sbx_snapshot_inputs_clear(&other);
+    for (guint i = 0; i < G_N_ELEMENTS(variants); i++) {
+        compute(&other, variants[i][0], variants[i][1], variants[i][2], variants[i][3]);
+        assert_string_not_equal(base.key, other.key);
+        sbx_snapshot_inputs_clear(&other);
+    }
+    /* Field boundaries count: "ab"+"c" is not "a"+"bc". */
+    compute(&other, "imgQ", PROFILE, "EMU 7.2.22", "argv");
+    assert_string_not_equal(base.key, other.key);
+    sbx_snapshot_inputs_clear(&other);
+    sbx_snapshot_inputs_clear(&base);
+}
+
+static void test_json_round_trip(void **state)
+{
+    SbxSnapshotInputs a, b;
+    g_autoptr(GError) error = NULL;
+
+    (void)state;
+    compute(&a, "img", PROFILE, "QEMU emulator version 7.2.22", "argv");
+    g_autofree char *json = sbx_snapshot_inputs_to_json(&a);
+    assert_true(sbx_snapshot_inputs_from_json(json, strlen(json), &b, &error));
+    assert_true(sbx_snapshot_inputs_check(&b, &a, "D", &error));
+    sbx_snapshot_inputs_clear(&a);
+    sbx_snapshot_inputs_clear(&b);
+}
+
+static void test_json_refused(void **state)
+{
+    const char *bad[] = {"",
+                         "[]",
+                         "{\"format\":1}",
+                         "{\"format\":\"x\"}",
+                         "not json",
+                         "{\"format\":\"a\",\"qemu_version\":\"b\",\"image_id\":\"c\","
+                         "\"profile_sha256\":\"d\",\"recipe_sha256\":\"e\"}"};
+    (void)state;
+    for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+        SbxSnapshotInputs in;
+        g_autoptr(GError) error = NULL;
+        assert_false(sbx_snapshot_inputs_from_json(bad[i], strlen(bad[i]), &in, &error));
+        assert_true(g_error_matches(error, SBX_VM_ERROR, SBX_VM_ERROR_SNAPSHOT));
+        assert_null(in.key);
+    }
+}
+
+static void test_mismatch_names_the_input(void **state)
+{
+    SbxSnapshotInputs made, here;
+    g_autoptr(GError) error = NULL;
+
+    (void)state;
+    compute(&made, "img", PROFILE, "QEMU emulator version 7.2.0", "argv");
+    compute(&here, "img", PROFILE, "QEMU emulator version 7.2.22", "argv");
+    assert_false(sbx_snapshot_inputs_check(&made, &here, "/snap/x", &error));
+    assert_true(g_error_matches(error, SBX_VM_ERROR, SBX_VM_ERROR_SNAPSHOT));
+    assert_non_null(strstr(error->message, "qemu_version"));
+    assert_non_null(strstr(error->message, "7.2.0"));
+    assert_non_null(strstr(error->message, "7.2.22"));
+    assert_non_null(strstr(error->message, "/snap/x"));
+    g_clear_error(&error);
+    sbx_snapshot_inputs_clear(&here);
+    compute(&here, "img", "{\"name\":\"q35\",\"memory_mib\":512}", "QEMU emulator version 7.2.0",
+            "argv");
+    assert_false(sbx_snapshot_inputs_check(&made, &here, "/snap/x", &error));
+    assert_non_null(strstr(error->message, "profile_sha256"));
+    sbx_snapshot_inputs_clear(&made);
+    sbx_snapshot_inputs_clear(&here);
+}
+
+static gboolean has(char **argv, const char *a, const char *b)
+{
+    for (guint i = 0; argv[i]; i++)
+        if (g_str_equal(argv[i], a) && (!b || (argv[i + 1] && g_str_equal(argv[i + 1], b))))
+            return TRUE;
+    return FALSE;
+}
+
+static gboolean has_sub(char **argv, const char *sub)
+{
+    for (guint i = 0; argv[i]; i++)
+        if (strstr(argv[i], sub))
+            return TRUE;
+    return FALSE;
+}
+
+static char **argv_for(const char *name, gboolean restore)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxProfile) p = sbx_profile_load_named(NULL, name, &error);
+    SbxImage image = {.kernel = "K", .initramfs = "I", .rootfs = "R"};
+    SbxQemuRuntime rt = {.qemu = "q",
+                         .accel = SBX_ACCEL_TCG,
+                         .tsc_khz = 1000000,
+                         .qmp_fd = 3,
+                         .console_fd = 4,
+                         .vhost_user_path = "/r/v,u",
+                         .ram_path = "/proc/self/fd/5",
+                         .snapshot_layout = TRUE,
+                         .no_vsock = restore,
+                         .incoming = restore};
+
+    assert_non_null(p);
+    return sbx_qemu_argv(p, &image, &rt);
+}
+
+static void test_argv_template_and_restore(void **state)
+{
+    g_auto(GStrv) t = argv_for("q35", FALSE);
+    g_auto(GStrv) r = argv_for("q35", TRUE);
+
+    (void)state;
+    assert_true(has(t, "-object",
+                    "memory-backend-file,id=pc.ram,size=256M,mem-path=/proc/self/fd/5,share=on"));
+    assert_true(has(t, "-device", "pcie-root-port,id=vsock-port,bus=pcie.0,chassis=1"));
+    assert_true(has(t, "-device", "vhost-user-vsock-pci,bus=vsock-port,chardev=vsock,id=vsock"));
+    assert_true(has(t, "-chardev", "socket,id=vsock,path=/r/v,,u"));
+    assert_false(has(t, "-incoming", NULL));
+    /* The restore: the same machine, no vsock (hot-plugged later), waiting for the state. */
+    assert_true(has(r, "-device", "pcie-root-port,id=vsock-port,bus=pcie.0,chassis=1"));
+    assert_false(has_sub(r, "vhost-user-vsock"));
+    assert_false(has_sub(r, "id=vsock,"));
+    assert_true(has(r, "-incoming", "defer"));
+    assert_int_equal(g_strv_length(t), g_strv_length(r) - 2 + 4);
+}
+
+static void test_argv_microvm_pcie(void **state)
+{
+    g_auto(GStrv) t = argv_for("microvm", FALSE);
+
+    (void)state;
+    assert_true(has(t, "-machine", "microvm,pcie=on,memory-backend=pc.ram"));
+    assert_true(has_sub(t, " pcie_ports=native"));
+    assert_true(has(t, "-device", "vhost-user-vsock-pci,bus=vsock-port,chardev=vsock,id=vsock"));
+}
+
+static void test_recipe_is_stable(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxProfile) p = sbx_profile_load_named(NULL, "q35", &error);
+    g_autofree char *a = sbx_snapshot_recipe(p, SBX_ACCEL_TCG, 2600000);
+    g_autofree char *b = sbx_snapshot_recipe(p, SBX_ACCEL_TCG, 2600000);
+    g_autofree char *c = sbx_snapshot_recipe(p, SBX_ACCEL_KVM, 2600000);
+
+    (void)state;
+    assert_string_equal(a, b);
+    assert_string_not_equal(a, c);
+    assert_null(strstr(a, "/proc/self")); /* no per-VM values */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_key_changes_with_every_input),
+        cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_json_refused),
+        cmocka_unit_test(test_mismatch_names_the_input),
+        cmocka_unit_test(test_argv_template_and_restore),
+        cmocka_unit_test(test_argv_microvm_pcie),
+        cmocka_unit_test(test_recipe_is_stable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
