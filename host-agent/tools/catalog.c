@@ -110,10 +110,46 @@ static gboolean get_string(const cJSON *obj, const char *key, gsize max, char **
     return TRUE;
 }
 
+/*
+ * Optional schema member @key of tool @obj: kept as compact text and compiled once, here, so a
+ * broken schema is a catalog error naming the tool, never a surprise at call time.
+ */
+static gboolean parse_schema(const cJSON *obj, const char *key, char **ret_json,
+                             SbxSchema **ret_schema, const char *origin, const char *where,
+                             GError **error)
+{
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(obj, key);
+    g_autofree char *at = path_join(where, key);
+    g_autoptr(GError) local = NULL;
+
+    if (schema == NULL) {
+        return TRUE;
+    }
+    if (!cJSON_IsObject(schema)) {
+        invalid(error, origin, at, "expected a JSON Schema object");
+        return FALSE;
+    }
+    *ret_json = cJSON_PrintUnformatted(schema);
+    if (*ret_json == NULL) {
+        invalid(error, origin, at, "out of memory");
+        return FALSE;
+    }
+    if (strlen(*ret_json) > SBX_CATALOG_SCHEMA_MAX) {
+        invalid(error, origin, at, "schema larger than %d bytes", SBX_CATALOG_SCHEMA_MAX);
+        return FALSE;
+    }
+    *ret_schema = sbx_schema_compile(*ret_json, &local);
+    if (*ret_schema == NULL) {
+        invalid(error, origin, at, "%s", local->message);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static gboolean parse_tool(const cJSON *obj, SbxCatalogTool *tool, const char *origin,
                            const char *where, GError **error)
 {
-    static const char *const known[] = {"description", "input_schema", NULL};
+    static const char *const known[] = {"description", "input_schema", "output_schema", NULL};
 
     if (!check_name(obj->string, origin, where, error)) {
         return FALSE;
@@ -123,30 +159,13 @@ static gboolean parse_tool(const cJSON *obj, SbxCatalogTool *tool, const char *o
         invalid(error, origin, where, "expected an object");
         return FALSE;
     }
-    if (!check_members(obj, known, origin, where, error) ||
-        !get_string(obj, "description", SBX_CATALOG_DESCRIPTION_MAX, &tool->description, origin,
-                    where, error)) {
-        return FALSE;
-    }
-    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(obj, "input_schema");
-    if (schema == NULL) {
-        return TRUE;
-    }
-    g_autofree char *at = path_join(where, "input_schema");
-    if (!cJSON_IsObject(schema)) {
-        invalid(error, origin, at, "expected a JSON Schema object");
-        return FALSE;
-    }
-    tool->input_schema_json = cJSON_PrintUnformatted(schema);
-    if (tool->input_schema_json == NULL) {
-        invalid(error, origin, at, "out of memory");
-        return FALSE;
-    }
-    if (strlen(tool->input_schema_json) > SBX_CATALOG_SCHEMA_MAX) {
-        invalid(error, origin, at, "schema larger than %d bytes", SBX_CATALOG_SCHEMA_MAX);
-        return FALSE;
-    }
-    return TRUE;
+    return check_members(obj, known, origin, where, error) &&
+           get_string(obj, "description", SBX_CATALOG_DESCRIPTION_MAX, &tool->description, origin,
+                      where, error) &&
+           parse_schema(obj, "input_schema", &tool->input_schema_json, &tool->input_schema, origin,
+                        where, error) &&
+           parse_schema(obj, "output_schema", &tool->output_schema_json, &tool->output_schema,
+                        origin, where, error);
 }
 
 static gboolean parse_tools(const cJSON *obj, SbxCatalogProvider *prov, gsize *total,
@@ -448,6 +467,9 @@ static void provider_clear(SbxCatalogProvider *prov)
         g_free(prov->tools[i].name);
         g_free(prov->tools[i].description);
         cJSON_free(prov->tools[i].input_schema_json);
+        cJSON_free(prov->tools[i].output_schema_json);
+        sbx_schema_free(prov->tools[i].input_schema);
+        sbx_schema_free(prov->tools[i].output_schema);
     }
     g_free(prov->tools);
     g_strfreev(prov->command);

@@ -8,6 +8,8 @@
 
 #include <glib.h>
 
+#include "schema.h"
+
 /*
  * Largest catalog file. A catalog is configuration: SBX_TOOLS_MAX tools with a description and
  * a modest schema each is well under 1 MiB. The size is checked before the file is read.
@@ -17,7 +19,7 @@
 /* Tool description: every description goes to the guest in `execute`, so keep them short. */
 #define SBX_CATALOG_DESCRIPTION_MAX (4 * 1024)
 
-/* A tool's input schema, compact JSON. Generous for real-world JSON Schemas. */
+/* A tool's input (or output) schema, compact JSON. Generous for real-world JSON Schemas. */
 #define SBX_CATALOG_SCHEMA_MAX (64 * 1024)
 
 /* Arguments of a command provider and the length of each (PATH_MAX). */
@@ -36,9 +38,12 @@ typedef enum {
 } SbxProviderKind;
 
 typedef struct {
-    char *name;              /* real name, as in the file */
-    char *description;       /* optional */
-    char *input_schema_json; /* optional: compact JSON object */
+    char *name;               /* real name, as in the file */
+    char *description;        /* optional */
+    char *input_schema_json;  /* optional: compact JSON object */
+    char *output_schema_json; /* optional: compact JSON object */
+    SbxSchema *input_schema;  /* compiled input_schema_json, or NULL (anything goes) */
+    SbxSchema *output_schema; /* compiled output_schema_json, or NULL */
 } SbxCatalogTool;
 
 typedef struct {

@@ -20,6 +20,7 @@ struct SbxTools {
 typedef struct {
     SbxTools *tools;
     SbxProvider *provider;
+    const SbxCatalogTool *tool; /* owned by the catalog: its schemas */
 } CallData;
 
 static gboolean build_namespace(SbxTools *t, GError **error)
@@ -121,6 +122,35 @@ guint sbx_tools_in_flight(const SbxTools *tools)
     return tools->in_flight;
 }
 
+/* The catalog entry of tool @tool (real name) of provider @provider (real name). */
+static const SbxCatalogTool *find_tool(const SbxTools *t, const char *provider, const char *tool)
+{
+    for (gsize i = 0; i < t->catalog->n_providers; i++) {
+        const SbxCatalogProvider *p = &t->catalog->providers[i];
+        for (gsize j = 0; strcmp(p->name, provider) == 0 && j < p->n_tools; j++) {
+            if (strcmp(p->tools[j].name, tool) == 0) {
+                return &p->tools[j];
+            }
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Check @json against @schema (NULL: anything goes). A failure becomes the guest's
+ * validation_error with the validator's message, which names the place (`input.q: ...`).
+ */
+static gboolean check_schema(const SbxSchema *schema, const char *root, const char *json,
+                             GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    if (schema == NULL || sbx_schema_validate(schema, root, json, &local)) {
+        return TRUE;
+    }
+    g_set_error_literal(error, SBX_TOOL_ERROR, SBX_ERR_VALIDATION, local->message);
+    return FALSE;
+}
+
 static void on_provider_done(GObject *src, GAsyncResult *res, gpointer data)
 {
     (void)src;
@@ -131,6 +161,11 @@ static void on_provider_done(GObject *src, GAsyncResult *res, gpointer data)
     char *result = sbx_provider_call_finish(cd->provider, res, &error);
     cd->tools->in_flight--;
     if (result == NULL) {
+        g_task_return_error(task, error);
+        return;
+    }
+    if (!check_schema(cd->tool->output_schema, "output", result, &error)) {
+        g_free(result);
         g_task_return_error(task, error);
         return;
     }
@@ -155,9 +190,17 @@ void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const cha
                                 "tool input larger than %d bytes", SBX_TOOL_INPUT_MAX);
         return;
     }
+    const SbxCatalogTool *tool = find_tool(tools, prov_real, tool_real);
+    g_assert(tool != NULL); /* the namespace was built from this catalog */
+    GError *error = NULL;
+    if (!check_schema(tool->input_schema, "input", input_json, &error)) {
+        g_task_return_error(task, error); /* the provider never sees it */
+        return;
+    }
     CallData *cd = g_new0(CallData, 1);
     cd->tools = tools;
     cd->provider = g_hash_table_lookup(tools->providers, prov_real);
+    cd->tool = tool;
     g_task_set_task_data(task, cd, g_free);
     tools->in_flight++;
     sbx_provider_call_async(cd->provider, tool_real, input_json, cancellable, on_provider_done,

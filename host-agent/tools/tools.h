@@ -34,7 +34,9 @@ const SbxNamespace *sbx_tools_namespace(const SbxTools *tools);
 /**
  * Call the tool the guest named @provider_ident.@tool_ident with @input_json (compact JSON from
  * the protocol decoder). An unknown name or an oversized input completes with an SBX_TOOL_ERROR
- * (never a crash). The callback runs on the caller's main context, always after this returns.
+ * (never a crash). An input that fails the tool's input_schema completes with SBX_ERR_VALIDATION
+ * and the provider is not called; a result that fails its output_schema, likewise. The callback
+ * runs on the caller's main context, always after this returns.
  */
 void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const char *tool_ident,
                           const char *input_json, GCancellable *cancellable,
