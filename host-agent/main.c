@@ -11,6 +11,7 @@
 
 static const SbxCliVerb *const verbs[] = {
     &sbx_cli_verb_run,
+    &sbx_cli_verb_serve,
 };
 
 void sbx_cli_quit(SbxCli *cli, int exit_code)

@@ -41,3 +41,6 @@ void sbx_cli_quit(SbxCli *cli, int exit_code);
 
 /** `sandbox run` (cli/run.c). */
 extern const SbxCliVerb sbx_cli_verb_run;
+
+/** `sandbox serve` (cli/serve.c). */
+extern const SbxCliVerb sbx_cli_verb_serve;

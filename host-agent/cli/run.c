@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/outcome.h"
 #include "cli/report.h"
+#include "cli/serve-client.h"
 #include "session.h"
 #include "tools-error.h"
 #include "tools.h"
@@ -49,6 +51,7 @@ typedef struct {
     gboolean json;
     gboolean debug;
     gboolean cold;
+    gboolean no_serve;
     /* inputs */
     char *file;
     char *code;
@@ -78,54 +81,14 @@ typedef struct {
 
 /* ---- exit and report ---------------------------------------------------------------------- */
 
-/* Exit code of a finished execution (docs/cli.md). */
-static int exit_code_of(const SbxRunResult *r)
-{
-    switch (r->status) {
-    case SBX_STATUS_OK:
-    case SBX_STATUS_ERROR:
-        if (r->exit_code < 0 || r->exit_code > 255) {
-            return 1;
-        }
-        return r->status == SBX_STATUS_ERROR && r->exit_code == 0 ? 1 : r->exit_code;
-    case SBX_STATUS_TIMEOUT:
-        return SBX_EXIT_TIMEOUT;
-    case SBX_STATUS_MEMORY_LIMIT:
-        return SBX_EXIT_MEMORY;
-    case SBX_STATUS_CANCELLED:
-        return SBX_EXIT_SIGNAL_BASE + SIGINT;
-    default: /* crash, terminated: the sandbox did not deliver the program's own ending */
-        return SBX_EXIT_SANDBOX;
-    }
-}
-
 /* A one-line summary on stderr of how a streamed run ended, if not plainly. */
 static void print_summary(RunCtx *ctx)
 {
     const SbxRunResult *r = ctx->result;
+    g_autofree char *text = sbx_outcome_summary(r, ctx->failure, ctx->output_limit);
 
-    if (r == NULL) {
-        fprintf(stderr, "sandbox: %s\n", ctx->failure != NULL ? ctx->failure : "failed");
-        return;
-    }
-    if (r->output_truncated) {
-        fprintf(stderr, "sandbox: output truncated at %" G_GUINT64_FORMAT " bytes\n",
-                ctx->output_limit);
-    }
-    if (r->status == SBX_STATUS_ERROR && r->has_error) {
-        if (r->error.type == NULL && r->error.stack == NULL && r->exit_code > 0) {
-            /* sys.exit(3) / process.exit(3): the exit status says it all, like a shell. */
-        } else if (r->error.stack != NULL) {
-            fprintf(stderr, "%s\n", r->error.stack);
-        } else {
-            fprintf(stderr, "%s: %s\n", r->error.type != NULL ? r->error.type : "Error",
-                    r->error.message);
-        }
-    } else if (r->status != SBX_STATUS_OK) {
-        fprintf(stderr, "sandbox: %s: %s\n", sbx_status_name(r->status),
-                r->has_error ? r->error.message : "no details");
-    }
-    if (ctx->debug && ctx->vm != NULL && r->status != SBX_STATUS_OK) {
+    fputs(text, stderr);
+    if (ctx->debug && ctx->vm != NULL && r != NULL && r->status != SBX_STATUS_OK) {
         fprintf(stderr, "sandbox: guest console (last lines):\n%s\n", sbx_vm_console_tail(ctx->vm));
     }
 }
@@ -172,7 +135,7 @@ static void maybe_finish(RunCtx *ctx)
         return;
     }
     ctx->reported = TRUE; /* other sources of this loop iteration may still run */
-    int code = ctx->result != NULL ? exit_code_of(ctx->result) : SBX_EXIT_SANDBOX;
+    int code = ctx->result != NULL ? sbx_outcome_exit_code(ctx->result) : SBX_EXIT_SANDBOX;
     if (ctx->cli->signal != 0) {
         code = SBX_EXIT_SIGNAL_BASE + ctx->cli->signal;
     }
@@ -506,6 +469,8 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
         {"debug", 0, 0, G_OPTION_ARG_NONE, &ctx->debug, "Show the guest console and timings", NULL},
         {"cold", 0, 0, G_OPTION_ARG_NONE, &ctx->cold,
          "Boot the VM instead of restoring it from the snapshot", NULL},
+        {"no-serve", 0, 0, G_OPTION_ARG_NONE, &ctx->no_serve,
+         "Restore a VM here even if `sandbox serve` runs", NULL},
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GOptionContext) oc = g_option_context_new("FILE|- - run a program in a fresh VM");
@@ -567,6 +532,25 @@ static SbxSnapshot *ensure_snapshot(RunCtx *ctx, GError **error)
     return snap;
 }
 
+/*
+ * Send the run to `sandbox serve`'s warm pool if one answers (docs/pool.md). Not with --cold
+ * (the pool holds restored VMs) nor --debug (the guest console is the server's).
+ */
+static gboolean try_serve(RunCtx *ctx)
+{
+    SbxServeClientRequest req = {
+        .language = ctx->language,
+        .code = ctx->code,
+        .tools_path = ctx->tools_path,
+        .timeout_ms = ctx->timeout_ms,
+        .output_limit = ctx->output_limit,
+        .profile = ctx->profile_name,
+        .json = ctx->json,
+    };
+
+    return !ctx->cold && !ctx->debug && !ctx->no_serve && sbx_serve_client_try(ctx->cli, &req);
+}
+
 static int run_start(SbxCli *cli, int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
@@ -577,6 +561,9 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     if (!load_user_inputs(ctx, argc, argv, &error)) {
         fprintf(stderr, "sandbox run: %s\n", error->message);
         return SBX_EXIT_USAGE;
+    }
+    if (try_serve(ctx)) {
+        return -1;
     }
     const char *profile = ctx->profile_name != NULL ? ctx->profile_name
                           : ctx->cold               ? RUN_PROFILE_DEFAULT_COLD
@@ -610,6 +597,7 @@ static void run_cleanup(SbxCli *cli)
     if (ctx == NULL) {
         return;
     }
+    sbx_serve_client_cleanup();
     sbx_session_free(ctx->session); /* ctx->result points into it: gone from here on */
     sbx_vm_free(ctx->vm);
     sbx_tools_free(ctx->tools);

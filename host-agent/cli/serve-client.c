@@ -1,0 +1,317 @@
+/*
+ * `sandbox run` through `sandbox serve` (serve-client.h, docs/pool.md). The server is the
+ * user's own process behind an owner-only socket, but its frames are still checked: bounded,
+ * parsed, and a broken stream ends the run as a sandbox failure (125).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+#include <glib-unix.h>
+
+#include "cli/report.h"
+#include "cli/serve-client.h"
+#include "cli/serve.h"
+#include "protocol/base64.h"
+#include "protocol/frame.h"
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
+
+typedef struct {
+    SbxCli *cli;
+    int fd;
+    guint source;
+    gboolean json;
+    SbxFrameReader reader;
+    gboolean out_dead[SBX_STREAM__COUNT];
+} Client;
+
+static Client *client;
+
+/* Write all of @data to @fd; FALSE if it is gone. */
+static gboolean write_all(int fd, const void *data, gsize len)
+{
+    const guint8 *p = data;
+
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && errno == EAGAIN) {
+            struct pollfd q = {.fd = fd, .events = POLLOUT};
+            poll(&q, 1, -1);
+            continue;
+        }
+        if (n <= 0) {
+            return FALSE;
+        }
+        p += n;
+        len -= n;
+    }
+    return TRUE;
+}
+
+static gboolean send_frame(int fd, const char *json, gsize len)
+{
+    g_autofree guint8 *frame = NULL;
+    gsize flen;
+
+    return sbx_frame_encode(json, len, &frame, &flen) == 0 && write_all(fd, frame, flen);
+}
+
+/* Read one frame, waiting at most @timeout_ms in all (blocking; before the loop runs). */
+static cJSON *read_frame_blocking(int fd, int timeout_ms)
+{
+    SbxFrameReader r;
+    gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000ll;
+    cJSON *msg = NULL;
+    guint8 b;
+
+    sbx_frame_reader_init(&r, SBX_FRAME_MAX);
+    while (msg == NULL) {
+        struct pollfd q = {.fd = fd, .events = POLLIN};
+        int left = (int)((deadline - g_get_monotonic_time()) / 1000);
+        char *payload = NULL;
+        size_t plen;
+        /* One byte at a time: the status answer is small, and nothing after it is consumed. */
+        if (left <= 0 || poll(&q, 1, left) <= 0 || read(fd, &b, 1) != 1 ||
+            sbx_frame_reader_feed(&r, &b, 1, &payload, &plen) < 0) {
+            break;
+        }
+        if (payload != NULL) {
+            msg = cJSON_ParseWithLength(payload, plen);
+            free(payload);
+            if (msg == NULL) {
+                break;
+            }
+        }
+    }
+    sbx_frame_reader_clear(&r);
+    return msg;
+}
+
+static int connect_server(void)
+{
+    g_autofree char *path = sbx_serve_socket_path(NULL);
+    g_autofree char *dir = g_path_get_dirname(path);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+
+    /* A socket in a directory others can write could be someone else's: not ours to use. */
+    if (strlen(path) >= sizeof(addr.sun_path) || !sbx_serve_check_dir(dir, NULL)) {
+        return -1;
+    }
+    strcpy(addr.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* The server answers a status request and pools @profile (NULL: any). */
+static gboolean server_fits(int fd, const char *profile)
+{
+    static const char status[] = "{\"type\":\"status\"}";
+    g_autoptr(cJSON) msg = NULL;
+    const cJSON *p;
+
+    if (!send_frame(fd, status, strlen(status))) {
+        return FALSE;
+    }
+    msg = read_frame_blocking(fd, SBX_SERVE_CLIENT_PROBE_MS);
+    p = cJSON_GetObjectItemCaseSensitive(msg, "profile");
+    return cJSON_IsString(p) && (profile == NULL || strcmp(profile, p->valuestring) == 0);
+}
+
+static char *run_message(const SbxServeClientRequest *req)
+{
+    GString *m = g_string_new("{\"type\":\"run\",\"language\":\"");
+
+    g_string_append_printf(m, "%s\",\"code\":", sbx_language_name(req->language));
+    sbx_json_append_string(m, req->code, strlen(req->code));
+    g_string_append(m, ",\"tools\":");
+    if (req->tools_path != NULL) {
+        g_autofree char *abs = g_canonicalize_filename(req->tools_path, NULL);
+        sbx_json_append_string(m, abs, strlen(abs));
+    } else {
+        g_string_append(m, "null");
+    }
+    g_string_append_printf(
+        m, ",\"timeout_ms\":%u,\"output_limit\":%" G_GUINT64_FORMAT ",\"collect\":%s}",
+        req->timeout_ms, req->output_limit, req->json ? "true" : "false");
+    return g_string_free(m, FALSE);
+}
+
+/* ---- on the loop ---------------------------------------------------------------------- */
+
+/* The run ended without a done frame: report it like a direct run's failure. */
+static void finish_failed(Client *c, const char *message, SbxStatus status, int code)
+{
+    if (c->json) {
+        SbxReport rep = {.failure = message, .failure_status = status, .boot_ms = -1};
+        g_autofree char *json = sbx_report_json(&rep);
+        printf("{\"start\":\"pool\",%s", json + 1);
+        fflush(stdout);
+    } else {
+        fprintf(stderr, "sandbox: %s\n", message);
+    }
+    sbx_cli_quit(c->cli, code);
+}
+
+static void on_output(Client *c, const cJSON *msg)
+{
+    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(msg, "stream");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(msg, "data");
+    g_autofree guint8 *bytes = NULL;
+    size_t len = 0;
+    SbxStream s = SBX_STREAM_STDOUT;
+
+    if (!cJSON_IsString(stream) || !cJSON_IsString(data) ||
+        sbx_base64_decode(data->valuestring, strlen(data->valuestring), &bytes, &len) < 0) {
+        return;
+    }
+    if (strcmp(stream->valuestring, "stderr") == 0) {
+        s = SBX_STREAM_STDERR;
+    }
+    if (!c->out_dead[s] &&
+        !write_all(s == SBX_STREAM_STDOUT ? STDOUT_FILENO : STDERR_FILENO, bytes, len)) {
+        c->out_dead[s] = TRUE; /* e.g. `| head`: keep running, drop the rest */
+    }
+}
+
+static void on_done(Client *c, const cJSON *msg)
+{
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(msg, "exit_code");
+    const cJSON *summary = cJSON_GetObjectItemCaseSensitive(msg, "summary");
+    const cJSON *report = cJSON_GetObjectItemCaseSensitive(msg, "report");
+    int rc = cJSON_IsNumber(code) && code->valueint >= 0 && code->valueint <= 255
+                 ? code->valueint
+                 : SBX_EXIT_SANDBOX;
+
+    if (c->json) {
+        g_autofree char *text = cJSON_IsObject(report) ? cJSON_PrintUnformatted(report) : NULL;
+        if (text != NULL) {
+            puts(text);
+            fflush(stdout);
+        }
+    } else if (cJSON_IsString(summary)) {
+        fputs(summary->valuestring, stderr);
+    }
+    sbx_cli_quit(c->cli, rc);
+}
+
+/* One frame from the server. FALSE: the run is over (done or broken). */
+static gboolean on_frame(Client *c, const char *payload, gsize len)
+{
+    g_autoptr(cJSON) msg = cJSON_ParseWithLength(payload, len);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(msg, "type");
+
+    if (!cJSON_IsString(type)) {
+        finish_failed(c, "the server sent a broken frame", SBX_STATUS_CRASH, SBX_EXIT_SANDBOX);
+        return FALSE;
+    }
+    if (strcmp(type->valuestring, "output") == 0) {
+        on_output(c, msg);
+        return TRUE;
+    }
+    if (strcmp(type->valuestring, "done") == 0) {
+        on_done(c, msg);
+        return FALSE;
+    }
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(msg, "message");
+    g_autofree char *why = g_strdup_printf("the server refused the request: %s",
+                                           cJSON_IsString(m) ? m->valuestring : "no reason");
+    finish_failed(c, why, SBX_STATUS_CRASH, SBX_EXIT_SANDBOX);
+    return FALSE;
+}
+
+static gboolean on_readable(gint fd, GIOCondition cond, gpointer data)
+{
+    Client *c = data;
+    guint8 buf[64 * 1024];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    (void)cond;
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return G_SOURCE_CONTINUE;
+    }
+    for (gsize off = 0; n > 0 && off < (gsize)n;) {
+        char *payload = NULL;
+        size_t plen = 0;
+        ssize_t used = sbx_frame_reader_feed(&c->reader, buf + off, n - off, &payload, &plen);
+        if (used < 0) {
+            n = -1; /* a frame over the limit or empty: the stream is broken */
+            break;
+        }
+        gboolean more = payload == NULL || on_frame(c, payload, plen);
+        free(payload);
+        if (!more) {
+            c->source = 0;
+            return G_SOURCE_REMOVE;
+        }
+        off += used;
+    }
+    if (n > 0) {
+        return G_SOURCE_CONTINUE;
+    }
+    c->source = 0;
+    finish_failed(c, "the connection to `sandbox serve` was lost", SBX_STATUS_CRASH,
+                  SBX_EXIT_SANDBOX);
+    return G_SOURCE_REMOVE;
+}
+
+/* SIGINT/SIGTERM: hang up; the server ends the execution and kills the VM. */
+static void on_signal(SbxCli *cli, gpointer data)
+{
+    Client *c = data;
+    g_autofree char *msg =
+        g_strdup_printf("interrupted by %s", cli->signal == SIGINT ? "SIGINT" : "SIGTERM");
+
+    g_clear_handle_id(&c->source, g_source_remove);
+    shutdown(c->fd, SHUT_RDWR);
+    finish_failed(c, msg, SBX_STATUS_TERMINATED, SBX_EXIT_SIGNAL_BASE + cli->signal);
+}
+
+gboolean sbx_serve_client_try(SbxCli *cli, const SbxServeClientRequest *req)
+{
+    g_autofree char *run = NULL;
+    int fd = connect_server();
+
+    if (fd < 0) {
+        return FALSE;
+    }
+    run = run_message(req);
+    if (strlen(run) > SBX_FRAME_MAX || !server_fits(fd, req->profile) ||
+        !send_frame(fd, run, strlen(run))) {
+        close(fd); /* too large for a frame, no answer, another profile: run directly */
+        return FALSE;
+    }
+    client = g_new0(Client, 1);
+    client->cli = cli;
+    client->fd = fd;
+    client->json = req->json;
+    sbx_frame_reader_init(&client->reader, SBX_FRAME_MAX);
+    client->source = g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_readable, client);
+    cli->on_signal = on_signal;
+    cli->data = client;
+    return TRUE;
+}
+
+void sbx_serve_client_cleanup(void)
+{
+    if (client == NULL) {
+        return;
+    }
+    g_clear_handle_id(&client->source, g_source_remove);
+    close(client->fd);
+    sbx_frame_reader_clear(&client->reader);
+    g_clear_pointer(&client, g_free);
+}

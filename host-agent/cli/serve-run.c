@@ -1,0 +1,325 @@
+/*
+ * One `run` request of `sandbox serve` (docs/pool.md): claim a VM from the pool, run the
+ * execution on it with the session (output forwarded to the client as it comes, or collected),
+ * relay tool calls, then destroy the VM (never reused), wait for the tool processes, and send
+ * the client the exit code, the summary and the report `sandbox run --json` prints.
+ */
+#include <signal.h>
+
+#include "cli/outcome.h"
+#include "cli/report.h"
+#include "cli/serve.h"
+#include "protocol/base64.h"
+#include "session.h"
+#include "tools-error.h"
+#include "tools.h"
+
+struct ServeRun {
+    Serve *srv;
+    ServeConn *conn; /* NULL once the client is gone */
+    ServeRunRequest req;
+    SbxTools *tools;
+    GCancellable *cancel; /* tool calls */
+    guint64 claim_id;
+    gboolean claiming;
+    SbxPoolVm *pv;
+    SbxSession *session;
+    const SbxRunResult *result; /* owned by the session */
+    char *failure;              /* the sandbox failed before an execution result */
+    SbxStatus failure_status;
+    gboolean finished;
+    gboolean reported;
+    gint64 t_received; /* monotonic us */
+    gint64 claim_us;   /* request received to VM in hand */
+    gint64 boot_us;    /* the VM's restore, done before the claim */
+    guint idle_source;
+};
+
+typedef struct {
+    ServeRun *run;
+    guint32 call_id;
+} PendingCall;
+
+void sbx_serve_request_clear(ServeRunRequest *req)
+{
+    g_clear_pointer(&req->code, g_free);
+    g_clear_pointer(&req->tools_path, g_free);
+}
+
+ServeRun *sbx_serve_run_new(Serve *srv, ServeConn *conn, ServeRunRequest *req)
+{
+    ServeRun *run = g_new0(ServeRun, 1);
+
+    run->srv = srv;
+    run->conn = conn;
+    run->req = *req;
+    memset(req, 0, sizeof(*req));
+    run->cancel = g_cancellable_new();
+    run->t_received = g_get_monotonic_time();
+    run->failure_status = SBX_STATUS_CRASH;
+    return run;
+}
+
+GPid sbx_serve_run_pid(ServeRun *run)
+{
+    return run->pv != NULL ? sbx_vm_qemu_pid(sbx_pool_vm_vm(run->pv)) : 0;
+}
+
+/* The done frame: exit code, the stderr summary and the --json report. */
+static char *done_message(ServeRun *run)
+{
+    SbxReport rep = {
+        .result = run->result,
+        .failure = run->failure,
+        .failure_status = run->failure_status,
+        .ns = run->tools != NULL ? sbx_tools_namespace(run->tools) : NULL,
+        .boot_ms = run->boot_us > 0 ? run->boot_us / 1000 : -1,
+    };
+    g_autofree char *report = sbx_report_json(&rep);
+    g_autofree char *summary =
+        sbx_outcome_summary(run->result, run->failure, run->req.output_limit);
+    int code = run->result != NULL ? sbx_outcome_exit_code(run->result) : SBX_EXIT_SANDBOX;
+    GString *out = g_string_new(NULL);
+
+    g_assert(report[0] == '{');
+    g_string_append_printf(out, "{\"type\":\"done\",\"exit_code\":%d,\"summary\":", code);
+    sbx_json_append_string(out, summary, strlen(summary));
+    /*
+     * The report, first with where the VM came from, how long the claim took and the time
+     * from the request's arrival to this frame.
+     */
+    g_string_append_printf(out,
+                           ",\"report\":{\"start\":\"pool\",\"claim_ms\":%" G_GINT64_FORMAT
+                           ",\"serve_ms\":%" G_GINT64_FORMAT "%s%s}",
+                           run->claim_us / 1000, (g_get_monotonic_time() - run->t_received) / 1000,
+                           report[1] == '}' ? "" : ",", report + 1);
+    return g_string_free(out, FALSE);
+}
+
+static gboolean finished_idle(gpointer data)
+{
+    ServeRun *run = data;
+
+    run->idle_source = 0;
+    /* Frees the run (and its session: not from inside a session callback, hence the idle). */
+    sbx_serve_run_finished(run->srv, run->conn, run);
+    return G_SOURCE_REMOVE;
+}
+
+/*
+ * Report once the execution is over and every tool process has been reaped. The done frame
+ * is queued at once (the client's latency); the run is freed from an idle callback.
+ */
+static void maybe_finish(ServeRun *run)
+{
+    if (run->reported || !run->finished ||
+        (run->tools != NULL && sbx_tools_in_flight(run->tools) > 0)) {
+        return;
+    }
+    run->reported = TRUE;
+    if (run->conn != NULL) {
+        g_autofree char *msg = done_message(run);
+        sbx_serve_conn_send(run->conn, msg, strlen(msg));
+    }
+    run->idle_source = g_idle_add(finished_idle, run);
+}
+
+static void kill_vm(ServeRun *run)
+{
+    if (run->pv != NULL) {
+        sbx_vm_kill(sbx_pool_vm_vm(run->pv)); /* one execution per VM: nothing outlives it */
+    }
+}
+
+static void fail(ServeRun *run, const char *message)
+{
+    if (run->finished) {
+        return;
+    }
+    run->failure = g_strdup(message);
+    run->finished = TRUE;
+    g_cancellable_cancel(run->cancel);
+    kill_vm(run);
+    maybe_finish(run);
+}
+
+/* ---- session callbacks ---------------------------------------------------------------- */
+
+static void on_output(SbxSession *s, SbxStream stream, const guint8 *data, gsize len,
+                      gpointer user_data)
+{
+    ServeRun *run = user_data;
+    (void)s;
+
+    while (run->conn != NULL && len > 0) {
+        gsize n = MIN(len, SBX_SERVE_OUTPUT_CHUNK);
+        g_autofree char *b64 = NULL;
+        if (sbx_base64_encode(data, n, &b64) < 0) {
+            return;
+        }
+        g_autofree char *msg = g_strdup_printf("{\"type\":\"output\",\"stream\":\"%s\","
+                                               "\"data\":\"%s\"}",
+                                               sbx_stream_name(stream), b64);
+        if (!sbx_serve_conn_send(run->conn, msg, strlen(msg))) {
+            return; /* the connection is being dropped: it aborts this run */
+        }
+        data += n;
+        len -= n;
+    }
+}
+
+static void on_tool_done(GObject *src, GAsyncResult *res, gpointer data)
+{
+    PendingCall *pc = data;
+    ServeRun *run = pc->run;
+    g_autoptr(GError) error = NULL;
+    (void)src;
+
+    g_autofree char *result = sbx_tools_call_finish(run->tools, res, &error);
+    if (result != NULL) {
+        sbx_session_tool_result(run->session, pc->call_id, result, NULL);
+    } else {
+        SbxError e = {
+            .code = error->domain == SBX_TOOL_ERROR ? (SbxErrorCode)error->code : SBX_ERR_INTERNAL,
+            .message = error->message,
+        };
+        sbx_session_tool_result(run->session, pc->call_id, NULL, &e);
+    }
+    g_free(pc);
+    maybe_finish(run);
+}
+
+static void on_tool_call(SbxSession *s, guint32 call_id, const char *provider, const char *tool,
+                         const char *input_json, gpointer user_data)
+{
+    ServeRun *run = user_data;
+    PendingCall *pc = g_new0(PendingCall, 1);
+    (void)s;
+
+    pc->run = run;
+    pc->call_id = call_id;
+    sbx_tools_call_async(run->tools, provider, tool, input_json, run->cancel, on_tool_done, pc);
+}
+
+static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_data)
+{
+    ServeRun *run = user_data;
+    (void)s;
+
+    run->result = result;
+    run->finished = TRUE;
+    g_cancellable_cancel(run->cancel);
+    maybe_finish(run); /* queues the done frame before the kill's reaping wait */
+    kill_vm(run);
+}
+
+/* ---- start ---------------------------------------------------------------------------- */
+
+static void on_vm_exit(SbxVm *vm, const char *reason, gpointer user_data)
+{
+    ServeRun *run = user_data;
+    g_autofree char *msg = g_strdup_printf("the VM exited: %s", reason);
+    (void)vm;
+
+    if (run->session != NULL) {
+        sbx_session_abort(run->session, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, msg);
+    }
+    fail(run, msg);
+}
+
+static void start_execution(ServeRun *run)
+{
+    static const SbxSessionCallbacks streaming = {
+        .on_output = on_output,
+        .on_tool_call = on_tool_call,
+        .on_done = on_done,
+    };
+    static const SbxSessionCallbacks collecting = {
+        .on_tool_call = on_tool_call,
+        .on_done = on_done,
+    };
+    g_autoptr(GError) error = NULL;
+    gsize n_tools = 0;
+    const SbxToolDecl *decls = sbx_tools_decls(run->tools, &n_tools);
+    SbxRunRequest req = {
+        .language = run->req.language,
+        .code = run->req.code,
+        .tools = decls,
+        .n_tools = n_tools,
+        .output_limit = run->req.output_limit,
+        .timeout_ms = run->req.timeout_ms,
+        .collect_output = run->req.collect,
+    };
+
+    run->session = sbx_session_new(sbx_pool_vm_take_channel(run->pv),
+                                   run->req.collect ? &collecting : &streaming, run, &error);
+    if (run->session == NULL || !sbx_session_run(run->session, &req, &error)) {
+        g_autofree char *msg = g_strdup_printf("cannot start the execution: %s", error->message);
+        fail(run, msg);
+    }
+}
+
+static void on_claimed(gpointer vm, const GError *error, gpointer user_data)
+{
+    ServeRun *run = user_data;
+
+    run->claiming = FALSE;
+    run->claim_us = g_get_monotonic_time() - run->t_received;
+    if (vm == NULL) {
+        g_autofree char *msg = g_strdup_printf("cannot start the VM: %s", error->message);
+        fail(run, msg);
+        return;
+    }
+    run->pv = vm;
+    run->boot_us = sbx_pool_vm_restore_us(run->pv);
+    sbx_vm_set_exit_handler(sbx_pool_vm_vm(run->pv), on_vm_exit, run);
+    start_execution(run);
+}
+
+void sbx_serve_run_start(ServeRun *run)
+{
+    g_autoptr(GError) error = NULL;
+
+    run->tools = sbx_tools_load(run->req.tools_path, &error);
+    if (run->tools == NULL) {
+        g_autofree char *msg = g_strdup_printf("tool catalog: %s", error->message);
+        fail(run, msg);
+        return;
+    }
+    run->claiming = TRUE;
+    run->claim_id = sbx_pool_claim(sbx_serve_pool(run->srv), on_claimed, run);
+}
+
+void sbx_serve_run_abort(ServeRun *run, const char *why, gboolean client_gone)
+{
+    if (client_gone) {
+        run->conn = NULL;
+    }
+    if (run->claiming) {
+        sbx_pool_cancel_claim(sbx_serve_pool(run->srv), run->claim_id);
+        run->claiming = FALSE;
+    }
+    run->failure_status = SBX_STATUS_TERMINATED;
+    if (run->session != NULL) {
+        sbx_session_abort(run->session, SBX_STATUS_TERMINATED, SBX_ERR_INTERNAL, why);
+    }
+    fail(run, why); /* no-op once the execution ended */
+}
+
+void sbx_serve_run_free(ServeRun *run)
+{
+    if (run == NULL) {
+        return;
+    }
+    if (run->claiming) {
+        sbx_pool_cancel_claim(sbx_serve_pool(run->srv), run->claim_id);
+    }
+    g_clear_handle_id(&run->idle_source, g_source_remove);
+    sbx_session_free(run->session);
+    sbx_pool_vm_free(run->pv);
+    sbx_tools_free(run->tools);
+    g_clear_object(&run->cancel);
+    g_free(run->failure);
+    sbx_serve_request_clear(&run->req);
+    g_free(run);
+}

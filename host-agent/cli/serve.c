@@ -1,0 +1,655 @@
+/*
+ * `sandbox serve [--socket PATH] [--pool N] [--profile NAME]`: a long-lived host agent that
+ * keeps a warm pool of restored VMs and runs `sandbox run`'s requests on them, over a Unix
+ * socket only its owner can reach (docs/pool.md). This file: options, the socket, the client
+ * connections and their frames, the pool, shutdown. serve-run.c runs one request.
+ *
+ * Everything a client sends is untrusted: frames are bounded, a frame that does not parse
+ * closes the connection, one request runs per connection, connections are bounded.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+#include <glib-unix.h>
+
+#include "cli/report.h"
+#include "cli/serve.h"
+#include "protocol/frame.h"
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
+
+/* Default pool size: two ready VMs cover back-to-back requests while a third restores. */
+#define SERVE_POOL_DEFAULT 2
+
+/* Largest --pool: each pooled VM holds ~117 MB of RAM copy plus QEMU's own memory. */
+#define SERVE_POOL_MAX 32
+
+/*
+ * The restore default (as for `sandbox run`): q35's ACPI hot-plug binds vsock fastest
+ * (docs/snapshot.md).
+ */
+#define SERVE_PROFILE_DEFAULT "q35"
+
+/* A shutdown waits at most this long for runs to end (they were aborted: milliseconds). */
+#define SERVE_SHUTDOWN_GRACE_MS 5000
+
+struct ServeConn {
+    Serve *srv;
+    int fd;
+    guint in_source;
+    guint out_source;
+    SbxFrameReader reader;
+    GByteArray *out;     /* encoded frames not yet written */
+    ServeRun *run;       /* the request in flight, or NULL */
+    guint detach_source; /* ends the run of a client too slow to read (from the loop) */
+    gboolean queued;     /* run waits for a slot */
+    gboolean close_after_flush;
+};
+
+struct Serve {
+    SbxCli *cli;
+    char *socket_opt;
+    char *profile_name;
+    gint pool_size;
+    char *socket_path;
+    char *socket_dir;
+    gboolean made_dir;
+    int listen_fd;
+    guint listen_source;
+    SbxProfile *profile;
+    SbxImage *image;
+    SbxSnapshot *snapshot;
+    SbxPoolVmFactory *factory;
+    SbxPool *pool;
+    GList *conns;   /* ServeConn* */
+    GQueue waiting; /* ServeConn* whose run waits for a slot */
+    GList *runs;    /* every ServeRun, also those whose client is gone */
+    guint running;  /* runs started and not finished */
+    gboolean stopping;
+    guint grace_source;
+};
+
+static Serve *serve_ctx;
+
+SbxPool *sbx_serve_pool(Serve *srv)
+{
+    return srv->pool;
+}
+
+/* ---- connections ---------------------------------------------------------------------- */
+
+static void conn_free(ServeConn *conn);
+static void maybe_quit(Serve *srv);
+
+/* End @conn's run without it: the run finishes on its own (VM killed, tools reaped). */
+static void detach_run(ServeConn *conn, const char *why)
+{
+    ServeRun *run = conn->run;
+
+    conn->run = NULL;
+    if (run != NULL) {
+        sbx_serve_run_abort(run, why, TRUE);
+    }
+}
+
+static gboolean detach_idle(gpointer data)
+{
+    ServeConn *conn = data;
+
+    conn->detach_source = 0;
+    detach_run(conn, "the client does not read its output");
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean on_writable(gint fd, GIOCondition cond, gpointer data)
+{
+    ServeConn *conn = data;
+    (void)cond;
+
+    while (conn->out->len > 0) {
+        ssize_t n = send(fd, conn->out->data, conn->out->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && errno == EAGAIN) {
+            return G_SOURCE_CONTINUE;
+        }
+        if (n < 0) {
+            conn->out_source = 0;
+            conn_free(conn); /* the client is gone */
+            return G_SOURCE_REMOVE;
+        }
+        g_byte_array_remove_range(conn->out, 0, n);
+    }
+    conn->out_source = 0;
+    if (conn->close_after_flush) {
+        conn_free(conn);
+    }
+    return G_SOURCE_REMOVE;
+}
+
+static void conn_flush_later(ServeConn *conn)
+{
+    if (conn->out_source == 0) {
+        conn->out_source = g_unix_fd_add(conn->fd, G_IO_OUT, on_writable, conn);
+    }
+}
+
+gboolean sbx_serve_conn_send(ServeConn *conn, const char *json, gsize len)
+{
+    g_autofree guint8 *frame = NULL;
+    gsize flen;
+
+    if (conn->close_after_flush) {
+        return FALSE;
+    }
+    if (sbx_frame_encode(json, len, &frame, &flen) < 0 ||
+        conn->out->len + flen > SBX_SERVE_WRITE_QUEUE_MAX) {
+        /*
+         * Too slow a client: end its run and drop it once what is queued went out. The run
+         * is ended from the loop: this may be called from inside its session's callback.
+         */
+        conn->close_after_flush = TRUE;
+        if (conn->detach_source == 0) {
+            conn->detach_source = g_idle_add(detach_idle, conn);
+        }
+        conn_flush_later(conn);
+        return FALSE;
+    }
+    gsize sent = 0;
+    if (conn->out->len == 0) {
+        /* Straight out when nothing waits (the done frame goes before the VM's reaping). */
+        ssize_t n = send(conn->fd, frame, flen, MSG_NOSIGNAL | MSG_DONTWAIT);
+        sent = n > 0 ? (gsize)n : 0;
+    }
+    if (sent < flen) {
+        g_byte_array_append(conn->out, frame + sent, flen - sent);
+        conn_flush_later(conn);
+    }
+    return TRUE;
+}
+
+static void send_error(ServeConn *conn, const char *code, const char *message)
+{
+    GString *m = g_string_new("{\"type\":\"error\",\"code\":\"");
+
+    g_string_append_printf(m, "%s\",\"message\":", code);
+    sbx_json_append_string(m, message, strlen(message));
+    g_string_append_c(m, '}');
+    sbx_serve_conn_send(conn, m->str, m->len);
+    g_string_free(m, TRUE);
+}
+
+/* ---- requests ------------------------------------------------------------------------- */
+
+static void start_waiting(Serve *srv)
+{
+    ServeConn *conn;
+
+    while (!srv->stopping && srv->running < SBX_SERVE_RUNNING_MAX &&
+           (conn = g_queue_pop_head(&srv->waiting)) != NULL) {
+        conn->queued = FALSE;
+        srv->running++;
+        sbx_serve_run_start(conn->run);
+    }
+}
+
+void sbx_serve_run_finished(Serve *srv, ServeConn *conn, ServeRun *run)
+{
+    g_assert(srv->running > 0);
+    srv->running--;
+    if (conn != NULL) {
+        conn->run = NULL;
+    }
+    srv->runs = g_list_remove(srv->runs, run);
+    sbx_serve_run_free(run);
+    start_waiting(srv);
+    maybe_quit(srv);
+}
+
+static gboolean get_uint(const cJSON *obj, const char *name, guint64 max, guint64 *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        return TRUE; /* keep the default */
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > (double)max ||
+        v->valuedouble != (double)(guint64)v->valuedouble) {
+        return FALSE;
+    }
+    *out = (guint64)v->valuedouble;
+    return TRUE;
+}
+
+/* Check a `run` message into @req; NULL on success, else what is wrong. */
+static const char *parse_run(Serve *srv, const cJSON *msg, ServeRunRequest *req)
+{
+    const cJSON *lang = cJSON_GetObjectItemCaseSensitive(msg, "language");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(msg, "code");
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(msg, "tools");
+    const cJSON *profile = cJSON_GetObjectItemCaseSensitive(msg, "profile");
+    guint64 timeout = SBX_SESSION_TIMEOUT_DEFAULT_MS, limit = SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
+
+    if (!cJSON_IsString(lang) || sbx_language_from_name(lang->valuestring, &req->language) < 0) {
+        return "language: javascript or python";
+    }
+    if (!cJSON_IsString(code) || strlen(code->valuestring) == 0 ||
+        !g_utf8_validate(code->valuestring, -1, NULL)) {
+        return "code: a non-empty UTF-8 string";
+    }
+    if (tools != NULL && !cJSON_IsNull(tools) &&
+        (!cJSON_IsString(tools) || !g_path_is_absolute(tools->valuestring))) {
+        return "tools: an absolute path or null";
+    }
+    if (!get_uint(msg, "timeout_ms", 86400000, &timeout) ||
+        !get_uint(msg, "output_limit", 1024ull * 1024 * 1024, &limit)) {
+        return "timeout_ms (1..86400000) and output_limit (1..2^30) are integers";
+    }
+    if (profile != NULL && !cJSON_IsNull(profile) &&
+        (!cJSON_IsString(profile) ||
+         strcmp(profile->valuestring, sbx_profile_name(srv->profile)) != 0)) {
+        return NULL; /* checked by the caller: unavailable, not bad */
+    }
+    req->code = g_strdup(code->valuestring);
+    req->tools_path = cJSON_IsString(tools) ? g_strdup(tools->valuestring) : NULL;
+    req->timeout_ms = (guint)timeout;
+    req->output_limit = limit;
+    req->collect = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "collect"));
+    return NULL;
+}
+
+static void handle_run(ServeConn *conn, const cJSON *msg)
+{
+    Serve *srv = conn->srv;
+    ServeRunRequest req = {0};
+    const char *bad;
+
+    if (conn->run != NULL) {
+        send_error(conn, "bad_request", "one request at a time per connection");
+        return;
+    }
+    bad = parse_run(srv, msg, &req);
+    if (bad != NULL) {
+        send_error(conn, "bad_request", bad);
+        return;
+    }
+    if (req.code == NULL) {
+        send_error(conn, "unavailable", "this server pools another profile");
+        return;
+    }
+    conn->run = sbx_serve_run_new(srv, conn, &req);
+    srv->runs = g_list_prepend(srv->runs, conn->run);
+    conn->queued = TRUE;
+    g_queue_push_tail(&srv->waiting, conn);
+    start_waiting(srv);
+}
+
+static void handle_status(ServeConn *conn)
+{
+    Serve *srv = conn->srv;
+    SbxPoolStats st;
+    g_autoptr(GPtrArray) ready = sbx_pool_ready_vms(srv->pool);
+    GString *m = g_string_new(NULL);
+
+    sbx_pool_stats(srv->pool, &st);
+    g_string_append_printf(
+        m,
+        "{\"type\":\"status\",\"profile\":\"%s\",\"pool_size\":%d,"
+        "\"ready\":%u,\"starting\":%u,\"waiting\":%u,\"running\":%u,"
+        "\"started_total\":%" G_GUINT64_FORMAT ",\"failed_total\":%" G_GUINT64_FORMAT
+        ",\"dropped_total\":%" G_GUINT64_FORMAT ",\"claimed_total\":%" G_GUINT64_FORMAT
+        ",\"ready_pids\":[",
+        sbx_profile_name(srv->profile), srv->pool_size, st.ready, st.starting, st.waiting,
+        srv->running, st.started_total, st.failed_total, st.dropped_total, st.claimed_total);
+    for (guint i = 0; i < ready->len; i++) {
+        g_string_append_printf(m, "%s%d", i > 0 ? "," : "",
+                               sbx_pool_vm_ops.pid(ready->pdata[i], srv->factory));
+    }
+    g_string_append(m, "],\"running_pids\":[");
+    gboolean first = TRUE;
+    for (GList *l = srv->conns; l != NULL; l = l->next) {
+        ServeConn *c = l->data;
+        GPid pid = c->run != NULL ? sbx_serve_run_pid(c->run) : 0;
+        if (pid != 0) {
+            g_string_append_printf(m, "%s%d", first ? "" : ",", pid);
+            first = FALSE;
+        }
+    }
+    g_string_append(m, "]}");
+    sbx_serve_conn_send(conn, m->str, m->len);
+    g_string_free(m, TRUE);
+}
+
+/* One frame from the client. FALSE: it broke the protocol, drop it. */
+static gboolean handle_frame(ServeConn *conn, const char *payload, gsize len)
+{
+    g_autoptr(cJSON) msg = cJSON_ParseWithLength(payload, len);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(msg, "type");
+
+    if (!cJSON_IsObject(msg) || !cJSON_IsString(type)) {
+        return FALSE;
+    }
+    if (strcmp(type->valuestring, "run") == 0) {
+        handle_run(conn, msg);
+    } else if (strcmp(type->valuestring, "status") == 0) {
+        handle_status(conn);
+    } else {
+        send_error(conn, "bad_request", "unknown message type");
+    }
+    return TRUE;
+}
+
+static gboolean on_readable(gint fd, GIOCondition cond, gpointer data)
+{
+    ServeConn *conn = data;
+    guint8 buf[64 * 1024];
+    ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    (void)cond;
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return G_SOURCE_CONTINUE;
+    }
+    for (gsize off = 0; n > 0 && off < (gsize)n;) {
+        char *payload = NULL;
+        size_t plen = 0;
+        ssize_t used = sbx_frame_reader_feed(&conn->reader, buf + off, n - off, &payload, &plen);
+        gboolean ok = used >= 0 && (payload == NULL || handle_frame(conn, payload, plen));
+        free(payload);
+        if (!ok) {
+            n = -1;
+            break;
+        }
+        off += used;
+    }
+    if (n <= 0) {
+        conn->in_source = 0;
+        conn_free(conn); /* EOF, error or a broken frame: the client is gone */
+        return G_SOURCE_REMOVE;
+    }
+    return G_SOURCE_CONTINUE;
+}
+
+static void conn_free(ServeConn *conn)
+{
+    Serve *srv = conn->srv;
+
+    srv->conns = g_list_remove(srv->conns, conn);
+    if (conn->queued) {
+        g_queue_remove(&srv->waiting, conn);
+        srv->runs = g_list_remove(srv->runs, conn->run);
+        sbx_serve_run_free(conn->run);
+        conn->run = NULL;
+    } else {
+        detach_run(conn, "the client went away");
+    }
+    g_clear_handle_id(&conn->in_source, g_source_remove);
+    g_clear_handle_id(&conn->out_source, g_source_remove);
+    g_clear_handle_id(&conn->detach_source, g_source_remove);
+    close(conn->fd);
+    sbx_frame_reader_clear(&conn->reader);
+    g_byte_array_unref(conn->out);
+    g_free(conn);
+    maybe_quit(srv);
+}
+
+static gboolean on_accept(gint fd, GIOCondition cond, gpointer data)
+{
+    Serve *srv = data;
+    int cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    (void)cond;
+
+    if (cfd < 0) {
+        return G_SOURCE_CONTINUE;
+    }
+    if (g_list_length(srv->conns) >= SBX_SERVE_CONNECTIONS_MAX) {
+        close(cfd);
+        return G_SOURCE_CONTINUE;
+    }
+    ServeConn *conn = g_new0(ServeConn, 1);
+    conn->srv = srv;
+    conn->fd = cfd;
+    conn->out = g_byte_array_new();
+    sbx_frame_reader_init(&conn->reader, SBX_FRAME_MAX);
+    conn->in_source = g_unix_fd_add(cfd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_readable, conn);
+    srv->conns = g_list_prepend(srv->conns, conn);
+    return G_SOURCE_CONTINUE;
+}
+
+/* ---- the socket ----------------------------------------------------------------------- */
+
+/* The socket's directory: made 0700 if missing, else it must already be ours alone. */
+static gboolean prepare_dir(Serve *srv, GError **error)
+{
+    srv->socket_dir = g_path_get_dirname(srv->socket_path);
+    if (mkdir(srv->socket_dir, 0700) == 0) {
+        srv->made_dir = TRUE;
+    } else if (errno != EEXIST) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "mkdir `%s`: %s",
+                    srv->socket_dir, g_strerror(errno));
+        return FALSE;
+    }
+    return sbx_serve_check_dir(srv->socket_dir, error);
+}
+
+/* A socket file left by a dead server is removed; a live server is an error. */
+static gboolean clear_stale_socket(const struct sockaddr_un *addr, GError **error)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int r = connect(fd, (const struct sockaddr *)addr, sizeof(*addr));
+
+    close(fd);
+    if (r == 0) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE,
+                    "another `sandbox serve` listens on %s", addr->sun_path);
+        return FALSE;
+    }
+    if (unlink(addr->sun_path) < 0 && errno != ENOENT) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "unlink `%s`: %s",
+                    addr->sun_path, g_strerror(errno));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean listen_socket(Serve *srv, GError **error)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+
+    if (strlen(srv->socket_path) >= sizeof(addr.sun_path)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FILENAME_TOO_LONG, "socket path too long: %s",
+                    srv->socket_path);
+        return FALSE;
+    }
+    strcpy(addr.sun_path, srv->socket_path);
+    if (!prepare_dir(srv, error) || !clear_stale_socket(&addr, error)) {
+        return FALSE;
+    }
+    srv->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    /* 0600 from the start (umask), not chmod'ed after bind: no window where others connect. */
+    mode_t old = umask(0177);
+    int r = bind(srv->listen_fd, (struct sockaddr *)&addr, sizeof(addr));
+    umask(old);
+    if (r < 0 || listen(srv->listen_fd, SBX_SERVE_BACKLOG) < 0) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "listen on `%s`: %s",
+                    srv->socket_path, g_strerror(errno));
+        return FALSE;
+    }
+    srv->listen_source = g_unix_fd_add(srv->listen_fd, G_IO_IN, on_accept, srv);
+    return TRUE;
+}
+
+static void close_socket(Serve *srv)
+{
+    g_clear_handle_id(&srv->listen_source, g_source_remove);
+    if (srv->listen_fd >= 0) {
+        close(srv->listen_fd);
+        srv->listen_fd = -1;
+        unlink(srv->socket_path);
+        if (srv->made_dir) {
+            rmdir(srv->socket_dir);
+        }
+    }
+}
+
+/* ---- shutdown ------------------------------------------------------------------------- */
+
+static void maybe_quit(Serve *srv)
+{
+    if (srv->stopping && srv->running == 0) {
+        g_clear_handle_id(&srv->grace_source, g_source_remove);
+        sbx_cli_quit(srv->cli, 0);
+    }
+}
+
+static gboolean grace_over(gpointer data)
+{
+    Serve *srv = data;
+
+    srv->grace_source = 0;
+    sbx_cli_quit(srv->cli, 0); /* cleanup frees what is left */
+    return G_SOURCE_REMOVE;
+}
+
+/* SIGTERM/SIGINT: stop accepting, end every run (their VMs are killed), free the pool. */
+static void on_signal(SbxCli *cli, gpointer data)
+{
+    Serve *srv = data;
+    (void)cli;
+
+    srv->stopping = TRUE;
+    close_socket(srv);
+    g_clear_pointer(&srv->pool, sbx_pool_free); /* fails queued claims: their runs end */
+    for (GList *l = srv->conns; l != NULL; l = l->next) {
+        ServeConn *conn = l->data;
+        if (conn->run != NULL && !conn->queued) {
+            sbx_serve_run_abort(conn->run, "the server is shutting down", FALSE);
+        }
+    }
+    srv->grace_source = g_timeout_add(SERVE_SHUTDOWN_GRACE_MS, grace_over, srv);
+    maybe_quit(srv);
+}
+
+/* ---- the verb ------------------------------------------------------------------------- */
+
+static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
+{
+    const GOptionEntry entries[] = {
+        {"socket", 's', 0, G_OPTION_ARG_FILENAME, &srv->socket_opt,
+         "Unix socket (default: $XDG_RUNTIME_DIR/sandbox/sandbox.sock)", "PATH"},
+        {"pool", 'n', 0, G_OPTION_ARG_INT, &srv->pool_size, "VMs kept ready (default: 2)", "N"},
+        {"profile", 'p', 0, G_OPTION_ARG_STRING, &srv->profile_name,
+         "Machine profile of the pooled VMs (default: " SERVE_PROFILE_DEFAULT ")", "NAME"},
+        G_OPTION_ENTRY_NULL,
+    };
+    g_autoptr(GOptionContext) oc =
+        g_option_context_new("- keep a warm pool of VMs and serve `sandbox run`");
+    g_set_prgname("sandbox serve");
+    g_option_context_add_main_entries(oc, entries, NULL);
+    if (!g_option_context_parse(oc, &argc, &argv, error)) {
+        return FALSE;
+    }
+    if (argc != 1 || srv->pool_size < 0 || srv->pool_size > SERVE_POOL_MAX) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "usage: sandbox serve [--socket PATH] [--pool 0..%d] [--profile NAME]",
+                    SERVE_POOL_MAX);
+        return FALSE;
+    }
+    srv->socket_path = sbx_serve_socket_path(srv->socket_opt);
+    return TRUE;
+}
+
+static void on_make_snapshot(const char *dir, gpointer data)
+{
+    (void)data;
+    fprintf(stderr, "sandbox serve: making the snapshot (once per image and profile): %s\n", dir);
+}
+
+/* Profile, image and snapshot (made first if missing: blocks, before the loop runs). */
+static gboolean load_vm_inputs(Serve *srv, GError **error)
+{
+    SbxSnapshotOptions so = {.on_make = on_make_snapshot};
+    const char *name = srv->profile_name != NULL ? srv->profile_name : SERVE_PROFILE_DEFAULT;
+
+    srv->profile = sbx_profile_load_named(NULL, name, error);
+    srv->image = srv->profile != NULL ? sbx_image_open(NULL, error) : NULL;
+    srv->snapshot =
+        srv->image != NULL ? sbx_snapshot_ensure(srv->profile, srv->image, &so, error) : NULL;
+    return srv->snapshot != NULL;
+}
+
+static int serve_start(SbxCli *cli, int argc, char **argv)
+{
+    g_autoptr(GError) error = NULL;
+    Serve *srv = serve_ctx = g_new0(Serve, 1);
+
+    srv->cli = cli;
+    srv->listen_fd = -1;
+    srv->pool_size = SERVE_POOL_DEFAULT;
+    g_queue_init(&srv->waiting);
+    if (!parse_options(srv, argc, argv, &error)) {
+        fprintf(stderr, "sandbox serve: %s\n", error->message);
+        return SBX_EXIT_USAGE;
+    }
+    if (!load_vm_inputs(srv, &error) || !listen_socket(srv, &error)) {
+        fprintf(stderr, "sandbox serve: %s\n", error->message);
+        return SBX_EXIT_SANDBOX;
+    }
+    srv->factory = sbx_pool_vm_factory_new(srv->profile, srv->image, srv->snapshot);
+    SbxPoolConfig cfg = {.size = (guint)srv->pool_size};
+    /* The factory reports to the pool; the pool's first starts report from the loop. */
+    srv->pool = sbx_pool_new(&sbx_pool_vm_ops, srv->factory, &cfg);
+    sbx_pool_vm_factory_set_pool(srv->factory, srv->pool);
+    cli->on_signal = on_signal;
+    cli->data = srv;
+    fprintf(stderr, "sandbox serve: listening on %s (pool of %d %s VMs)\n", srv->socket_path,
+            srv->pool_size, sbx_profile_name(srv->profile));
+    return -1;
+}
+
+static void serve_cleanup(SbxCli *cli)
+{
+    Serve *srv = serve_ctx;
+    (void)cli;
+
+    if (srv == NULL) {
+        return;
+    }
+    close_socket(srv);
+    g_clear_pointer(&srv->pool, sbx_pool_free);
+    srv->stopping = FALSE; /* the loop is over: nothing to quit any more */
+    g_queue_clear(&srv->waiting);
+    while (srv->conns != NULL) {
+        ServeConn *conn = srv->conns->data;
+        conn->run = NULL; /* freed below */
+        conn->queued = FALSE;
+        conn_free(conn);
+    }
+    /* Runs that did not end within the grace period: their VMs are killed now. */
+    g_list_free_full(g_steal_pointer(&srv->runs), (GDestroyNotify)sbx_serve_run_free);
+    g_clear_handle_id(&srv->grace_source, g_source_remove);
+    sbx_pool_vm_factory_free(srv->factory);
+    sbx_snapshot_free(srv->snapshot);
+    sbx_image_free(srv->image);
+    sbx_profile_free(srv->profile);
+    g_free(srv->socket_opt);
+    g_free(srv->profile_name);
+    g_free(srv->socket_path);
+    g_free(srv->socket_dir);
+    g_free(srv);
+    serve_ctx = NULL;
+}
+
+const SbxCliVerb sbx_cli_verb_serve = {
+    .name = "serve",
+    .summary = "Keep a warm pool of VMs and serve `sandbox run` on a Unix socket",
+    .start = serve_start,
+    .cleanup = serve_cleanup,
+};

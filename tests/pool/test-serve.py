@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""`sandbox serve` with real VMs (docs/pool.md). Usage: test-serve.py SANDBOX_BINARY
+
+Starts serve --pool 2 on a socket in a private temp dir, runs JavaScript and Python through it
+with `sandbox run`, checks that no VM serves two executions, kills a pooled VM's QEMU (PID from
+a status request) and waits for its replacement, the same for a QEMU stopped with SIGSTOP, then SIGTERMs serve and checks that no
+process, socket, runtime directory or /dev/shm file is left. Every process is tracked by PID.
+Exit 77 (skipped) when the guest image or the bridge is not built."""
+import json
+import os
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+SANDBOX = sys.argv[1]
+BUILD = os.path.dirname(os.path.dirname(os.path.abspath(SANDBOX)))
+failures = []
+checks = [0]
+
+
+def check(cond, what):
+    checks[0] += 1
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def status(sock_path):
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(5)
+        s.connect(sock_path)
+        m = b'{"type":"status"}'
+        s.sendall(struct.pack(">I", len(m)) + m)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise RuntimeError("status: connection closed")
+            buf += chunk
+        return json.loads(buf[4:4 + struct.unpack(">I", buf[:4])[0]])
+
+
+def wait_for(pred, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if pred():
+                return True
+        except (OSError, RuntimeError):
+            pass
+        time.sleep(0.05)
+    check(False, f"timed out waiting for {what}")
+    return False
+
+
+def descendants(pid):
+    """PIDs whose parent chain reaches @pid (from /proc)."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                pass
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for c, pp in parent.items():
+            if pp == p and c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def run(env, code, lang, *extra):
+    p = subprocess.run([SANDBOX, "run", "--lang", lang, *extra, "-"], input=code.encode(),
+                       capture_output=True, env=env, timeout=120)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def frame(obj):
+    m = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+    return struct.pack(">I", len(m)) + m
+
+
+def closed_by_server(s):
+    s.settimeout(5)
+    try:
+        return s.recv(65536) == b""
+    except ConnectionResetError:
+        return True
+
+
+def hostile(sock):
+    """What a client sends is untrusted: the server drops it, answers errors, and lives on."""
+    cases = [struct.pack(">I", 5 * 1024 * 1024) + b"x" * 100,  # over the frame limit
+             struct.pack(">I", 0),                              # empty frame
+             frame(b"not json"), frame(b"[1,2]")]
+    for data in cases:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(sock)
+            s.sendall(data)
+            check(closed_by_server(s), f"server closes a connection that sent {data[:12]!r}")
+    for bad in [{"type": "run"}, {"type": "run", "language": "cobol", "code": "1"},
+                {"type": "run", "language": "python", "code": "1", "timeout_ms": -1},
+                {"type": "run", "language": "python", "code": "1", "tools": "rel/path"},
+                {"type": "nope"}]:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(sock)
+            s.settimeout(5)
+            s.sendall(frame(bad))
+            reply = s.recv(65536)
+            check(b'"type":"error"' in reply and b"bad_request" in reply,
+                  f"bad request {bad} answered with an error: {reply[:200]!r}")
+    # A client that asks for lots of output and never reads is dropped and its run ended.
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(sock)
+        s.sendall(frame({"type": "run", "language": "python", "output_limit": 256 << 20,
+                         "code": "import sys\nfor i in range(64):\n"
+                                 "    sys.stdout.write('x' * (1 << 20))\nsys.stdout.flush()"}))
+        wait_for(lambda: status(sock)["running"] == 1, 30, "the flood to run")
+        wait_for(lambda: status(sock)["running"] == 0, 120, "the non-reading client's run to end")
+    conns = []
+    for _ in range(24):
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(sock)
+        conns.append(c)
+    time.sleep(0.3)
+    dropped = sum(1 for c in conns[16:] if closed_by_server(c))
+    check(dropped == 8, f"connections beyond 16 are closed: {dropped} of 8")
+    for c in conns:
+        c.close()
+    time.sleep(0.1)
+    check(status(sock)["running"] == 0, "the server still answers")
+
+
+def main():
+    if not os.path.exists(os.path.join(os.environ.get("SANDBOX_IMAGE_DIR", BUILD + "/image"),
+                                       "manifest.json")) or \
+            not os.path.exists(os.environ.get("SANDBOX_BRIDGE", BUILD + "/bridge/sandbox-bridge")):
+        print("skipped: the guest image or the bridge is not built")
+        return 77
+    shm_before = set(os.listdir("/dev/shm"))
+    with tempfile.TemporaryDirectory(prefix="sbx-serve-") as tmp:
+        sock = os.path.join(tmp, "s", "sandbox.sock")
+        rt = os.path.join(tmp, "rt")
+        os.mkdir(rt, 0o700)
+        env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt)
+        log = open(os.path.join(tmp, "serve.log"), "w+")
+        serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, "--pool", "2"], env=env,
+                                 stdout=log, stderr=log)
+        try:
+            body(serve, sock, rt, env)
+        finally:
+            if serve.poll() is None:
+                serve.kill()
+                serve.wait()
+            log.seek(0)
+            if failures:
+                print("serve's log:\n" + log.read())
+    check(set(os.listdir("/dev/shm")) <= shm_before, "no new /dev/shm entry")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{checks[0]} checks, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+def body(serve, sock, rt, env):
+    # Snapshot made if missing (~6-20 s), then two restores.
+    end = time.monotonic() + 180
+    while serve.poll() is None and time.monotonic() < end:
+        try:
+            if status(sock)["ready"] == 2:
+                break
+        except (OSError, RuntimeError):
+            pass
+        time.sleep(0.05)
+    else:
+        check(False, f"a full pool (serve exited {serve.poll()})")
+        return
+    st = os.stat(sock)
+    check(stat.S_IMODE(st.st_mode) == 0o600, f"socket mode {oct(st.st_mode)}")
+    check(stat.S_IMODE(os.stat(os.path.dirname(sock)).st_mode) == 0o700, "socket dir mode 0700")
+
+    # Three requests through the pool: streamed JS, --json Python, streamed Python.
+    rc, out, err = run(env, "console.log(6*7); process.exit(3)", "javascript")
+    check((rc, out) == (3, "42\n"), f"js through serve: rc {rc} out {out!r} err {err!r}")
+    rc, out, err = run(env, "import os\nopen('/tmp/sbx-marker','w').write('x')\nprint('wrote')",
+                       "python", "--json")
+    rep = json.loads(out) if out.startswith("{") else {}
+    check(rc == 0 and rep.get("start") == "pool" and rep.get("stdout") == "wrote\n",
+          f"python --json through serve: rc {rc} out {out!r} err {err!r}")
+    # A VM serves one execution: the next one must not see the file the previous one wrote.
+    rc, out, err = run(env, "import os\nprint(os.path.exists('/tmp/sbx-marker'))", "python")
+    check((rc, out) == (0, "False\n"), f"fresh VM per request: rc {rc} out {out!r} err {err!r}")
+    rc, out, err = run(env, "console.log('x');\nthrow new Error('boom')", "javascript")
+    check(rc == 1 and "boom" in err, f"js error through serve: rc {rc} err {err!r}")
+    # Tool calls: the catalog goes as an absolute path; the server runs the provider.
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
+                         "tools.json")
+    rc, out, err = run(env, "const r = await tools.calc.add({a: 2, b: 40});\nr.result",
+                       "javascript", "--tools", os.path.relpath(tools), "--json")
+    rep = json.loads(out) if out.startswith("{") else {}
+    check(rc == 0 and rep.get("result") == 42 and len(rep.get("tool_calls", [])) == 1 and
+          rep.get("start") == "pool", f"tool call through serve: rc {rc} out {out!r} err {err!r}")
+    claimed = status(sock)["claimed_total"]
+    check(claimed == 5, f"5 VMs claimed, got {claimed}")
+
+    # Three at once on a pool of two: the third VM is restored on demand.
+    procs = [subprocess.Popen([SANDBOX, "run", "--lang", "python", "-"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+             for _ in range(3)]
+    outs = [p.communicate(f"print({i})".encode(), timeout=120) for i, p in enumerate(procs)]
+    check([(p.returncode, o[0]) for p, o in zip(procs, outs)] ==
+          [(0, b"0\n"), (0, b"1\n"), (0, b"2\n")], f"3 concurrent runs: {outs}")
+
+    hostile(sock)
+
+    # A pooled VM whose QEMU dies is dropped (and reaped) and replaced.
+    wait_for(lambda: status(sock)["ready"] == 2, 60, "the pool to refill")
+    before = status(sock)
+    victim = before["ready_pids"][0]
+    os.kill(victim, signal.SIGKILL)
+    wait_for(lambda: (lambda s: s["dropped_total"] > before["dropped_total"] and s["ready"] == 2
+                      and victim not in s["ready_pids"])(status(sock)), 60,
+             "the killed VM to be replaced")
+    wait_for(lambda: not alive(victim), 10, "the killed QEMU to be reaped")
+    rc, out, err = run(env, "print(1)", "python")
+    check((rc, out) == (0, "1\n"), f"run after a replacement: rc {rc} out {out!r}")
+
+    # A pooled VM that stops answering (QEMU stopped: no exit, the agent never accepts the
+    # channel's replacement) is dropped within a few seconds, killed, reaped and replaced.
+    wait_for(lambda: status(sock)["ready"] == 2, 60, "the pool to refill")
+    before = status(sock)
+    frozen = before["ready_pids"][0]
+    os.kill(frozen, signal.SIGSTOP)
+    wait_for(lambda: (lambda s: s["dropped_total"] > before["dropped_total"] and s["ready"] == 2
+                      and frozen not in s["ready_pids"])(status(sock)), 30,
+             "the frozen VM to be replaced")
+    wait_for(lambda: not alive(frozen), 10, "the frozen QEMU to be killed and reaped")
+
+    # --no-serve restores here, as before.
+    rc, out, err = run(env, "console.log(1)", "javascript", "--no-serve", "--json")
+    check(rc == 0 and '"start":"restore"' in out, f"--no-serve: rc {rc} out {out!r} err {err!r}")
+
+    # SIGTERM: stop, kill every VM, remove the socket; exit 0; nothing left.
+    kids = descendants(serve.pid)
+    check(len(kids) >= 4, f"serve has its pooled QEMUs and bridges as children: {kids}")
+    serve.send_signal(signal.SIGTERM)
+    try:
+        rc = serve.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, f"serve exits 0 on SIGTERM, got {rc}")
+    wait_for(lambda: not any(alive(p) for p in kids), 10, "serve's children to be gone")
+    check(not os.path.exists(sock), "socket removed")
+    check(not os.path.exists(os.path.dirname(sock)), "socket dir removed")
+    check(os.listdir(rt) == [], f"no VM runtime dir left: {os.listdir(rt)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
