@@ -164,6 +164,13 @@ def test_js_exception(sbx):
     check(r["stdout"] == "before\n", "output before the exception", repr(r["stdout"]))
 
 
+def test_js_throw_only(sbx):
+    """A program that is nothing but a throw (it once came back as status ok)."""
+    r = sbx.run("throw new Error('boom')", "javascript")
+    check(r["status"] == "error" and r["_rc"] == 1, "status error, exit 1", json.dumps(r)[:2000])
+    check(r["error"]["message"] == "boom", "error message", str(r["error"]))
+
+
 def test_python_exception(sbx):
     r = sbx.run('def f():\n    return 1 / 0\nf()', "python")
     check(r["status"] == "error", "status error", json.dumps(r)[:2000])
