@@ -16,10 +16,10 @@
 
 #include "cli/cli.h"
 #include "cli/outcome.h"
+#include "cli/relay.h"
 #include "cli/report.h"
 #include "cli/serve-client.h"
 #include "session.h"
-#include "tools-error.h"
 #include "tools.h"
 #include "vm.h"
 
@@ -73,11 +73,6 @@ typedef struct {
     char *failure;                        /* the sandbox failed before an execution result */
     gboolean out_dead[SBX_STREAM__COUNT]; /* our stdout/stderr is gone: drop output */
 } RunCtx;
-
-typedef struct {
-    RunCtx *ctx;
-    guint32 call_id;
-} PendingCall;
 
 /* ---- exit and report ---------------------------------------------------------------------- */
 
@@ -205,37 +200,18 @@ static void on_output(SbxSession *s, SbxStream stream, const guint8 *data, gsize
     }
 }
 
-static void on_tool_done(GObject *src, GAsyncResult *res, gpointer data)
+static void on_tool_settled(gpointer user_data)
 {
-    PendingCall *pc = data;
-    RunCtx *ctx = pc->ctx;
-    g_autoptr(GError) error = NULL;
-    (void)src;
-
-    g_autofree char *result = sbx_tools_call_finish(ctx->tools, res, &error);
-    if (result != NULL) {
-        sbx_session_tool_result(ctx->session, pc->call_id, result, NULL);
-    } else {
-        SbxError e = {
-            .code = error->domain == SBX_TOOL_ERROR ? (SbxErrorCode)error->code : SBX_ERR_INTERNAL,
-            .message = error->message,
-        };
-        sbx_session_tool_result(ctx->session, pc->call_id, NULL, &e);
-    }
-    g_free(pc);
-    maybe_finish(ctx);
+    maybe_finish(user_data);
 }
 
 static void on_tool_call(SbxSession *s, guint32 call_id, const char *provider, const char *tool,
                          const char *input_json, gpointer user_data)
 {
     RunCtx *ctx = user_data;
-    PendingCall *pc = g_new0(PendingCall, 1);
-    (void)s;
 
-    pc->ctx = ctx;
-    pc->call_id = call_id;
-    sbx_tools_call_async(ctx->tools, provider, tool, input_json, ctx->cancel, on_tool_done, pc);
+    sbx_relay_tool_call(s, ctx->tools, call_id, provider, tool, input_json, ctx->cancel,
+                        on_tool_settled, ctx);
 }
 
 static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_data)

@@ -7,11 +7,11 @@
 #include <signal.h>
 
 #include "cli/outcome.h"
+#include "cli/relay.h"
 #include "cli/report.h"
 #include "cli/serve.h"
 #include "protocol/base64.h"
 #include "session.h"
-#include "tools-error.h"
 #include "tools.h"
 
 struct ServeRun {
@@ -34,11 +34,6 @@ struct ServeRun {
     gint64 boot_us;    /* the VM's restore, done before the claim */
     guint idle_source;
 };
-
-typedef struct {
-    ServeRun *run;
-    guint32 call_id;
-} PendingCall;
 
 void sbx_serve_request_clear(ServeRunRequest *req)
 {
@@ -168,37 +163,18 @@ static void on_output(SbxSession *s, SbxStream stream, const guint8 *data, gsize
     }
 }
 
-static void on_tool_done(GObject *src, GAsyncResult *res, gpointer data)
+static void on_tool_settled(gpointer user_data)
 {
-    PendingCall *pc = data;
-    ServeRun *run = pc->run;
-    g_autoptr(GError) error = NULL;
-    (void)src;
-
-    g_autofree char *result = sbx_tools_call_finish(run->tools, res, &error);
-    if (result != NULL) {
-        sbx_session_tool_result(run->session, pc->call_id, result, NULL);
-    } else {
-        SbxError e = {
-            .code = error->domain == SBX_TOOL_ERROR ? (SbxErrorCode)error->code : SBX_ERR_INTERNAL,
-            .message = error->message,
-        };
-        sbx_session_tool_result(run->session, pc->call_id, NULL, &e);
-    }
-    g_free(pc);
-    maybe_finish(run);
+    maybe_finish(user_data);
 }
 
 static void on_tool_call(SbxSession *s, guint32 call_id, const char *provider, const char *tool,
                          const char *input_json, gpointer user_data)
 {
     ServeRun *run = user_data;
-    PendingCall *pc = g_new0(PendingCall, 1);
-    (void)s;
 
-    pc->run = run;
-    pc->call_id = call_id;
-    sbx_tools_call_async(run->tools, provider, tool, input_json, run->cancel, on_tool_done, pc);
+    sbx_relay_tool_call(s, run->tools, call_id, provider, tool, input_json, run->cancel,
+                        on_tool_settled, run);
 }
 
 static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_data)
