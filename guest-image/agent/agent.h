@@ -9,6 +9,7 @@
  *   output.c  stdout/stderr -> output    done.c    the final `done` report
  *   calls.c   tool call ids              pid1.c    signals, reaping, power-off
  *   entropy.c kernel RNG and clock       link.c    framed non-blocking endpoint
+ *   prestart.c runners started ahead of their execute (one per language, used once)
  */
 #pragma once
 
@@ -48,6 +49,24 @@
 /* Default cap on stdout+stderr bytes when execute.output_limit is 0 (docs/protocol.md). */
 #define OUTPUT_LIMIT_DEFAULT (16ull * 1024 * 1024)
 
+/*
+ * hello_ok waits at most this long for the pre-started runners to be warm (in a restored VM they
+ * are: no wait). It is what makes the snapshot maker's hello return only once they are, and it
+ * stays well below the host's own hello timeout (SBX_SESSION_HELLO_TIMEOUT_MS, 10 s): a cold
+ * boot under TCG has node warm ~3 s after the agent starts.
+ */
+#define PRESTART_HELLO_WAIT_MS 7000
+
+/*
+ * The wall clock the guest reads from boot until the first hello sets it (PID 1 only):
+ * 2000-01-01T00:00:00Z. A pre-started node seeds OpenSSL's DRBGs at its start, and a snapshot
+ * clones them; OpenSSL 3 reseeds a DRBG from the kernel when the clock has moved more than
+ * 7 minutes (1 hour for the primary) since its last seeding, or backwards. Starting the runners
+ * at a clock decades behind the one every hello sets makes each clone's first crypto call
+ * reseed from its own (freshly reseeded) kernel generator. See docs/snapshot.md.
+ */
+#define PRESTART_CLOCK_US (946684800ll * 1000000)
+
 /* The host must send hello this soon after connecting, or the connection is closed. */
 #define HELLO_TIMEOUT_MS 5000
 
@@ -67,6 +86,13 @@
  */
 #define DRAIN_GRACE_MS 2000
 
+/*
+ * Reads per pipe when the runner's done is reported before its exit: what the runner wrote
+ * before its done is in the pipe (at most its buffer: 64 KiB, 1 MiB if the code enlarged it,
+ * i.e. 16 reads of 64 KiB); more comes only from a process still running, killed right after.
+ */
+#define EARLY_DRAIN_READS 16
+
 typedef struct AgentOptions {
     unsigned vsock_port;     /* --listen-vsock */
     const char *unix_path;   /* --listen-unix: used instead of vsock when set */
@@ -74,11 +100,13 @@ typedef struct AgentOptions {
     const char *node;        /* --node */
     const char *python;      /* --python */
     long run_as;             /* --run-as: uid (and gid) of user code, -1 to keep ours */
+    bool prestart;           /* not --no-prestart: start one runner per language ahead */
 } AgentOptions;
 
 typedef enum {
     CONN_NONE,    /* no host connected */
     CONN_HELLO,   /* connected, waiting for hello */
+    CONN_GREETING, /* hello handled; hello_ok waits for the pre-started runners (bounded) */
     CONN_READY,   /* hello answered */
     CONN_CLOSING, /* an error frame is leaving; nothing more is read */
 } ConnState;
@@ -96,12 +124,24 @@ typedef struct Exec {
     int64_t kill_deadline_ms;  /* EXIT_GRACE_MS after the runner's done; 0: none */
     int64_t drain_deadline_ms; /* DRAIN_GRACE_MS after exit or the last byte; 0: none */
     bool cancelled;
+    bool early;   /* done sent on the runner's done, before its exit (exec.c, finish_early) */
     bool have_done;
     SbxDone done; /* the runner's own report (status, result, error) */
     bool failed;
     SbxError failure; /* what the agent saw go wrong (runner protocol violation, ...) */
     Calls calls;
 } Exec;
+
+/* A runner started ahead of its execute (prestart.c); pid 0: none (not started, used, dead). */
+typedef struct Prestart {
+    const char *name; /* the language's name, for the log */
+    pid_t pid;        /* leader of its own process group */
+    Link chan;        /* we sent it a ping; its pong says it is warm */
+    bool chan_open;
+    bool ready;                   /* it answered the ping */
+    bool rewarmed;                /* asked to warm up again (prestart_rewarm), once */
+    int pipes[SBX_STREAM__COUNT]; /* read ends of stdout, stderr (not read while it waits) */
+} Prestart;
 
 typedef struct Agent {
     AgentOptions opt;
@@ -112,7 +152,12 @@ typedef struct Agent {
     bool conn_broken;         /* the socket failed: close at the end of the loop round */
     Link host;                /* the host connection, unless CONN_NONE */
     int64_t conn_deadline_ms; /* hello or closing deadline; 0: none */
+    char *greeting_token;     /* CONN_GREETING: the hello's token, for hello_ok */
+    int64_t greeting_time_us; /* CONN_GREETING: the hello's clock ... */
+    int64_t greeting_ms;      /* ... and when it arrived (monotonic) */
     Exec *exec;               /* the running execution, or NULL */
+    pid_t early_pid;          /* runner of an execution done before its exit; 0 once reaped */
+    Prestart pre[SBX_LANG__COUNT];
     bool quit;                /* SIGTERM/SIGINT when not PID 1 */
 } Agent;
 
@@ -146,6 +191,8 @@ bool conn_wants_output(const Agent *a);
 /* host.c */
 /** Act on one decoded message from the host (ownership of @msg's fields may be taken). */
 void host_dispatch(Agent *a, SbxMsg *msg);
+/** CONN_GREETING: send hello_ok once the pre-started runners are warm or the wait is over. */
+void host_greeting_check(Agent *a, int64_t now);
 
 /* exec.c */
 /** Start the execution described by @msg (an execute message). */
@@ -181,6 +228,11 @@ void runner_tool_result(Agent *a, SbxMsg *msg);
 /* output.c */
 /** Handle poll events on the pipe of @stream. */
 void output_on_events(Agent *a, SbxStream stream);
+/**
+ * One read of the pipe of @stream, sent as output (within the limit). Returns the bytes read,
+ * 0 at EOF (the pipe is closed), -EAGAIN when it is empty.
+ */
+int output_read(Agent *a, SbxStream stream);
 
 /* done.c */
 /* Text the agent writes into a done (strings of the message point here). */
@@ -203,9 +255,37 @@ int spawn_runner(const AgentOptions *o, SbxLanguage lang, pid_t *ret_pid, int *r
                  int ret_pipes[SBX_STREAM__COUNT]);
 /**
  * SIGKILL the process group @pgid and what escaped it: with --run-as every process of that
- * user, else every child of ours (orphans land with us: we are init or a subreaper).
+ * user, else every child of ours (orphans land with us: we are init or a subreaper); the
+ * @nkeep processes of @keep (pre-started runners still waiting) are spared.
  */
-void spawn_kill_all(const AgentOptions *o, pid_t pgid);
+void spawn_kill_all(const AgentOptions *o, pid_t pgid, const pid_t *keep, size_t nkeep);
+
+/* prestart.c */
+/** Start one runner per available language (unless --no-prestart) and ping each. */
+void prestart_all(Agent *a);
+/**
+ * Ask the warm runners to run their warm-up again, once (a second ping; they answer when done,
+ * and an execute waits for it). In a VM restored from a snapshot under TCG the emulator's
+ * translated code is gone, so the first execution would pay for translating every path again;
+ * called when the host connects, a pooled VM does it before its claim.
+ */
+void prestart_rewarm(Agent *a);
+/** True when every pre-started runner still alive has answered its ping (is warm). */
+bool prestart_all_ready(const Agent *a);
+/** The pids of the pre-started runners still alive, into @keep; returns how many. */
+size_t prestart_pids(const Agent *a, pid_t keep[SBX_LANG__COUNT]);
+/** Handle poll events on the channel of the pre-started runner of @lang. */
+void prestart_on_events(Agent *a, SbxLanguage lang);
+/** A child was reaped: if it was a pre-started runner, forget it. */
+void prestart_reaped(Agent *a, pid_t pid);
+/**
+ * Hand over the waiting runner of @lang: *@ret_pid, *@ret_chan (moved; it was pinged) and
+ * @ret_pipes, with what it wrote while waiting discarded. False if there is none (or it died).
+ */
+bool prestart_take(Agent *a, SbxLanguage lang, pid_t *ret_pid, Link *ret_chan,
+                   int ret_pipes[SBX_STREAM__COUNT]);
+/** Kill and reap the pre-started runners (the agent exits). */
+void prestart_stop(Agent *a);
 
 /* loop.c */
 /** Serve connections until SIGTERM/SIGINT (never, as PID 1). Returns 0 or -errno of poll(). */

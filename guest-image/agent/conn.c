@@ -44,6 +44,11 @@ void conn_accept(Agent *a)
         refuse(fd, "another host connection is active");
         return;
     }
+    /* Runners warm already when the host connects: a VM just restored from a snapshot, whose
+     * runners warmed up before it was saved. Their code is warm for the guest but not for TCG,
+     * which has no translated code after a restore: have them run the warm-up again, now,
+     * while the host prepares its hello (a pooled VM: until it is claimed). */
+    prestart_rewarm(a);
     link_init(&a->host, fd, SBX_FRAME_MAX);
     a->conn_state = CONN_HELLO;
     a->conn_broken = false;
@@ -57,6 +62,8 @@ void conn_close(Agent *a)
     if (a->conn_state == CONN_NONE)
         return;
     link_close(&a->host);
+    free(a->greeting_token);
+    a->greeting_token = NULL;
     a->conn_state = CONN_NONE;
     a->conn_broken = false;
     a->conn_deadline_ms = 0;
@@ -109,6 +116,10 @@ bool conn_wants_output(const Agent *a)
 bool conn_wants_input(const Agent *a)
 {
     if (a->conn_state != CONN_HELLO && a->conn_state != CONN_READY)
+        return false;
+    /* The runner of an execution done early is swept again when it is reaped (exec.c): no
+     * next execute before that, so that the sweep cannot reach its processes. */
+    if (a->early_pid > 0)
         return false;
     if (a->conn_broken || link_queued(&a->host) >= HOST_QUEUE_SOFT_MAX)
         return false;

@@ -53,7 +53,10 @@ void done_build(const Exec *e, int64_t now, SbxMsg *out, DoneText *text)
     memset(out, 0, sizeof(*out));
     out->type = SBX_MSG_DONE;
     d->id = e->id;
-    d->exit_code = WIFEXITED(e->wstatus) ? WEXITSTATUS(e->wstatus) : -1;
+    /* Reported on the runner's done, before its exit: the status it said it exits with. */
+    d->exit_code = e->early                 ? e->done.exit_code
+                   : WIFEXITED(e->wstatus) ? WEXITSTATUS(e->wstatus)
+                                           : -1;
     d->duration_ms = (uint64_t)(now - e->start_ms);
     d->output_truncated = e->truncated;
     if (e->cancelled) {

@@ -3,6 +3,7 @@
  * and ping. Anything else, or anything out of order, is a protocol error that closes the
  * connection (docs/protocol.md, "Guest agent").
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
@@ -19,10 +20,27 @@ static void fill_languages(const AgentOptions *o, char **langs)
     langs[n] = NULL;
 }
 
-static void on_hello(Agent *a, const SbxHello *h)
+/* Answer hello: set the clock (as init) to the host's, as of now, then hello_ok. */
+static void greet(Agent *a, const char *token, int64_t time_us, int64_t received_ms)
 {
     SbxMsg ok = {.type = SBX_MSG_HELLO_OK};
     char *langs[SBX_LANG__COUNT + 1];
+    int r;
+
+    if (a->pid1 && (r = clock_set_us(time_us + (now_ms() - received_ms) * 1000)) < 0)
+        agent_log("setting the clock: %s", strerror(-r));
+    fill_languages(&a->opt, langs);
+    ok.hello_ok.version = SBX_PROTOCOL_VERSION;
+    ok.hello_ok.token = (char *)token;
+    ok.hello_ok.agent = (char *)AGENT_NAME;
+    ok.hello_ok.languages = langs;
+    conn_send(a, &ok);
+    a->conn_state = CONN_READY;
+    a->conn_deadline_ms = 0;
+}
+
+static void on_hello(Agent *a, const SbxHello *h)
+{
     int r;
 
     if (h->version != SBX_PROTOCOL_VERSION) {
@@ -36,17 +54,33 @@ static void on_hello(Agent *a, const SbxHello *h)
     r = entropy_add(h->entropy, h->entropy_len, a->pid1);
     if (r < 0 && a->pid1)
         agent_log("adding the host's entropy: %s", strerror(-r));
-    if (a->pid1 && (r = clock_set_us(h->time_us)) < 0)
-        agent_log("setting the clock: %s", strerror(-r));
 
-    fill_languages(&a->opt, langs);
-    ok.hello_ok.version = SBX_PROTOCOL_VERSION;
-    ok.hello_ok.token = h->token;
-    ok.hello_ok.agent = (char *)AGENT_NAME;
-    ok.hello_ok.languages = langs;
-    conn_send(a, &ok);
-    a->conn_state = CONN_READY;
-    a->conn_deadline_ms = 0;
+    /* Pre-started runners still warming up (a cold boot, or the snapshot maker's template):
+     * answer once they are warm, so that a snapshot taken after hello_ok holds warm runners.
+     * The clock is set then too: until they are warm it stays at PRESTART_CLOCK_US (agent.h:
+     * what node's OpenSSL seeds while it starts must be dated far from any hello's time). */
+    if (!prestart_all_ready(a) && (a->greeting_token = strdup(h->token))) {
+        a->conn_state = CONN_GREETING;
+        a->greeting_time_us = h->time_us;
+        a->greeting_ms = now_ms();
+        a->conn_deadline_ms = a->greeting_ms + PRESTART_HELLO_WAIT_MS;
+        return;
+    }
+    greet(a, h->token, h->time_us, now_ms());
+}
+
+void host_greeting_check(Agent *a, int64_t now)
+{
+    char *token = a->greeting_token;
+
+    if (a->conn_state != CONN_GREETING || (!prestart_all_ready(a) && now < a->conn_deadline_ms))
+        return;
+    if (!prestart_all_ready(a))
+        agent_log("pre-started runners not warm after %d ms: answering hello anyway",
+                  PRESTART_HELLO_WAIT_MS);
+    a->greeting_token = NULL;
+    greet(a, token, a->greeting_time_us, a->greeting_ms);
+    free(token);
 }
 
 static void on_cancel(Agent *a, const SbxCancel *c)

@@ -10,7 +10,16 @@
 #include "agent.h"
 #include "util.h"
 
-enum { SLOT_LISTEN, SLOT_SIGNAL, SLOT_HOST, SLOT_CHAN, SLOT_STDOUT, SLOT_STDERR, SLOT__COUNT };
+enum {
+    SLOT_LISTEN,
+    SLOT_SIGNAL,
+    SLOT_HOST,
+    SLOT_CHAN,
+    SLOT_STDOUT,
+    SLOT_STDERR,
+    SLOT_PRE, /* one per language: the channels of pre-started runners until they are warm */
+    SLOT__COUNT = SLOT_PRE + SBX_LANG__COUNT
+};
 
 static void watch(struct pollfd *p, int fd, bool in, bool out)
 {
@@ -29,6 +38,12 @@ static void build(const Agent *a, struct pollfd *p)
         watch(&p[i], -1, false, false);
     watch(&p[SLOT_LISTEN], a->listen_fd, true, false);
     watch(&p[SLOT_SIGNAL], a->signal_fd, true, false);
+    for (int l = 0; l < SBX_LANG__COUNT; l++) {
+        const Prestart *pre = &a->pre[l];
+
+        if (pre->chan_open && !pre->ready)
+            watch(&p[SLOT_PRE + l], pre->chan.fd, true, false);
+    }
     /* Always watched while connected: hang-ups are reported even when we do not read. */
     if (host) {
         p[SLOT_HOST].fd = a->host.fd;
@@ -88,6 +103,12 @@ static void dispatch(Agent *a, struct pollfd *p)
         if (q->revents && a->exec && a->exec->pipes[s] >= 0 && a->exec->pipes[s] == q->fd)
             output_on_events(a, (SbxStream)s);
     }
+    for (int l = 0; l < SBX_LANG__COUNT; l++) {
+        const struct pollfd *q = &p[SLOT_PRE + l];
+
+        if (q->revents && a->pre[l].chan_open && a->pre[l].chan.fd == q->fd)
+            prestart_on_events(a, (SbxLanguage)l);
+    }
     if (p[SLOT_SIGNAL].revents)
         pid1_on_signals(a);
     if (p[SLOT_LISTEN].revents)
@@ -98,6 +119,7 @@ static void timers(Agent *a, int64_t now)
 {
     if (a->conn_state == CONN_HELLO && now >= a->conn_deadline_ms)
         conn_fail(a, SBX_ERR_PROTOCOL, "no hello within %d ms", HELLO_TIMEOUT_MS);
+    host_greeting_check(a, now);
     if (a->exec)
         exec_on_timer(a, now);
 }

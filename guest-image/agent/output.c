@@ -21,7 +21,7 @@ static size_t admit(Exec *e, size_t n)
     return keep;
 }
 
-void output_on_events(Agent *a, SbxStream stream)
+int output_read(Agent *a, SbxStream stream)
 {
     Exec *e = a->exec;
     uint8_t buf[SBX_OUTPUT_CHUNK_MAX];
@@ -29,22 +29,28 @@ void output_on_events(Agent *a, SbxStream stream)
     ssize_t n;
     size_t keep;
 
-    /* One read per round: the loop polls again, so a chatty program cannot starve the rest. */
     n = read(e->pipes[stream], buf, sizeof(buf));
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
+        return -EAGAIN;
     if (n <= 0) {
         e->pipes[stream] = safe_close(e->pipes[stream]);
-        return;
+        return 0;
     }
     if (e->drain_deadline_ms)
         e->drain_deadline_ms = now_ms() + DRAIN_GRACE_MS;
     keep = admit(e, (size_t)n);
     if (keep == 0)
-        return;
+        return (int)n;
     m.output.id = e->id;
     m.output.stream = stream;
     m.output.data = buf;
     m.output.len = keep;
     conn_send(a, &m);
+    return (int)n;
+}
+
+void output_on_events(Agent *a, SbxStream stream)
+{
+    /* One read per round: the loop polls again, so a chatty program cannot starve the rest. */
+    output_read(a, stream);
 }

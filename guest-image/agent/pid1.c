@@ -67,8 +67,10 @@ static void reap(Agent *a)
             return;
         exec_runner_exiting(a, si.si_pid);
         pid = waitpid(si.si_pid, &status, WNOHANG);
-        if (pid > 0)
+        if (pid > 0) {
             exec_runner_exited(a, pid, status);
+            prestart_reaped(a, pid);
+        }
         else if (pid < 0 && errno != EINTR)
             return;
     }

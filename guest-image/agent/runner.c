@@ -120,6 +120,10 @@ static void dispatch(Agent *a, SbxMsg *msg)
     case SBX_MSG_DONE:
         on_done(a, msg);
         break;
+    case SBX_MSG_PONG:
+        /* A pre-started runner answers our ping once warm, before it reads its execute: the
+         * pong arrives here when the execute was handed over before that. */
+        break;
     default:
         exec_fail(a, SBX_ERR_PROTOCOL, "runner: unexpected message %s",
                   sbx_msg_type_name(msg->type));

@@ -3,6 +3,7 @@
  * unprivileged user when configured, with a minimal environment, cwd /tmp, stdin /dev/null,
  * stdout and stderr on pipes, and fd 3 the runner channel.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -10,6 +11,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -181,13 +183,21 @@ int spawn_runner(const AgentOptions *o, SbxLanguage lang, pid_t *ret_pid, int *r
     return 0;
 }
 
+static bool kept(pid_t pid, const pid_t *keep, size_t nkeep)
+{
+    for (size_t i = 0; i < nkeep; i++)
+        if (keep[i] == pid)
+            return true;
+    return false;
+}
+
 /*
  * Without a user of its own, code that left the group (setsid) is found as an orphan: we are
- * init or a subreaper (main.c), so orphans become our children. The runner is our only other
- * child, so every child is the execution's. A list longer than the buffer is cut: what is
- * left is killed by the next sweep.
+ * init or a subreaper (main.c), so orphans become our children. Our other children are the
+ * pre-started runners (@keep), so every other child is the execution's. A list longer than
+ * the buffer is cut: what is left is killed by the next sweep.
  */
-static void kill_children(void)
+static void kill_children(const pid_t *keep, size_t nkeep)
 {
     char path[64], buf[4096];
     ssize_t n;
@@ -207,26 +217,84 @@ static void kill_children(void)
 
         if (end == p)
             break;
-        if (pid > 1)
+        if (pid > 1 && !kept((pid_t)pid, keep, nkeep))
             kill((pid_t)pid, SIGKILL);
     }
 }
 
-void spawn_kill_all(const AgentOptions *o, pid_t pgid)
+/*
+ * Rounds of the sweep below: each kills every process found, so only children forked during
+ * a round survive it; a fork bomb loses its parents in the first rounds. 64 is far more than
+ * a process tree ever needs and bounds the helper's time.
+ */
+#define SWEEP_ROUNDS_MAX 64
+
+/* True if /proc/@pid is a zombie (dead already: killing it again would count forever). */
+static bool zombie(const char *pid)
+{
+    char path[64], buf[256], *paren;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return true; /* gone */
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return true;
+    buf[n] = '\0';
+    paren = strrchr(buf, ')'); /* the name may contain anything, even ") Z" */
+    return !paren || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X';
+}
+
+/* One round as the user: SIGKILL every process we may signal but ourselves and @keep. */
+static int sweep_round(const pid_t *keep, size_t nkeep)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    int killed = 0;
+
+    if (!d)
+        return 0;
+    while ((de = readdir(d))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+
+        if (*end || pid <= 1 || pid == getpid() || kept((pid_t)pid, keep, nkeep) ||
+            zombie(de->d_name))
+            continue;
+        /* Processes of other users refuse (EPERM): only the user's own die. */
+        if (kill((pid_t)pid, SIGKILL) == 0)
+            killed++;
+    }
+    closedir(d);
+    return killed;
+}
+
+void spawn_kill_all(const AgentOptions *o, pid_t pgid, const pid_t *keep, size_t nkeep)
 {
     pid_t pid;
 
     kill(-pgid, SIGKILL);
     if (o->run_as < 0) {
-        kill_children();
+        kill_children(keep, nkeep);
         return;
     }
     /* A process can leave the group (setsid) but not the user: a helper running as that user
-     * kills every process it may signal, which is every process of the user but itself. */
+     * kills every process it may signal, which is every process of the user but itself.
+     * Without runners to spare, kill(-1) does it in one call. */
     pid = fork();
     if (pid == 0) {
-        if (setgid((gid_t)o->run_as) == 0 && setuid((uid_t)o->run_as) == 0)
+        if (setgid((gid_t)o->run_as) < 0 || setuid((uid_t)o->run_as) < 0)
+            _exit(1);
+        if (nkeep == 0) {
             kill(-1, SIGKILL);
+            _exit(0);
+        }
+        for (int i = 0; i < SWEEP_ROUNDS_MAX && sweep_round(keep, nkeep) > 0; i++)
+            ;
         _exit(0);
     }
     while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)

@@ -3,7 +3,14 @@
 //
 // It reads `execute`, runs the code as an async function (see rewrite.mjs), answers tool calls
 // through the channel, and ends with one `done` {status: ok|error, result?, error?} and exit.
+//
+// The agent may start it long before its execute (pre-started, and saved in a VM snapshot): it
+// first runs a warm-up through the same code path, then answers the agent's `ping` with `pong`
+// (it is warm), and waits. At the execute it reseeds Math.random() from the kernel, which
+// every clone of the snapshot has reseeded at its hello (see warmUp and reseedMathRandom).
+import fs from 'node:fs';
 import { createRequire, isBuiltin } from 'node:module';
+import { Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import vm from 'node:vm';
 
@@ -23,20 +30,83 @@ let finished = false;
 let nextCallId = 1;
 const pending = new Map(); // call id -> {resolve, reject, site}
 
-const channel = new Channel(3, onMessage, () => {
-    // The agent is gone: nobody is left to report to.
-    if (!finished)
-        process.exit(70);
-});
+let channel = null; // created once warm (the end of this file)
+
+// A second ping comes when a host connects to a VM restored from a snapshot, whose emulator
+// (TCG) lost its translated code: warm up again, unless the execute follows at once (a host
+// that runs code as soon as it connects gains nothing from a warm-up first; a pooled VM waits
+// for its claim). How long "at once" is: the host's hello and execute take a few ms.
+const REWARM_DELAY_MS = 100;
+
+let warm = Promise.resolve(); // the warm-up in progress: an execute waits for it
+let rewarmTimer = null;
+let pings = 0;
 
 function onMessage(msg) {
     if (msg.type === 'execute' && execId === null) {
         execId = msg.id;
         channel.ref(false);
-        run(msg).then(succeed, fail);
+        clearTimeout(rewarmTimer);
+        warm.then(() => {
+            reseedMathRandom();
+            run(msg).then(succeed, fail);
+        });
     } else if (msg.type === 'tool_result') {
         settle(msg);
+    } else if (msg.type === 'ping' && execId === null) {
+        // The first ping asks whether we are warm: we are, the channel is read only after the
+        // warm-up. Its pong is awaited by the agent; the later one's is not.
+        const pong = () => channel.send(encode({ type: 'pong', seq: msg.seq }));
+        if (pings++ === 0) {
+            pong();
+            return;
+        }
+        clearTimeout(rewarmTimer);
+        rewarmTimer = setTimeout(() => {
+            if (execId === null)
+                warm = warm.then(warmUp).then(pong);
+        }, REWARM_DELAY_MS);
     }
+}
+
+// --- fresh randomness ----------------------------------------------------------------------
+
+// V8 keeps Math.random()'s state in the context and seeds new contexts from the isolate's own
+// generator: both are cloned with a snapshot, and JavaScript cannot reseed either. So the
+// runner installs its own generator (xoshiro128**, 53-bit doubles like V8's), seeded at the
+// execute from the kernel (reseeded by the agent at hello). crypto needs nothing here: OpenSSL
+// reseeds itself after a restore (agent.h, PRESTART_CLOCK_US).
+function reseedMathRandom() {
+    const s = new Int32Array(4);
+    const fd = fs.openSync('/dev/urandom', 'r');
+    try {
+        fs.readSync(fd, s);
+    } finally {
+        fs.closeSync(fd);
+    }
+    if ((s[0] | s[1] | s[2] | s[3]) === 0)
+        s[0] = 1; // the one state xoshiro cannot leave
+    let [s0, s1, s2, s3] = s;
+    const rotl = (x, k) => (x << k) | (x >>> (32 - k));
+    const next = () => {
+        const r = Math.imul(rotl(Math.imul(s1, 5), 7), 9) >>> 0;
+        const t = s1 << 9;
+        s2 ^= s0;
+        s3 ^= s1;
+        s1 ^= s2;
+        s0 ^= s3;
+        s2 ^= t;
+        s3 = rotl(s3, 11);
+        return r;
+    };
+    // A method: named `random`, length 0, not a constructor, like the built-in.
+    const { random } = {
+        random() {
+            return ((next() >>> 5) * 67108864 + (next() >>> 6)) / 2 ** 53;
+        },
+    };
+    Object.defineProperty(Math, 'random',
+        { value: random, writable: true, enumerable: false, configurable: true });
 }
 
 // --- tools ---------------------------------------------------------------------------------
@@ -208,4 +278,41 @@ process.on('unhandledRejection', onUncaught);
 process.on('beforeExit', () => {
     if (execId !== null && !finished)
         fail(new Error('the code awaits a promise that can never settle (nothing is left to run)'));
+});
+
+// --- warm-up, then wait for the execute ----------------------------------------------------
+
+// Parsed, rewritten and run like user code, so that acorn, the rewriter, the serialiser and
+// the paths of a first execution are loaded and compiled before the agent is told we are warm.
+// It must not write a byte (the agent discards what a waiting runner wrote, but a cold boot
+// may hand the execute over before the warm-up is done) nor draw random numbers from crypto.
+const WARMUP_CODE = `import path from 'node:path';
+const xs = [3, 1, 2].map((x) => x * 2).sort();
+const o = { xs, s: \`\${path.basename('/a/b.js')} \${xs.length}\`, n: 1.5, t: true, z: null };
+JSON.stringify(o);
+o`;
+
+async function warmUp() {
+    try {
+        const value = await run({ id: 'warmup', code: WARMUP_CODE,
+            tools: [{ provider: 'warm', name: 'up' }] });
+        toJson(value, 'result');
+        describe(new TypeError('warm-up'));
+        // console.log's formatting, into nowhere; then the real streams, without a byte.
+        const sink = new Writable({ write(chunk, encoding, callback) { callback(); } });
+        new console.Console(sink, sink).log('%s %d', 'warm', 1, { a: [1] });
+        await Promise.all([flush(process.stdout), flush(process.stderr)]);
+        // The paths of an execute's start and end: reseeding (again at the execute), a done.
+        reseedMathRandom();
+        encode(doneMessage('ok', 0), 'result', toJson(value, 'result'));
+    } catch {
+        // Nothing to report to yet; a real execution will show what is broken.
+    }
+}
+
+await warmUp();
+channel = new Channel(3, onMessage, () => {
+    // The agent is gone: nobody is left to report to.
+    if (!finished)
+        process.exit(70);
 });

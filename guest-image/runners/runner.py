@@ -5,13 +5,21 @@ It reads `execute`, runs the code like a notebook cell (top-level await allowed;
 the last expression statement is the result) or, with an entry, calls that function with the
 args; tool calls go through the channel; it ends with one `done` {status: ok|error, result?,
 error?} and exits. sys.exit(n) exits with n and no done: the agent reports the exit status.
+
+The agent may start it long before its execute (pre-started, and saved in a VM snapshot): it
+first runs a warm-up cell through the same code path, then answers the agent's `ping` with
+`pong` (it is warm) and waits. At the execute it reseeds `random` from the kernel, which every
+clone of the snapshot has reseeded at its hello.
 """
 import ast
 import asyncio
 import inspect
 import linecache
+import json
 import os
+import random
 import sys
+import threading
 import traceback
 
 from sbx_channel import Channel, ChannelClosed, encode
@@ -165,12 +173,77 @@ def exit_code_of(e):
     return 1
 
 
+# Run like user code, so that the modules and paths of a first execution are loaded and
+# warm before the agent is told so. It must not write a byte; `random` is reseeded again at
+# the execute.
+WARMUP_CELL = """import json
+async def double(x):
+    return {"x": x * 2, "s": f"{x!r}"}
+r = await double(21)
+json.dumps(r)
+r
+"""
+
+
+def warm_up():
+    runner = Runner(None, {"id": "warmup", "code": WARMUP_CELL,
+                           "tools": [{"provider": "warm", "name": "up"}]})
+    try:
+        value = runner.run()
+        check(value, "result")
+        encode(done("warmup", "ok", 0, result=value))
+        describe(ValueError("warm-up"))
+        json.loads(json.dumps(value))
+        # The paths of an execute's start and end: reseeding (again at the execute), the
+        # channel's reader thread, flushing.
+        random.seed()
+        thread = threading.Thread(target=lambda: None, name="sbx-warm-up")
+        thread.start()
+        thread.join()
+        flush()
+    except Exception:  # nothing to report to yet; a real execution will show what is broken
+        pass
+    finally:
+        if runner.loop is not None:
+            runner.loop.close()
+        linecache.cache.pop(FILENAME, None)
+
+
+# A second ping comes when a host connects to a VM restored from a snapshot, whose emulator
+# (TCG) lost its translated code: warm up again, unless the execute follows at once (a host
+# that runs code as soon as it connects gains nothing from a warm-up first; a pooled VM waits
+# for its claim). How long "at once" is: the host's hello and execute take a few ms.
+REWARM_DELAY = 0.1
+
+
+def wait_for_execute(channel):
+    """Read the channel until the execute. The first ping asks whether we are warm (we are:
+    the channel is read only after the warm-up); a later one asks for a warm-up again."""
+    pings = 0
+    while True:
+        msg = channel.read()
+        if msg.get("type") == "execute":
+            return msg
+        if msg.get("type") != "ping":
+            continue
+        pings += 1
+        if pings > 1:
+            if channel.readable(REWARM_DELAY):
+                continue
+            warm_up()
+        channel.send(encode({"type": "pong", "seq": msg.get("seq", 0)}))
+
+
 def main():
+    warm_up()
     channel = Channel(3)
     try:
-        execute = channel.read()
+        execute = wait_for_execute(channel)
     except (ChannelClosed, OSError, ValueError):
         os._exit(70)  # the agent is gone: nobody is left to report to
+    # Seeded when this process started, maybe in the VM that a snapshot was cloned from: reseed
+    # from the kernel (reseeded by the agent at hello), so that no two sandboxes draw alike.
+    random.seed()
     channel.start_reader()
     runner = Runner(channel, execute)
     try:

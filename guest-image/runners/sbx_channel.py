@@ -7,6 +7,7 @@ Call ids are taken and frames written under one lock, so ids reach the agent in 
 order, as it requires.
 """
 import json
+import select
 import socket
 import struct
 import threading
@@ -45,6 +46,10 @@ class Channel:
             chunks.append(chunk)
             n -= len(chunk)
         return b"".join(chunks)
+
+    def readable(self, timeout):
+        """True if a message (or the end) arrives within @timeout seconds."""
+        return bool(select.select([self._sock], [], [], timeout)[0])
 
     def read(self):
         """The next message; raises ChannelClosed at the end."""

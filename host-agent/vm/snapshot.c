@@ -33,8 +33,8 @@
 /* inputs.json is a few hundred bytes; anything bigger is not ours. */
 #define INPUTS_MAX (16 * 1024)
 
-/* A template boot (~2 s) and its warm-up (node starts in ~2.5 s cold under TCG) on a loaded
- * host: generous, since it happens once per image. */
+/* A template boot (~2 s) and its warm-up (hello_ok waits up to 7 s for the pre-started runners;
+ * node starts in ~2.5 s cold under TCG) on a loaded host: generous, once per image. */
 #define TEMPLATE_BOOT_MS 120000
 #define WARMUP_MS 120000
 
@@ -300,43 +300,18 @@ static gboolean hello(int fd, SbxFrameReader *r, GError **error)
     return ok ? TRUE : fail(error, "warm-up: the agent did not answer hello with hello_ok");
 }
 
-/* Run @code in @lang to its done; a done other than ok fails the warm-up. */
-static gboolean warm_one(int fd, SbxFrameReader *r, SbxLanguage lang, const char *code,
-                         GError **error)
-{
-    g_autofree char *id = g_strdup_printf("warmup-%s", sbx_language_name(lang));
-    SbxMsg msg = {.type = SBX_MSG_EXECUTE};
-    gint64 deadline = g_get_monotonic_time() + (gint64)WARMUP_MS * 1000;
-
-    msg.execute = (SbxExecute){.id = id, .language = lang, .code = (char *)code};
-    if (!send_msg(fd, &msg, error))
-        return FALSE;
-    for (;;) {
-        SbxMsg in = {0};
-        if (!recv_msg(fd, r, deadline, &in, error))
-            return FALSE;
-        gboolean done = in.type == SBX_MSG_DONE, ok = done && in.done.status == SBX_STATUS_OK;
-        gboolean err = in.type == SBX_MSG_ERROR;
-        sbx_msg_clear(&in);
-        if (err || (done && !ok))
-            return fail(error, "warm-up: the %s execution failed", sbx_language_name(lang));
-        if (done)
-            return TRUE;
-    }
-}
-
 static gboolean warm_up(int fd, GError **error)
 {
     SbxFrameReader r;
     gboolean ok;
 
     sbx_frame_reader_init(&r, 0);
-    /* Touch what a first execution touches: the runtimes, their runners, the modules the
-     * runners import, the RNG (docs/snapshot.md). */
-    ok = hello(fd, &r, error) &&
-         warm_one(fd, &r, SBX_LANG_JAVASCRIPT, "require('crypto').randomUUID(); Math.random()",
-                  error) &&
-         warm_one(fd, &r, SBX_LANG_PYTHON, "import random; random.random()", error);
+    /* The agent started one runner per language at boot, and they warmed themselves up
+     * (loaded the runtime, the runner's modules, ran a warm-up cell); hello_ok comes once they
+     * are warm (at most 7 s after hello: PRESTART_HELLO_WAIT_MS in guest-image/agent/agent.h).
+     * No execution here: it would use up a pre-started runner, and the runners must draw no
+     * random numbers after hello has set the clock (docs/snapshot.md, "Pre-started runners"). */
+    ok = hello(fd, &r, error);
     sbx_frame_reader_clear(&r);
     return ok;
 }

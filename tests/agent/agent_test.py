@@ -44,7 +44,8 @@ def check(cond, what, detail=""):
 class Host:
     """One connection to the agent."""
 
-    def __init__(self, path):
+    def __init__(self, path, agent=None):
+        self.agent = agent
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(TIMEOUT)
         self.sock.connect(path)
@@ -101,6 +102,8 @@ class Host:
                "tools": fields.pop("tools", [])}
         msg.update(fields)
         self.send(msg)
+        if self.agent:
+            self.agent.executed.add(language)
         return exec_id
 
     def run(self, code, language, on_tool_call=None, **fields):
@@ -175,6 +178,16 @@ def children(pid):
         return []
 
 
+def runner_language(pid):
+    """The language of the runner process @pid, from its command line."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:
+        return "used"
+    return "javascript" if b"runner.mjs" in cmdline else "python"
+
+
 class Agent:
     def __init__(self, binary, runners, extra=()):
         self.binary, self.runners = binary, runners
@@ -193,6 +206,15 @@ class Agent:
             check(self.proc.poll() is None, "the agent exited at start", self.read_log())
             check(time.monotonic() < deadline, "the agent did not listen within 10 s")
             time.sleep(0.01)
+        # The pre-started runners (one per language) exist before the agent listens. They
+        # are not left behind by anything: they wait for an execute, and die with the agent.
+        self.prestarted = {pid: runner_language(pid) for pid in children(self.proc.pid)}
+        self.executed = set()  # languages executed: their pre-started runner is used up
+
+    def children(self):
+        """The agent's children but the pre-started runners that still wait."""
+        return [p for p in children(self.proc.pid)
+                if self.prestarted.get(p, "used") in self.executed | {"used"}]
 
     def listening(self):
         with open("/proc/net/unix") as f:
@@ -204,7 +226,7 @@ class Agent:
         return False
 
     def connect(self):
-        return Host(self.path)
+        return Host(self.path, self)
 
     def read_log(self):
         with open(self.log_path, "rb") as f:
@@ -212,14 +234,18 @@ class Agent:
 
     def wait_no_children(self, timeout=10):
         deadline = time.monotonic() + timeout
-        while children(self.proc.pid):
+        while self.children():
             check(time.monotonic() < deadline,
-                  f"processes left behind by the agent: {children(self.proc.pid)}")
+                  f"processes left behind by the agent: {self.children()}")
             time.sleep(0.02)
 
     def stop(self):
         """SIGTERM by PID, SIGKILL if it hangs; then the checks and the cleanup."""
-        left = children(self.proc.pid)
+        # A runner is killed right after its done and reaped a moment later.
+        deadline = time.monotonic() + 5
+        while self.children() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        left = self.children()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -834,7 +860,8 @@ def test_runner_violation(agent):
     expect_error(r, "protocol_error")
     check(len(r.calls) == 1 and r.calls[0]["id"] == r.id, "the first call went out, as ours",
           r.summary())
-    # A fake done with status ok is the runner's word: accepted, and the process is killed.
+    # A fake done with status ok is the runner's word: accepted (with its exit code: done is
+    # sent on the runner's done, not its exit), and the process is killed.
     ok = json.dumps({"type": "done", "id": "x", "status": "ok", "result": 7, "exit_code": 0,
                      "duration_ms": 0, "output_truncated": False}).encode()
     code = ("import os, struct, time\n"
@@ -842,7 +869,7 @@ def test_runner_violation(agent):
             "os.write(3, struct.pack('>I', len(body)) + body)\ntime.sleep(1000)")
     start = time.monotonic()
     r = h.run(code, "python")
-    check(r.status == "ok" and r.done["result"] == 7 and r.done["exit_code"] == -1,
+    check(r.status == "ok" and r.done["result"] == 7 and r.done["exit_code"] == 0,
           "reported, then killed", r.summary())
     check(time.monotonic() - start < 10, "killed after the grace period")
 
@@ -892,6 +919,67 @@ def test_run_as(agent):
         expect_ok(h.run(code, "python"), [uid, uid, [], "/tmp", "/tmp"])
         r = h.run("process.getuid()", "javascript")
         expect_ok(r, uid)
+        other.wait_no_children()
+    finally:
+        other.stop()
+
+
+def test_prestarted(agent):
+    """One runner per language is started with the agent and takes the first execute of its
+    language: no output of its own leaks in, Math.random() is the reseeded generator; the
+    next execute of that language spawns a runner as before."""
+    check(sorted(agent.prestarted.values()) == ["javascript", "python"],
+          f"pre-started runners: {agent.prestarted}")
+    h = agent.connect()
+    h.hello()
+    js = ("console.log('hi'); const xs = Array.from({length: 1000}, Math.random);\n"
+          "[process.pid, Math.random.name, Math.random.length, /native code/.test(String("
+          "Math.random)), xs.every((x) => x >= 0 && x < 1), new Set(xs).size]")
+    r = h.run(js, "javascript")
+    expect_ok(r, r.done.get("result"))
+    pid, name, length, native, in_range, distinct = r.done["result"]
+    check(agent.prestarted.get(pid) == "javascript", f"js ran in {pid}, not pre-started")
+    check(r.stdout == "hi\n" and r.stderr == "", "output of the pre-started runner", r.summary())
+    check((name, length, native, in_range, distinct) == ("random", 0, False, True, 1000),
+          "Math.random() is the runner's reseeded generator", r.summary())
+    r = h.run("import os, random\nprint('hi')\n[os.getpid(), random.random() < 1]", "python")
+    check(r.status == "ok" and agent.prestarted.get(r.done["result"][0]) == "python",
+          "python ran in the pre-started runner", r.summary())
+    check(r.stdout == "hi\n" and r.stderr == "", "output of the pre-started runner", r.summary())
+    r = h.run("process.pid", "javascript")
+    check(r.status == "ok" and r.done["result"] not in agent.prestarted,
+          "the second execute spawns a runner", r.summary())
+
+
+def test_rewarm(agent):
+    """A host that connects when the runners are warm already (as after a restore) makes them
+    warm up again (a second ping); an execute right after, or during it, still runs in the
+    pre-started runner with nothing of the warm-up in its output."""
+    h = agent.connect()
+    h.hello()  # hello_ok comes once both runners are warm
+    h.close()
+    time.sleep(0.05)
+    h = agent.connect()  # warm now: a second ping to each
+    h.hello()
+    time.sleep(0.15)  # past the runners' 100 ms delay: the warm-up runs or has run
+    r = h.run("console.log('a'); process.pid", "javascript")
+    expect_ok(r, r.done.get("result"), stdout="a\n")
+    check(agent.prestarted.get(r.done["result"]) == "javascript", "pre-started runner used")
+    r = h.run("print('b')\nimport os\nos.getpid()", "python")
+    expect_ok(r, r.done.get("result"), stdout="b\n")
+    check(agent.prestarted.get(r.done["result"]) == "python", "pre-started runner used")
+    check(r.stderr == "", "nothing on stderr", r.summary())
+
+
+def test_no_prestart(agent):
+    """--no-prestart: no runner before an execute; executions spawn theirs."""
+    other = Agent(agent.binary, agent.runners, ["--no-prestart"])
+    try:
+        check(not other.prestarted, f"runners started: {other.prestarted}")
+        h = other.connect()
+        h.hello()
+        expect_ok(h.run("6 * 7", "javascript"), 42)
+        expect_ok(h.run("6 * 7", "python"), 42)
         other.wait_no_children()
     finally:
         other.stop()
