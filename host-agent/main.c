@@ -12,6 +12,7 @@
 static const SbxCliVerb *const verbs[] = {
     &sbx_cli_verb_run,
     &sbx_cli_verb_serve,
+    &sbx_cli_verb_tools,
 };
 
 void sbx_cli_quit(SbxCli *cli, int exit_code)

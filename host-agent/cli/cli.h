@@ -44,3 +44,6 @@ extern const SbxCliVerb sbx_cli_verb_run;
 
 /** `sandbox serve` (cli/serve.c). */
 extern const SbxCliVerb sbx_cli_verb_serve;
+
+/** `sandbox tools` (cli/tools.c). */
+extern const SbxCliVerb sbx_cli_verb_tools;
