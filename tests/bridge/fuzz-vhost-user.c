@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fake-frontend.h"
 #include "fuzz-bridge.h"
 #include "loop.h"
 #include "vhost-user.h"
@@ -65,22 +66,8 @@ static unsigned fds_for(uint32_t request, const uint8_t *payload, uint32_t size,
 /* Send @len bytes, with @nfds fds attached to the first byte. */
 static bool send_with_fds(int s, const uint8_t *p, size_t len, const int *fds, unsigned nfds)
 {
-    union {
-        struct cmsghdr align;
-        char b[CMSG_SPACE(VU_MAX_FDS * sizeof(int))];
-    } c;
-    struct iovec iov = {(void *)p, len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (nfds) {
-        mh.msg_control = c.b;
-        mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-    }
-    return sendmsg(s, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len;
+    return fake_frontend_send_raw(s, p, len, fds, nfds, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+           (ssize_t)len;
 }
 
 /* Read back every reply; each must carry the reply flag and fit the protocol. */

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "fake-frontend.h"
 #include "loop.h"
 #include "vhost-user.h"
 
@@ -69,27 +70,8 @@ static int teardown(void **state)
 static void send_msg(struct fx *f, uint32_t req, uint32_t flags, const void *payload, uint32_t size,
                      const int *fds, unsigned nfds)
 {
-    uint8_t buf[sizeof(struct vu_hdr) + 512];
-    struct vu_hdr h = {.request = req, .flags = VU_FLAG_VERSION | flags, .size = size};
-    memcpy(buf, &h, sizeof(h));
-    if (size)
-        memcpy(buf + sizeof(h), payload, size);
-    struct iovec iov = {buf, sizeof(h) + size};
-    union {
-        struct cmsghdr align;
-        char b[CMSG_SPACE(8 * sizeof(int))];
-    } c;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (nfds) {
-        mh.msg_control = c.b;
-        mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-        memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-    }
-    assert_int_equal(sendmsg(f->qemu, &mh, 0), (ssize_t)iov.iov_len);
+    assert_int_equal(fake_frontend_send(f->qemu, req, flags, payload, size, fds, nfds),
+                     (ssize_t)(sizeof(struct vu_hdr) + size));
 }
 
 /* Send and let the back-end handle it; returns vu_dev_receive()'s result. */
