@@ -2,8 +2,9 @@
  * `sandbox run [OPTIONS] FILE|-`: run one program in a fresh VM and exit with its exit code.
  *
  * Load the profile, the image and the tool catalog; start the VM; take the channel to the guest
- * agent; run the execution (output streamed live, or collected for --json); relay tool calls to
- * the providers; then kill the VM, wait for every provider process to be reaped, and exit.
+ * agent while the tools start (MCP servers list their tools); run the execution (output streamed
+ * live, or collected for --json); relay tool calls to the providers; then kill the VM, wait for
+ * every provider process to be reaped, and exit.
  * docs/cli.md is the user's side of this file.
  */
 #include <errno.h>
@@ -61,7 +62,10 @@ typedef struct {
     SbxProfile *profile;
     SbxImage *image;
     SbxSnapshot *snapshot; /* restore from it; NULL with --cold */
+    SbxCatalog *catalog;   /* until the tools take it */
     SbxTools *tools;
+    gboolean tools_ready; /* MCP servers started and listed, in parallel with the VM start */
+    char *tools_error;    /* they could not be */
     /* running */
     SbxVm *vm;
     SbxSession *session;
@@ -282,7 +286,9 @@ static void on_vm_started(GObject *src, GAsyncResult *res, gpointer user_data)
 
     if (!sbx_vm_start_finish(ctx->vm, res, &error)) {
         g_autofree char *msg = g_strdup_printf("cannot start the VM: %s", error->message);
-        fail(ctx, ctx->cli->signal != 0 ? "interrupted while the VM was starting" : msg);
+        fail(ctx, ctx->cli->signal != 0      ? "interrupted while the VM was starting"
+                  : ctx->tools_error != NULL ? ctx->tools_error
+                                             : msg);
         return;
     }
     ctx->vm_started = TRUE;
@@ -291,7 +297,32 @@ static void on_vm_started(GObject *src, GAsyncResult *res, gpointer user_data)
         return;
     }
     sbx_vm_set_exit_handler(ctx->vm, on_vm_exit, ctx);
-    start_execution(ctx);
+    if (ctx->tools_error != NULL) {
+        fail(ctx, ctx->tools_error);
+    } else if (ctx->tools_ready) {
+        start_execution(ctx);
+    } /* else on_tools_ready starts it */
+}
+
+static void on_tools_ready(SbxTools *tools, const GError *error, gpointer user_data)
+{
+    RunCtx *ctx = user_data;
+
+    for (const char *const *w = sbx_tools_warnings(tools); *w != NULL; w++) {
+        fprintf(stderr, "sandbox: warning: %s\n", *w);
+    }
+    if (error != NULL) {
+        ctx->tools_error = g_strdup_printf("cannot start the tools: %s", error->message);
+        g_cancellable_cancel(ctx->cancel); /* the VM start, if still running, fails with it */
+        if (ctx->vm_started) {
+            fail(ctx, ctx->tools_error);
+        }
+        return;
+    }
+    ctx->tools_ready = TRUE;
+    if (ctx->vm_started && !ctx->finished) {
+        start_execution(ctx);
+    }
 }
 
 static void on_signal(SbxCli *cli, gpointer data)
@@ -476,8 +507,9 @@ static gboolean load_user_inputs(RunCtx *ctx, int argc, char **argv, GError **er
     if (ctx->code == NULL) {
         return FALSE;
     }
-    ctx->tools = sbx_tools_load(ctx->tools_path, error);
-    return ctx->tools != NULL;
+    ctx->catalog = ctx->tools_path != NULL ? sbx_catalog_load(ctx->tools_path, error)
+                                           : sbx_catalog_new_empty();
+    return ctx->catalog != NULL;
 }
 
 /* ---- the verb ------------------------------------------------------------------------------ */
@@ -541,6 +573,12 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     if (try_serve(ctx)) {
         return -1;
     }
+    /* Spawns the MCP stdio servers; they list their tools while the VM starts. */
+    ctx->tools = sbx_tools_new(g_steal_pointer(&ctx->catalog), &error);
+    if (ctx->tools == NULL) {
+        fprintf(stderr, "sandbox run: %s\n", error->message);
+        return SBX_EXIT_USAGE;
+    }
     const char *profile = ctx->profile_name != NULL ? ctx->profile_name
                           : ctx->cold               ? RUN_PROFILE_DEFAULT_COLD
                                                     : RUN_PROFILE_DEFAULT;
@@ -562,6 +600,7 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     cli->on_signal = on_signal;
     cli->data = ctx;
     sbx_vm_start_async(ctx->vm, ctx->cancel, on_vm_started, ctx);
+    sbx_tools_start(ctx->tools, on_tools_ready, ctx);
     return -1;
 }
 
@@ -577,6 +616,8 @@ static void run_cleanup(SbxCli *cli)
     sbx_session_free(ctx->session); /* ctx->result points into it: gone from here on */
     sbx_vm_free(ctx->vm);
     sbx_tools_free(ctx->tools);
+    sbx_catalog_free(ctx->catalog);
+    g_free(ctx->tools_error);
     sbx_snapshot_free(ctx->snapshot);
     sbx_image_free(ctx->image);
     sbx_profile_free(ctx->profile);

@@ -1,5 +1,6 @@
 /*
- * One `run` request of `sandbox serve` (docs/pool.md): claim a VM from the pool, run the
+ * One `run` request of `sandbox serve` (docs/pool.md): claim a VM from the pool (while the tools
+ * start: MCP servers list their tools, asynchronously), run the
  * execution on it with the session (output forwarded to the client as it comes, or collected),
  * relay tool calls, then destroy the VM (never reused), wait for the tool processes, and send
  * the client the exit code, the summary and the report `sandbox run --json` prints.
@@ -19,6 +20,7 @@ struct ServeRun {
     ServeConn *conn; /* NULL once the client is gone */
     ServeRunRequest req;
     SbxTools *tools;
+    gboolean tools_ready; /* started (MCP tools listed) */
     GCancellable *cancel; /* tool calls */
     guint64 claim_id;
     gboolean claiming;
@@ -240,6 +242,11 @@ static void on_claimed(gpointer vm, const GError *error, gpointer user_data)
     ServeRun *run = user_data;
 
     run->claiming = FALSE;
+    if (run->finished) { /* the tools failed to start meanwhile: the VM goes with the run */
+        run->pv = vm;
+        kill_vm(run);
+        return;
+    }
     run->claim_us = g_get_monotonic_time() - run->t_received;
     if (vm == NULL) {
         g_autofree char *msg = g_strdup_printf("cannot start the VM: %s", error->message);
@@ -249,7 +256,25 @@ static void on_claimed(gpointer vm, const GError *error, gpointer user_data)
     run->pv = vm;
     run->boot_us = sbx_pool_vm_restore_us(run->pv);
     sbx_vm_set_exit_handler(sbx_pool_vm_vm(run->pv), on_vm_exit, run);
-    start_execution(run);
+    if (run->tools_ready) {
+        start_execution(run);
+    } /* else on_tools_ready starts it */
+}
+
+static void on_tools_ready(SbxTools *tools, const GError *error, gpointer user_data)
+{
+    ServeRun *run = user_data;
+    (void)tools;
+
+    if (error != NULL) {
+        g_autofree char *msg = g_strdup_printf("cannot start the tools: %s", error->message);
+        fail(run, msg);
+        return;
+    }
+    run->tools_ready = TRUE;
+    if (run->pv != NULL && !run->finished) {
+        start_execution(run);
+    }
 }
 
 void sbx_serve_run_start(ServeRun *run)
@@ -264,6 +289,7 @@ void sbx_serve_run_start(ServeRun *run)
     }
     run->claiming = TRUE;
     run->claim_id = sbx_pool_claim(sbx_serve_pool(run->srv), on_claimed, run);
+    sbx_tools_start(run->tools, on_tools_ready, run);
 }
 
 void sbx_serve_run_abort(ServeRun *run, const char *why, gboolean client_gone)

@@ -252,6 +252,185 @@ static gboolean parse_timeout(const cJSON *obj, SbxCatalogProvider *prov, const 
     return TRUE;
 }
 
+/* ---- kind mcp ------------------------------------------------------------------------------ */
+
+/* A positive integer member of at most SBX_CATALOG_TIMEOUT_MAX_MS; @ret keeps its default if absent. */
+static gboolean get_ms(const cJSON *obj, const char *key, guint *ret, const char *origin,
+                       const char *where, GError **error)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    g_autofree char *at = path_join(where, key);
+
+    if (v == NULL) {
+        return TRUE;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(gint64)v->valuedouble ||
+        v->valuedouble < 1 || v->valuedouble > SBX_CATALOG_TIMEOUT_MAX_MS) {
+        invalid(error, origin, at, "expected an integer from 1 to %d", SBX_CATALOG_TIMEOUT_MAX_MS);
+        return FALSE;
+    }
+    *ret = (guint)v->valuedouble;
+    return TRUE;
+}
+
+/*
+ * An object of strings as a flat list: "NAME=value" entries (@env) or name, value pairs
+ * (HTTP headers). Names: non-empty, no '=' (env) or an HTTP token (headers); values: at most
+ * SBX_CATALOG_ARG_LEN_MAX bytes, no control character (a CR or LF would split a header).
+ */
+static gboolean get_pairs(const cJSON *obj, const char *key, gboolean env, gsize max, char ***ret,
+                          const char *origin, const char *where, GError **error)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    g_autofree char *at = path_join(where, key);
+    g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func(g_free);
+    const cJSON *m;
+
+    if (v == NULL) {
+        return TRUE;
+    }
+    if (!cJSON_IsObject(v) || (gsize)cJSON_GetArraySize(v) > max) {
+        invalid(error, origin, at, "expected an object of at most %" G_GSIZE_FORMAT " strings", max);
+        return FALSE;
+    }
+    if (!check_members(v, NULL, origin, at, error)) {
+        return FALSE;
+    }
+    cJSON_ArrayForEach(m, v)
+    {
+        g_autofree char *m_at = path_join(at, m->string);
+        gboolean name_ok = m->string[0] != '\0' && strlen(m->string) <= SBX_CATALOG_ARG_LEN_MAX;
+        for (const char *p = m->string; *p != '\0'; p++) {
+            name_ok = name_ok && (env ? *p != '=' && (unsigned char)*p >= 0x20
+                                      : g_ascii_isalnum(*p) || strchr("!#$%&'*+-.^_`|~", *p));
+        }
+        if (!name_ok) {
+            invalid(error, origin, m_at, env ? "not a variable name" : "not a header name");
+            return FALSE;
+        }
+        gboolean value_ok = cJSON_IsString(m) && strlen(m->valuestring) <= SBX_CATALOG_ARG_LEN_MAX;
+        for (const char *p = value_ok ? m->valuestring : ""; *p != '\0'; p++) {
+            value_ok = value_ok && (unsigned char)*p >= 0x20 && *p != 0x7f;
+        }
+        if (!value_ok) {
+            invalid(error, origin, m_at,
+                    "expected a string of at most %d bytes without control characters",
+                    SBX_CATALOG_ARG_LEN_MAX);
+            return FALSE;
+        }
+        if (env) {
+            g_ptr_array_add(out, g_strdup_printf("%s=%s", m->string, m->valuestring));
+        } else {
+            g_ptr_array_add(out, g_strdup(m->string));
+            g_ptr_array_add(out, g_strdup(m->valuestring));
+        }
+    }
+    g_ptr_array_add(out, NULL);
+    *ret = (char **)g_ptr_array_free(g_steal_pointer(&out), FALSE);
+    return TRUE;
+}
+
+/* `tools`: the names of the listed tools to expose (the rest are hidden from the guest). */
+static gboolean get_tool_filter(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
+                                const char *where, GError **error)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "tools");
+    g_autofree char *at = path_join(where, "tools");
+    const cJSON *a;
+    gsize i = 0;
+
+    if (v == NULL) {
+        return TRUE;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > SBX_TOOLS_MAX) {
+        invalid(error, origin, at, "expected an array of at most %d tool names", SBX_TOOLS_MAX);
+        return FALSE;
+    }
+    prov->only_tools = g_new0(char *, cJSON_GetArraySize(v) + 1);
+    cJSON_ArrayForEach(a, v)
+    {
+        g_autofree char *a_at = g_strdup_printf("%s[%" G_GSIZE_FORMAT "]", at, i);
+        if (!cJSON_IsString(a)) {
+            invalid(error, origin, a_at, "expected a tool name");
+            return FALSE;
+        }
+        if (!check_name(a->valuestring, origin, a_at, error)) {
+            return FALSE;
+        }
+        prov->only_tools[i++] = g_strdup(a->valuestring);
+    }
+    return TRUE;
+}
+
+/* `url`: an http or https URL (loopback or not: the user's choice, as with any server). */
+static gboolean get_url(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
+                        const char *where, GError **error)
+{
+    g_autofree char *at = path_join(where, "url");
+
+    if (!get_string(obj, "url", SBX_CATALOG_ARG_LEN_MAX, &prov->url, origin, where, error)) {
+        return FALSE;
+    }
+    g_autoptr(GUri) uri = prov->url != NULL ? g_uri_parse(prov->url, G_URI_FLAGS_NONE, NULL) : NULL;
+    if (prov->url != NULL && (uri == NULL || (g_strcmp0(g_uri_get_scheme(uri), "http") != 0 &&
+                                              g_strcmp0(g_uri_get_scheme(uri), "https") != 0))) {
+        invalid(error, origin, at, "expected an http:// or https:// URL");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/*
+ * Kind mcp: a server started as a child process (`command`, `env`, `cwd`) or reached over
+ * streamable HTTP (`url`, `headers`). Its tools are not in the file: the server lists them when
+ * the tools are started (tools.c), optionally filtered by `tools`.
+ */
+static gboolean parse_mcp_provider(const cJSON *obj, SbxCatalogProvider *prov, const char *base_dir,
+                                   const char *origin, const char *where, GError **error)
+{
+    static const char *const known[] = {"kind",       "command", "env",   "cwd",
+                                        "url",        "headers", "tools", "timeout_ms",
+                                        "startup_timeout_ms",    NULL};
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(obj, "command");
+    g_autofree char *cmd_at = path_join(where, "command");
+    g_autofree char *cwd = NULL;
+
+    prov->timeout_ms = SBX_CATALOG_TIMEOUT_DEFAULT_MS;
+    prov->startup_timeout_ms = SBX_CATALOG_STARTUP_TIMEOUT_DEFAULT_MS;
+    if (!check_members(obj, known, origin, where, error) ||
+        !get_ms(obj, "timeout_ms", &prov->timeout_ms, origin, where, error) ||
+        !get_ms(obj, "startup_timeout_ms", &prov->startup_timeout_ms, origin, where, error) ||
+        !get_url(obj, prov, origin, where, error) ||
+        !get_tool_filter(obj, prov, origin, where, error) ||
+        !get_string(obj, "cwd", SBX_CATALOG_ARG_LEN_MAX, &cwd, origin, where, error) ||
+        !get_pairs(obj, "env", TRUE, SBX_CATALOG_ENV_MAX, &prov->env, origin, where, error) ||
+        !get_pairs(obj, "headers", FALSE, SBX_CATALOG_HEADERS_MAX, &prov->headers, origin, where,
+                   error)) {
+        return FALSE;
+    }
+    if ((cmd == NULL) == (prov->url == NULL)) {
+        invalid(error, origin, where, "an mcp provider needs exactly one of \"command\" (stdio) "
+                                      "and \"url\" (streamable HTTP)");
+        return FALSE;
+    }
+    if (prov->url != NULL && (cwd != NULL || prov->env != NULL)) {
+        invalid(error, origin, where, "\"cwd\" and \"env\" are for a \"command\" server");
+        return FALSE;
+    }
+    if (cmd != NULL && prov->headers != NULL) {
+        invalid(error, origin, where, "\"headers\" are for a \"url\" server");
+        return FALSE;
+    }
+    if (cmd != NULL && !parse_argv(cmd, prov, base_dir, origin, cmd_at, error)) {
+        return FALSE;
+    }
+    if (cwd != NULL) { /* relative to the catalog's directory, like the program */
+        g_free(prov->workdir);
+        prov->workdir = g_canonicalize_filename(cwd, base_dir);
+    }
+    return TRUE;
+}
+
 static gboolean parse_kind(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
                            const char *where, GError **error)
 {
@@ -270,7 +449,11 @@ static gboolean parse_kind(const cJSON *obj, SbxCatalogProvider *prov, const cha
         prov->kind = SBX_PROVIDER_COMMAND;
         return TRUE;
     }
-    invalid(error, origin, at, "unsupported provider kind \"%.64s\" (supported: command)",
+    if (strcmp(v->valuestring, "mcp") == 0) {
+        prov->kind = SBX_PROVIDER_MCP;
+        return TRUE;
+    }
+    invalid(error, origin, at, "unsupported provider kind \"%.64s\" (supported: command, mcp)",
             v->valuestring);
     return FALSE;
 }
@@ -289,8 +472,13 @@ static gboolean parse_provider(const cJSON *obj, SbxCatalogProvider *prov, gsize
         invalid(error, origin, where, "expected an object");
         return FALSE;
     }
+    if (!parse_kind(obj, prov, origin, where, error)) {
+        return FALSE;
+    }
+    if (prov->kind == SBX_PROVIDER_MCP) {
+        return parse_mcp_provider(obj, prov, base_dir, origin, where, error);
+    }
     if (!check_members(obj, known, origin, where, error) ||
-        !parse_kind(obj, prov, origin, where, error) ||
         !parse_timeout(obj, prov, origin, where, error)) {
         return FALSE;
     }
@@ -461,18 +649,27 @@ SbxCatalog *sbx_catalog_new_empty(void)
     return cat;
 }
 
+void sbx_catalog_tools_free(SbxCatalogTool *tools, gsize n)
+{
+    for (gsize i = 0; i < n; i++) {
+        g_free(tools[i].name);
+        g_free(tools[i].description);
+        cJSON_free(tools[i].input_schema_json);
+        cJSON_free(tools[i].output_schema_json);
+        sbx_schema_free(tools[i].input_schema);
+        sbx_schema_free(tools[i].output_schema);
+    }
+    g_free(tools);
+}
+
 static void provider_clear(SbxCatalogProvider *prov)
 {
-    for (gsize i = 0; i < prov->n_tools; i++) {
-        g_free(prov->tools[i].name);
-        g_free(prov->tools[i].description);
-        cJSON_free(prov->tools[i].input_schema_json);
-        cJSON_free(prov->tools[i].output_schema_json);
-        sbx_schema_free(prov->tools[i].input_schema);
-        sbx_schema_free(prov->tools[i].output_schema);
-    }
-    g_free(prov->tools);
+    sbx_catalog_tools_free(prov->tools, prov->n_tools);
     g_strfreev(prov->command);
+    g_strfreev(prov->env);
+    g_free(prov->url);
+    g_strfreev(prov->headers);
+    g_strfreev(prov->only_tools);
     g_free(prov->workdir);
     g_free(prov->name);
 }

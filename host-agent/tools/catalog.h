@@ -33,8 +33,19 @@
 #define SBX_CATALOG_TIMEOUT_DEFAULT_MS 10000
 #define SBX_CATALOG_TIMEOUT_MAX_MS (10 * 60 * 1000)
 
+/*
+ * An MCP provider's server start-up (spawn or connect, initialize, list its tools): default
+ * 20 s (npx fetching a package on first use is slow), at most SBX_CATALOG_TIMEOUT_MAX_MS.
+ */
+#define SBX_CATALOG_STARTUP_TIMEOUT_DEFAULT_MS 20000
+
+/* Environment variables and HTTP headers of an MCP provider: configuration, not data. */
+#define SBX_CATALOG_ENV_MAX 256
+#define SBX_CATALOG_HEADERS_MAX 64
+
 typedef enum {
     SBX_PROVIDER_COMMAND, /* a local program: one process per call, JSON on stdin/stdout */
+    SBX_PROVIDER_MCP,     /* an MCP server: stdio child process or streamable HTTP endpoint */
 } SbxProviderKind;
 
 typedef struct {
@@ -44,6 +55,7 @@ typedef struct {
     char *output_schema_json; /* optional: compact JSON object */
     SbxSchema *input_schema;  /* compiled input_schema_json, or NULL (anything goes) */
     SbxSchema *output_schema; /* compiled output_schema_json, or NULL */
+    gboolean destructive;     /* MCP annotations.destructiveHint (policy: approval by default) */
 } SbxCatalogTool;
 
 typedef struct {
@@ -52,8 +64,14 @@ typedef struct {
     char **command;   /* kind command: argv (NULL-terminated); argv[0] made absolute if relative */
     char *workdir;    /* kind command: working directory (the catalog file's directory) */
     guint timeout_ms; /* per call */
-    SbxCatalogTool *tools;
+    SbxCatalogTool *tools; /* kind mcp: empty until the server listed them (tools.c) */
     gsize n_tools;
+    /* kind mcp (parse_mcp_provider): `command` (stdio) or `url` (streamable HTTP) */
+    char **env;               /* stdio: "NAME=value" entries added to the environment, or NULL */
+    char *url;                /* streamable HTTP endpoint, or NULL */
+    char **headers;           /* HTTP: name, value, name, value, ... (NULL-terminated), or NULL */
+    guint startup_timeout_ms; /* start, initialize and list */
+    char **only_tools;        /* `tools`: expose only these listed tools, or NULL (all) */
 } SbxCatalogProvider;
 
 typedef struct {
@@ -74,6 +92,9 @@ SbxCatalog *sbx_catalog_parse(const char *text, gsize len, const char *origin, c
 
 /** A catalog with no providers (`sandbox run` without --tools). */
 SbxCatalog *sbx_catalog_new_empty(void);
+
+/** Free @n tools of @tools (an array, as discovered from an MCP server). Accepts NULL. */
+void sbx_catalog_tools_free(SbxCatalogTool *tools, gsize n);
 
 /** Free @catalog. Accepts NULL. */
 void sbx_catalog_free(SbxCatalog *catalog);

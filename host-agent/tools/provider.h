@@ -27,6 +27,15 @@ typedef struct {
     /* The result as compact JSON, or NULL with an SBX_TOOL_ERROR or G_IO_ERROR_CANCELLED. */
     char *(*call_finish)(SbxProvider *provider, GAsyncResult *result, GError **error);
     void (*free)(SbxProvider *provider);
+    /*
+     * Kinds whose tools come from the provider itself (mcp: start the server, initialize, list);
+     * NULL for the others. The finish gives the tools (*@ret_n of them, caller frees with
+     * sbx_catalog_tools_free) and appends warnings (char*) about tools kept unchecked or skipped.
+     */
+    void (*discover_async)(SbxProvider *provider, GCancellable *cancellable,
+                           GAsyncReadyCallback callback, gpointer user_data);
+    SbxCatalogTool *(*discover_finish)(SbxProvider *provider, GAsyncResult *result, gsize *ret_n,
+                                       GPtrArray *warnings, GError **error);
 } SbxProviderOps;
 
 struct SbxProvider {
@@ -54,3 +63,9 @@ void sbx_provider_free(SbxProvider *provider);
 
 /** The command provider (command.c). */
 SbxProvider *sbx_command_provider_new(const SbxCatalogProvider *config);
+
+/**
+ * The MCP provider (mcp.c): a stdio server is started at once; nothing is sent before
+ * discover_async. @config must outlive the provider.
+ */
+SbxProvider *sbx_mcp_provider_new(const SbxCatalogProvider *config, GError **error);

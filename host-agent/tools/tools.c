@@ -8,6 +8,8 @@
 #include "provider.h"
 #include "tools-error.h"
 
+typedef struct Start Start;
+
 struct SbxTools {
     SbxCatalog *catalog;
     SbxNamespace *ns;
@@ -15,6 +17,22 @@ struct SbxTools {
     SbxToolDecl *decls;    /* strings borrowed from the namespace and the catalog */
     gsize n_decls;
     guint in_flight;
+    Start *start;         /* sbx_tools_start() in progress, or NULL */
+    GPtrArray *warnings;  /* char*, NULL-terminated */
+};
+
+/*
+ * A start in progress. Outlives the tools if they are freed first (the discoveries then complete
+ * as cancelled): @tools is NULL from then on and nothing is reported.
+ */
+struct Start {
+    gint ref;
+    SbxTools *tools;
+    GCancellable *cancel;
+    guint pending; /* discoveries not completed */
+    guint idle_id; /* nothing to discover: report from an idle callback */
+    SbxToolsReadyFunc ready;
+    gpointer user_data;
 };
 
 typedef struct {
@@ -50,6 +68,8 @@ static gboolean build_namespace(SbxTools *t, GError **error)
 static void build_decls(SbxTools *t)
 {
     gsize total = 0;
+    g_clear_pointer(&t->decls, g_free);
+    t->n_decls = 0;
     for (gsize i = 0; i < t->catalog->n_providers; i++) {
         total += t->catalog->providers[i].n_tools;
     }
@@ -72,6 +92,8 @@ SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error)
     t->ns = sbx_namespace_new();
     t->providers =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)sbx_provider_free);
+    t->warnings = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(t->warnings, NULL);
     if (!build_namespace(t, error)) {
         return NULL;
     }
@@ -99,6 +121,11 @@ void sbx_tools_free(SbxTools *tools)
     }
     /* A call still running would reference freed providers: a bug in the owner. */
     g_warn_if_fail(tools->in_flight == 0);
+    if (tools->start != NULL) { /* no report from here on; the servers die with their providers */
+        tools->start->tools = NULL;
+        g_cancellable_cancel(tools->start->cancel);
+    }
+    g_ptr_array_unref(tools->warnings);
     g_free(tools->decls);
     g_hash_table_destroy(tools->providers);
     sbx_namespace_free(tools->ns);
@@ -115,6 +142,145 @@ const SbxToolDecl *sbx_tools_decls(const SbxTools *tools, gsize *ret_n)
 const SbxNamespace *sbx_tools_namespace(const SbxTools *tools)
 {
     return tools->ns;
+}
+
+const SbxCatalog *sbx_tools_catalog(const SbxTools *tools)
+{
+    return tools->catalog;
+}
+
+const char *const *sbx_tools_warnings(const SbxTools *tools)
+{
+    return (const char *const *)tools->warnings->pdata;
+}
+
+/* ---- start: discover the tools of MCP providers ---------------------------------------- */
+
+static void start_unref(Start *st)
+{
+    if (--st->ref > 0) {
+        return;
+    }
+    g_clear_handle_id(&st->idle_id, g_source_remove);
+    g_object_unref(st->cancel);
+    g_free(st);
+}
+
+/* Report once: the first error, or success when every discovery is in. */
+static void start_report(Start *st, const GError *error)
+{
+    SbxTools *t = st->tools;
+
+    if (t == NULL) {
+        return;
+    }
+    st->tools = NULL;
+    t->start = NULL;
+    g_cancellable_cancel(st->cancel); /* the other discoveries, if @error */
+    st->ready(t, error, st->user_data);
+}
+
+static void add_warning(SbxTools *t, char *text)
+{
+    t->warnings->pdata[t->warnings->len - 1] = text;
+    g_ptr_array_add(t->warnings, NULL);
+}
+
+/* All providers listed their tools: the namespace and declarations again, with them. */
+static void start_complete(Start *st)
+{
+    SbxTools *t = st->tools;
+    g_autoptr(GError) error = NULL;
+    gsize total = 0;
+
+    for (gsize i = 0; i < t->catalog->n_providers; i++) {
+        total += t->catalog->providers[i].n_tools;
+    }
+    if (total > SBX_TOOLS_MAX) {
+        g_set_error(&error, SBX_TOOL_ERROR, SBX_ERR_TOOL, "%s: more than %d tools in all",
+                    t->catalog->origin, SBX_TOOLS_MAX);
+    } else if (build_namespace(t, &error)) {
+        build_decls(t);
+    }
+    start_report(st, error);
+}
+
+typedef struct {
+    Start *st;
+    SbxProvider *provider;
+    SbxCatalogProvider *config;
+} Discovering;
+
+static void on_discovered(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Discovering *dg = data;
+    Start *st = dg->st;
+    g_autoptr(GError) error = NULL;
+    gsize n = 0;
+    (void)src;
+
+    st->pending--;
+    if (st->tools != NULL) { /* else: the provider is gone, only free what is ours */
+        g_autoptr(GPtrArray) warnings = g_ptr_array_new();
+        SbxCatalogTool *tools =
+            dg->provider->ops->discover_finish(dg->provider, res, &n, warnings, &error);
+        for (guint i = 0; i < warnings->len; i++) {
+            add_warning(st->tools, warnings->pdata[i]);
+        }
+        if (tools == NULL) {
+            start_report(st, error);
+        } else {
+            sbx_catalog_tools_free(dg->config->tools, dg->config->n_tools);
+            dg->config->tools = tools;
+            dg->config->n_tools = n;
+            if (st->pending == 0) {
+                start_complete(st);
+            }
+        }
+    }
+    start_unref(st);
+    g_free(dg);
+}
+
+static gboolean on_nothing_to_discover(gpointer data)
+{
+    Start *st = data;
+    st->idle_id = 0;
+    start_report(st, NULL);
+    start_unref(st);
+    return G_SOURCE_REMOVE;
+}
+
+void sbx_tools_start(SbxTools *tools, SbxToolsReadyFunc ready, gpointer user_data)
+{
+    Start *st = g_new0(Start, 1);
+
+    g_return_if_fail(tools->start == NULL);
+    st->ref = 1;
+    st->tools = tools;
+    st->cancel = g_cancellable_new();
+    st->ready = ready;
+    st->user_data = user_data;
+    tools->start = st;
+    for (gsize i = 0; i < tools->catalog->n_providers; i++) {
+        SbxCatalogProvider *config = &tools->catalog->providers[i];
+        SbxProvider *p = g_hash_table_lookup(tools->providers, config->name);
+        if (p->ops->discover_async == NULL) {
+            continue;
+        }
+        Discovering *dg = g_new0(Discovering, 1);
+        dg->st = st;
+        dg->provider = p;
+        dg->config = config;
+        st->ref++;
+        st->pending++;
+        p->ops->discover_async(p, st->cancel, on_discovered, dg);
+    }
+    if (st->pending == 0) { /* the first reference passes to the idle callback */
+        st->idle_id = g_idle_add(on_nothing_to_discover, st);
+        return;
+    }
+    start_unref(st); /* the discoveries hold theirs */
 }
 
 guint sbx_tools_in_flight(const SbxTools *tools)

@@ -13,11 +13,34 @@
 
 typedef struct SbxTools SbxTools;
 
-/** Build the tools of @catalog (ownership passes to the result, also on failure). */
+/**
+ * Build the tools of @catalog (ownership passes to the result, also on failure). MCP stdio
+ * servers are spawned here; their tools are known once sbx_tools_start() is ready.
+ */
 SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error);
 
 /** Load the catalog file @path (NULL: no tools) and build its tools. */
 SbxTools *sbx_tools_load(const char *path, GError **error);
+
+/* The tools are ready (@error NULL) or cannot be (the start-up of an MCP server failed). */
+typedef void (*SbxToolsReadyFunc)(SbxTools *tools, const GError *error, gpointer user_data);
+
+/**
+ * Discover the tools of the providers that list their own (MCP: initialize, tools/list, each
+ * server in parallel, within its `startup_timeout_ms`). @ready runs once on the caller's main
+ * context, always after this returns and never after sbx_tools_free(). Once it reports success,
+ * sbx_tools_decls(), sbx_tools_namespace() and sbx_tools_catalog() hold every tool. Call once.
+ */
+void sbx_tools_start(SbxTools *tools, SbxToolsReadyFunc ready, gpointer user_data);
+
+/** The catalog, with the discovered tools once ready (for `sandbox tools --types`). */
+const SbxCatalog *sbx_tools_catalog(const SbxTools *tools);
+
+/**
+ * Warnings of the start (a listed schema our validator refuses, so the tool is unchecked; a
+ * listed tool without a valid name, skipped): NULL-terminated, owned by @tools.
+ */
+const char *const *sbx_tools_warnings(const SbxTools *tools);
 
 /**
  * Free @tools. All calls must have completed (see sbx_tools_in_flight()). Accepts NULL.

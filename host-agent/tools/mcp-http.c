@@ -1,0 +1,297 @@
+/*
+ * MCP over streamable HTTP (libsoup 3): every message we send is a POST to the endpoint with
+ * `Accept: application/json, text/event-stream`. A request's answer comes back as one JSON body
+ * or as an SSE stream (which may carry the server's own requests and notifications first);
+ * notifications and our answers get 202. The `Mcp-Session-Id` the server gives with the
+ * initialize answer goes with every later message, and the session is ended with a DELETE when
+ * the provider is freed. We do not open the optional GET stream: server-initiated messages
+ * outside a request are not needed by tool calls.
+ */
+#include <libsoup/soup.h>
+#include <string.h>
+
+#include "mcp-transports.h"
+#include "mcp-wire.h"
+
+/* Read size of a response body. */
+#define READ_CHUNK (64 * 1024)
+
+typedef struct {
+    SbxMcpTransport base;
+    gint ref; /* the owner and each request in flight */
+    gboolean freed;
+    SoupSession *session;
+    char *url;
+    char **headers; /* name, value, ... */
+    char *session_id;
+    char *version;
+    GHashTable *requests; /* &HttpReq.id -> HttpReq* (our requests; notifications are not kept) */
+} Http;
+
+typedef struct {
+    Http *t;
+    gint64 id;
+    SoupMessage *msg;
+    GCancellable *cancel;
+    GInputStream *body;
+    SbxMcpFramer *framer; /* an SSE body */
+    GByteArray *json;     /* a JSON body being collected (one message, newlines allowed) */
+    gboolean sse;
+    guint8 buf[READ_CHUNK];
+} HttpReq;
+
+static Http *http_ref(Http *t)
+{
+    t->ref++;
+    return t;
+}
+
+static void http_unref(Http *t)
+{
+    if (--t->ref > 0) {
+        return;
+    }
+    g_hash_table_destroy(t->requests);
+    g_clear_object(&t->session);
+    g_free(t->url);
+    g_strfreev(t->headers);
+    g_free(t->session_id);
+    g_free(t->version);
+    g_free(t);
+}
+
+static void req_free(HttpReq *r)
+{
+    Http *t = r->t;
+
+    if (r->id >= 0 && g_hash_table_lookup(t->requests, &r->id) == r) {
+        g_hash_table_remove(t->requests, &r->id);
+    }
+    g_clear_object(&r->msg);
+    g_clear_object(&r->cancel);
+    g_clear_object(&r->body);
+    sbx_mcp_framer_free(r->framer);
+    if (r->json != NULL) {
+        g_byte_array_unref(r->json);
+    }
+    g_free(r);
+    http_unref(t);
+}
+
+/* The request failed before its answer: the client gets @why for it (if it still waits). */
+static void req_fail(HttpReq *r, const char *why)
+{
+    if (!r->t->freed && r->id >= 0) {
+        sbx_mcp_client_fail_request(r->t->base.client, r->id, why);
+    }
+    req_free(r);
+}
+
+static void on_message(const char *text, gsize len, gpointer data)
+{
+    HttpReq *r = data;
+    if (!r->t->freed) {
+        sbx_mcp_client_receive(r->t->base.client, text, len);
+    }
+}
+
+/* The body ended: if our request got no answer on it, it never will. */
+static void req_end(HttpReq *r)
+{
+    if (!r->sse && r->json != NULL && r->json->len > 0) {
+        on_message((const char *)r->json->data, r->json->len, r);
+    }
+    if (r->id >= 0 && !r->t->freed) {
+        sbx_mcp_client_fail_request(r->t->base.client, r->id,
+                                    "the HTTP response ended without an answer");
+    }
+    req_free(r);
+}
+
+static void read_body(HttpReq *r);
+
+static void on_read(GObject *src, GAsyncResult *res, gpointer data)
+{
+    HttpReq *r = data;
+    g_autoptr(GError) error = NULL;
+    gssize n = g_input_stream_read_finish(G_INPUT_STREAM(src), res, &error);
+
+    if (n < 0 || r->t->freed) {
+        g_autofree char *why = g_strdup_printf("reading the HTTP response: %s",
+                                               error != NULL ? error->message : "closed");
+        req_fail(r, why);
+        return;
+    }
+    if (n == 0) {
+        req_end(r);
+        return;
+    }
+    if (r->sse) {
+        if (!sbx_mcp_framer_feed(r->framer, r->buf, n, on_message, r, &error)) {
+            g_autofree char *why = g_strdup_printf("the server sent %s", error->message);
+            req_fail(r, why);
+            return;
+        }
+    } else {
+        if (r->json->len + n > SBX_MCP_MESSAGE_MAX) {
+            g_autofree char *why = g_strdup_printf("the server sent a JSON body larger than %d bytes",
+                                                   SBX_MCP_MESSAGE_MAX);
+            req_fail(r, why);
+            return;
+        }
+        g_byte_array_append(r->json, r->buf, n);
+    }
+    read_body(r);
+}
+
+static void read_body(HttpReq *r)
+{
+    g_input_stream_read_async(r->body, r->buf, READ_CHUNK, G_PRIORITY_DEFAULT, r->cancel, on_read,
+                              r);
+}
+
+static void on_sent(GObject *src, GAsyncResult *res, gpointer data)
+{
+    HttpReq *r = data;
+    g_autoptr(GError) error = NULL;
+
+    r->body = soup_session_send_finish(SOUP_SESSION(src), res, &error);
+    if (r->body == NULL) {
+        g_autofree char *why = g_strdup_printf("HTTP: %s", error->message);
+        req_fail(r, why);
+        return;
+    }
+    guint status = soup_message_get_status(r->msg);
+    SoupMessageHeaders *h = soup_message_get_response_headers(r->msg);
+    const char *sid = soup_message_headers_get_one(h, "Mcp-Session-Id");
+    if (sid != NULL && r->t->session_id == NULL && strlen(sid) <= 1024) {
+        r->t->session_id = g_strdup(sid);
+    }
+    if (status < 200 || status > 299) {
+        g_autofree char *why = g_strdup_printf("HTTP status %u %s", status,
+                                               soup_message_get_reason_phrase(r->msg));
+        req_fail(r, why);
+        return;
+    }
+    const char *type = soup_message_headers_get_content_type(h, NULL);
+    if (status == 202 || r->id < 0 || type == NULL) {
+        req_free(r); /* accepted (a notification, an answer): nothing to read */
+        return;
+    }
+    r->sse = g_ascii_strcasecmp(type, "text/event-stream") == 0;
+    if (r->sse) {
+        r->framer = sbx_mcp_framer_new(SBX_MCP_FRAMING_SSE, SBX_MCP_MESSAGE_MAX);
+    } else {
+        r->json = g_byte_array_new();
+    }
+    read_body(r);
+}
+
+static void add_headers(Http *t, SoupMessage *msg)
+{
+    SoupMessageHeaders *h = soup_message_get_request_headers(msg);
+
+    for (char **p = t->headers; p != NULL && p[0] != NULL; p += 2) {
+        soup_message_headers_replace(h, p[0], p[1]);
+    }
+    if (t->session_id != NULL) {
+        soup_message_headers_replace(h, "Mcp-Session-Id", t->session_id);
+    }
+    if (t->version != NULL) {
+        soup_message_headers_replace(h, "MCP-Protocol-Version", t->version);
+    }
+}
+
+static void http_send(SbxMcpTransport *base, const char *json, gint64 id)
+{
+    Http *t = (Http *)base;
+    HttpReq *r = g_new0(HttpReq, 1);
+
+    r->t = http_ref(t);
+    r->id = id;
+    r->cancel = g_cancellable_new();
+    r->msg = soup_message_new(SOUP_METHOD_POST, t->url);
+    add_headers(t, r->msg);
+    soup_message_headers_replace(soup_message_get_request_headers(r->msg), "Accept",
+                                 "application/json, text/event-stream");
+    g_autoptr(GBytes) body = g_bytes_new(json, strlen(json));
+    soup_message_set_request_body_from_bytes(r->msg, "application/json", body);
+    if (id >= 0) {
+        g_hash_table_insert(t->requests, &r->id, r);
+    }
+    soup_session_send_async(t->session, r->msg, G_PRIORITY_DEFAULT, r->cancel, on_sent, r);
+}
+
+static void http_abandon(SbxMcpTransport *base, gint64 id)
+{
+    Http *t = (Http *)base;
+    HttpReq *r = g_hash_table_lookup(t->requests, &id);
+
+    if (r != NULL) {
+        g_cancellable_cancel(r->cancel);
+    }
+}
+
+static void http_negotiated(SbxMcpTransport *base, const char *version)
+{
+    Http *t = (Http *)base;
+    g_free(t->version);
+    t->version = g_strdup(version);
+}
+
+static void on_deleted(GObject *src, GAsyncResult *res, gpointer data)
+{
+    GBytes *b = soup_session_send_and_read_finish(SOUP_SESSION(src), res, NULL);
+    if (b != NULL) {
+        g_bytes_unref(b);
+    }
+    http_unref(data);
+}
+
+static void http_free(SbxMcpTransport *base)
+{
+    Http *t = (Http *)base;
+    GHashTableIter it;
+    gpointer value;
+
+    t->freed = TRUE;
+    g_hash_table_iter_init(&it, t->requests);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        g_cancellable_cancel(((HttpReq *)value)->cancel);
+    }
+    /*
+     * End the session (best effort: a server may refuse with 405). Asynchronous: under `sandbox
+     * serve` the loop goes on and it completes; when `sandbox run` exits first, the server's own
+     * session timeout ends it.
+     */
+    if (t->session_id != NULL) {
+        g_autoptr(SoupMessage) msg = soup_message_new(SOUP_METHOD_DELETE, t->url);
+        add_headers(t, msg);
+        soup_session_send_and_read_async(t->session, msg, G_PRIORITY_DEFAULT, NULL, on_deleted,
+                                         http_ref(t));
+    }
+    http_unref(t);
+}
+
+static const SbxMcpTransportOps http_ops = {
+    .send = http_send,
+    .abandon = http_abandon,
+    .negotiated = http_negotiated,
+    .free = http_free,
+};
+
+SbxMcpTransport *sbx_mcp_http_new(const SbxCatalogProvider *config, GError **error)
+{
+    if (!g_uri_is_valid(config->url, G_URI_FLAGS_NONE, error)) {
+        return NULL;
+    }
+    Http *t = g_new0(Http, 1);
+    t->base.ops = &http_ops;
+    t->ref = 1;
+    t->url = g_strdup(config->url);
+    t->headers = g_strdupv(config->headers);
+    /* Timeouts are per request (the client's timers); libsoup's own would cut long SSE streams. */
+    t->session = soup_session_new_with_options("timeout", 0, "idle-timeout", 0, NULL);
+    t->requests = g_hash_table_new(g_int64_hash, g_int64_equal);
+    return &t->base;
+}

@@ -1,0 +1,305 @@
+/*
+ * MCP over stdio: the server is a child process for the lifetime of the provider (one
+ * execution's tools). Messages are lines on its stdin and stdout; its stderr is kept as a
+ * bounded tail for error messages.
+ *
+ * The child runs in its own process group with PR_SET_PDEATHSIG, like a command provider's.
+ * Freeing the transport kills the whole group with SIGKILL; GSubprocess's child watch (on GLib's
+ * worker thread) reaps it even if our main loop is about to end. A server that exits or closes
+ * its stdout fails every pending call with its exit status and the end of its stderr.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "mcp-transports.h"
+#include "mcp-wire.h"
+
+/* The end of stderr kept for error messages: the last lines are the ones that explain. */
+#define STDERR_TAIL_MAX (4 * 1024)
+
+/* Read size for stdout and stderr. */
+#define READ_CHUNK (64 * 1024)
+
+/*
+ * Bytes queued for the server's stdin and not written yet. At most 64 calls are in flight per
+ * execution (SBX_TOOL_CALLS_IN_FLIGHT_MAX), each input at most 1 MiB: 96 MiB leaves room for
+ * pings and cancellations; a server that stops reading its stdin would make it grow forever.
+ */
+#define WRITE_QUEUE_MAX (96 * 1024 * 1024)
+
+typedef struct {
+    SbxMcpTransport base;
+    gint ref; /* the owner and each async operation */
+    gboolean freed;
+    GSubprocess *proc;
+    pid_t pid;
+    GCancellable *io_cancel;
+    SbxMcpFramer *framer;
+    GByteArray *err_tail;
+    GQueue writes; /* GBytes* */
+    gsize queued;
+    gboolean writing;
+    gboolean exited, out_eof, err_eof, closed;
+    guint8 out_buf[READ_CHUNK];
+    guint8 err_buf[READ_CHUNK];
+} Stdio;
+
+static Stdio *stdio_ref(Stdio *t)
+{
+    t->ref++;
+    return t;
+}
+
+static void stdio_unref(Stdio *t)
+{
+    if (--t->ref > 0) {
+        return;
+    }
+    g_queue_clear_full(&t->writes, (GDestroyNotify)g_bytes_unref);
+    g_clear_object(&t->proc);
+    g_clear_object(&t->io_cancel);
+    sbx_mcp_framer_free(t->framer);
+    g_byte_array_unref(t->err_tail);
+    g_free(t);
+}
+
+static void kill_group(Stdio *t)
+{
+    if (t->pid > 0) {
+        kill(-t->pid, SIGKILL);
+        g_subprocess_force_exit(t->proc);
+    }
+}
+
+/* Report the connection dead once (and stop the server if it still runs). */
+static void close_with(Stdio *t, const char *why)
+{
+    if (t->closed || t->freed) {
+        return;
+    }
+    t->closed = TRUE;
+    kill_group(t);
+    g_cancellable_cancel(t->io_cancel);
+    sbx_mcp_client_closed(t->base.client, why);
+}
+
+/* After the server exited: its exit status and the end of its stderr. */
+static void report_exit(Stdio *t)
+{
+    if (!t->exited || !t->err_eof || t->freed) {
+        return;
+    }
+    g_autofree char *tail = g_utf8_make_valid((const char *)t->err_tail->data, t->err_tail->len);
+    g_autofree char *why =
+        g_subprocess_get_if_exited(t->proc)
+            ? g_strdup_printf("the server exited (status %d)",
+                              g_subprocess_get_exit_status(t->proc))
+            : g_strdup_printf("the server was killed by signal %d",
+                              g_subprocess_get_term_sig(t->proc));
+    g_autofree char *full = g_strdup_printf("%s%s%s", why, g_strstrip(tail)[0] != '\0' ? ": " : "",
+                                            g_strstrip(tail));
+    close_with(t, full);
+}
+
+static void on_wait(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Stdio *t = data;
+
+    g_subprocess_wait_finish(G_SUBPROCESS(src), res, NULL);
+    t->exited = TRUE;
+    if (!t->freed && t->pid > 0) {
+        kill(-t->pid, SIGKILL); /* its helpers too, so that stderr reaches EOF */
+    }
+    report_exit(t);
+    stdio_unref(t);
+}
+
+/* ---- reading ----------------------------------------------------------------------------- */
+
+static void on_message(const char *text, gsize len, gpointer data)
+{
+    Stdio *t = data;
+    if (!t->freed && !t->closed) {
+        sbx_mcp_client_receive(t->base.client, text, len);
+    }
+}
+
+static void read_stdout(Stdio *t);
+static void read_stderr(Stdio *t);
+
+static void on_stdout(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Stdio *t = data;
+    g_autoptr(GError) error = NULL;
+    gssize n = g_input_stream_read_finish(G_INPUT_STREAM(src), res, &error);
+
+    if (t->freed || n < 0) {
+        stdio_unref(t);
+        return;
+    }
+    if (n == 0) {
+        t->out_eof = TRUE;
+        sbx_mcp_framer_finish(t->framer, on_message, t);
+        if (!t->exited) {
+            close_with(t, "the server closed its stdout");
+        }
+        stdio_unref(t);
+        return;
+    }
+    if (!sbx_mcp_framer_feed(t->framer, t->out_buf, n, on_message, t, &error)) {
+        g_autofree char *why = g_strdup_printf("the server sent %s", error->message);
+        close_with(t, why);
+        stdio_unref(t);
+        return;
+    }
+    read_stdout(t); /* keeps the reference */
+}
+
+static void on_stderr(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Stdio *t = data;
+    gssize n = g_input_stream_read_finish(G_INPUT_STREAM(src), res, NULL);
+
+    if (n <= 0) {
+        t->err_eof = TRUE;
+        report_exit(t);
+        stdio_unref(t);
+        return;
+    }
+    g_byte_array_append(t->err_tail, t->err_buf, n);
+    if (t->err_tail->len > STDERR_TAIL_MAX) {
+        g_byte_array_remove_range(t->err_tail, 0, t->err_tail->len - STDERR_TAIL_MAX);
+    }
+    read_stderr(t);
+}
+
+static void read_stdout(Stdio *t)
+{
+    g_input_stream_read_async(g_subprocess_get_stdout_pipe(t->proc), t->out_buf, READ_CHUNK,
+                              G_PRIORITY_DEFAULT, t->io_cancel, on_stdout, t);
+}
+
+static void read_stderr(Stdio *t)
+{
+    /* Not cancelled by io_cancel: the end of stderr explains a crash. EOF comes with the exit. */
+    g_input_stream_read_async(g_subprocess_get_stderr_pipe(t->proc), t->err_buf, READ_CHUNK,
+                              G_PRIORITY_DEFAULT, NULL, on_stderr, t);
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+static void write_next(Stdio *t);
+
+static void on_written(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Stdio *t = data;
+    g_autoptr(GError) error = NULL;
+    GBytes *done = g_queue_pop_head(&t->writes);
+
+    t->queued -= g_bytes_get_size(done);
+    g_bytes_unref(done);
+    t->writing = FALSE;
+    if (!g_output_stream_write_all_finish(G_OUTPUT_STREAM(src), res, NULL, &error)) {
+        if (!g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+            g_autofree char *why = g_strdup_printf("cannot write to the server: %s", error->message);
+            close_with(t, why);
+        }
+        stdio_unref(t);
+        return;
+    }
+    if (!t->freed && !t->closed) {
+        write_next(t);
+    }
+    stdio_unref(t);
+}
+
+static void write_next(Stdio *t)
+{
+    GBytes *b = g_queue_peek_head(&t->writes);
+    gsize len = 0;
+
+    if (t->writing || b == NULL) {
+        return;
+    }
+    const void *data = g_bytes_get_data(b, &len);
+    t->writing = TRUE;
+    g_output_stream_write_all_async(g_subprocess_get_stdin_pipe(t->proc), data, len,
+                                    G_PRIORITY_DEFAULT, t->io_cancel, on_written, stdio_ref(t));
+}
+
+static void stdio_send(SbxMcpTransport *base, const char *json, gint64 id)
+{
+    Stdio *t = (Stdio *)base;
+    gsize len = strlen(json);
+    (void)id;
+
+    if (t->closed) {
+        return;
+    }
+    if (t->queued + len + 1 > WRITE_QUEUE_MAX) {
+        close_with(t, "the server does not read its stdin");
+        return;
+    }
+    char *line = g_strconcat(json, "\n", NULL); /* compact JSON has no raw newline */
+    g_queue_push_tail(&t->writes, g_bytes_new_take(line, len + 1));
+    t->queued += len + 1;
+    write_next(t);
+}
+
+static void stdio_free(SbxMcpTransport *base)
+{
+    Stdio *t = (Stdio *)base;
+
+    t->freed = TRUE;
+    kill_group(t);
+    g_cancellable_cancel(t->io_cancel);
+    stdio_unref(t);
+}
+
+static const SbxMcpTransportOps stdio_ops = {
+    .send = stdio_send,
+    .free = stdio_free,
+};
+
+static void child_setup(gpointer data)
+{
+    (void)data;
+    /* Async-signal-safe only: runs between fork and exec. */
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+SbxMcpTransport *sbx_mcp_stdio_new(const SbxCatalogProvider *config, GError **error)
+{
+    g_autoptr(GSubprocessLauncher) l =
+        g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
+                                  G_SUBPROCESS_FLAGS_STDERR_PIPE);
+
+    g_subprocess_launcher_set_cwd(l, config->workdir);
+    g_subprocess_launcher_set_child_setup(l, child_setup, NULL, NULL);
+    for (char **e = config->env; e != NULL && *e != NULL; e++) {
+        g_auto(GStrv) kv = g_strsplit(*e, "=", 2);
+        g_subprocess_launcher_setenv(l, kv[0], kv[1], TRUE);
+    }
+    GSubprocess *proc = g_subprocess_launcher_spawnv(l, (const char *const *)config->command, error);
+    if (proc == NULL) {
+        return NULL;
+    }
+    Stdio *t = g_new0(Stdio, 1);
+    t->base.ops = &stdio_ops;
+    t->ref = 1;
+    t->proc = proc;
+    const char *ident = g_subprocess_get_identifier(proc);
+    t->pid = ident != NULL ? atoi(ident) : 0;
+    t->io_cancel = g_cancellable_new();
+    t->framer = sbx_mcp_framer_new(SBX_MCP_FRAMING_LINES, SBX_MCP_MESSAGE_MAX);
+    t->err_tail = g_byte_array_new();
+    g_queue_init(&t->writes);
+    read_stdout(stdio_ref(t));
+    read_stderr(stdio_ref(t));
+    g_subprocess_wait_async(proc, NULL, on_wait, stdio_ref(t));
+    return &t->base;
+}

@@ -1,0 +1,262 @@
+/*
+ * MCP JSON-RPC framing and message parsing (see mcp-wire.h).
+ */
+#include "mcp-wire.h"
+
+#include <gio/gio.h>
+#include <string.h>
+
+struct SbxMcpFramer {
+    SbxMcpFraming framing;
+    gsize max;
+    GByteArray *line;  /* the line being received */
+    gboolean after_cr; /* SSE: the last byte ended a line with CR (a LF next belongs to it) */
+    GString *data;     /* SSE: the event's data field so far */
+    gboolean data_set; /* SSE: the event has a data field (possibly empty) */
+    char *event;       /* SSE: the event's type, or NULL ("message") */
+};
+
+SbxMcpFramer *sbx_mcp_framer_new(SbxMcpFraming framing, gsize max)
+{
+    SbxMcpFramer *f = g_new0(SbxMcpFramer, 1);
+    f->framing = framing;
+    f->max = max;
+    f->line = g_byte_array_new();
+    f->data = g_string_new(NULL);
+    return f;
+}
+
+void sbx_mcp_framer_free(SbxMcpFramer *framer)
+{
+    if (framer == NULL) {
+        return;
+    }
+    g_byte_array_unref(framer->line);
+    g_string_free(framer->data, TRUE);
+    g_free(framer->event);
+    g_free(framer);
+}
+
+static void too_long(SbxMcpFramer *f, GError **error)
+{
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,
+                "a message longer than %" G_GSIZE_FORMAT " bytes", f->max);
+}
+
+/* SSE: the blank line ends an event; only "message" events carry JSON-RPC. */
+static void sse_dispatch(SbxMcpFramer *f, SbxMcpMessageFunc fn, gpointer user_data)
+{
+    gboolean is_message = f->event == NULL || strcmp(f->event, "message") == 0;
+
+    if (f->data_set && is_message && f->data->len > 0) {
+        fn(f->data->str, f->data->len, user_data);
+    }
+    g_string_truncate(f->data, 0);
+    f->data_set = FALSE;
+    g_clear_pointer(&f->event, g_free);
+}
+
+/* SSE: one line, "field: value" (one space after the colon is dropped) or ":comment". */
+static gboolean sse_line(SbxMcpFramer *f, const char *line, gsize len, SbxMcpMessageFunc fn,
+                         gpointer user_data, GError **error)
+{
+    if (len == 0) {
+        sse_dispatch(f, fn, user_data);
+        return TRUE;
+    }
+    const char *colon = memchr(line, ':', len);
+    gsize name_len = colon != NULL ? (gsize)(colon - line) : len;
+    const char *value = colon != NULL ? colon + 1 : line + len;
+    gsize value_len = line + len - value;
+
+    if (value_len > 0 && value[0] == ' ') {
+        value++;
+        value_len--;
+    }
+    if (name_len == 4 && memcmp(line, "data", 4) == 0) {
+        if (f->data->len + value_len + 1 > f->max) {
+            too_long(f, error);
+            return FALSE;
+        }
+        if (f->data_set) {
+            g_string_append_c(f->data, '\n');
+        }
+        g_string_append_len(f->data, value, value_len);
+        f->data_set = TRUE;
+    } else if (name_len == 5 && memcmp(line, "event", 5) == 0) {
+        g_free(f->event);
+        f->event = g_strndup(value, value_len);
+    }
+    /* id, retry, comments and unknown fields: nothing we use (we do not resume streams). */
+    return TRUE;
+}
+
+static gboolean line_done(SbxMcpFramer *f, SbxMcpMessageFunc fn, gpointer user_data,
+                          GError **error)
+{
+    const char *text = (const char *)f->line->data;
+    gsize len = f->line->len;
+    gboolean ok = TRUE;
+
+    if (f->framing == SBX_MCP_FRAMING_SSE) {
+        ok = sse_line(f, text, len, fn, user_data, error);
+    } else {
+        if (len > 0 && text[len - 1] == '\r') {
+            len--;
+        }
+        /* Blank lines between messages are harmless; skip them. */
+        gsize i = 0;
+        while (i < len && (text[i] == ' ' || text[i] == '\t')) {
+            i++;
+        }
+        if (i < len) {
+            fn(text, len, user_data);
+        }
+    }
+    g_byte_array_set_size(f->line, 0);
+    return ok;
+}
+
+gboolean sbx_mcp_framer_feed(SbxMcpFramer *f, const guint8 *data, gsize len, SbxMcpMessageFunc fn,
+                             gpointer user_data, GError **error)
+{
+    gboolean sse = f->framing == SBX_MCP_FRAMING_SSE;
+
+    while (len > 0) {
+        if (sse && f->after_cr && data[0] == '\n') { /* the LF of a CRLF */
+            data++;
+            len--;
+            f->after_cr = FALSE;
+            continue;
+        }
+        f->after_cr = FALSE;
+        const guint8 *nl = memchr(data, '\n', len);
+        const guint8 *cr = sse ? memchr(data, '\r', nl != NULL ? (gsize)(nl - data) : len) : NULL;
+        const guint8 *end = cr != NULL ? cr : nl;
+        gsize take = end != NULL ? (gsize)(end - data) : len;
+
+        if (f->line->len + take > f->max) {
+            too_long(f, error);
+            return FALSE;
+        }
+        g_byte_array_append(f->line, data, take);
+        if (end == NULL) {
+            return TRUE;
+        }
+        data += take + 1;
+        len -= take + 1;
+        f->after_cr = end == cr;
+        if (!line_done(f, fn, user_data, error)) {
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+void sbx_mcp_framer_finish(SbxMcpFramer *f, SbxMcpMessageFunc fn, gpointer user_data)
+{
+    if (f->framing == SBX_MCP_FRAMING_LINES && f->line->len > 0) {
+        line_done(f, fn, user_data, NULL);
+    }
+    g_byte_array_set_size(f->line, 0);
+    g_string_truncate(f->data, 0);
+    f->data_set = FALSE;
+}
+
+/* ---- messages ---------------------------------------------------------------------------- */
+
+static SbxMcpMessage *bad(SbxMcpMessage *m, GError **error, const char *what)
+{
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "not a JSON-RPC 2.0 message: %s",
+                what);
+    sbx_mcp_message_free(m);
+    return NULL;
+}
+
+/* An id is a string or an integer (JSON-RPC allows numbers; fractions are not used). */
+static gboolean read_id(SbxMcpMessage *m, const cJSON *id)
+{
+    m->id = id;
+    if (cJSON_IsString(id)) {
+        return TRUE;
+    }
+    if (!cJSON_IsNumber(id)) {
+        return FALSE;
+    }
+    double d = id->valuedouble;
+    m->id_is_int = d >= -9007199254740992.0 && d <= 9007199254740992.0 && d == (double)(gint64)d;
+    m->id_int = m->id_is_int ? (gint64)d : 0;
+    return TRUE;
+}
+
+static SbxMcpMessage *parse_error_member(SbxMcpMessage *m, const cJSON *err, GError **error)
+{
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(err, "code");
+    const cJSON *msg = cJSON_GetObjectItemCaseSensitive(err, "message");
+
+    if (!cJSON_IsObject(err) || !cJSON_IsNumber(code)) {
+        return bad(m, error, "\"error\" without a numeric code");
+    }
+    m->kind = SBX_MCP_MSG_ERROR;
+    m->error_code = (gint64)code->valuedouble;
+    m->error_message = cJSON_IsString(msg) ? msg->valuestring : "";
+    return m;
+}
+
+SbxMcpMessage *sbx_mcp_message_parse(const char *text, gsize len, GError **error)
+{
+    SbxMcpMessage *m = g_new0(SbxMcpMessage, 1);
+
+    m->root = cJSON_ParseWithLength(text, len);
+    if (m->root == NULL) {
+        return bad(m, error, "not JSON (or nested too deep)");
+    }
+    if (!cJSON_IsObject(m->root)) {
+        return bad(m, error, "not an object (batches are not supported)");
+    }
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(m->root, "jsonrpc");
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(m->root, "method");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(m->root, "id");
+    const cJSON *result = cJSON_GetObjectItemCaseSensitive(m->root, "result");
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(m->root, "error");
+
+    if (!cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0) {
+        return bad(m, error, "\"jsonrpc\" is not \"2.0\"");
+    }
+    if (method != NULL) {
+        if (!cJSON_IsString(method)) {
+            return bad(m, error, "\"method\" is not a string");
+        }
+        m->method = method->valuestring;
+        m->params = cJSON_GetObjectItemCaseSensitive(m->root, "params");
+        if (id == NULL) {
+            m->kind = SBX_MCP_MSG_NOTIFICATION;
+            return m;
+        }
+        m->kind = SBX_MCP_MSG_REQUEST;
+        return read_id(m, id) ? m : bad(m, error, "a request id that is not a string or number");
+    }
+    if (err != NULL) {
+        /* An error about a request the server could not even read has a null id. */
+        if (!cJSON_IsNull(id) && (id == NULL || !read_id(m, id))) {
+            return bad(m, error, "an error with a bad id");
+        }
+        m->id = id;
+        return parse_error_member(m, err, error);
+    }
+    if (result == NULL || id == NULL || !read_id(m, id)) {
+        return bad(m, error, "neither a request, a notification, a result nor an error");
+    }
+    m->kind = SBX_MCP_MSG_RESULT;
+    m->result = result;
+    return m;
+}
+
+void sbx_mcp_message_free(SbxMcpMessage *msg)
+{
+    if (msg == NULL) {
+        return;
+    }
+    cJSON_Delete(msg->root);
+    g_free(msg);
+}
