@@ -280,6 +280,22 @@ static const SbxMcpTransportOps http_ops = {
     .free = http_free,
 };
 
+/* https_proxy / http_proxy and no_proxy, as curl reads them; NULL if none is set. */
+static GProxyResolver *env_proxy_resolver(void)
+{
+    const char *proxy = g_getenv("https_proxy");
+    proxy = proxy != NULL ? proxy : g_getenv("HTTPS_PROXY");
+    proxy = proxy != NULL ? proxy : g_getenv("http_proxy");
+    proxy = proxy != NULL ? proxy : g_getenv("HTTP_PROXY");
+    if (proxy == NULL || proxy[0] == '\0') {
+        return NULL;
+    }
+    const char *no = g_getenv("no_proxy");
+    no = no != NULL ? no : g_getenv("NO_PROXY");
+    g_auto(GStrv) ignore = no != NULL ? g_strsplit(no, ",", -1) : NULL;
+    return g_simple_proxy_resolver_new(proxy, ignore);
+}
+
 SbxMcpTransport *sbx_mcp_http_new(const SbxCatalogProvider *config, GError **error)
 {
     if (!g_uri_is_valid(config->url, G_URI_FLAGS_NONE, error)) {
@@ -290,8 +306,14 @@ SbxMcpTransport *sbx_mcp_http_new(const SbxCatalogProvider *config, GError **err
     t->ref = 1;
     t->url = g_strdup(config->url);
     t->headers = g_strdupv(config->headers);
-    /* Timeouts are per request (the client's timers); libsoup's own would cut long SSE streams. */
-    t->session = soup_session_new_with_options("timeout", 0, "idle-timeout", 0, NULL);
+    /*
+     * Timeouts are per request (the client's timers); libsoup's own would cut long SSE streams.
+     * The proxy comes from the environment only: GIO's default resolver would load GSettings,
+     * and dconf leaves files in XDG_RUNTIME_DIR.
+     */
+    g_autoptr(GProxyResolver) proxy = env_proxy_resolver();
+    t->session = soup_session_new_with_options("timeout", 0, "idle-timeout", 0, "proxy-resolver",
+                                               proxy, NULL);
     t->requests = g_hash_table_new(g_int64_hash, g_int64_equal);
     return &t->base;
 }

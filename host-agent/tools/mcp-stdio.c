@@ -20,6 +20,12 @@
 /* The end of stderr kept for error messages: the last lines are the ones that explain. */
 #define STDERR_TAIL_MAX (4 * 1024)
 
+/*
+ * After stdout's EOF, how long the server has to exit before we call it hung and kill it: its
+ * exit status and stderr explain a crash better than "closed its stdout".
+ */
+#define EXIT_GRACE_MS 1000
+
 /* Read size for stdout and stderr. */
 #define READ_CHUNK (64 * 1024)
 
@@ -92,7 +98,9 @@ static void report_exit(Stdio *t)
     if (!t->exited || !t->err_eof || t->freed) {
         return;
     }
-    g_autofree char *tail = g_utf8_make_valid((const char *)t->err_tail->data, t->err_tail->len);
+    g_autofree char *tail = t->err_tail->len > 0 ? g_utf8_make_valid((const char *)t->err_tail->data,
+                                                                     t->err_tail->len)
+                                                  : g_strdup("");
     g_autofree char *why =
         g_subprocess_get_if_exited(t->proc)
             ? g_strdup_printf("the server exited (status %d)",
@@ -130,6 +138,16 @@ static void on_message(const char *text, gsize len, gpointer data)
 static void read_stdout(Stdio *t);
 static void read_stderr(Stdio *t);
 
+static gboolean on_exit_grace(gpointer data)
+{
+    Stdio *t = data;
+    if (!t->exited) {
+        close_with(t, "the server closed its stdout");
+    }
+    stdio_unref(t);
+    return G_SOURCE_REMOVE;
+}
+
 static void on_stdout(GObject *src, GAsyncResult *res, gpointer data)
 {
     Stdio *t = data;
@@ -144,7 +162,8 @@ static void on_stdout(GObject *src, GAsyncResult *res, gpointer data)
         t->out_eof = TRUE;
         sbx_mcp_framer_finish(t->framer, on_message, t);
         if (!t->exited) {
-            close_with(t, "the server closed its stdout");
+            g_timeout_add(EXIT_GRACE_MS, on_exit_grace, t); /* keeps the reference */
+            return;
         }
         stdio_unref(t);
         return;

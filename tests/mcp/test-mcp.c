@@ -1,0 +1,410 @@
+/*
+ * The MCP client against tests/mcp/fake-mcp-server.py, a scripted stdio server (cmocka): the
+ * catalog's mcp kind, discovery (pagination, protocol version, a schema we cannot compile, the
+ * `tools` filter, destructiveHint), calls (structuredContent, isError, JSON-RPC errors, many in
+ * flight), and a misbehaving server (bad JSON, a wrong id, an oversized line, its own requests,
+ * a timeout with notifications/cancelled, a server that never answers, one that dies).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mcp-wire.h"
+#include "tools-error.h"
+#include "tools.h"
+
+typedef struct {
+    GMainLoop *loop;
+    SbxTools *tools;
+    GError *error;
+    gboolean ready;
+    guint pending;
+    GPtrArray *results; /* char*: the result, or "ERR <code>: <message>" */
+} Ctx;
+
+static char *catalog_for(const char *mode, const char *extra)
+{
+    return g_strdup_printf("{\"providers\": {\"fake\": {\"kind\": \"mcp\", \"command\": "
+                           "[\"python3\", \"%s/fake-mcp-server.py\", \"%s\"]%s}}}",
+                           SBX_TEST_DIR, mode, extra != NULL ? extra : "");
+}
+
+static void on_ready(SbxTools *tools, const GError *error, gpointer data)
+{
+    Ctx *c = data;
+    (void)tools;
+    c->ready = TRUE;
+    c->error = error != NULL ? g_error_copy(error) : NULL;
+    g_main_loop_quit(c->loop);
+}
+
+/* Start the fake server in @mode; TRUE if its tools were listed. */
+static gboolean start(Ctx *c, const char *mode, const char *extra)
+{
+    g_autofree char *text = catalog_for(mode, extra);
+    GError *error = NULL;
+    SbxCatalog *cat = sbx_catalog_parse(text, strlen(text), "t.json", SBX_TEST_DIR, &error);
+
+    assert_non_null(cat);
+    c->loop = g_main_loop_new(NULL, FALSE);
+    c->results = g_ptr_array_new_with_free_func(g_free);
+    c->tools = sbx_tools_new(cat, &error);
+    assert_non_null(c->tools);
+    sbx_tools_start(c->tools, on_ready, c);
+    g_main_loop_run(c->loop);
+    return c->error == NULL;
+}
+
+static void stop(Ctx *c)
+{
+    sbx_tools_free(c->tools);
+    g_main_loop_unref(c->loop);
+    g_ptr_array_unref(c->results);
+    g_clear_error(&c->error);
+}
+
+static void on_call(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Ctx *c = data;
+    GError *error = NULL;
+    (void)src;
+
+    char *r = sbx_tools_call_finish(c->tools, res, &error);
+    g_ptr_array_add(c->results,
+                    r != NULL ? r : g_strdup_printf("ERR %d: %s", error->code, error->message));
+    g_clear_error(&error);
+    if (--c->pending == 0) {
+        g_main_loop_quit(c->loop);
+    }
+}
+
+/* Call fake.@tool(@input) and wait: the result or "ERR code: message" (caller frees). */
+static char *call(Ctx *c, const char *tool, const char *input)
+{
+    c->pending = 1;
+    sbx_tools_call_async(c->tools, "fake", tool, input, NULL, on_call, c);
+    g_main_loop_run(c->loop);
+    return g_strdup(c->results->pdata[c->results->len - 1]);
+}
+
+static const SbxCatalogTool *find(Ctx *c, const char *name)
+{
+    const SbxCatalogProvider *p = &sbx_tools_catalog(c->tools)->providers[0];
+    for (gsize i = 0; i < p->n_tools; i++) {
+        if (strcmp(p->tools[i].name, name) == 0) {
+            return &p->tools[i];
+        }
+    }
+    return NULL;
+}
+
+static void test_discovery(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+    gsize n = 0;
+
+    assert_true(start(&c, "ok", NULL));
+    sbx_tools_decls(c.tools, &n);
+    assert_int_equal(n, 6); /* two pages: 2 + 4 */
+    assert_non_null(find(&c, "echo")->input_schema);
+    assert_non_null(find(&c, "echo")->output_schema);
+    assert_string_equal(find(&c, "echo")->description, "Echo text.");
+    assert_true(find(&c, "fail")->destructive);
+    assert_false(find(&c, "echo")->destructive);
+    /* A schema our validator refuses: the tool stays, unchecked, with a warning. */
+    assert_null(find(&c, "remote")->input_schema);
+    const char *const *w = sbx_tools_warnings(c.tools);
+    assert_non_null(w[0]);
+    assert_non_null(strstr(w[0], "fake.remote: inputSchema not checked"));
+    stop(&c);
+}
+
+static void test_filter(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+    gsize n = 0;
+
+    assert_true(start(&c, "ok", ", \"tools\": [\"echo\", \"slow\", \"absent\"]"));
+    sbx_tools_decls(c.tools, &n);
+    assert_int_equal(n, 2);
+    assert_null(find(&c, "fail"));
+    stop(&c);
+}
+
+static void test_calls(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    assert_true(start(&c, "ok", NULL));
+    g_autofree char *r1 = call(&c, "echo", "{\"text\":\"hi\"}");
+    assert_string_equal(r1, "{\"echo\":\"hi\"}"); /* structuredContent */
+    g_autofree char *r2 = call(&c, "fail", "{}");
+    g_autofree char *want = g_strdup_printf("ERR %d: it failed on purpose", SBX_ERR_TOOL);
+    assert_string_equal(r2, want); /* isError: tool_error */
+    g_autofree char *r3 = call(&c, "die", "{}");              /* not in this mode */
+    assert_non_null(strstr(r3, "no such tool (-32602)"));
+    g_autofree char *r4 = call(&c, "echo", "{\"text\":1}"); /* inputSchema */
+    assert_non_null(strstr(r4, "input.text: expected a string"));
+    g_autofree char *r5 = call(&c, "echo", "[1]");
+    assert_non_null(strstr(r5, "ERR"));
+    stop(&c);
+}
+
+static void test_many_in_flight(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    assert_true(start(&c, "ok", NULL));
+    c.pending = 50;
+    for (int i = 0; i < 50; i++) {
+        g_autofree char *in = g_strdup_printf("{\"text\":\"n%d\"}", i);
+        sbx_tools_call_async(c.tools, "fake", "echo", in, NULL, on_call, &c);
+    }
+    g_main_loop_run(c.loop);
+    assert_int_equal(c.results->len, 50);
+    for (int i = 0; i < 50; i++) {
+        g_autofree char *want = g_strdup_printf("{\"echo\":\"n%d\"}", i);
+        gboolean found = FALSE;
+        for (guint j = 0; j < c.results->len; j++) {
+            found = found || strcmp(c.results->pdata[j], want) == 0;
+        }
+        assert_true(found);
+    }
+    stop(&c);
+}
+
+static void test_bad_json_and_wrong_id(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    /* A line that is not JSON before the initialize answer: dropped, the start goes on. */
+    assert_true(start(&c, "badjson", NULL));
+    g_autofree char *r = call(&c, "echo", "{\"text\":\"x\"}");
+    assert_string_equal(r, "{\"echo\":\"x\"}");
+    stop(&c);
+
+    /* Answers with ids we never sent are dropped; the right one still completes the call. */
+    Ctx d = {0};
+    assert_true(start(&d, "wrongid", NULL));
+    g_autofree char *r2 = call(&d, "echo", "{\"text\":\"y\"}");
+    assert_string_equal(r2, "{\"echo\":\"y\"}");
+    stop(&d);
+}
+
+static void test_server_requests(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    assert_true(start(&c, "ping", NULL));
+    g_autofree char *r = call(&c, "slow", "{}"); /* no outputSchema: the text comes back as is */
+    /* ping answered with {}, the unknown request with "method not found". */
+    /* The fake's text is JSON quoted inside our JSON: \"result\": {} */
+    if (strstr(r, "p1\\\", \\\"jsonrpc\\\": \\\"2.0\\\", \\\"result\\\": {}") == NULL ||
+        strstr(r, "-32601") == NULL) {
+        fail_msg("unexpected answers: %s", r);
+    }
+    stop(&c);
+}
+
+static void test_oversized(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    assert_true(start(&c, "oversized", NULL));
+    g_autofree char *r = call(&c, "echo", "{\"text\":\"big\"}");
+    assert_non_null(strstr(r, "a message longer than 8388608 bytes"));
+    stop(&c);
+}
+
+static void test_timeout_cancels(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    assert_true(start(&c, "ok", ", \"timeout_ms\": 300"));
+    g_autofree char *r = call(&c, "slow", "{}");
+    assert_non_null(strstr(r, "tools/call timed out after 300 ms"));
+    /* The connection is still usable afterwards. */
+    g_autofree char *r2 = call(&c, "echo", "{\"text\":\"after\"}");
+    assert_string_equal(r2, "{\"echo\":\"after\"}");
+    /* The server got notifications/cancelled for the slow call (ids: 1 initialize, 2-3 list). */
+    g_autofree char *r3 = call(&c, "cancelled", "{}");
+    assert_string_equal(r3, "{\"ids\":[4]}");
+    stop(&c);
+}
+
+static void test_startup_timeout(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    assert_false(start(&c, "silent", ", \"startup_timeout_ms\": 300"));
+    assert_non_null(strstr(c.error->message, "initialize timed out after"));
+    stop(&c);
+}
+
+static void test_server_dies(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    assert_true(start(&c, "die", NULL));
+    g_autofree char *r = call(&c, "die", "{}");
+    assert_non_null(strstr(r, "the server exited (status 3): fake server: dying on purpose"));
+    g_autofree char *r2 = call(&c, "echo", "{\"text\":\"x\"}");
+    assert_non_null(strstr(r2, "exited"));
+    stop(&c);
+}
+
+static void test_free_while_starting(void **state)
+{
+    (void)state;
+    g_autofree char *text = catalog_for("silent", NULL);
+    SbxCatalog *cat = sbx_catalog_parse(text, strlen(text), "t.json", SBX_TEST_DIR, NULL);
+    SbxTools *tools = sbx_tools_new(cat, NULL);
+    Ctx c = {0};
+
+    /* Freed before the server answered: the ready callback must never run. */
+    sbx_tools_start(tools, on_ready, &c);
+    g_main_context_iteration(NULL, FALSE);
+    sbx_tools_free(tools);
+    for (int i = 0; i < 20; i++) {
+        g_main_context_iteration(NULL, FALSE);
+    }
+    assert_false(c.ready);
+}
+
+static void expect_catalog_error(const char *provider_json, const char *needle)
+{
+    g_autofree char *text = g_strdup_printf("{\"providers\": {\"m\": %s}}", provider_json);
+    GError *error = NULL;
+    SbxCatalog *cat = sbx_catalog_parse(text, strlen(text), "t.json", "/tmp", &error);
+
+    assert_null(cat);
+    if (strstr(error->message, needle) == NULL) {
+        fail_msg("expected \"%s\" in \"%s\"", needle, error->message);
+    }
+    g_error_free(error);
+}
+
+static void test_catalog(void **state)
+{
+    (void)state;
+    const char *ok = "{\"providers\": {\"m\": {\"kind\": \"mcp\", \"url\": \"http://127.0.0.1:1/mcp\","
+                     " \"headers\": {\"Authorization\": \"Bearer x\"}, \"startup_timeout_ms\": 5,"
+                     " \"tools\": [\"a\"]}}}";
+    GError *error = NULL;
+    SbxCatalog *cat = sbx_catalog_parse(ok, strlen(ok), "t.json", "/tmp", &error);
+    assert_non_null(cat);
+    assert_string_equal(cat->providers[0].headers[0], "Authorization");
+    assert_string_equal(cat->providers[0].headers[1], "Bearer x");
+    assert_int_equal(cat->providers[0].startup_timeout_ms, 5);
+    assert_string_equal(cat->providers[0].only_tools[0], "a");
+    sbx_catalog_free(cat);
+
+    expect_catalog_error("{\"kind\": \"mcp\"}", "exactly one of \"command\"");
+    expect_catalog_error("{\"kind\": \"mcp\", \"command\": [\"x\"], \"url\": \"http://a/\"}",
+                         "exactly one of");
+    expect_catalog_error("{\"kind\": \"mcp\", \"url\": \"ftp://a/\"}", "http:// or https://");
+    expect_catalog_error("{\"kind\": \"mcp\", \"url\": \"http://a/\", \"headers\": {\"X\": \"a\\nb\"}}",
+                         "without control characters");
+    expect_catalog_error("{\"kind\": \"mcp\", \"url\": \"http://a/\", \"headers\": {\"a b\": \"c\"}}",
+                         "not a header name");
+    expect_catalog_error("{\"kind\": \"mcp\", \"command\": [\"x\"], \"env\": {\"A=B\": \"c\"}}",
+                         "not a variable name");
+    expect_catalog_error("{\"kind\": \"mcp\", \"command\": [\"x\"], \"headers\": {}}",
+                         "\"headers\" are for a \"url\" server");
+    expect_catalog_error("{\"kind\": \"mcp\", \"command\": [\"x\"], \"tools\": {}}",
+                         "expected an array");
+    expect_catalog_error("{\"kind\": \"mcp\", \"command\": [\"x\"], \"startup_timeout_ms\": 0}",
+                         "startup_timeout_ms: expected an integer");
+    expect_catalog_error("{\"kind\": \"mcp\", \"command\": [\"x\"], \"comand\": 1}",
+                         "unknown field \"comand\"");
+}
+
+/* The framer on fragments: lines, CRLF, SSE events split anywhere, and the size limit. */
+static void collect(const char *text, gsize len, gpointer data)
+{
+    g_ptr_array_add(data, g_strndup(text, len));
+}
+
+static void test_framing(void **state)
+{
+    (void)state;
+    g_autoptr(GPtrArray) got = g_ptr_array_new_with_free_func(g_free);
+    const char *sse = ": comment\r\nevent: message\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n"
+                      "event: other\ndata: skip\n\ndata:{\"b\":2}\n\n";
+    g_autoptr(SbxMcpFramer) f = sbx_mcp_framer_new(SBX_MCP_FRAMING_SSE, 64);
+
+    for (const char *p = sse; *p != '\0'; p++) { /* one byte at a time */
+        assert_true(sbx_mcp_framer_feed(f, (const guint8 *)p, 1, collect, got, NULL));
+    }
+    assert_int_equal(got->len, 2);
+    assert_string_equal(got->pdata[0], "{\"a\":\n1}");
+    assert_string_equal(got->pdata[1], "{\"b\":2}");
+
+    g_autoptr(SbxMcpFramer) l = sbx_mcp_framer_new(SBX_MCP_FRAMING_LINES, 16);
+    g_ptr_array_set_size(got, 0);
+    const char *lines = "{\"x\":1}\r\n\n  \n{\"y\":2}";
+    assert_true(sbx_mcp_framer_feed(l, (const guint8 *)lines, strlen(lines), collect, got, NULL));
+    sbx_mcp_framer_finish(l, collect, got);
+    assert_int_equal(got->len, 2);
+    assert_string_equal(got->pdata[1], "{\"y\":2}");
+    GError *error = NULL;
+    const char *big = "01234567890123456789";
+    assert_false(sbx_mcp_framer_feed(l, (const guint8 *)big, strlen(big), collect, got, &error));
+    assert_non_null(strstr(error->message, "longer than 16 bytes"));
+    g_error_free(error);
+}
+
+static void test_messages(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "[]", "{}", "{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{}}", "{\"jsonrpc\":\"2.0\",\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":1}", "{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":1}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"message\":\"no code\"}}", "not json",
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        GError *error = NULL;
+        assert_null(sbx_mcp_message_parse(bad[i], strlen(bad[i]), &error));
+        g_error_free(error);
+    }
+    const char *ok = "{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32000,\"message\":\"m\"}}";
+    g_autoptr(SbxMcpMessage) m = sbx_mcp_message_parse(ok, strlen(ok), NULL);
+    assert_int_equal(m->kind, SBX_MCP_MSG_ERROR);
+    assert_true(m->id_is_int);
+    assert_int_equal(m->id_int, 7);
+    assert_int_equal(m->error_code, -32000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_catalog),
+        cmocka_unit_test(test_framing),
+        cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_discovery),
+        cmocka_unit_test(test_filter),
+        cmocka_unit_test(test_calls),
+        cmocka_unit_test(test_many_in_flight),
+        cmocka_unit_test(test_bad_json_and_wrong_id),
+        cmocka_unit_test(test_server_requests),
+        cmocka_unit_test(test_oversized),
+        cmocka_unit_test(test_timeout_cancels),
+        cmocka_unit_test(test_startup_timeout),
+        cmocka_unit_test(test_server_dies),
+        cmocka_unit_test(test_free_while_starting),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
