@@ -219,6 +219,17 @@ def body(serve, sock, rt, env):
           rep.get("start") == "pool", f"tool call through serve: rc {rc} out {out!r} err {err!r}")
     claimed = status(sock)["claimed_total"]
     check(claimed == 5, f"5 VMs claimed, got {claimed}")
+    # MCP tools: the server starts and lists its tools while the request claims a VM; one that
+    # never answers initialize fails the request (the loop goes on serving).
+    mcp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mcp")
+    rc, out, err = run(env, "(await tools.fake.echo({text: 'via serve'})).echo", "javascript",
+                       "--tools", os.path.join(mcp, "fake-ok.json"), "--json")
+    rep = json.loads(out) if out.startswith("{") else {}
+    check(rc == 0 and rep.get("result") == "via serve" and rep.get("start") == "pool",
+          f"MCP call through serve: rc {rc} out {out!r} err {err!r}")
+    rc, out, err = run(env, "1", "javascript", "--tools", os.path.join(mcp, "fake-silent.json"))
+    check(rc == 125 and "cannot start the tools" in err and "initialize timed out" in err,
+          f"MCP start-up timeout through serve: rc {rc} err {err!r}")
 
     # Three at once on a pool of two: the third VM is restored on demand.
     procs = [subprocess.Popen([SANDBOX, "run", "--lang", "python", "-"], stdin=subprocess.PIPE,
