@@ -63,6 +63,15 @@ static guint remaining_ms(const Discovery *d)
 
 static void discovery_fail(GTask *task, const GError *error)
 {
+    Discovery *d = g_task_get_task_data(task);
+
+    if (error->domain == SBX_TOOL_ERROR && g_get_monotonic_time() >= d->deadline - 5000) {
+        g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
+                                "MCP server \"%s\" did not start within %u ms "
+                                "(startup_timeout_ms): %s",
+                                d->p->base.name, d->p->config->startup_timeout_ms, error->message);
+        return;
+    }
     g_task_return_error(task, g_error_copy(error));
 }
 
