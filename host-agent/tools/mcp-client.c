@@ -155,6 +155,9 @@ static gboolean on_deferred(gpointer data)
     GError *error = g_steal_pointer(&p->deferred);
 
     p->idle_id = 0;
+    if (g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+        send_cancelled(p, "cancelled by the host"); /* not from inside g_cancellable_cancel() */
+    }
     complete(p, NULL, error);
     g_error_free(error);
     return G_SOURCE_REMOVE;

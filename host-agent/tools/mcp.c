@@ -48,7 +48,8 @@ typedef struct {
 static void discovery_free(gpointer data)
 {
     Discovery *d = data;
-    sbx_catalog_tools_free((SbxCatalogTool *)(void *)g_array_free(d->tools, FALSE), d->tools->len);
+    gsize n = d->tools->len;
+    sbx_catalog_tools_free((SbxCatalogTool *)(void *)g_array_free(d->tools, FALSE), n);
     g_hash_table_destroy(d->names);
     g_ptr_array_unref(d->warnings);
     g_free(d);
