@@ -180,6 +180,18 @@ static gboolean take_tool(Discovery *d, const cJSON *t, GError **error)
 
 static void list_page(GTask *task, const char *cursor);
 
+/* A name in the `tools` filter that the server did not list: a typo, or a tool that went away. */
+static void warn_missing(Discovery *d)
+{
+    for (char **n = d->p->config->only_tools; n != NULL && *n != NULL; n++) {
+        if (!g_hash_table_contains(d->names, *n)) {
+            g_ptr_array_add(d->warnings, g_strdup_printf("%s: \"tools\" names %s, which the "
+                                                         "server does not list",
+                                                         d->p->base.name, *n));
+        }
+    }
+}
+
 static void on_list(const cJSON *result, const GError *error, gpointer data)
 {
     GTask *task = data;
@@ -220,6 +232,7 @@ static void on_list(const cJSON *result, const GError *error, gpointer data)
         list_page(task, next->valuestring); /* keeps the reference */
         return;
     }
+    warn_missing(d);
     g_task_return_boolean(task, TRUE);
     g_object_unref(task);
 }

@@ -133,6 +133,11 @@ static void test_filter(void **state)
     sbx_tools_decls(c.tools, &n);
     assert_int_equal(n, 2);
     assert_null(find(&c, "fail"));
+    gboolean warned = FALSE;
+    for (const char *const *w = sbx_tools_warnings(c.tools); *w != NULL; w++) {
+        warned = warned || strstr(*w, "fake: \"tools\" names absent") != NULL;
+    }
+    assert_true(warned);
     stop(&c);
 }
 
