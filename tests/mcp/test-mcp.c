@@ -3,7 +3,8 @@
  * catalog's mcp kind, discovery (pagination, protocol version, a schema we cannot compile, the
  * `tools` filter, destructiveHint), calls (structuredContent, isError, JSON-RPC errors, many in
  * flight), and a misbehaving server (bad JSON, a wrong id, an oversized line, its own requests,
- * a timeout with notifications/cancelled, a server that never answers, one that dies).
+ * a timeout with notifications/cancelled, a server that never answers, one that dies), and
+ * streamable HTTP against tests/mcp/fake-mcp-http.py (session id, SSE, HTTP errors, DELETE).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -289,6 +290,84 @@ static void test_free_while_starting(void **state)
     assert_false(c.ready);
 }
 
+static gboolean cancel_soon(gpointer data)
+{
+    g_cancellable_cancel(data);
+    return G_SOURCE_REMOVE;
+}
+
+static void test_cancel_notifies(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+    g_autoptr(GCancellable) cancel = g_cancellable_new();
+
+    assert_true(start(&c, "ok", NULL));
+    c.pending = 1;
+    sbx_tools_call_async(c.tools, "fake", "slow", "{}", cancel, on_call, &c);
+    g_timeout_add(100, cancel_soon, cancel);
+    g_main_loop_run(c.loop);
+    assert_non_null(strstr(c.results->pdata[0], "cancelled"));
+    /* The server was told (id 4: 1 initialize, 2-3 tools/list). */
+    g_autofree char *r = call(&c, "cancelled", "{}");
+    assert_string_equal(r, "{\"ids\":[4]}");
+    stop(&c);
+}
+
+/* Streamable HTTP against tests/mcp/fake-mcp-http.py on 127.0.0.1. */
+static void test_http(void **state)
+{
+    (void)state;
+    g_autofree char *script = g_build_filename(SBX_TEST_DIR, "fake-mcp-http.py", NULL);
+    GError *error = NULL;
+    g_autoptr(GSubprocess) server = g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error,
+                                                     "python3", script, NULL);
+    assert_non_null(server);
+    g_autoptr(GDataInputStream) out =
+        g_data_input_stream_new(g_subprocess_get_stdout_pipe(server));
+    g_autofree char *port = g_data_input_stream_read_line(out, NULL, NULL, &error);
+    assert_non_null(port);
+
+    g_autofree char *text = g_strdup_printf(
+        "{\"providers\": {\"fake\": {\"kind\": \"mcp\", \"url\": \"http://127.0.0.1:%s/mcp\", "
+        "\"headers\": {\"X-Test\": \"1\"}}}}", port);
+    Ctx c = {0};
+    c.loop = g_main_loop_new(NULL, FALSE);
+    c.results = g_ptr_array_new_with_free_func(g_free);
+    c.tools = sbx_tools_new(sbx_catalog_parse(text, strlen(text), "t.json", "/tmp", NULL), NULL);
+    sbx_tools_start(c.tools, on_ready, &c);
+    g_main_loop_run(c.loop);
+    if (c.error != NULL) {
+        fail_msg("start: %s", c.error->message);
+    }
+    gsize n = 0;
+    sbx_tools_decls(c.tools, &n);
+    assert_int_equal(n, 4); /* listed over SSE, after a ping and a notification */
+
+    g_autofree char *r1 = call(&c, "echo", "{\"text\":\"hi\"}");
+    assert_string_equal(r1, "{\"echo\":\"hi\"}"); /* session id and version headers sent */
+    g_autofree char *r2 = call(&c, "sse", "{}");
+    assert_string_equal(r2, "[{\"type\":\"text\",\"text\":\"from sse\"}]");
+    g_autofree char *r3 = call(&c, "status500", "{}");
+    assert_non_null(strstr(r3, "HTTP status 500"));
+    g_autofree char *r4 = call(&c, "log", "{}"); /* our answer to the server's ping */
+    assert_string_equal(r4, "{\"pings\":[{\"jsonrpc\":\"2.0\",\"id\":\"srv-ping\",\"result\":{}}]}");
+
+    /* Freeing the tools ends the session with a DELETE (sent on the loop). */
+    sbx_tools_free(g_steal_pointer(&c.tools));
+    for (int i = 0; i < 100; i++) {
+        g_main_context_iteration(NULL, FALSE);
+        g_usleep(10 * 1000);
+    }
+    g_subprocess_force_exit(server);
+    g_subprocess_wait(server, NULL, NULL);
+    g_autofree char *rest = g_data_input_stream_read_upto(out, "", 0, NULL, NULL, NULL);
+    if (rest == NULL || strstr(rest, "DELETE sess-1") == NULL) {
+        fail_msg("no DELETE of the session: %s", rest != NULL ? rest : "(nothing)");
+    }
+    stop(&c);
+}
+
 static void expect_catalog_error(const char *provider_json, const char *needle)
 {
     g_autofree char *text = g_strdup_printf("{\"providers\": {\"m\": %s}}", provider_json);
@@ -410,6 +489,8 @@ int main(void)
         cmocka_unit_test(test_startup_timeout),
         cmocka_unit_test(test_server_dies),
         cmocka_unit_test(test_free_while_starting),
+        cmocka_unit_test(test_cancel_notifies),
+        cmocka_unit_test(test_http),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
