@@ -27,7 +27,8 @@ static gboolean tools_parse(int argc, char **argv, SbxRenderLang *ret_lang, char
     g_set_prgname("sandbox tools");
     g_option_context_add_main_entries(oc, entries, NULL);
     g_option_context_set_description(
-        oc, "Exit status: 0, 2 for invalid usage or catalog, 125 if an MCP server fails to start.\n");
+        oc,
+        "Exit status: 0, 2 for invalid usage or catalog, 125 if an MCP server fails to start.\n");
     if (!g_option_context_parse(oc, &argc, &argv, error)) {
         return FALSE;
     }

@@ -254,7 +254,7 @@ static gboolean parse_timeout(const cJSON *obj, SbxCatalogProvider *prov, const 
 
 /* ---- kind mcp ------------------------------------------------------------------------------ */
 
-/* A positive integer member of at most SBX_CATALOG_TIMEOUT_MAX_MS; @ret keeps its default if absent. */
+/* An integer member from 1 to SBX_CATALOG_TIMEOUT_MAX_MS; if absent, @ret keeps its default. */
 static gboolean get_ms(const cJSON *obj, const char *key, guint *ret, const char *origin,
                        const char *where, GError **error)
 {
@@ -290,7 +290,8 @@ static gboolean get_pairs(const cJSON *obj, const char *key, gboolean env, gsize
         return TRUE;
     }
     if (!cJSON_IsObject(v) || (gsize)cJSON_GetArraySize(v) > max) {
-        invalid(error, origin, at, "expected an object of at most %" G_GSIZE_FORMAT " strings", max);
+        invalid(error, origin, at, "expected an object of at most %" G_GSIZE_FORMAT " strings",
+                max);
         return FALSE;
     }
     if (!check_members(v, NULL, origin, at, error)) {
@@ -388,9 +389,10 @@ static gboolean get_url(const cJSON *obj, SbxCatalogProvider *prov, const char *
 static gboolean parse_mcp_provider(const cJSON *obj, SbxCatalogProvider *prov, const char *base_dir,
                                    const char *origin, const char *where, GError **error)
 {
-    static const char *const known[] = {"kind",       "command", "env",   "cwd",
-                                        "url",        "headers", "tools", "timeout_ms",
-                                        "startup_timeout_ms",    NULL};
+    static const char *const known[] = {"kind",  "command",    "env",
+                                        "cwd",   "url",        "headers",
+                                        "tools", "timeout_ms", "startup_timeout_ms",
+                                        NULL};
     const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(obj, "command");
     g_autofree char *cmd_at = path_join(where, "command");
     g_autofree char *cwd = NULL;
@@ -409,8 +411,9 @@ static gboolean parse_mcp_provider(const cJSON *obj, SbxCatalogProvider *prov, c
         return FALSE;
     }
     if ((cmd == NULL) == (prov->url == NULL)) {
-        invalid(error, origin, where, "an mcp provider needs exactly one of \"command\" (stdio) "
-                                      "and \"url\" (streamable HTTP)");
+        invalid(error, origin, where,
+                "an mcp provider needs exactly one of \"command\" (stdio) "
+                "and \"url\" (streamable HTTP)");
         return FALSE;
     }
     if (prov->url != NULL && (cwd != NULL || prov->env != NULL)) {

@@ -264,9 +264,9 @@ static void answer_pending(SbxMcpClient *c, const SbxMcpMessage *m)
         complete(p, m->result, NULL);
         return;
     }
-    g_autoptr(GError) error =
-        g_error_new(SBX_TOOL_ERROR, SBX_ERR_TOOL, "MCP server \"%s\": %s failed: %.*s (%" G_GINT64_FORMAT ")",
-                    c->name, p->method, SERVER_MESSAGE_MAX, m->error_message, m->error_code);
+    g_autoptr(GError) error = g_error_new(
+        SBX_TOOL_ERROR, SBX_ERR_TOOL, "MCP server \"%s\": %s failed: %.*s (%" G_GINT64_FORMAT ")",
+        c->name, p->method, SERVER_MESSAGE_MAX, m->error_message, m->error_code);
     complete(p, NULL, error);
 }
 

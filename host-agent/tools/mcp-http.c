@@ -134,8 +134,8 @@ static void on_read(GObject *src, GAsyncResult *res, gpointer data)
         }
     } else {
         if (r->json->len + n > SBX_MCP_MESSAGE_MAX) {
-            g_autofree char *why = g_strdup_printf("the server sent a JSON body larger than %d bytes",
-                                                   SBX_MCP_MESSAGE_MAX);
+            g_autofree char *why = g_strdup_printf(
+                "the server sent a JSON body larger than %d bytes", SBX_MCP_MESSAGE_MAX);
             req_fail(r, why);
             return;
         }
@@ -168,8 +168,8 @@ static void on_sent(GObject *src, GAsyncResult *res, gpointer data)
         r->t->session_id = g_strdup(sid);
     }
     if (status < 200 || status > 299) {
-        g_autofree char *why = g_strdup_printf("HTTP status %u %s", status,
-                                               soup_message_get_reason_phrase(r->msg));
+        g_autofree char *why =
+            g_strdup_printf("HTTP status %u %s", status, soup_message_get_reason_phrase(r->msg));
         req_fail(r, why);
         return;
     }

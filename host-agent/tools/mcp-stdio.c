@@ -98,17 +98,16 @@ static void report_exit(Stdio *t)
     if (!t->exited || !t->err_eof || t->freed) {
         return;
     }
-    g_autofree char *tail = t->err_tail->len > 0 ? g_utf8_make_valid((const char *)t->err_tail->data,
-                                                                     t->err_tail->len)
-                                                  : g_strdup("");
-    g_autofree char *why =
-        g_subprocess_get_if_exited(t->proc)
-            ? g_strdup_printf("the server exited (status %d)",
-                              g_subprocess_get_exit_status(t->proc))
-            : g_strdup_printf("the server was killed by signal %d",
-                              g_subprocess_get_term_sig(t->proc));
-    g_autofree char *full = g_strdup_printf("%s%s%s", why, g_strstrip(tail)[0] != '\0' ? ": " : "",
-                                            g_strstrip(tail));
+    g_autofree char *tail =
+        t->err_tail->len > 0 ? g_utf8_make_valid((const char *)t->err_tail->data, t->err_tail->len)
+                             : g_strdup("");
+    g_autofree char *why = g_subprocess_get_if_exited(t->proc)
+                               ? g_strdup_printf("the server exited (status %d)",
+                                                 g_subprocess_get_exit_status(t->proc))
+                               : g_strdup_printf("the server was killed by signal %d",
+                                                 g_subprocess_get_term_sig(t->proc));
+    g_autofree char *full =
+        g_strdup_printf("%s%s%s", why, g_strstrip(tail)[0] != '\0' ? ": " : "", g_strstrip(tail));
     close_with(t, full);
 }
 
@@ -223,7 +222,8 @@ static void on_written(GObject *src, GAsyncResult *res, gpointer data)
     t->writing = FALSE;
     if (!g_output_stream_write_all_finish(G_OUTPUT_STREAM(src), res, NULL, &error)) {
         if (!g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
-            g_autofree char *why = g_strdup_printf("cannot write to the server: %s", error->message);
+            g_autofree char *why =
+                g_strdup_printf("cannot write to the server: %s", error->message);
             close_with(t, why);
         }
         stdio_unref(t);
@@ -303,7 +303,8 @@ SbxMcpTransport *sbx_mcp_stdio_new(const SbxCatalogProvider *config, GError **er
         g_auto(GStrv) kv = g_strsplit(*e, "=", 2);
         g_subprocess_launcher_setenv(l, kv[0], kv[1], TRUE);
     }
-    GSubprocess *proc = g_subprocess_launcher_spawnv(l, (const char *const *)config->command, error);
+    GSubprocess *proc =
+        g_subprocess_launcher_spawnv(l, (const char *const *)config->command, error);
     if (proc == NULL) {
         return NULL;
     }

@@ -91,8 +91,7 @@ static gboolean sse_line(SbxMcpFramer *f, const char *line, gsize len, SbxMcpMes
     return TRUE;
 }
 
-static gboolean line_done(SbxMcpFramer *f, SbxMcpMessageFunc fn, gpointer user_data,
-                          GError **error)
+static gboolean line_done(SbxMcpFramer *f, SbxMcpMessageFunc fn, gpointer user_data, GError **error)
 {
     const char *text = (const char *)f->line->data;
     gsize len = f->line->len;
@@ -167,8 +166,7 @@ void sbx_mcp_framer_finish(SbxMcpFramer *f, SbxMcpMessageFunc fn, gpointer user_
 
 static SbxMcpMessage *bad(SbxMcpMessage *m, GError **error, const char *what)
 {
-    g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "not a JSON-RPC 2.0 message: %s",
-                what);
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "not a JSON-RPC 2.0 message: %s", what);
     sbx_mcp_message_free(m);
     return NULL;
 }

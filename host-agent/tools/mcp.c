@@ -105,10 +105,10 @@ static void take_schema(Discovery *d, const char *tool, const char *what, const 
     }
     char *json = cJSON_IsObject(schema) ? cJSON_PrintUnformatted(schema) : NULL;
     if (json == NULL || strlen(json) > SBX_SCHEMA_TEXT_MAX) {
-        g_ptr_array_add(d->warnings, g_strdup_printf("%s.%s: %s is not an object of at most %d "
-                                                     "bytes; not checked",
-                                                     d->p->base.name, tool, what,
-                                                     SBX_SCHEMA_TEXT_MAX));
+        g_ptr_array_add(d->warnings,
+                        g_strdup_printf("%s.%s: %s is not an object of at most %d "
+                                        "bytes; not checked",
+                                        d->p->base.name, tool, what, SBX_SCHEMA_TEXT_MAX));
         cJSON_free(json);
         return;
     }
@@ -153,8 +153,8 @@ static gboolean take_tool(Discovery *d, const cJSON *t, GError **error)
         return TRUE; /* filtered out, or listed twice (the first one counts) */
     }
     if (d->tools->len >= SBX_TOOLS_MAX) {
-        g_set_error(error, SBX_TOOL_ERROR, SBX_ERR_TOOL, "MCP server \"%s\" lists more than %d tools",
-                    d->p->base.name, SBX_TOOLS_MAX);
+        g_set_error(error, SBX_TOOL_ERROR, SBX_ERR_TOOL,
+                    "MCP server \"%s\" lists more than %d tools", d->p->base.name, SBX_TOOLS_MAX);
         return FALSE;
     }
     SbxCatalogTool tool = {.name = g_strdup(name->valuestring)};
@@ -426,8 +426,8 @@ static const SbxProviderOps mcp_ops = {
 SbxProvider *sbx_mcp_provider_new(const SbxCatalogProvider *config, GError **error)
 {
     g_autoptr(GError) local = NULL;
-    SbxMcpTransport *t = config->url != NULL ? sbx_mcp_http_new(config, &local)
-                                             : sbx_mcp_stdio_new(config, &local);
+    SbxMcpTransport *t =
+        config->url != NULL ? sbx_mcp_http_new(config, &local) : sbx_mcp_stdio_new(config, &local);
     if (t == NULL) {
         g_set_error(error, SBX_TOOL_ERROR, SBX_ERR_TOOL, "cannot start MCP server \"%s\": %s",
                     config->name, local->message);

@@ -17,8 +17,8 @@ struct SbxTools {
     SbxToolDecl *decls;    /* strings borrowed from the namespace and the catalog */
     gsize n_decls;
     guint in_flight;
-    Start *start;         /* sbx_tools_start() in progress, or NULL */
-    GPtrArray *warnings;  /* char*, NULL-terminated */
+    Start *start;        /* sbx_tools_start() in progress, or NULL */
+    GPtrArray *warnings; /* char*, NULL-terminated */
 };
 
 /*

@@ -152,8 +152,8 @@ static void test_calls(void **state)
     assert_string_equal(r1, "{\"echo\":\"hi\"}"); /* structuredContent */
     g_autofree char *r2 = call(&c, "fail", "{}");
     g_autofree char *want = g_strdup_printf("ERR %d: it failed on purpose", SBX_ERR_TOOL);
-    assert_string_equal(r2, want); /* isError: tool_error */
-    g_autofree char *r3 = call(&c, "die", "{}");              /* not in this mode */
+    assert_string_equal(r2, want);               /* isError: tool_error */
+    g_autofree char *r3 = call(&c, "die", "{}"); /* not in this mode */
     assert_non_null(strstr(r3, "no such tool (-32602)"));
     g_autofree char *r4 = call(&c, "echo", "{\"text\":1}"); /* inputSchema */
     assert_non_null(strstr(r4, "input.text: expected a string"));
@@ -320,17 +320,17 @@ static void test_http(void **state)
     (void)state;
     g_autofree char *script = g_build_filename(SBX_TEST_DIR, "fake-mcp-http.py", NULL);
     GError *error = NULL;
-    g_autoptr(GSubprocess) server = g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error,
-                                                     "python3", script, NULL);
+    g_autoptr(GSubprocess) server =
+        g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error, "python3", script, NULL);
     assert_non_null(server);
-    g_autoptr(GDataInputStream) out =
-        g_data_input_stream_new(g_subprocess_get_stdout_pipe(server));
+    g_autoptr(GDataInputStream) out = g_data_input_stream_new(g_subprocess_get_stdout_pipe(server));
     g_autofree char *port = g_data_input_stream_read_line(out, NULL, NULL, &error);
     assert_non_null(port);
 
     g_autofree char *text = g_strdup_printf(
         "{\"providers\": {\"fake\": {\"kind\": \"mcp\", \"url\": \"http://127.0.0.1:%s/mcp\", "
-        "\"headers\": {\"X-Test\": \"1\"}}}}", port);
+        "\"headers\": {\"X-Test\": \"1\"}}}}",
+        port);
     Ctx c = {0};
     c.loop = g_main_loop_new(NULL, FALSE);
     c.results = g_ptr_array_new_with_free_func(g_free);
@@ -351,7 +351,8 @@ static void test_http(void **state)
     g_autofree char *r3 = call(&c, "status500", "{}");
     assert_non_null(strstr(r3, "HTTP status 500"));
     g_autofree char *r4 = call(&c, "log", "{}"); /* our answer to the server's ping */
-    assert_string_equal(r4, "{\"pings\":[{\"jsonrpc\":\"2.0\",\"id\":\"srv-ping\",\"result\":{}}]}");
+    assert_string_equal(r4,
+                        "{\"pings\":[{\"jsonrpc\":\"2.0\",\"id\":\"srv-ping\",\"result\":{}}]}");
 
     /* Freeing the tools ends the session with a DELETE (sent on the loop). */
     sbx_tools_free(g_steal_pointer(&c.tools));
@@ -384,9 +385,10 @@ static void expect_catalog_error(const char *provider_json, const char *needle)
 static void test_catalog(void **state)
 {
     (void)state;
-    const char *ok = "{\"providers\": {\"m\": {\"kind\": \"mcp\", \"url\": \"http://127.0.0.1:1/mcp\","
-                     " \"headers\": {\"Authorization\": \"Bearer x\"}, \"startup_timeout_ms\": 5,"
-                     " \"tools\": [\"a\"]}}}";
+    const char *ok =
+        "{\"providers\": {\"m\": {\"kind\": \"mcp\", \"url\": \"http://127.0.0.1:1/mcp\","
+        " \"headers\": {\"Authorization\": \"Bearer x\"}, \"startup_timeout_ms\": 5,"
+        " \"tools\": [\"a\"]}}}";
     GError *error = NULL;
     SbxCatalog *cat = sbx_catalog_parse(ok, strlen(ok), "t.json", "/tmp", &error);
     assert_non_null(cat);
@@ -400,10 +402,12 @@ static void test_catalog(void **state)
     expect_catalog_error("{\"kind\": \"mcp\", \"command\": [\"x\"], \"url\": \"http://a/\"}",
                          "exactly one of");
     expect_catalog_error("{\"kind\": \"mcp\", \"url\": \"ftp://a/\"}", "http:// or https://");
-    expect_catalog_error("{\"kind\": \"mcp\", \"url\": \"http://a/\", \"headers\": {\"X\": \"a\\nb\"}}",
-                         "without control characters");
-    expect_catalog_error("{\"kind\": \"mcp\", \"url\": \"http://a/\", \"headers\": {\"a b\": \"c\"}}",
-                         "not a header name");
+    expect_catalog_error(
+        "{\"kind\": \"mcp\", \"url\": \"http://a/\", \"headers\": {\"X\": \"a\\nb\"}}",
+        "without control characters");
+    expect_catalog_error(
+        "{\"kind\": \"mcp\", \"url\": \"http://a/\", \"headers\": {\"a b\": \"c\"}}",
+        "not a header name");
     expect_catalog_error("{\"kind\": \"mcp\", \"command\": [\"x\"], \"env\": {\"A=B\": \"c\"}}",
                          "not a variable name");
     expect_catalog_error("{\"kind\": \"mcp\", \"command\": [\"x\"], \"headers\": {}}",
@@ -455,9 +459,14 @@ static void test_messages(void **state)
 {
     (void)state;
     static const char *const bad[] = {
-        "[]", "{}", "{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{}}", "{\"jsonrpc\":\"2.0\",\"id\":1}",
-        "{\"jsonrpc\":\"2.0\",\"method\":1}", "{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":1}",
-        "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"message\":\"no code\"}}", "not json",
+        "[]",
+        "{}",
+        "{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{}}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1}",
+        "{\"jsonrpc\":\"2.0\",\"method\":1}",
+        "{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":1}",
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"message\":\"no code\"}}",
+        "not json",
     };
     for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
         GError *error = NULL;
@@ -475,22 +484,14 @@ static void test_messages(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_catalog),
-        cmocka_unit_test(test_framing),
-        cmocka_unit_test(test_messages),
-        cmocka_unit_test(test_discovery),
-        cmocka_unit_test(test_filter),
-        cmocka_unit_test(test_calls),
-        cmocka_unit_test(test_many_in_flight),
-        cmocka_unit_test(test_bad_json_and_wrong_id),
-        cmocka_unit_test(test_server_requests),
-        cmocka_unit_test(test_oversized),
-        cmocka_unit_test(test_timeout_cancels),
-        cmocka_unit_test(test_startup_timeout),
-        cmocka_unit_test(test_server_dies),
-        cmocka_unit_test(test_free_while_starting),
-        cmocka_unit_test(test_cancel_notifies),
-        cmocka_unit_test(test_http),
+        cmocka_unit_test(test_catalog),         cmocka_unit_test(test_framing),
+        cmocka_unit_test(test_messages),        cmocka_unit_test(test_discovery),
+        cmocka_unit_test(test_filter),          cmocka_unit_test(test_calls),
+        cmocka_unit_test(test_many_in_flight),  cmocka_unit_test(test_bad_json_and_wrong_id),
+        cmocka_unit_test(test_server_requests), cmocka_unit_test(test_oversized),
+        cmocka_unit_test(test_timeout_cancels), cmocka_unit_test(test_startup_timeout),
+        cmocka_unit_test(test_server_dies),     cmocka_unit_test(test_free_while_starting),
+        cmocka_unit_test(test_cancel_notifies), cmocka_unit_test(test_http),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
