@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "mcp-client.h"
+#include "mcp-wire.h"
 #include "mcp-transports.h"
 #include "protocol/limits.h"
 #include "provider.h"
@@ -221,7 +222,7 @@ static void on_list(const cJSON *result, const GError *error, gpointer data)
             return;
         }
     }
-    if (cJSON_IsString(next) && strlen(next->valuestring) <= SBX_CATALOG_ARG_LEN_MAX) {
+    if (cJSON_IsString(next)) { /* opaque, sent back as is (bounded by SBX_MCP_MESSAGE_MAX) */
         if (++d->pages >= MCP_LIST_PAGES_MAX) {
             g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
                                     "MCP server \"%s\": tools/list has more than %d pages",
