@@ -62,6 +62,19 @@ GPid sbx_serve_run_pid(ServeRun *run)
     return run->pv != NULL ? sbx_vm_qemu_pid(sbx_pool_vm_vm(run->pv)) : 0;
 }
 
+/* The tools' warnings (an MCP schema left unchecked, ...) go before the summary, on stderr. */
+static char *with_warnings(ServeRun *run, const char *summary)
+{
+    GString *out = g_string_new(NULL);
+
+    for (const char *const *w = run->tools != NULL ? sbx_tools_warnings(run->tools) : NULL;
+         w != NULL && *w != NULL; w++) {
+        g_string_append_printf(out, "sandbox: warning: %s\n", *w);
+    }
+    g_string_append(out, summary);
+    return g_string_free(out, FALSE);
+}
+
 /* The done frame: exit code, the stderr summary and the --json report. */
 static char *done_message(ServeRun *run)
 {
@@ -73,8 +86,9 @@ static char *done_message(ServeRun *run)
         .boot_ms = run->boot_us > 0 ? run->boot_us / 1000 : -1,
     };
     g_autofree char *report = sbx_report_json(&rep);
-    g_autofree char *summary =
+    g_autofree char *outcome =
         sbx_outcome_summary(run->result, run->failure, run->req.output_limit);
+    g_autofree char *summary = with_warnings(run, outcome);
     int code = run->result != NULL ? sbx_outcome_exit_code(run->result) : SBX_EXIT_SANDBOX;
     GString *out = g_string_new(NULL);
 

@@ -230,6 +230,10 @@ def body(serve, sock, rt, env):
     rc, out, err = run(env, "1", "javascript", "--tools", os.path.join(mcp, "fake-silent.json"))
     check(rc == 125 and "cannot start the tools" in err and "initialize timed out" in err,
           f"MCP start-up timeout through serve: rc {rc} err {err!r}")
+    rc, out, err = run(env, "console.log('ok')", "javascript", "--tools",
+                       os.path.join(mcp, "fake-ok.json"))
+    check(rc == 0 and out == "ok\n" and "warning: fake.remote: inputSchema not checked" in err,
+          f"the tools' warnings reach the client: rc {rc} out {out!r} err {err!r}")
 
     # Three at once on a pool of two: the third VM is restored on demand.
     procs = [subprocess.Popen([SANDBOX, "run", "--lang", "python", "-"], stdin=subprocess.PIPE,
