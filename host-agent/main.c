@@ -13,6 +13,9 @@ static const SbxCliVerb *const verbs[] = {
     &sbx_cli_verb_run,
     &sbx_cli_verb_serve,
     &sbx_cli_verb_tools,
+    &sbx_cli_verb_approvals,
+    &sbx_cli_verb_approve,
+    &sbx_cli_verb_deny,
 };
 
 void sbx_cli_quit(SbxCli *cli, int exit_code)

@@ -74,6 +74,7 @@ struct Serve {
     guint running;  /* runs started and not finished */
     gboolean stopping;
     guint grace_source;
+    SbxApprovals *approvals; /* tool calls of every run waiting for a person's answer */
 };
 
 static Serve *serve_ctx;
@@ -81,6 +82,11 @@ static Serve *serve_ctx;
 SbxPool *sbx_serve_pool(Serve *srv)
 {
     return srv->pool;
+}
+
+SbxApprovals *sbx_serve_approvals(Serve *srv)
+{
+    return srv->approvals;
 }
 
 /* ---- connections ---------------------------------------------------------------------- */
@@ -341,6 +347,8 @@ static gboolean handle_frame(ServeConn *conn, const char *payload, gsize len)
         handle_run(conn, msg);
     } else if (strcmp(type->valuestring, "status") == 0) {
         handle_status(conn);
+    } else if (sbx_serve_approval_message(conn, conn->srv->approvals, type->valuestring, msg)) {
+        /* answered */
     } else {
         send_error(conn, "bad_request", "unknown message type");
     }
@@ -594,6 +602,7 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
     srv->listen_fd = -1;
     srv->pool_size = SERVE_POOL_DEFAULT;
     g_queue_init(&srv->waiting);
+    srv->approvals = sbx_approvals_new();
     if (!parse_options(srv, argc, argv, &error)) {
         fprintf(stderr, "sandbox serve: %s\n", error->message);
         return SBX_EXIT_USAGE;
@@ -634,6 +643,7 @@ static void serve_cleanup(SbxCli *cli)
     }
     /* Runs that did not end within the grace period: their VMs are killed now. */
     g_list_free_full(g_steal_pointer(&srv->runs), (GDestroyNotify)sbx_serve_run_free);
+    sbx_approvals_free(srv->approvals); /* after the runs: nothing calls back any more */
     g_clear_handle_id(&srv->grace_source, g_source_remove);
     sbx_pool_vm_factory_free(srv->factory);
     sbx_snapshot_free(srv->snapshot);

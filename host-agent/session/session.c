@@ -698,6 +698,18 @@ gboolean sbx_session_tool_result(SbxSession *session, guint32 call_id, const cha
     return TRUE;
 }
 
+gboolean sbx_session_tool_policy(SbxSession *session, guint32 call_id, const char *policy_json)
+{
+    InFlight *f = g_hash_table_lookup(session->in_flight, GUINT_TO_POINTER(call_id));
+
+    if (f == NULL || f->rec == NULL || strlen(policy_json) > SBX_SESSION_POLICY_NOTE_MAX) {
+        return FALSE;
+    }
+    g_free(f->rec->policy_json);
+    f->rec->policy_json = g_strdup(policy_json);
+    return TRUE;
+}
+
 void sbx_session_abort(SbxSession *session, SbxStatus status, SbxErrorCode code,
                        const char *message)
 {

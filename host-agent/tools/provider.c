@@ -5,10 +5,11 @@
 
 SbxProvider *sbx_provider_new(const SbxCatalogProvider *config, GError **error)
 {
-    (void)error; /* kinds that can fail to set up (MCP, HTTP) will use it */
     switch (config->kind) {
     case SBX_PROVIDER_COMMAND:
         return sbx_command_provider_new(config);
+    case SBX_PROVIDER_HTTP:
+        return sbx_http_provider_new(config, error);
     }
     g_assert_not_reached();
 }

@@ -54,3 +54,9 @@ void sbx_provider_free(SbxProvider *provider);
 
 /** The command provider (command.c). */
 SbxProvider *sbx_command_provider_new(const SbxCatalogProvider *config);
+
+/**
+ * The http provider (http.c). Fails (SBX_CATALOG_ERROR) when a `${secret:NAME}` of its
+ * headers cannot be found; the message names the secret, never a value.
+ */
+SbxProvider *sbx_http_provider_new(const SbxCatalogProvider *config, GError **error);

@@ -7,6 +7,7 @@
 
 #include <gio/gio.h>
 
+#include "approvals.h"
 #include "catalog.h"
 #include "namespace.h"
 #include "protocol/message.h"
@@ -47,6 +48,20 @@ void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const cha
  * SbxErrorCode) or G_IO_ERROR_CANCELLED.
  */
 char *sbx_tools_call_finish(SbxTools *tools, GAsyncResult *result, GError **error);
+
+/**
+ * Where calls that the policy says need an approval wait (docs/tools.md, "Approvals"); it must
+ * outlive every call. Unset (NULL), such a call is denied at once with a message saying how to
+ * get approvals (`sandbox serve`).
+ */
+void sbx_tools_set_approvals(SbxTools *tools, SbxApprovals *approvals);
+
+/**
+ * How the policy decided the call @result (as passed to the callback) for its record: a
+ * compact JSON object ({"action":"approve","rule":"*.delete_*","approval":"approved",...}),
+ * or NULL if the call ended before the policy was asked (unknown tool, oversized input).
+ */
+char *sbx_tools_call_policy(GAsyncResult *result);
 
 /** Calls started and not yet completed (processes not yet reaped). */
 guint sbx_tools_in_flight(const SbxTools *tools);
