@@ -61,6 +61,7 @@ typedef struct {
     SbxProfile *profile;
     SbxImage *image;
     SbxSnapshot *snapshot; /* restore from it; NULL with --cold */
+    SbxCatalog *catalog; /* checked, until the tools are built from it */
     SbxTools *tools;
     /* running */
     SbxVm *vm;
@@ -476,8 +477,13 @@ static gboolean load_user_inputs(RunCtx *ctx, int argc, char **argv, GError **er
     if (ctx->code == NULL) {
         return FALSE;
     }
-    ctx->tools = sbx_tools_load(ctx->tools_path, error);
-    return ctx->tools != NULL;
+    /*
+     * Only checked here: the providers (and the host secrets they read) belong to whoever runs
+     * the program, `sandbox serve` when it takes the run.
+     */
+    ctx->catalog = ctx->tools_path != NULL ? sbx_catalog_load(ctx->tools_path, error)
+                                           : sbx_catalog_new_empty();
+    return ctx->catalog != NULL;
 }
 
 /* ---- the verb ------------------------------------------------------------------------------ */
@@ -541,6 +547,11 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     if (try_serve(ctx)) {
         return -1;
     }
+    ctx->tools = sbx_tools_new(g_steal_pointer(&ctx->catalog), &error);
+    if (ctx->tools == NULL) {
+        fprintf(stderr, "sandbox run: %s\n", error->message);
+        return SBX_EXIT_USAGE;
+    }
     const char *profile = ctx->profile_name != NULL ? ctx->profile_name
                           : ctx->cold               ? RUN_PROFILE_DEFAULT_COLD
                                                     : RUN_PROFILE_DEFAULT;
@@ -577,6 +588,7 @@ static void run_cleanup(SbxCli *cli)
     sbx_session_free(ctx->session); /* ctx->result points into it: gone from here on */
     sbx_vm_free(ctx->vm);
     sbx_tools_free(ctx->tools);
+    sbx_catalog_free(ctx->catalog);
     sbx_snapshot_free(ctx->snapshot);
     sbx_image_free(ctx->image);
     sbx_profile_free(ctx->profile);

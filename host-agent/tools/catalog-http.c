@@ -295,18 +295,10 @@ static char *scalar_text(const cJSON *v)
 
 /*
  * Percent-encode a path value: everything but the unreserved characters (RFC 3986), so `/`,
- * `?` and `%` cannot change the URL's structure. A value of only dots is encoded too: `..`
- * would otherwise climb a path segment.
+ * `?` and `%` cannot change the URL's structure.
  */
 static char *encode_component(const char *value)
 {
-    if (value[0] != '\0' && strspn(value, ".") == strlen(value)) {
-        GString *s = g_string_new(NULL);
-        for (const char *p = value; *p != '\0'; p++) {
-            g_string_append(s, "%2E");
-        }
-        return g_string_free(s, FALSE);
-    }
     return g_uri_escape_string(value, NULL, FALSE);
 }
 
@@ -331,6 +323,12 @@ static gboolean fill_template(const char *tmpl, cJSON *input, GString *url, GErr
         if (text == NULL || text[0] == '\0') {
             input_error(error, name, "expected a non-empty string, a number or a boolean (it "
                         "goes in the URL)");
+            return FALSE;
+        }
+        if (strspn(text, ".") == strlen(text)) {
+            /* `.` and `..` would move in the path: URL parsers resolve them, %2E included. */
+            input_error(error, name, "\"%s\" cannot go in the URL (it would change the path)",
+                        text);
             return FALSE;
         }
         g_autofree char *enc = encode_component(text);

@@ -380,18 +380,27 @@ static const SbxProviderOps http_ops = {
     .free = http_free,
 };
 
+/* sbx_secret_lookup(), remembering the value to keep it out of error excerpts. */
+static char *lookup_secret(const char *name, gpointer data, GError **error)
+{
+    HttpProvider *p = data;
+    char *value = sbx_secret_lookup(name, NULL, error);
+
+    if (value != NULL && value[0] != '\0') {
+        g_ptr_array_add(p->secrets, g_strdup(value));
+    }
+    return value;
+}
+
 /* Fill the secrets of @ep's headers into @h (names replace earlier ones, case-insensitive). */
 static gboolean add_headers(HttpProvider *p, Headers *h, const SbxHttpEndpoint *ep,
                             GError **error)
 {
     for (gsize i = 0; ep != NULL && i < ep->n_headers; i++) {
-        char *value = sbx_http_expand_secrets(ep->header_values[i], sbx_secret_lookup, NULL, error);
+        char *value = sbx_http_expand_secrets(ep->header_values[i], lookup_secret, p, error);
         if (value == NULL) {
             g_prefix_error(error, "header %s: ", ep->header_names[i]);
             return FALSE;
-        }
-        if (strcmp(value, ep->header_values[i]) != 0) {
-            g_ptr_array_add(p->secrets, g_strdup(value)); /* crude, but covers the secret */
         }
         for (guint j = 0; j < h->names->len; j++) {
             if (g_ascii_strcasecmp(h->names->pdata[j], ep->header_names[i]) == 0) {

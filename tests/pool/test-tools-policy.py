@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Tool providers and the tool policy with real VMs (docs/tools.md). Usage:
+test-tools-policy.py SANDBOX_BINARY
+
+Starts a JSON API on 127.0.0.1 (http-test-server.py, which requires a secret bearer token) and
+`sandbox serve --pool 1` on a private socket (the token in serve's environment only), then
+runs guest programs through it:
+  JS:     an http tool (URL template, query, the secret header checked by the server), a POST
+          body, a 404 (tool_error with status and body), a non-JSON answer, a denied tool
+          (PolicyDenied / policy_denied), the command provider, and a call that needs an
+          approval, granted with `sandbox approve ID` while the program goes on calling tools;
+  Python: a denied tool (PolicyDenied), an approval that times out (policy_denied);
+  direct: `sandbox run --no-serve` denies an approval-required call at once, saying how.
+The token must appear nowhere the guest or the record can see: not in stdout, not in the
+--json report, not in `sandbox tools --types`. Every process started is tracked by PID and
+ended by it. Exit 77 when the guest image or the bridge is not built."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+SANDBOX = sys.argv[1]
+BUILD = os.path.dirname(os.path.dirname(os.path.abspath(SANDBOX)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+CALC = os.path.join(os.path.dirname(HERE), "integration", "calc-tool")
+TOKEN = "tok-" + os.urandom(8).hex()
+failures = []
+checks = [0]
+
+
+def check(cond, what, detail=""):
+    checks[0] += 1
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, str(detail)[:3000], flush=True)
+
+
+def catalog(port, timeout_ms):
+    base = f"http://127.0.0.1:{port}"
+    return {
+        "providers": {
+            "api": {
+                "kind": "http",
+                "timeout_ms": 20000,
+                "headers": {"Authorization": "Bearer ${secret:TEST_API_TOKEN}"},
+                "tools": {
+                    "get_repo": {"description": "A repository.",
+                                 "url": base + "/repos/{owner}/{repo}"},
+                    "create": {"method": "POST", "url": base + "/items/{id}"},
+                    "missing": {"url": base + "/missing"},
+                    "text": {"url": base + "/text"},
+                    "delete_repo": {"method": "DELETE", "url": base + "/repos/{owner}"},
+                    "guarded": {"url": base + "/guarded"},
+                },
+            },
+            "calc": {"kind": "command", "command": [CALC], "tools": {"add": {}}},
+        },
+        "policy": {
+            "rules": [
+                {"match": "*.delete_*", "action": "deny"},
+                {"match": "api.guarded", "action": "approve"},
+                {"match": "api.*", "action": "allow"},
+            ],
+            "approval_timeout_ms": timeout_ms,
+        },
+    }
+
+
+def sandbox(env, *args, **kw):
+    return subprocess.run([SANDBOX, *args], capture_output=True, env=env, timeout=240, **kw)
+
+
+JS = r"""
+const out = {};
+out.repo = await tools.api.get_repo({owner: "me/you", repo: "r 1", q: "a&b", n: [1, 2]});
+out.created = await tools.api.create({id: 7, name: "x", tags: {a: 1}});
+for (const t of ["missing", "text", "delete_repo"]) {
+  try { await tools.api[t]({owner: "o"}); out[t] = "no error"; }
+  catch (e) { out[t] = {name: e.name, code: e.code, message: e.message}; }
+}
+out.sum = await tools.calc.add({a: 2, b: 3});
+let settled = null;
+const guarded = tools.api.guarded({why: "test"}).then(v => settled = {ok: v}, e => settled = {err: e.code});
+let during = 0;
+const start = Date.now();
+while (settled === null && Date.now() - start < 60000) {
+  await tools.calc.add({a: during, b: 1});
+  during++;
+}
+await guarded;
+out.guarded = settled;
+out.calls_while_waiting = during;
+console.log(JSON.stringify(out));
+"""
+
+PY = r"""
+import json
+out = {}
+try:
+    tools.api.delete_repo({"owner": "o"})
+    out["denied"] = "no error"
+except PolicyDenied as e:
+    out["denied"] = {"code": e.code, "message": str(e)}
+try:
+    tools.api.guarded({})
+    out["late"] = "no error"
+except PolicyDenied as e:
+    out["late"] = {"code": e.code, "message": str(e)}
+print(json.dumps(out))
+"""
+
+
+def run_js_with_approval(env, cat_path):
+    proc = subprocess.Popen([SANDBOX, "run", "--json", "--lang", "javascript", "--tools",
+                             cat_path, "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdin.write(JS.encode())
+    proc.stdin.close()
+    proc.stdin = None  # communicate() must not flush it
+    approved = None
+    try:
+        end = time.monotonic() + 180
+        while approved is None and time.monotonic() < end and proc.poll() is None:
+            r = sandbox(env, "approvals", "--json")
+            pending = json.loads(r.stdout) if r.returncode == 0 else []
+            mine = [a for a in pending if a["provider"] == "api" and a["tool"] == "guarded"]
+            if mine:
+                check(mine[0]["input"] == {"why": "test"}, "the approval lists the input", mine)
+                time.sleep(1)  # let the program make calls while the approval waits
+                r = sandbox(env, "approve", mine[0]["id"])
+                check(r.returncode == 0, "sandbox approve ID exits 0", r.stderr)
+                approved = mine[0]["id"]
+                r = sandbox(env, "approve", approved)
+                check(r.returncode == 1 and b"no pending approval" in r.stderr,
+                      "approving twice: not found, exit 1", r)
+            time.sleep(0.2)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    check(approved is not None, "the approval showed up in `sandbox approvals`")
+    return json.loads(out), err.decode(errors="replace")
+
+
+def check_js(rep):
+    check(rep["status"] == "ok", "the JS run succeeds", rep)
+    out = json.loads(rep["stdout"])
+    check(out["repo"] == {"path": "/repos/me%2Fyou/r%201?q=a%26b&n=1&n=2", "auth_ok": True},
+          "URL template, query and secret header", out.get("repo"))
+    check(out["created"] == {"path": "/items/7", "body": {"name": "x", "tags": {"a": 1}}},
+          "POST: the rest of the input as the JSON body", out.get("created"))
+    check(out["missing"]["code"] == "tool_error" and "HTTP 404" in out["missing"]["message"]
+          and "no such thing" in out["missing"]["message"], "404: tool_error with status, body",
+          out.get("missing"))
+    check(out["text"]["code"] == "tool_error" and "not JSON" in out["text"]["message"],
+          "non-JSON answer: tool_error", out.get("text"))
+    check(out["delete_repo"]["name"] == "PolicyDenied" and
+          out["delete_repo"]["code"] == "policy_denied", "denied in JS", out.get("delete_repo"))
+    check(out["sum"] == {"result": 5}, "the command provider", out.get("sum"))
+    check(out["guarded"] == {"ok": {"guarded": True}}, "the approved call ran", out)
+    check(out["calls_while_waiting"] >= 1, "other calls went on while the approval waited", out)
+    calls = {c["tool"]: c for c in rep["tool_calls"]}
+    pol = calls["guarded"].get("policy", {})
+    check(pol.get("action") == "approve" and pol.get("approval") == "approved" and
+          pol.get("rule") == "api.guarded", "the record has the approval", pol)
+    check(calls["delete_repo"].get("policy") == {"action": "deny", "rule": "*.delete_*"},
+          "the record has the denial", calls["delete_repo"])
+    check(calls["get_repo"].get("policy", {}).get("action") == "allow", "allow recorded")
+
+
+def check_py(rep):
+    check(rep["status"] == "ok", "the Python run succeeds", rep)
+    out = json.loads(rep["stdout"])
+    check(out["denied"]["code"] == "policy_denied", "denied in Python", out)
+    check(out["late"]["code"] == "policy_denied" and "no approval within" in
+          out["late"]["message"], "an approval that times out is denied", out)
+    late = [c for c in rep["tool_calls"] if c["tool"] == "guarded"][0]
+    check(late["policy"].get("approval") == "timed_out", "the record says timed_out", late)
+
+
+def body(env, direct_env, tmp, port):
+    cat_a = os.path.join(tmp, "a.json")
+    cat_b = os.path.join(tmp, "b.json")
+    with open(cat_a, "w") as f:
+        json.dump(catalog(port, 120000), f)
+    with open(cat_b, "w") as f:
+        json.dump(catalog(port, 1500), f)
+    rep, err = run_js_with_approval(env, cat_a)
+    check_js(rep)
+    everything = json.dumps(rep) + err
+    check(TOKEN not in everything, "the secret is not in the guest's output or the record")
+    r = sandbox(env, "run", "--json", "--lang", "python", "--tools", cat_b, "-", input=PY.encode())
+    rep = json.loads(r.stdout)
+    check_py(rep)
+    check(TOKEN.encode() not in r.stdout + r.stderr, "no secret in the Python run's report")
+    r = sandbox(direct_env, "run", "--no-serve", "--json", "--lang", "python", "--tools", cat_b,
+                "-", input=b"try:\n  tools.api.guarded({})\nexcept PolicyDenied as e:\n"
+                            b"  print(e.code, e)\n")
+    rep = json.loads(r.stdout)
+    check(rep["status"] == "ok" and rep["stdout"].startswith("policy_denied") and
+          "sandbox serve" in rep["stdout"], "a direct run denies approvals at once, says how", rep)
+    r = sandbox(env, "tools", "--types", "ts", "--tools", cat_a)
+    check(r.returncode == 0 and TOKEN.encode() not in r.stdout, "no secret in the namespace")
+
+
+def main():
+    if not os.path.exists(os.path.join(os.environ.get("SANDBOX_IMAGE_DIR", BUILD + "/image"),
+                                       "manifest.json")) or \
+            not os.path.exists(os.environ.get("SANDBOX_BRIDGE", BUILD + "/bridge/sandbox-bridge")):
+        print("skipped: the guest image or the bridge is not built")
+        return 77
+    with tempfile.TemporaryDirectory(prefix="sbx-policy-") as tmp:
+        api = subprocess.Popen([sys.executable, os.path.join(HERE, "http-test-server.py"), TOKEN],
+                               stdout=subprocess.PIPE)
+        serve = None
+        try:
+            port = int(api.stdout.readline())
+            sock = os.path.join(tmp, "s", "sandbox.sock")
+            rt = os.path.join(tmp, "rt")
+            os.mkdir(rt, 0o700)
+            env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt,
+                       SANDBOX_SECRETS_FILE=os.path.join(tmp, "no-secrets"))
+            serve_env = dict(env, SANDBOX_SECRET_TEST_API_TOKEN=TOKEN)
+            direct = dict(serve_env)  # a direct run loads the providers (and the secret) itself
+            log = open(os.path.join(tmp, "serve.log"), "w+")
+            serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, "--pool", "1"],
+                                     env=serve_env, stdout=log, stderr=log)
+            end = time.monotonic() + 180
+            while time.monotonic() < end and serve.poll() is None and \
+                    sandbox(env, "approvals").returncode != 0:
+                time.sleep(0.2)
+            body(env, direct, tmp, port)
+            serve.send_signal(signal.SIGTERM)
+            check(serve.wait(timeout=60) == 0, "serve exits 0 on SIGTERM")
+            if failures:
+                log.seek(0)
+                print("serve's log:\n" + log.read()[-5000:])
+        finally:
+            for p in (serve, api):
+                if p is not None and p.poll() is None:
+                    p.kill()
+                    p.wait()
+    for f in failures:
+        print("FAIL:", f)
+    print(f"{checks[0]} checks, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
