@@ -702,11 +702,15 @@ gboolean sbx_session_tool_policy(SbxSession *session, guint32 call_id, const cha
 {
     InFlight *f = g_hash_table_lookup(session->in_flight, GUINT_TO_POINTER(call_id));
 
-    if (f == NULL || f->rec == NULL || strlen(policy_json) > SBX_SESSION_POLICY_NOTE_MAX) {
+    gsize len = strlen(policy_json);
+
+    if (f == NULL || f->rec == NULL || f->rec->policy_json != NULL ||
+        len > SBX_SESSION_POLICY_NOTE_MAX ||
+        len > SBX_SESSION_RECORD_BYTES_MAX - session->record_bytes) {
         return FALSE;
     }
-    g_free(f->rec->policy_json);
     f->rec->policy_json = g_strdup(policy_json);
+    session->record_bytes += len;
     return TRUE;
 }
 
