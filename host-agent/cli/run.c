@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "cli/outcome.h"
+#include "cli/prompt.h"
 #include "cli/relay.h"
 #include "cli/report.h"
 #include "cli/serve-client.h"
@@ -63,6 +64,8 @@ typedef struct {
     SbxSnapshot *snapshot; /* restore from it; NULL with --cold */
     SbxCatalog *catalog; /* checked, until the tools are built from it */
     SbxTools *tools;
+    SbxApprovals *approvals; /* asked on the terminal (prompt), if there is one */
+    SbxPrompt *prompt;
     /* running */
     SbxVm *vm;
     SbxSession *session;
@@ -552,6 +555,12 @@ static int run_start(SbxCli *cli, int argc, char **argv)
         fprintf(stderr, "sandbox run: %s\n", error->message);
         return SBX_EXIT_USAGE;
     }
+    /* Approvals are asked on the terminal; without one, such calls are denied at once. */
+    ctx->approvals = sbx_approvals_new();
+    ctx->prompt = sbx_prompt_new(ctx->approvals);
+    if (ctx->prompt != NULL) {
+        sbx_tools_set_approvals(ctx->tools, ctx->approvals);
+    }
     const char *profile = ctx->profile_name != NULL ? ctx->profile_name
                           : ctx->cold               ? RUN_PROFILE_DEFAULT_COLD
                                                     : RUN_PROFILE_DEFAULT;
@@ -587,7 +596,9 @@ static void run_cleanup(SbxCli *cli)
     sbx_serve_client_cleanup();
     sbx_session_free(ctx->session); /* ctx->result points into it: gone from here on */
     sbx_vm_free(ctx->vm);
+    sbx_prompt_free(ctx->prompt);
     sbx_tools_free(ctx->tools);
+    sbx_approvals_free(ctx->approvals); /* after the calls: nothing waits any more */
     sbx_catalog_free(ctx->catalog);
     sbx_snapshot_free(ctx->snapshot);
     sbx_image_free(ctx->image);

@@ -20,6 +20,8 @@ typedef struct {
 struct SbxApprovals {
     GQueue pending; /* Pending*, oldest first */
     guint64 next_id;
+    SbxApprovalsNotify notify;
+    gpointer notify_data;
 };
 
 static const char *const outcome_names[] = {
@@ -120,7 +122,16 @@ const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider,
         g_source_set_callback(p->cancel_src, G_SOURCE_FUNC(on_cancelled), p, NULL);
         g_source_attach(p->cancel_src, NULL);
     }
+    if (approvals->notify != NULL) {
+        approvals->notify(approvals, approvals->notify_data);
+    }
     return p->pub.id;
+}
+
+void sbx_approvals_set_notify(SbxApprovals *approvals, SbxApprovalsNotify func, gpointer data)
+{
+    approvals->notify = func;
+    approvals->notify_data = data;
 }
 
 static Pending *find(SbxApprovals *approvals, const char *id)

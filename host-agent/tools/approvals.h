@@ -54,6 +54,12 @@ const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider,
                                   const char *input_json, guint timeout_ms, GCancellable *cancel,
                                   SbxApprovalFunc func, gpointer user_data);
 
+/** Called when an approval starts waiting (from inside sbx_approvals_request()). */
+typedef void (*SbxApprovalsNotify)(SbxApprovals *approvals, gpointer data);
+
+/** Call @func for every new pending approval (one watcher; NULL to stop). */
+void sbx_approvals_set_notify(SbxApprovals *approvals, SbxApprovalsNotify func, gpointer data);
+
 /** Approve (@approve TRUE) or deny approval @id. FALSE if no such approval is pending. */
 gboolean sbx_approvals_decide(SbxApprovals *approvals, const char *id, gboolean approve);
 

@@ -288,9 +288,9 @@ static void apply_policy(GTask *task)
         deny(task, "denied by the policy (%s%s%s)", d.rule != NULL ? "rule \"" : "the default",
              d.rule != NULL ? d.rule : "", d.rule != NULL ? "\"" : "");
     } else if (t->approvals == NULL) {
-        deny(task, "needs an approval, and a direct `sandbox run` cannot ask for one: start "
-             "`sandbox serve`, run again, and answer with `sandbox approve ID` or `sandbox deny "
-             "ID` (`sandbox approvals` lists them)");
+        deny(task, "needs an approval, and this `sandbox run` has no terminal to ask on: "
+             "start `sandbox serve`, run again, and answer with `sandbox approve ID` or "
+             "`sandbox deny ID` (`sandbox approvals` lists them)");
     } else {
         cd->asked_us = g_get_monotonic_time();
         const char *id = sbx_approvals_request(t->approvals, cd->prov_real, cd->tool_real,

@@ -10,7 +10,8 @@ runs guest programs through it:
           (PolicyDenied / policy_denied), the command provider, and a call that needs an
           approval, granted with `sandbox approve ID` while the program goes on calling tools;
   Python: a denied tool (PolicyDenied), an approval that times out (policy_denied);
-  direct: `sandbox run --no-serve` denies an approval-required call at once, saying how.
+  direct: `sandbox run --no-serve` without a terminal denies an approval-required call at
+          once, saying how; on a pseudo-terminal it asks there, and `y` approves.
 The token must appear nowhere the guest or the record can see: not in stdout, not in the
 --json report, not in `sandbox tools --types`. Every process started is tracked by PID and
 ended by it. Exit 77 when the guest image or the bridge is not built."""
@@ -70,7 +71,55 @@ def catalog(port, timeout_ms):
 
 
 def sandbox(env, *args, **kw):
-    return subprocess.run([SANDBOX, *args], capture_output=True, env=env, timeout=240, **kw)
+    # A session of its own: no controlling terminal, so a direct run never prompts.
+    return subprocess.run([SANDBOX, *args], capture_output=True, env=env, timeout=240,
+                          start_new_session=True, **kw)
+
+
+def direct_with_prompt(env, cat_path, tmp):
+    """A direct run on a pseudo-terminal: the approval is asked there and answered `y`."""
+    import pty
+    import select
+    prog = os.path.join(tmp, "prompted.py")
+    with open(prog, "w") as f:
+        f.write("print(tools.calc.add({'a': 1, 'b': 1}), tools.api.guarded({'p': 1}))\n")
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.execve(SANDBOX, [SANDBOX, "run", "--no-serve", "--json", "--tools", cat_path, prog],
+                      env)
+        finally:
+            os._exit(127)
+    buf, answered, end = b"", False, time.monotonic() + 240
+    try:
+        while time.monotonic() < end:
+            if not select.select([fd], [], [], 1)[0]:
+                continue
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break  # EIO: the child closed the terminal (it exited)
+            if not chunk:
+                break
+            buf += chunk
+            if not answered and b"approve it? [y/N]" in buf:
+                check(b"api.guarded wants to run with {\"p\":1}" in buf, "the prompt names the call",
+                      buf)
+                os.write(fd, b"y\n")
+                answered = True
+    finally:
+        if time.monotonic() >= end:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    check(answered, "a direct run on a terminal asks for the approval", buf[-2000:])
+    text = buf.decode(errors="replace")
+    start = text.find('{"start"')
+    rep = json.JSONDecoder().raw_decode(text[start:])[0] if start >= 0 else {}
+    check(rep.get("status") == "ok" and "{'guarded': True}" in rep.get("stdout", ""),
+          "the call approved on the terminal ran", text[-3000:])
+    pol = rep["tool_calls"][-1].get("policy", {}) if rep.get("tool_calls") else {}
+    check(pol.get("approval") == "approved", "the record has the terminal's approval", pol)
 
 
 JS = r"""
@@ -203,6 +252,7 @@ def body(env, direct_env, tmp, port):
     rep = json.loads(r.stdout)
     check(rep["status"] == "ok" and rep["stdout"].startswith("policy_denied") and
           "sandbox serve" in rep["stdout"], "a direct run denies approvals at once, says how", rep)
+    direct_with_prompt(direct_env, cat_a, tmp)
     r = sandbox(env, "tools", "--types", "ts", "--tools", cat_a)
     check(r.returncode == 0 and TOKEN.encode() not in r.stdout, "no secret in the namespace")
 
