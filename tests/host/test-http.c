@@ -84,7 +84,7 @@ static char *build(const char *method, const char *url, const char *input, char 
 {
     SbxHttpEndpoint ep = {.method = (char *)method, .url = (char *)url};
     char *out = NULL;
-    *body = NULL;
+    g_clear_pointer(body, g_free);
     return sbx_http_build_request(&ep, input, &out, body, error) ? out : NULL;
 }
 
