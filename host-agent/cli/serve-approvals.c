@@ -89,7 +89,7 @@ gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals, co
     if (strcmp(type, "approvals") == 0) {
         list(conn, approvals);
     } else if (strcmp(type, "approve") == 0 || strcmp(type, "deny") == 0) {
-        decide(conn, approvals, msg, type[1] == 'p');
+        decide(conn, approvals, msg, strcmp(type, "approve") == 0);
     } else {
         return FALSE;
     }

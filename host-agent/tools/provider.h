@@ -1,6 +1,6 @@
 /*
- * A tool provider: something that answers tool calls (a local command today; MCP servers and
- * HTTP APIs later). Calls are asynchronous on the GLib main loop and never block it.
+ * A tool provider: something that answers tool calls (a local command, an HTTP JSON endpoint;
+ * MCP servers later). Calls are asynchronous on the GLib main loop and never block it.
  */
 #pragma once
 

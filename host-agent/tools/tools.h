@@ -1,7 +1,7 @@
 /*
  * The tools of one execution: a catalog, its namespace (real names <-> guest identifiers) and a
  * provider per catalog entry. Calls arrive with the identifiers the guest saw and are dispatched
- * to the provider by real name.
+ * to the provider by real name, once the catalog's policy allows them (policy.h, approvals.h).
  */
 #pragma once
 
@@ -36,8 +36,10 @@ const SbxNamespace *sbx_tools_namespace(const SbxTools *tools);
  * Call the tool the guest named @provider_ident.@tool_ident with @input_json (compact JSON from
  * the protocol decoder). An unknown name or an oversized input completes with an SBX_TOOL_ERROR
  * (never a crash). An input that fails the tool's input_schema completes with SBX_ERR_VALIDATION
- * and the provider is not called; a result that fails its output_schema, likewise. The callback
- * runs on the caller's main context, always after this returns.
+ * and the provider is not called; a result that fails its output_schema, likewise. Then the
+ * catalog's policy: a denied call completes with SBX_ERR_POLICY_DENIED, one that needs an
+ * approval waits for it (sbx_tools_set_approvals()) and counts as in flight meanwhile. The
+ * callback runs on the caller's main context, always after this returns.
  */
 void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const char *tool_ident,
                           const char *input_json, GCancellable *cancellable,
