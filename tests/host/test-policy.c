@@ -10,12 +10,14 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "approvals.h"
 #include "catalog.h"
 #include "policy.h"
 #include "tools-error.h"
+#include "tools.h"
 
 static void test_glob(void **state)
 {
@@ -234,6 +236,141 @@ static void test_approvals_bounded(void **state)
     sbx_approvals_free(a);
 }
 
+/* ---- through the dispatcher: the provider is /bin/cat (it echoes the request) -------- */
+
+typedef struct {
+    gboolean done;
+    char *result;
+    char *policy;
+    GError *error;
+} Outcome;
+
+static void on_call(GObject *src, GAsyncResult *res, gpointer data)
+{
+    (void)src;
+    Outcome *o = data;
+    o->result = sbx_tools_call_finish(NULL, res, &o->error);
+    o->policy = sbx_tools_call_policy(res);
+    o->done = TRUE;
+}
+
+static void start(SbxTools *tools, const char *tool, Outcome *o, GCancellable *cancel)
+{
+    memset(o, 0, sizeof(*o));
+    sbx_tools_call_async(tools, "p", tool, "{\"x\":1}", cancel, on_call, o);
+}
+
+static void finish(Outcome *o)
+{
+    gint64 end = g_get_monotonic_time() + 20 * 1000000;
+    while (!o->done && g_get_monotonic_time() < end) {
+        g_main_context_iteration(NULL, TRUE);
+    }
+    assert_true(o->done);
+    if (o->error != NULL) {
+        fprintf(stderr, "the call failed: %s\n", o->error->message); /* expected or not */
+    }
+}
+
+static void outcome_clear(Outcome *o)
+{
+    g_free(o->result);
+    g_free(o->policy);
+    g_clear_error(&o->error);
+}
+
+static SbxTools *cat_tools(guint approval_timeout_ms)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *json = g_strdup_printf(
+        "{\"providers\": {\"p\": {\"kind\": \"command\", \"command\": [\"/bin/cat\"], "
+        "\"tools\": {\"read\": {}, \"drop\": {}, \"ask\": {}, \"rm\": {}}}}, "
+        "\"policy\": {\"rules\": [{\"match\": \"p.drop\", \"action\": \"deny\"}, "
+        "{\"match\": \"p.ask\", \"action\": \"approve\"}], \"approval_timeout_ms\": %u}}",
+        approval_timeout_ms);
+    SbxCatalog *cat = sbx_catalog_parse(json, strlen(json), "cat.json", "/", &error);
+    assert_non_null(cat);
+    cat->providers[0].tools[3].destructive = TRUE; /* "rm", as an MCP annotation would say */
+    SbxTools *tools = sbx_tools_new(cat, &error);
+    assert_non_null(tools);
+    return tools;
+}
+
+static void test_dispatch(void **state)
+{
+    (void)state;
+    g_autoptr(SbxTools) tools = cat_tools(60000);
+    Outcome o;
+
+    start(tools, "read", &o, NULL);
+    finish(&o);
+    assert_string_equal(o.result, "{\"tool\":\"read\",\"input\":{\"x\":1}}");
+    assert_string_equal(o.policy, "{\"action\":\"allow\",\"rule\":null}");
+    outcome_clear(&o);
+
+    start(tools, "drop", &o, NULL);
+    finish(&o);
+    assert_null(o.result);
+    assert_true(g_error_matches(o.error, SBX_TOOL_ERROR, SBX_ERR_POLICY_DENIED));
+    assert_string_equal(o.error->message, "tool p.drop: denied by the policy (rule \"p.drop\")");
+    assert_string_equal(o.policy, "{\"action\":\"deny\",\"rule\":\"p.drop\"}");
+    outcome_clear(&o);
+
+    /* No approvals set (a direct run without a terminal): denied at once, saying how. */
+    start(tools, "ask", &o, NULL);
+    finish(&o);
+    assert_true(g_error_matches(o.error, SBX_TOOL_ERROR, SBX_ERR_POLICY_DENIED));
+    assert_non_null(strstr(o.error->message, "sandbox serve"));
+    outcome_clear(&o);
+    start(tools, "rm", &o, NULL); /* destructive, no rule: approve */
+    finish(&o);
+    assert_true(g_error_matches(o.error, SBX_TOOL_ERROR, SBX_ERR_POLICY_DENIED));
+    assert_string_equal(o.policy, "{\"action\":\"approve\",\"rule\":null,\"destructive\":true}");
+    outcome_clear(&o);
+    assert_int_equal(sbx_tools_in_flight(tools), 0);
+}
+
+static void test_dispatch_approvals(void **state)
+{
+    (void)state;
+    g_autoptr(SbxTools) tools = cat_tools(300);
+    SbxApprovals *a = sbx_approvals_new();
+    Outcome asked, other, late;
+
+    sbx_tools_set_approvals(tools, a);
+    start(tools, "ask", &asked, NULL);
+    g_autoptr(GPtrArray) pending = sbx_approvals_pending(a);
+    assert_int_equal(pending->len, 1);
+    g_autofree char *id = g_strdup(((SbxApproval *)pending->pdata[0])->id);
+    assert_int_equal(sbx_tools_in_flight(tools), 1); /* a waiting call is in flight */
+    start(tools, "read", &other, NULL); /* not held up by the waiting one */
+    finish(&other);
+    assert_non_null(other.result);
+    assert_false(asked.done);
+    assert_true(sbx_approvals_decide(a, id, TRUE));
+    finish(&asked);
+    assert_string_equal(asked.result, "{\"tool\":\"ask\",\"input\":{\"x\":1}}");
+    assert_non_null(strstr(asked.policy, "\"approval\":\"approved\""));
+    outcome_clear(&asked);
+    outcome_clear(&other);
+
+    start(tools, "ask", &late, NULL); /* nobody answers: denied after 300 ms */
+    finish(&late);
+    assert_true(g_error_matches(late.error, SBX_TOOL_ERROR, SBX_ERR_POLICY_DENIED));
+    assert_non_null(strstr(late.error->message, "no approval within 300 ms"));
+    assert_non_null(strstr(late.policy, "\"approval\":\"timed_out\""));
+    outcome_clear(&late);
+
+    g_autoptr(GCancellable) cancel = g_cancellable_new();
+    start(tools, "ask", &late, cancel); /* the execution ends while it waits */
+    g_cancellable_cancel(cancel);
+    finish(&late);
+    assert_true(g_error_matches(late.error, G_IO_ERROR, G_IO_ERROR_CANCELLED));
+    outcome_clear(&late);
+    assert_int_equal(sbx_tools_in_flight(tools), 0);
+    sbx_approvals_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -245,6 +382,8 @@ int main(void)
         cmocka_unit_test(test_approvals),
         cmocka_unit_test(test_approval_cancelled),
         cmocka_unit_test(test_approvals_bounded),
+        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_dispatch_approvals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
