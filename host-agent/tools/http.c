@@ -415,6 +415,38 @@ static gboolean add_headers(HttpProvider *p, Headers *h, const SbxHttpEndpoint *
     return TRUE;
 }
 
+static const char *env2(const char *lower, const char *upper)
+{
+    const char *v = g_getenv(lower);
+    v = v != NULL && v[0] != '\0' ? v : g_getenv(upper);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/*
+ * Proxies from the environment only (http_proxy, https_proxy, no_proxy, or upper case): GLib's
+ * default resolver may read the desktop's proxy settings through dconf, which writes under
+ * $XDG_RUNTIME_DIR and assumes a desktop session that a host agent does not have.
+ */
+static GProxyResolver *env_proxy_resolver(void)
+{
+    const char *http = env2("http_proxy", "HTTP_PROXY");
+    const char *https = env2("https_proxy", "HTTPS_PROXY");
+    const char *no = env2("no_proxy", "NO_PROXY");
+    g_auto(GStrv) ignore = g_strsplit(no != NULL ? no : "", ",", -1);
+
+    for (char **h = ignore; *h != NULL; h++) {
+        g_strstrip(*h);
+    }
+    GProxyResolver *r = g_simple_proxy_resolver_new(NULL, ignore);
+    if (http != NULL) {
+        g_simple_proxy_resolver_set_uri_proxy(G_SIMPLE_PROXY_RESOLVER(r), "http", http);
+    }
+    if (https != NULL) {
+        g_simple_proxy_resolver_set_uri_proxy(G_SIMPLE_PROXY_RESOLVER(r), "https", https);
+    }
+    return r;
+}
+
 SbxProvider *sbx_http_provider_new(const SbxCatalogProvider *config, GError **error)
 {
     HttpProvider *p = g_new0(HttpProvider, 1);
@@ -426,7 +458,9 @@ SbxProvider *sbx_http_provider_new(const SbxCatalogProvider *config, GError **er
     p->headers = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, headers_free);
     p->secrets = g_ptr_array_new_with_free_func(g_free);
     /* No I/O timeout of libsoup's own: the per-call timer covers the whole exchange. */
-    p->session = soup_session_new_with_options("user-agent", "sandbox-host-agent", NULL);
+    g_autoptr(GProxyResolver) proxies = env_proxy_resolver();
+    p->session = soup_session_new_with_options("user-agent", "sandbox-host-agent",
+                                               "proxy-resolver", proxies, NULL);
     for (gsize i = 0; i < config->n_tools; i++) {
         const SbxCatalogTool *t = &config->tools[i];
         Headers *h = g_new0(Headers, 1);
