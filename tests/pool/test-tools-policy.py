@@ -286,6 +286,8 @@ def main():
             body(env, direct, tmp, port)
             serve.send_signal(signal.SIGTERM)
             check(serve.wait(timeout=60) == 0, "serve exits 0 on SIGTERM")
+            check(os.listdir(rt) == [], "nothing left in the runtime dir (no dconf either)",
+                  os.listdir(rt))
             if failures:
                 log.seek(0)
                 print("serve's log:\n" + log.read()[-5000:])
