@@ -3,7 +3,9 @@
  * calls waiting in `sandbox serve` (docs/tools.md, "Approvals"; messages: docs/pool.md). Each
  * verb is one request and one answer on the server's socket, before the main loop runs.
  */
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/serve-client.h"
+#include "protocol/frame.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
@@ -19,6 +22,41 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
 /* The answer is not one that was asked for (not found, bad request). */
 #define APPROVALS_EXIT_REFUSED 1
+
+/*
+ * Read one frame (the answer) within @deadline_us (monotonic), in chunks: the server closes
+ * nothing, but sends nothing else on this connection either.
+ */
+static cJSON *read_answer(int fd, gint64 deadline_us)
+{
+    SbxFrameReader r;
+    cJSON *msg = NULL;
+    guint8 buf[64 * 1024];
+    gboolean over = FALSE;
+
+    sbx_frame_reader_init(&r, SBX_FRAME_MAX);
+    while (msg == NULL && !over) {
+        struct pollfd q = {.fd = fd, .events = POLLIN};
+        int left = (int)((deadline_us - g_get_monotonic_time()) / 1000);
+        ssize_t n = left > 0 && poll(&q, 1, left) > 0 ? read(fd, buf, sizeof(buf)) : -1;
+        over = n <= 0;
+        for (gsize off = 0; n > 0 && off < (gsize)n && msg == NULL;) {
+            char *payload = NULL;
+            size_t plen = 0;
+            ssize_t used = sbx_frame_reader_feed(&r, buf + off, n - off, &payload, &plen);
+            if (used < 0) {
+                over = TRUE;
+                break;
+            }
+            msg = payload != NULL ? cJSON_ParseWithLength(payload, plen) : NULL;
+            over = payload != NULL && msg == NULL;
+            free(payload);
+            off += used;
+        }
+    }
+    sbx_frame_reader_clear(&r);
+    return msg;
+}
 
 /* Send @request, read the answer; NULL (and a message) if there is no server or no answer. */
 static cJSON *ask(const char *verb, const char *request)
@@ -34,7 +72,7 @@ static cJSON *ask(const char *verb, const char *request)
         return NULL;
     }
     if (sbx_serve_client_send(fd, request)) {
-        answer = sbx_serve_client_read(fd, APPROVALS_ANSWER_MS);
+        answer = read_answer(fd, g_get_monotonic_time() + APPROVALS_ANSWER_MS * 1000ll);
     }
     close(fd);
     if (answer == NULL) {

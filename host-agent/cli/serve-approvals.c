@@ -12,10 +12,11 @@
 
 /*
  * Input shown per pending approval. A call's input may be 1 MiB and up to
- * SBX_APPROVALS_PENDING_MAX may wait: 8 KiB each keeps the list within one frame (4 MiB). A
- * longer input is shown as the start of its JSON text (`input_excerpt`).
+ * SBX_APPROVALS_PENDING_MAX may wait: 4 KiB each (at most 8 KiB once quoted as an excerpt)
+ * keeps the list of 256 within one frame (4 MiB). A longer input is shown as the start of its
+ * JSON text (`input_excerpt`).
  */
-#define APPROVAL_INPUT_SHOWN_MAX (8 * 1024)
+#define APPROVAL_INPUT_SHOWN_MAX (4 * 1024)
 
 static void send_error(ServeConn *conn, const char *code, const char *message)
 {

@@ -325,8 +325,3 @@ gboolean sbx_serve_client_send(int fd, const char *json)
 {
     return send_frame(fd, json, strlen(json));
 }
-
-cJSON *sbx_serve_client_read(int fd, int timeout_ms)
-{
-    return read_frame_blocking(fd, timeout_ms);
-}

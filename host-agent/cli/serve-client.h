@@ -34,10 +34,7 @@ gboolean sbx_serve_client_try(SbxCli *cli, const SbxServeClientRequest *req);
 void sbx_serve_client_cleanup(void);
 
 /* For the other clients of the server (`sandbox approvals`, cli/approvals.c). */
-struct cJSON;
 /** Connect to the server's socket (after the directory check); -1 if none answers. */
 int sbx_serve_client_connect(void);
 /** Send one frame holding @json; FALSE if the server is gone. Blocking. */
 gboolean sbx_serve_client_send(int fd, const char *json);
-/** Read one frame as JSON, waiting at most @timeout_ms; NULL on timeout or a broken frame. */
-struct cJSON *sbx_serve_client_read(int fd, int timeout_ms);

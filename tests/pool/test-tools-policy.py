@@ -18,6 +18,8 @@ ended by it. Exit 77 when the guest image or the bridge is not built."""
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -74,6 +76,34 @@ def sandbox(env, *args, **kw):
     # A session of its own: no controlling terminal, so a direct run never prompts.
     return subprocess.run([SANDBOX, *args], capture_output=True, env=env, timeout=240,
                           start_new_session=True, **kw)
+
+
+def ask(sock_path, message):
+    """One raw client message to serve and its answer (the approval messages, docs/pool.md)."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(10)
+        s.connect(sock_path)
+        m = json.dumps(message).encode()
+        s.sendall(struct.pack(">I", len(m)) + m)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise RuntimeError("connection closed")
+            buf += chunk
+        return json.loads(buf[4:4 + struct.unpack(">I", buf[:4])[0]])
+
+
+def hostile_approvals(sock_path):
+    """Bad approval messages get an error, never a crash; the server answers afterwards."""
+    for msg, code in [({"type": "approve"}, "bad_request"),
+                      ({"type": "deny", "id": 5}, "bad_request"),
+                      ({"type": "approve", "id": "x" * 100}, "bad_request"),
+                      ({"type": "deny", "id": "424242"}, "not_found")]:
+        r = ask(sock_path, msg)
+        check(r.get("type") == "error" and r.get("code") == code, f"{msg}: {code}", r)
+    r = ask(sock_path, {"type": "approvals"})
+    check(r == {"type": "approvals", "pending": []}, "an empty approvals list", r)
 
 
 def direct_with_prompt(env, cat_path, tmp):
@@ -253,6 +283,7 @@ def body(env, direct_env, tmp, port):
     check(rep["status"] == "ok" and rep["stdout"].startswith("policy_denied") and
           "sandbox serve" in rep["stdout"], "a direct run denies approvals at once, says how", rep)
     direct_with_prompt(direct_env, cat_a, tmp)
+    hostile_approvals(env["SANDBOX_SERVE_SOCKET"])
     r = sandbox(env, "tools", "--types", "ts", "--tools", cat_a)
     check(r.returncode == 0 and TOKEN.encode() not in r.stdout, "no secret in the namespace")
 
