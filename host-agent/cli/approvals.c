@@ -92,8 +92,8 @@ static void print_pending(const cJSON *a)
     const cJSON *input = cJSON_GetObjectItemCaseSensitive(a, "input");
     const cJSON *waiting = cJSON_GetObjectItemCaseSensitive(a, "waiting_ms");
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(a, "timeout_ms");
-    g_autofree char *in = input != NULL ? cJSON_PrintUnformatted(input)
-                                        : g_strdup(str(a, "input_excerpt"));
+    g_autofree char *in =
+        input != NULL ? cJSON_PrintUnformatted(input) : g_strdup(str(a, "input_excerpt"));
 
     printf("%s\t%s.%s\twaiting %.0f s of %.0f s\t%.200s%s\n", str(a, "id"), str(a, "provider"),
            str(a, "tool"), cJSON_IsNumber(waiting) ? waiting->valuedouble / 1000 : 0,

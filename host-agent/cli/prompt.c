@@ -66,8 +66,8 @@ static void ask_next(SbxPrompt *p)
 static void answer(SbxPrompt *p)
 {
     g_strstrip(p->line->str);
-    gboolean yes = g_ascii_strcasecmp(p->line->str, "y") == 0 ||
-                   g_ascii_strcasecmp(p->line->str, "yes") == 0;
+    gboolean yes =
+        g_ascii_strcasecmp(p->line->str, "y") == 0 || g_ascii_strcasecmp(p->line->str, "yes") == 0;
     g_string_truncate(p->line, 0);
     if (p->asking == NULL) {
         return;

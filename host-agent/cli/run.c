@@ -62,7 +62,7 @@ typedef struct {
     SbxProfile *profile;
     SbxImage *image;
     SbxSnapshot *snapshot; /* restore from it; NULL with --cold */
-    SbxCatalog *catalog; /* checked, until the tools are built from it */
+    SbxCatalog *catalog;   /* checked, until the tools are built from it */
     SbxTools *tools;
     SbxApprovals *approvals; /* asked on the terminal (prompt), if there is one */
     SbxPrompt *prompt;

@@ -71,9 +71,8 @@ static void decide(ServeConn *conn, SbxApprovals *approvals, const cJSON *msg, g
         return;
     }
     if (!sbx_approvals_decide(approvals, id->valuestring, approve)) {
-        g_autofree char *why =
-            g_strdup_printf("no pending approval \"%s\" (answered, timed out, or its run ended)",
-                            id->valuestring);
+        g_autofree char *why = g_strdup_printf(
+            "no pending approval \"%s\" (answered, timed out, or its run ended)", id->valuestring);
         send_error(conn, "not_found", why);
         return;
     }

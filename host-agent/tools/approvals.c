@@ -25,8 +25,8 @@ struct SbxApprovals {
 };
 
 static const char *const outcome_names[] = {
-    [SBX_APPROVAL_APPROVED] = "approved",   [SBX_APPROVAL_DENIED] = "denied",
-    [SBX_APPROVAL_TIMED_OUT] = "timed_out", [SBX_APPROVAL_CANCELLED] = "cancelled",
+    [SBX_APPROVAL_APPROVED] = "approved",       [SBX_APPROVAL_DENIED] = "denied",
+    [SBX_APPROVAL_TIMED_OUT] = "timed_out",     [SBX_APPROVAL_CANCELLED] = "cancelled",
     [SBX_APPROVAL_UNAVAILABLE] = "unavailable",
 };
 

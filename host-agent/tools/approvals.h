@@ -19,7 +19,7 @@ typedef enum {
     SBX_APPROVAL_APPROVED,
     SBX_APPROVAL_DENIED,
     SBX_APPROVAL_TIMED_OUT,
-    SBX_APPROVAL_CANCELLED, /* the call's cancellable fired (execution over), or shutdown */
+    SBX_APPROVAL_CANCELLED,   /* the call's cancellable fired (execution over), or shutdown */
     SBX_APPROVAL_UNAVAILABLE, /* too many pending: refused without asking */
 } SbxApprovalOutcome;
 
@@ -28,7 +28,7 @@ typedef void (*SbxApprovalFunc)(SbxApprovalOutcome outcome, gpointer user_data);
 /* A pending approval, as listed. */
 typedef struct {
     char *id;
-    char *provider;   /* real names */
+    char *provider; /* real names */
     char *tool;
     char *input_json; /* compact JSON */
     gint64 since_us;  /* monotonic time of the request */

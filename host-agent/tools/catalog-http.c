@@ -245,7 +245,8 @@ gboolean sbx_catalog_http_parse_tool(const cJSON *obj, SbxCatalogTool *tool, con
     const char *why = "expected a string";
 
     tool->http = g_new0(SbxHttpEndpoint, 1);
-    if (method != NULL && (!cJSON_IsString(method) || !g_strv_contains(methods, method->valuestring))) {
+    if (method != NULL &&
+        (!cJSON_IsString(method) || !g_strv_contains(methods, method->valuestring))) {
         sbx_catalog_invalid(error, origin, m_at, "expected one of GET, POST, PUT, PATCH, DELETE");
         return FALSE;
     }
@@ -321,7 +322,8 @@ static gboolean fill_template(const char *tmpl, cJSON *input, GString *url, GErr
             return FALSE;
         }
         if (text == NULL || text[0] == '\0') {
-            input_error(error, name, "expected a non-empty string, a number or a boolean (it "
+            input_error(error, name,
+                        "expected a non-empty string, a number or a boolean (it "
                         "goes in the URL)");
             return FALSE;
         }
@@ -429,8 +431,10 @@ gboolean sbx_http_build_request(const SbxHttpEndpoint *ep, const char *input_jso
     }
     if (url->len > SBX_HTTP_URL_MAX) {
         cJSON_free(body);
-        input_error(error, NULL, "the URL would be longer than %d bytes (a %s sends the input "
-                    "in the URL)", SBX_HTTP_URL_MAX, ep->method);
+        input_error(error, NULL,
+                    "the URL would be longer than %d bytes (a %s sends the input "
+                    "in the URL)",
+                    SBX_HTTP_URL_MAX, ep->method);
         return FALSE;
     }
     *ret_url = g_string_free(g_steal_pointer(&url), FALSE);

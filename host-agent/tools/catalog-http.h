@@ -29,8 +29,8 @@
 #define SBX_HTTP_URL_MAX (64 * 1024)
 
 struct SbxHttpEndpoint {
-    char *method;  /* GET, POST, PUT, PATCH, DELETE; NULL for provider-wide headers */
-    char *url;     /* template, e.g. https://api.example.com/repos/{owner}/{repo}; or NULL */
+    char *method;         /* GET, POST, PUT, PATCH, DELETE; NULL for provider-wide headers */
+    char *url;            /* template, e.g. https://api.example.com/repos/{owner}/{repo}; or NULL */
     char **header_names;  /* NULL-terminated, as written */
     char **header_values; /* templates: literal text and ${secret:NAME} */
     gsize n_headers;

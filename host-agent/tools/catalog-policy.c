@@ -53,8 +53,7 @@ static gboolean parse_rule(const cJSON *obj, SbxPolicyRule *rule, const char *or
     return TRUE;
 }
 
-static gboolean parse_rules(const cJSON *arr, SbxPolicy *policy, const char *origin,
-                            GError **error)
+static gboolean parse_rules(const cJSON *arr, SbxPolicy *policy, const char *origin, GError **error)
 {
     const cJSON *r;
 
@@ -79,8 +78,7 @@ static gboolean parse_rules(const cJSON *arr, SbxPolicy *policy, const char *ori
     return TRUE;
 }
 
-static gboolean parse_timeout(const cJSON *v, SbxPolicy *policy, const char *origin,
-                              GError **error)
+static gboolean parse_timeout(const cJSON *v, SbxPolicy *policy, const char *origin, GError **error)
 {
     if (v == NULL) {
         return TRUE;

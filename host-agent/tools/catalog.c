@@ -153,8 +153,8 @@ static gboolean parse_tool(const cJSON *obj, SbxCatalogTool *tool, SbxProviderKi
 {
     static const char *const known_command[] = {"description", "input_schema", "output_schema",
                                                 NULL};
-    const char *const *known = kind == SBX_PROVIDER_HTTP ? sbx_catalog_http_tool_fields
-                                                         : known_command;
+    const char *const *known =
+        kind == SBX_PROVIDER_HTTP ? sbx_catalog_http_tool_fields : known_command;
 
     if (!check_name(obj->string, origin, where, error)) {
         return FALSE;
@@ -313,8 +313,8 @@ static gboolean parse_provider(const cJSON *obj, SbxCatalogProvider *prov, gsize
         return FALSE;
     }
     if (!parse_kind(obj, prov, origin, where, error) ||
-        !check_members(obj, prov->kind == SBX_PROVIDER_HTTP ? sbx_catalog_http_provider_fields
-                                                            : known,
+        !check_members(obj,
+                       prov->kind == SBX_PROVIDER_HTTP ? sbx_catalog_http_provider_fields : known,
                        origin, where, error) ||
         !parse_timeout(obj, prov, origin, where, error)) {
         return FALSE;

@@ -55,8 +55,8 @@ typedef struct {
     GInputStream *stream;
     GByteArray *data;
     guint redirects;
-    GCancellable *cancel;      /* ours: the caller's, or the timeout */
-    GCancellable *caller;      /* the caller's (may be NULL) */
+    GCancellable *cancel; /* ours: the caller's, or the timeout */
+    GCancellable *caller; /* the caller's (may be NULL) */
     gulong caller_handler;
     guint timer;
     gboolean timed_out;
@@ -165,8 +165,8 @@ static void finish_answer(GTask *task)
         end++;
     }
     if (v == NULL || end < text + len) {
-        const char *type = soup_message_headers_get_content_type(
-            soup_message_get_response_headers(c->msg), NULL);
+        const char *type =
+            soup_message_headers_get_content_type(soup_message_get_response_headers(c->msg), NULL);
         cJSON_Delete(v);
         fail(task, "tool \"%s\": the answer is not JSON (Content-Type: %s)", c->tool,
              type != NULL ? type : "none");
@@ -197,12 +197,17 @@ static void on_read(GObject *src, GAsyncResult *res, gpointer data)
         return;
     }
     if (c->data->len + n > SBX_TOOL_RESULT_MAX) {
-        fail(task, "tool \"%s\": the answer is larger than %d bytes", c->tool,
-             SBX_TOOL_RESULT_MAX);
+        fail(task, "tool \"%s\": the answer is larger than %d bytes", c->tool, SBX_TOOL_RESULT_MAX);
         g_object_unref(task);
         return;
     }
     g_byte_array_append(c->data, g_bytes_get_data(bytes, NULL), n);
+    if (!SOUP_STATUS_IS_SUCCESSFUL(soup_message_get_status(c->msg)) &&
+        c->data->len > HTTP_ERROR_EXCERPT_MAX) {
+        finish_answer(task); /* a failure: its excerpt is all we keep */
+        g_object_unref(task);
+        return;
+    }
     g_input_stream_read_bytes_async(c->stream, HTTP_READ_CHUNK, G_PRIORITY_DEFAULT, c->cancel,
                                     on_read, task);
 }
@@ -301,8 +306,7 @@ static void send_request(GTask *task, const char *url)
         g_autoptr(GBytes) b = g_bytes_new(c->body, strlen(c->body));
         soup_message_set_request_body_from_bytes(c->msg, "application/json", b);
     }
-    soup_session_send_async(c->prov->session, c->msg, G_PRIORITY_DEFAULT, c->cancel, on_sent,
-                            task);
+    soup_session_send_async(c->prov->session, c->msg, G_PRIORITY_DEFAULT, c->cancel, on_sent, task);
 }
 
 static gboolean on_timeout(gpointer data)
@@ -393,8 +397,7 @@ static char *lookup_secret(const char *name, gpointer data, GError **error)
 }
 
 /* Fill the secrets of @ep's headers into @h (names replace earlier ones, case-insensitive). */
-static gboolean add_headers(HttpProvider *p, Headers *h, const SbxHttpEndpoint *ep,
-                            GError **error)
+static gboolean add_headers(HttpProvider *p, Headers *h, const SbxHttpEndpoint *ep, GError **error)
 {
     for (gsize i = 0; ep != NULL && i < ep->n_headers; i++) {
         char *value = sbx_http_expand_secrets(ep->header_values[i], lookup_secret, p, error);
@@ -459,8 +462,8 @@ SbxProvider *sbx_http_provider_new(const SbxCatalogProvider *config, GError **er
     p->secrets = g_ptr_array_new_with_free_func(g_free);
     /* No I/O timeout of libsoup's own: the per-call timer covers the whole exchange. */
     g_autoptr(GProxyResolver) proxies = env_proxy_resolver();
-    p->session = soup_session_new_with_options("user-agent", "sandbox-host-agent",
-                                               "proxy-resolver", proxies, NULL);
+    p->session = soup_session_new_with_options("user-agent", "sandbox-host-agent", "proxy-resolver",
+                                               proxies, NULL);
     for (gsize i = 0; i < config->n_tools; i++) {
         const SbxCatalogTool *t = &config->tools[i];
         Headers *h = g_new0(Headers, 1);

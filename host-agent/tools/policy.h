@@ -35,8 +35,8 @@ typedef struct {
 typedef struct {
     SbxPolicyRule *rules;
     gsize n_rules;
-    SbxPolicyAction fallback;      /* no rule matched ("default"; allow unless set) */
-    guint approval_timeout_ms;     /* an unanswered approval is denied after this */
+    SbxPolicyAction fallback;  /* no rule matched ("default"; allow unless set) */
+    guint approval_timeout_ms; /* an unanswered approval is denied after this */
 } SbxPolicy;
 
 /* What the policy decided for one call, and why. */

@@ -24,9 +24,9 @@ typedef struct {
     const SbxCatalogTool *tool; /* owned by the catalog: its schemas */
     const char *prov_real;      /* owned by the namespace */
     const char *tool_real;
-    char *input_json;           /* kept while an approval is pending */
-    GString *policy;            /* the decision for the record (JSON object, open) */
-    gint64 asked_us;            /* when the approval was asked for */
+    char *input_json; /* kept while an approval is pending */
+    GString *policy;  /* the decision for the record (JSON object, open) */
+    gint64 asked_us;  /* when the approval was asked for */
 } CallData;
 
 static void call_data_free(gpointer p)
@@ -289,13 +289,14 @@ static void apply_policy(GTask *task)
              d.rule != NULL ? d.rule : "", d.rule != NULL ? "\"" : "");
     } else if (t->approvals == NULL) {
         deny(task, "needs an approval, and this `sandbox run` has no terminal to ask on: "
-             "start `sandbox serve`, run again, and answer with `sandbox approve ID` or "
-             "`sandbox deny ID` (`sandbox approvals` lists them)");
+                   "start `sandbox serve`, run again, and answer with `sandbox approve ID` or "
+                   "`sandbox deny ID` (`sandbox approvals` lists them)");
     } else {
         cd->asked_us = g_get_monotonic_time();
-        const char *id = sbx_approvals_request(t->approvals, cd->prov_real, cd->tool_real,
-                                               cd->input_json, t->catalog->policy.approval_timeout_ms,
-                                               g_task_get_cancellable(task), on_approval, task);
+        const char *id =
+            sbx_approvals_request(t->approvals, cd->prov_real, cd->tool_real, cd->input_json,
+                                  t->catalog->policy.approval_timeout_ms,
+                                  g_task_get_cancellable(task), on_approval, task);
         g_string_append(cd->policy, ",\"approval_id\":");
         append_json_string(cd->policy, id);
         return;

@@ -29,8 +29,7 @@ static void fuzz_glob(const uint8_t *data, size_t size)
 {
     g_autofree char *text = g_strndup((const char *)data, size);
     const char *name = text + strlen(text) + 1;
-    if ((size_t)(name - text) > size || !sbx_glob_valid(text) ||
-        !g_utf8_validate(name, -1, NULL)) {
+    if ((size_t)(name - text) > size || !sbx_glob_valid(text) || !g_utf8_validate(name, -1, NULL)) {
         return;
     }
     gboolean m = sbx_glob_match(text, name);

@@ -163,8 +163,8 @@ static void test_expand_secrets(void **state)
 {
     (void)state;
     g_autoptr(GError) error = NULL;
-    g_autofree char *v = sbx_http_expand_secrets("Bearer ${secret:A}/${secret:A}!", fake_lookup,
-                                                 NULL, &error);
+    g_autofree char *v =
+        sbx_http_expand_secrets("Bearer ${secret:A}/${secret:A}!", fake_lookup, NULL, &error);
     assert_string_equal(v, "Bearer alpha/alpha!");
     g_autofree char *plain = sbx_http_expand_secrets("no secret $ {x}", fake_lookup, NULL, &error);
     assert_string_equal(plain, "no secret $ {x}");
@@ -237,8 +237,7 @@ static void handler(SoupServer *srv, SoupServerMessage *msg, const char *path, G
         /* A server that quotes the token in its error: the excerpt must not show it. */
         g_autofree char *b = g_strdup_printf("{\"error\":\"bad token %s\"}", seen_auth);
         soup_server_message_set_status(msg, 403, NULL);
-        soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, b,
-                                         strlen(b));
+        soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, b, strlen(b));
     } else if (strcmp(path, "/text") == 0) {
         soup_server_message_set_status(msg, 200, NULL);
         soup_server_message_set_response(msg, "text/html", SOUP_MEMORY_COPY, "<html>", 6);
@@ -253,6 +252,12 @@ static void handler(SoupServer *srv, SoupServerMessage *msg, const char *path, G
         b[n - 1] = '"';
         soup_server_message_set_status(msg, 200, NULL);
         soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, b, n);
+    } else if (strcmp(path, "/huge-error") == 0) {
+        gsize n = 2 * SBX_TOOL_RESULT_MAX;
+        char *b = g_malloc(n);
+        memset(b, 'e', n);
+        soup_server_message_set_status(msg, 500, NULL);
+        soup_server_message_set_response(msg, "text/plain", SOUP_MEMORY_TAKE, b, n);
     } else if (strcmp(path, "/redirect") == 0) {
         soup_server_message_set_redirect(msg, 302, "/ok");
     } else if (strcmp(path, "/away") == 0) {
@@ -294,8 +299,8 @@ static int teardown_server(void **state)
 static SbxCatalog *api_catalog(guint timeout_ms)
 {
     g_autoptr(GError) error = NULL;
-    const char *paths[] = {"ok", "empty", "echo", "text", "trailing", "huge", "redirect",
-                           "away", "loop", "slow", "missing"};
+    const char *paths[] = {"ok",         "empty",    "echo", "text", "trailing", "huge",
+                           "huge-error", "redirect", "away", "loop", "slow",     "missing"};
     g_autoptr(GString) json = g_string_new(NULL);
     g_string_printf(json,
                     "{\"providers\": {\"api\": {\"kind\": \"http\", \"timeout_ms\": %u, "
@@ -383,6 +388,7 @@ static void test_calls(void **state)
     expect_tool_error(p, "text", "not JSON (Content-Type: text/html)");
     expect_tool_error(p, "trailing", "not JSON");
     expect_tool_error(p, "huge", "larger than 1048576 bytes");
+    expect_tool_error(p, "huge-error", "HTTP 500 Internal Server Error: eeee"); /* excerpt */
     expect_tool_error(p, "away", "redirects to another origin");
     expect_tool_error(p, "loop", "more than 5 redirects");
     sbx_provider_free(p);

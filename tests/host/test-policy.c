@@ -62,20 +62,20 @@ static SbxCatalog *parse(const char *json, GError **error)
     return sbx_catalog_parse(json, strlen(json), "cat.json", "/base", error);
 }
 
-#define PROVIDERS "\"providers\": {\"p\": {\"kind\": \"command\", \"command\": [\"/bin/true\"], " \
-                  "\"tools\": {}}}"
+#define PROVIDERS                                                                                  \
+    "\"providers\": {\"p\": {\"kind\": \"command\", \"command\": [\"/bin/true\"], "                \
+    "\"tools\": {}}}"
 
 static void test_first_match_wins(void **state)
 {
     (void)state;
     g_autoptr(GError) error = NULL;
-    g_autoptr(SbxCatalog) cat = parse(
-        "{" PROVIDERS ", \"policy\": {\"rules\": ["
-        "{\"match\": \"github.delete_*\", \"action\": \"approve\"},"
-        "{\"match\": \"*.delete_*\", \"action\": \"deny\"},"
-        "{\"match\": \"github.*\", \"action\": \"allow\"}],"
-        "\"default\": \"deny\", \"approval_timeout_ms\": 5000}}",
-        &error);
+    g_autoptr(SbxCatalog) cat = parse("{" PROVIDERS ", \"policy\": {\"rules\": ["
+                                      "{\"match\": \"github.delete_*\", \"action\": \"approve\"},"
+                                      "{\"match\": \"*.delete_*\", \"action\": \"deny\"},"
+                                      "{\"match\": \"github.*\", \"action\": \"allow\"}],"
+                                      "\"default\": \"deny\", \"approval_timeout_ms\": 5000}}",
+                                      &error);
     assert_non_null(cat);
     assert_int_equal(cat->policy.n_rules, 3);
     assert_int_equal(cat->policy.approval_timeout_ms, 5000);
@@ -170,7 +170,8 @@ static void test_approvals(void **state)
     SbxApprovals *a = sbx_approvals_new();
     Seen yes = {0}, no = {0}, late = {0};
 
-    const char *id1 = sbx_approvals_request(a, "p", "t", "{\"x\":1}", 60000, NULL, on_outcome, &yes);
+    const char *id1 =
+        sbx_approvals_request(a, "p", "t", "{\"x\":1}", 60000, NULL, on_outcome, &yes);
     g_autofree char *keep1 = g_strdup(id1);
     const char *id2 = sbx_approvals_request(a, "p", "u", "{}", 60000, NULL, on_outcome, &no);
     g_autofree char *keep2 = g_strdup(id2);
@@ -343,7 +344,7 @@ static void test_dispatch_approvals(void **state)
     assert_int_equal(pending->len, 1);
     g_autofree char *id = g_strdup(((SbxApproval *)pending->pdata[0])->id);
     assert_int_equal(sbx_tools_in_flight(tools), 1); /* a waiting call is in flight */
-    start(tools, "read", &other, NULL); /* not held up by the waiting one */
+    start(tools, "read", &other, NULL);              /* not held up by the waiting one */
     finish(&other);
     assert_non_null(other.result);
     assert_false(asked.done);
