@@ -222,6 +222,9 @@ static gboolean same_origin(GUri *a, GUri *b)
     int da = strcmp(g_uri_get_scheme(a), "https") == 0 ? 443 : 80;
     int db = strcmp(g_uri_get_scheme(b), "https") == 0 ? 443 : 80;
 
+    if (g_uri_get_host(a) == NULL || g_uri_get_host(b) == NULL) {
+        return FALSE; /* `http:/x` and the like: not a place to send secrets to */
+    }
     return g_ascii_strcasecmp(g_uri_get_scheme(a), g_uri_get_scheme(b)) == 0 &&
            g_ascii_strcasecmp(g_uri_get_host(a), g_uri_get_host(b)) == 0 &&
            (pa < 0 ? da : pa) == (pb < 0 ? db : pb);

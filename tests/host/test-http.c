@@ -262,6 +262,8 @@ static void handler(SoupServer *srv, SoupServerMessage *msg, const char *path, G
         soup_server_message_set_redirect(msg, 302, "/ok");
     } else if (strcmp(path, "/away") == 0) {
         soup_server_message_set_redirect(msg, 302, "http://localhost:1/ok");
+    } else if (strcmp(path, "/hostless") == 0) {
+        soup_server_message_set_redirect(msg, 302, "http:/ok");
     } else if (strcmp(path, "/loop") == 0) {
         soup_server_message_set_redirect(msg, 307, "/loop");
     } else if (strcmp(path, "/slow") == 0) {
@@ -299,8 +301,9 @@ static int teardown_server(void **state)
 static SbxCatalog *api_catalog(guint timeout_ms)
 {
     g_autoptr(GError) error = NULL;
-    const char *paths[] = {"ok",         "empty",    "echo", "text", "trailing", "huge",
-                           "huge-error", "redirect", "away", "loop", "slow",     "missing"};
+    const char *paths[] = {"ok",   "empty",      "echo",     "text",     "trailing",
+                           "huge", "huge-error", "redirect", "hostless", "away",
+                           "loop", "slow",       "missing"};
     g_autoptr(GString) json = g_string_new(NULL);
     g_string_printf(json,
                     "{\"providers\": {\"api\": {\"kind\": \"http\", \"timeout_ms\": %u, "
@@ -391,6 +394,7 @@ static void test_calls(void **state)
     expect_tool_error(p, "huge-error", "HTTP 500 Internal Server Error: eeee"); /* excerpt */
     expect_tool_error(p, "away", "redirects to another origin");
     expect_tool_error(p, "loop", "more than 5 redirects");
+    expect_tool_error(p, "hostless", "HTTP 302");
     sbx_provider_free(p);
 }
 
