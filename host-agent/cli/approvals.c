@@ -95,8 +95,9 @@ static void print_pending(const cJSON *a)
     g_autofree char *in =
         input != NULL ? cJSON_PrintUnformatted(input) : g_strdup(str(a, "input_excerpt"));
 
-    printf("%s\t%s.%s\twaiting %.0f s of %.0f s\t%.200s%s\n", str(a, "id"), str(a, "provider"),
-           str(a, "tool"), cJSON_IsNumber(waiting) ? waiting->valuedouble / 1000 : 0,
+    printf("%s\t%s.%s\t%s\twaiting %.0f s of %.0f s\t%.200s%s\n", str(a, "id"), str(a, "provider"),
+           str(a, "tool"), str(a, "origin"),
+           cJSON_IsNumber(waiting) ? waiting->valuedouble / 1000 : 0,
            cJSON_IsNumber(timeout) ? timeout->valuedouble / 1000 : 0, in != NULL ? in : "",
            in != NULL && strlen(in) > 200 ? "..." : "");
 }

@@ -559,7 +559,7 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     ctx->approvals = sbx_approvals_new();
     ctx->prompt = sbx_prompt_new(ctx->approvals);
     if (ctx->prompt != NULL) {
-        sbx_tools_set_approvals(ctx->tools, ctx->approvals);
+        sbx_tools_set_approvals(ctx->tools, ctx->approvals, NULL);
     }
     const char *profile = ctx->profile_name != NULL ? ctx->profile_name
                           : ctx->cold               ? RUN_PROFILE_DEFAULT_COLD

@@ -45,6 +45,10 @@ static void append_pending(GString *m, const SbxApproval *a)
         g_string_append(m, ",\"input_excerpt\":");
         sbx_json_append_string(m, a->input_json, APPROVAL_INPUT_SHOWN_MAX);
     }
+    if (a->origin != NULL) {
+        g_string_append(m, ",\"origin\":");
+        sbx_json_append_string(m, a->origin, strlen(a->origin));
+    }
     g_string_append_printf(m, ",\"waiting_ms\":%" G_GINT64_FORMAT ",\"timeout_ms\":%u}",
                            (g_get_monotonic_time() - a->since_us) / 1000, a->timeout_ms);
 }

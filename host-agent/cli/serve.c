@@ -50,6 +50,7 @@ struct ServeConn {
     ServeRun *run;       /* the request in flight, or NULL */
     guint detach_source; /* ends the run of a client too slow to read (from the loop) */
     gboolean queued;     /* run waits for a slot */
+    pid_t peer_pid;      /* the client process (SO_PEERCRED), 0 if unknown */
     gboolean close_after_flush;
 };
 
@@ -146,6 +147,13 @@ static void conn_flush_later(ServeConn *conn)
     if (conn->out_source == 0) {
         conn->out_source = g_unix_fd_add(conn->fd, G_IO_OUT, on_writable, conn);
     }
+}
+
+char *sbx_serve_conn_origin(ServeConn *conn)
+{
+    return conn != NULL && conn->peer_pid > 0
+               ? g_strdup_printf("sandbox run, pid %d", (int)conn->peer_pid)
+               : NULL;
 }
 
 gboolean sbx_serve_conn_send(ServeConn *conn, const char *json, gsize len)
@@ -422,8 +430,13 @@ static gboolean on_accept(gint fd, GIOCondition cond, gpointer data)
         return G_SOURCE_CONTINUE;
     }
     ServeConn *conn = g_new0(ServeConn, 1);
+    struct ucred cred = {0};
+    socklen_t cred_len = sizeof(cred);
     conn->srv = srv;
     conn->fd = cfd;
+    if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0) {
+        conn->peer_pid = cred.pid;
+    }
     conn->out = g_byte_array_new();
     sbx_frame_reader_init(&conn->reader, SBX_FRAME_MAX);
     conn->in_source = g_unix_fd_add(cfd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_readable, conn);

@@ -58,6 +58,8 @@ typedef struct {
 SbxPool *sbx_serve_pool(Serve *srv);
 /** The approvals pending in every run of the server (docs/tools.md, "Approvals"). */
 SbxApprovals *sbx_serve_approvals(Serve *srv);
+/** Who is on the other end of @conn ("sandbox run, pid N"), for the approvals list. */
+char *sbx_serve_conn_origin(ServeConn *conn);
 /** Queue a frame with @json (a JSON object text) for @conn; FALSE if the client is too slow. */
 gboolean sbx_serve_conn_send(ServeConn *conn, const char *json, gsize len);
 /** The run on @conn finished (its done frame is queued); @conn may take the next request. */

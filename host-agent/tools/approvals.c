@@ -55,6 +55,7 @@ static void pending_free(Pending *p)
     g_free(p->pub.provider);
     g_free(p->pub.tool);
     g_free(p->pub.input_json);
+    g_free(p->pub.origin);
     g_free(p);
 }
 
@@ -96,8 +97,8 @@ static gboolean on_idle(gpointer data)
 }
 
 const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider, const char *tool,
-                                  const char *input_json, guint timeout_ms, GCancellable *cancel,
-                                  SbxApprovalFunc func, gpointer user_data)
+                                  const char *input_json, const char *origin, guint timeout_ms,
+                                  GCancellable *cancel, SbxApprovalFunc func, gpointer user_data)
 {
     Pending *p = g_new0(Pending, 1);
 
@@ -105,6 +106,7 @@ const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider,
     p->pub.provider = g_strdup(provider);
     p->pub.tool = g_strdup(tool);
     p->pub.input_json = g_strdup(input_json);
+    p->pub.origin = g_strdup(origin);
     p->pub.since_us = g_get_monotonic_time();
     p->pub.timeout_ms = timeout_ms;
     p->func = func;

@@ -31,6 +31,7 @@ typedef struct {
     char *provider; /* real names */
     char *tool;
     char *input_json; /* compact JSON */
+    char *origin;     /* who made the call ("sandbox run, pid 4242"), or NULL */
     gint64 since_us;  /* monotonic time of the request */
     guint timeout_ms;
 } SbxApproval;
@@ -46,13 +47,14 @@ SbxApprovals *sbx_approvals_new(void);
 void sbx_approvals_free(SbxApprovals *approvals);
 
 /**
- * Ask for an approval of @tool of @provider with @input_json. @func runs exactly once, from
+ * Ask for an approval of @tool of @provider with @input_json, made by @origin (shown to the
+ * person who answers; NULL: unknown). @func runs exactly once, from
  * the main loop, never from inside this call: on a decision, after @timeout_ms, or when
  * @cancel fires. Returns the approval's id (owned by the registry while pending).
  */
 const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider, const char *tool,
-                                  const char *input_json, guint timeout_ms, GCancellable *cancel,
-                                  SbxApprovalFunc func, gpointer user_data);
+                                  const char *input_json, const char *origin, guint timeout_ms,
+                                  GCancellable *cancel, SbxApprovalFunc func, gpointer user_data);
 
 /** Called when an approval starts waiting (from inside sbx_approvals_request()). */
 typedef void (*SbxApprovalsNotify)(SbxApprovals *approvals, gpointer data);

@@ -16,6 +16,7 @@ struct SbxTools {
     gsize n_decls;
     guint in_flight;
     SbxApprovals *approvals; /* or NULL: approvals cannot be asked for */
+    char *origin;            /* who makes the calls, for the approvals list */
 };
 
 typedef struct {
@@ -102,9 +103,11 @@ SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error)
     return g_steal_pointer(&t);
 }
 
-void sbx_tools_set_approvals(SbxTools *tools, SbxApprovals *approvals)
+void sbx_tools_set_approvals(SbxTools *tools, SbxApprovals *approvals, const char *origin)
 {
     tools->approvals = approvals;
+    g_free(tools->origin);
+    tools->origin = g_strdup(origin);
 }
 
 SbxTools *sbx_tools_load(const char *path, GError **error)
@@ -121,6 +124,7 @@ void sbx_tools_free(SbxTools *tools)
     /* A call still running would reference freed providers: a bug in the owner. */
     g_warn_if_fail(tools->in_flight == 0);
     g_free(tools->decls);
+    g_free(tools->origin);
     g_hash_table_destroy(tools->providers);
     sbx_namespace_free(tools->ns);
     sbx_catalog_free(tools->catalog);
@@ -295,7 +299,7 @@ static void apply_policy(GTask *task)
         cd->asked_us = g_get_monotonic_time();
         const char *id =
             sbx_approvals_request(t->approvals, cd->prov_real, cd->tool_real, cd->input_json,
-                                  t->catalog->policy.approval_timeout_ms,
+                                  t->origin, t->catalog->policy.approval_timeout_ms,
                                   g_task_get_cancellable(task), on_approval, task);
         g_string_append(cd->policy, ",\"approval_id\":");
         append_json_string(cd->policy, id);

@@ -53,10 +53,10 @@ char *sbx_tools_call_finish(SbxTools *tools, GAsyncResult *result, GError **erro
 
 /**
  * Where calls that the policy says need an approval wait (docs/tools.md, "Approvals"); it must
- * outlive every call. Unset (NULL), such a call is denied at once with a message saying how to
+ * outlive every call. @origin says who runs them, for the person who answers (or NULL). Unset (NULL), such a call is denied at once with a message saying how to
  * get approvals (`sandbox serve`).
  */
-void sbx_tools_set_approvals(SbxTools *tools, SbxApprovals *approvals);
+void sbx_tools_set_approvals(SbxTools *tools, SbxApprovals *approvals, const char *origin);
 
 /**
  * How the policy decided the call @result (as passed to the callback) for its record: a

@@ -171,17 +171,18 @@ static void test_approvals(void **state)
     Seen yes = {0}, no = {0}, late = {0};
 
     const char *id1 =
-        sbx_approvals_request(a, "p", "t", "{\"x\":1}", 60000, NULL, on_outcome, &yes);
+        sbx_approvals_request(a, "p", "t", "{\"x\":1}", "me", 60000, NULL, on_outcome, &yes);
     g_autofree char *keep1 = g_strdup(id1);
-    const char *id2 = sbx_approvals_request(a, "p", "u", "{}", 60000, NULL, on_outcome, &no);
+    const char *id2 = sbx_approvals_request(a, "p", "u", "{}", NULL, 60000, NULL, on_outcome, &no);
     g_autofree char *keep2 = g_strdup(id2);
-    sbx_approvals_request(a, "p", "v", "{}", 50, NULL, on_outcome, &late);
+    sbx_approvals_request(a, "p", "v", "{}", NULL, 50, NULL, on_outcome, &late);
     assert_string_not_equal(keep1, keep2);
     g_autoptr(GPtrArray) pending = sbx_approvals_pending(a);
     assert_int_equal(pending->len, 3);
     const SbxApproval *first = pending->pdata[0];
     assert_string_equal(first->tool, "t");
     assert_string_equal(first->input_json, "{\"x\":1}");
+    assert_string_equal(first->origin, "me");
     assert_int_equal(yes.calls, 0); /* never from inside the request */
 
     assert_true(sbx_approvals_decide(a, keep1, TRUE));
@@ -208,14 +209,14 @@ static void test_approval_cancelled(void **state)
     g_autoptr(GCancellable) cancel = g_cancellable_new();
     Seen s = {0};
 
-    sbx_approvals_request(a, "p", "t", "{}", 60000, cancel, on_outcome, &s);
+    sbx_approvals_request(a, "p", "t", "{}", NULL, 60000, cancel, on_outcome, &s);
     g_cancellable_cancel(cancel);
     spin_until(&s, 1000);
     assert_int_equal(s.calls, 1);
     assert_int_equal(s.outcome, SBX_APPROVAL_CANCELLED);
     /* A pending one is dropped by free without calling back. */
     Seen dropped = {0};
-    sbx_approvals_request(a, "p", "t", "{}", 60000, NULL, on_outcome, &dropped);
+    sbx_approvals_request(a, "p", "t", "{}", NULL, 60000, NULL, on_outcome, &dropped);
     sbx_approvals_free(a);
     assert_int_equal(dropped.calls, 0);
 }
@@ -227,9 +228,9 @@ static void test_approvals_bounded(void **state)
     Seen many[SBX_APPROVALS_PENDING_MAX] = {0}, extra = {0};
 
     for (int i = 0; i < SBX_APPROVALS_PENDING_MAX; i++) {
-        sbx_approvals_request(a, "p", "t", "{}", 60000, NULL, on_outcome, &many[i]);
+        sbx_approvals_request(a, "p", "t", "{}", NULL, 60000, NULL, on_outcome, &many[i]);
     }
-    sbx_approvals_request(a, "p", "t", "{}", 60000, NULL, on_outcome, &extra);
+    sbx_approvals_request(a, "p", "t", "{}", NULL, 60000, NULL, on_outcome, &extra);
     spin_until(&extra, 1000);
     assert_int_equal(extra.outcome, SBX_APPROVAL_UNAVAILABLE);
     g_autoptr(GPtrArray) pending = sbx_approvals_pending(a);
@@ -338,7 +339,7 @@ static void test_dispatch_approvals(void **state)
     SbxApprovals *a = sbx_approvals_new();
     Outcome asked, other, late;
 
-    sbx_tools_set_approvals(tools, a);
+    sbx_tools_set_approvals(tools, a, "test");
     start(tools, "ask", &asked, NULL);
     g_autoptr(GPtrArray) pending = sbx_approvals_pending(a);
     assert_int_equal(pending->len, 1);

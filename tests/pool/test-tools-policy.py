@@ -208,6 +208,8 @@ def run_js_with_approval(env, cat_path):
             mine = [a for a in pending if a["provider"] == "api" and a["tool"] == "guarded"]
             if mine:
                 check(mine[0]["input"] == {"why": "test"}, "the approval lists the input", mine)
+                check(mine[0].get("origin") == f"sandbox run, pid {proc.pid}",
+                      "the approval names the client that runs the program", mine)
                 time.sleep(1)  # let the program make calls while the approval waits
                 r = sandbox(env, "approve", mine[0]["id"])
                 check(r.returncode == 0, "sandbox approve ID exits 0", r.stderr)
