@@ -53,8 +53,9 @@ char *sbx_tools_call_finish(SbxTools *tools, GAsyncResult *result, GError **erro
 
 /**
  * Where calls that the policy says need an approval wait (docs/tools.md, "Approvals"); it must
- * outlive every call. @origin says who runs them, for the person who answers (or NULL). Unset (NULL), such a call is denied at once with a message saying how to
- * get approvals (`sandbox serve`).
+ * outlive every call. @origin says who runs them, for the person who answers (or NULL).
+ * Unset (NULL), such a call is denied at once with a message saying how to get approvals
+ * (`sandbox serve`, or a terminal).
  */
 void sbx_tools_set_approvals(SbxTools *tools, SbxApprovals *approvals, const char *origin);
 

@@ -133,8 +133,8 @@ def direct_with_prompt(env, cat_path, tmp):
                 break
             buf += chunk
             if not answered and b"approve it? [y/N]" in buf:
-                check(b"api.guarded wants to run with {\"p\":1}" in buf, "the prompt names the call",
-                      buf)
+                check(b"api.guarded wants to run with {\"p\":1}" in buf,
+                      "the prompt names the call", buf)
                 os.write(fd, b"y\n")
                 answered = True
     finally:
@@ -162,7 +162,8 @@ for (const t of ["missing", "text", "delete_repo"]) {
 }
 out.sum = await tools.calc.add({a: 2, b: 3});
 let settled = null;
-const guarded = tools.api.guarded({why: "test"}).then(v => settled = {ok: v}, e => settled = {err: e.code});
+const guarded = tools.api.guarded({why: "test"})
+  .then(v => settled = {ok: v}, e => settled = {err: e.code});
 let during = 0;
 const start = Date.now();
 while (settled === null && Date.now() - start < 60000) {
