@@ -436,6 +436,8 @@ static void test_missing_secret(void **state)
 
 int main(void)
 {
+    /* As main.c does: GLib's desktop proxy resolver would write $XDG_RUNTIME_DIR/dconf. */
+    g_setenv("GIO_USE_PROXY_RESOLVER", "dummy", TRUE);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_catalog),
         cmocka_unit_test(test_build_request),
