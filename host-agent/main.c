@@ -2,6 +2,7 @@
  * `sandbox`: the host agent's command line. Only the verb dispatch, the main loop and the
  * signal handlers live here; each verb is one file in cli/.
  */
+#include <gio/gio.h>
 #include <glib-unix.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +14,9 @@ static const SbxCliVerb *const verbs[] = {
     &sbx_cli_verb_run,
     &sbx_cli_verb_serve,
     &sbx_cli_verb_tools,
+    &sbx_cli_verb_approvals,
+    &sbx_cli_verb_approve,
+    &sbx_cli_verb_deny,
 };
 
 void sbx_cli_quit(SbxCli *cli, int exit_code)
@@ -69,6 +73,19 @@ int main(int argc, char **argv)
     /* Writes to a closed pipe (a tool provider that exits early, `sandbox run | head`) must
      * fail with EPIPE, not kill the host agent and orphan its VM. */
     signal(SIGPIPE, SIG_IGN);
+
+    /*
+     * Every socket connection (the http tool provider's) makes GLib's default proxy resolver,
+     * even next to a resolver of its own (tools/http.c reads the proxy environment variables),
+     * and the desktop one it would pick writes $XDG_RUNTIME_DIR/dconf through GSettings. Pin it
+     * to GLib's inert one now, while no other thread runs, and unset the variable again so
+     * that tool processes do not inherit it.
+     */
+    if (g_getenv("GIO_USE_PROXY_RESOLVER") == NULL) {
+        g_setenv("GIO_USE_PROXY_RESOLVER", "dummy", TRUE);
+        (void)g_proxy_resolver_get_default(); /* made once, kept for the process */
+        g_unsetenv("GIO_USE_PROXY_RESOLVER");
+    }
 
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
         usage(argc < 2 ? stderr : stdout);

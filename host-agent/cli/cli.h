@@ -47,3 +47,8 @@ extern const SbxCliVerb sbx_cli_verb_serve;
 
 /** `sandbox tools` (cli/tools.c). */
 extern const SbxCliVerb sbx_cli_verb_tools;
+
+/** `sandbox approvals`, `sandbox approve ID`, `sandbox deny ID` (cli/approvals.c). */
+extern const SbxCliVerb sbx_cli_verb_approvals;
+extern const SbxCliVerb sbx_cli_verb_approve;
+extern const SbxCliVerb sbx_cli_verb_deny;

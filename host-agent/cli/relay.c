@@ -18,6 +18,10 @@ static void on_tool_done(GObject *src, GAsyncResult *res, gpointer data)
     (void)src;
 
     g_autofree char *result = sbx_tools_call_finish(rc->tools, res, &error);
+    g_autofree char *policy = sbx_tools_call_policy(res);
+    if (policy != NULL) {
+        sbx_session_tool_policy(rc->session, rc->call_id, policy);
+    }
     if (result != NULL) {
         sbx_session_tool_result(rc->session, rc->call_id, result, NULL);
     } else {

@@ -101,6 +101,9 @@ static void append_call(GString *out, const SbxToolRecord *rec, const SbxNamespa
         }
         g_string_append_printf(out, ",\"duration_ms\":%" G_GUINT64_FORMAT, rec->duration_ms);
     }
+    if (rec->policy_json != NULL) {
+        g_string_append_printf(out, ",\"policy\":%s", rec->policy_json);
+    }
     g_string_append_c(out, '}');
 }
 

@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "cli/outcome.h"
+#include "cli/prompt.h"
 #include "cli/relay.h"
 #include "cli/report.h"
 #include "cli/serve-client.h"
@@ -62,10 +63,12 @@ typedef struct {
     SbxProfile *profile;
     SbxImage *image;
     SbxSnapshot *snapshot; /* restore from it; NULL with --cold */
-    SbxCatalog *catalog;   /* until the tools take it */
+    SbxCatalog *catalog;     /* checked, until the tools are built from it */
     SbxTools *tools;
-    gboolean tools_ready; /* MCP servers started and listed, in parallel with the VM start */
-    char *tools_error;    /* they could not be */
+    gboolean tools_ready;    /* MCP servers started and listed, in parallel with the VM start */
+    char *tools_error;       /* they could not be */
+    SbxApprovals *approvals; /* asked on the terminal (prompt), if there is one */
+    SbxPrompt *prompt;
     /* running */
     SbxVm *vm;
     SbxSession *session;
@@ -507,6 +510,10 @@ static gboolean load_user_inputs(RunCtx *ctx, int argc, char **argv, GError **er
     if (ctx->code == NULL) {
         return FALSE;
     }
+    /*
+     * Only checked here: the providers (and the host secrets they read) belong to whoever runs
+     * the program, `sandbox serve` when it takes the run.
+     */
     ctx->catalog = ctx->tools_path != NULL ? sbx_catalog_load(ctx->tools_path, error)
                                            : sbx_catalog_new_empty();
     return ctx->catalog != NULL;
@@ -579,6 +586,12 @@ static int run_start(SbxCli *cli, int argc, char **argv)
         fprintf(stderr, "sandbox run: %s\n", error->message);
         return SBX_EXIT_USAGE;
     }
+    /* Approvals are asked on the terminal; without one, such calls are denied at once. */
+    ctx->approvals = sbx_approvals_new();
+    ctx->prompt = sbx_prompt_new(ctx->approvals);
+    if (ctx->prompt != NULL) {
+        sbx_tools_set_approvals(ctx->tools, ctx->approvals, NULL);
+    }
     const char *profile = ctx->profile_name != NULL ? ctx->profile_name
                           : ctx->cold               ? RUN_PROFILE_DEFAULT_COLD
                                                     : RUN_PROFILE_DEFAULT;
@@ -615,7 +628,9 @@ static void run_cleanup(SbxCli *cli)
     sbx_serve_client_cleanup();
     sbx_session_free(ctx->session); /* ctx->result points into it: gone from here on */
     sbx_vm_free(ctx->vm);
+    sbx_prompt_free(ctx->prompt);
     sbx_tools_free(ctx->tools);
+    sbx_approvals_free(ctx->approvals); /* after the calls: nothing waits any more */
     sbx_catalog_free(ctx->catalog);
     g_free(ctx->tools_error);
     sbx_snapshot_free(ctx->snapshot);

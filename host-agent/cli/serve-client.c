@@ -315,3 +315,13 @@ void sbx_serve_client_cleanup(void)
     sbx_frame_reader_clear(&client->reader);
     g_clear_pointer(&client, g_free);
 }
+
+int sbx_serve_client_connect(void)
+{
+    return connect_server();
+}
+
+gboolean sbx_serve_client_send(int fd, const char *json)
+{
+    return send_frame(fd, json, strlen(json));
+}

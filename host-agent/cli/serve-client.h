@@ -32,3 +32,9 @@ gboolean sbx_serve_client_try(SbxCli *cli, const SbxServeClientRequest *req);
 
 /** Free what a client run holds (after the loop stopped). */
 void sbx_serve_client_cleanup(void);
+
+/* For the other clients of the server (`sandbox approvals`, cli/approvals.c). */
+/** Connect to the server's socket (after the directory check); -1 if none answers. */
+int sbx_serve_client_connect(void);
+/** Send one frame holding @json; FALSE if the server is gone. Blocking. */
+gboolean sbx_serve_client_send(int fd, const char *json);

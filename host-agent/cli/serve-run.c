@@ -301,6 +301,8 @@ void sbx_serve_run_start(ServeRun *run)
         fail(run, msg);
         return;
     }
+    g_autofree char *origin = sbx_serve_conn_origin(run->conn);
+    sbx_tools_set_approvals(run->tools, sbx_serve_approvals(run->srv), origin);
     run->claiming = TRUE;
     run->claim_id = sbx_pool_claim(sbx_serve_pool(run->srv), on_claimed, run);
     sbx_tools_start(run->tools, on_tools_ready, run);

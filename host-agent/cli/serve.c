@@ -50,6 +50,7 @@ struct ServeConn {
     ServeRun *run;       /* the request in flight, or NULL */
     guint detach_source; /* ends the run of a client too slow to read (from the loop) */
     gboolean queued;     /* run waits for a slot */
+    pid_t peer_pid;      /* the client process (SO_PEERCRED), 0 if unknown */
     gboolean close_after_flush;
 };
 
@@ -74,6 +75,7 @@ struct Serve {
     guint running;  /* runs started and not finished */
     gboolean stopping;
     guint grace_source;
+    SbxApprovals *approvals; /* tool calls of every run waiting for a person's answer */
 };
 
 static Serve *serve_ctx;
@@ -81,6 +83,11 @@ static Serve *serve_ctx;
 SbxPool *sbx_serve_pool(Serve *srv)
 {
     return srv->pool;
+}
+
+SbxApprovals *sbx_serve_approvals(Serve *srv)
+{
+    return srv->approvals;
 }
 
 /* ---- connections ---------------------------------------------------------------------- */
@@ -140,6 +147,13 @@ static void conn_flush_later(ServeConn *conn)
     if (conn->out_source == 0) {
         conn->out_source = g_unix_fd_add(conn->fd, G_IO_OUT, on_writable, conn);
     }
+}
+
+char *sbx_serve_conn_origin(ServeConn *conn)
+{
+    return conn != NULL && conn->peer_pid > 0
+               ? g_strdup_printf("sandbox run, pid %d", (int)conn->peer_pid)
+               : NULL;
 }
 
 gboolean sbx_serve_conn_send(ServeConn *conn, const char *json, gsize len)
@@ -341,6 +355,8 @@ static gboolean handle_frame(ServeConn *conn, const char *payload, gsize len)
         handle_run(conn, msg);
     } else if (strcmp(type->valuestring, "status") == 0) {
         handle_status(conn);
+    } else if (sbx_serve_approval_message(conn, conn->srv->approvals, type->valuestring, msg)) {
+        /* answered */
     } else {
         send_error(conn, "bad_request", "unknown message type");
     }
@@ -414,8 +430,13 @@ static gboolean on_accept(gint fd, GIOCondition cond, gpointer data)
         return G_SOURCE_CONTINUE;
     }
     ServeConn *conn = g_new0(ServeConn, 1);
+    struct ucred cred = {0};
+    socklen_t cred_len = sizeof(cred);
     conn->srv = srv;
     conn->fd = cfd;
+    if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0) {
+        conn->peer_pid = cred.pid;
+    }
     conn->out = g_byte_array_new();
     sbx_frame_reader_init(&conn->reader, SBX_FRAME_MAX);
     conn->in_source = g_unix_fd_add(cfd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_readable, conn);
@@ -594,6 +615,7 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
     srv->listen_fd = -1;
     srv->pool_size = SERVE_POOL_DEFAULT;
     g_queue_init(&srv->waiting);
+    srv->approvals = sbx_approvals_new();
     if (!parse_options(srv, argc, argv, &error)) {
         fprintf(stderr, "sandbox serve: %s\n", error->message);
         return SBX_EXIT_USAGE;
@@ -634,6 +656,7 @@ static void serve_cleanup(SbxCli *cli)
     }
     /* Runs that did not end within the grace period: their VMs are killed now. */
     g_list_free_full(g_steal_pointer(&srv->runs), (GDestroyNotify)sbx_serve_run_free);
+    sbx_approvals_free(srv->approvals); /* after the runs: nothing calls back any more */
     g_clear_handle_id(&srv->grace_source, g_source_remove);
     sbx_pool_vm_factory_free(srv->factory);
     sbx_snapshot_free(srv->snapshot);

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "pool-vm.h"
+#include "approvals.h"
 #include "protocol/message.h"
 
 /*
@@ -55,6 +56,10 @@ typedef struct {
 
 /* serve.c, for serve-run.c */
 SbxPool *sbx_serve_pool(Serve *srv);
+/** The approvals pending in every run of the server (docs/tools.md, "Approvals"). */
+SbxApprovals *sbx_serve_approvals(Serve *srv);
+/** Who is on the other end of @conn ("sandbox run, pid N"), for the approvals list. */
+char *sbx_serve_conn_origin(ServeConn *conn);
 /** Queue a frame with @json (a JSON object text) for @conn; FALSE if the client is too slow. */
 gboolean sbx_serve_conn_send(ServeConn *conn, const char *json, gsize len);
 /** The run on @conn finished (its done frame is queued); @conn may take the next request. */
@@ -70,6 +75,15 @@ void sbx_serve_run_abort(ServeRun *run, const char *why, gboolean client_gone);
 GPid sbx_serve_run_pid(ServeRun *run);
 void sbx_serve_run_free(ServeRun *run);
 void sbx_serve_request_clear(ServeRunRequest *req);
+
+/* serve-approvals.c */
+struct cJSON;
+/**
+ * Answer the client message @msg of type @type if it is about approvals (`approvals`,
+ * `approve`, `deny`: docs/pool.md). FALSE if @type is another type.
+ */
+gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals, const char *type,
+                                    const struct cJSON *msg);
 
 /* serve-path.c, shared with the client */
 /**

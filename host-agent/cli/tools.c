@@ -77,7 +77,7 @@ static int tools_start(SbxCli *cli, int argc, char **argv)
         return SBX_EXIT_USAGE;
     }
     SbxCatalog *catalog = path != NULL ? sbx_catalog_load(path, &error) : sbx_catalog_new_empty();
-    tools_tools = catalog != NULL ? sbx_tools_new(catalog, &error) : NULL;
+    tools_tools = catalog != NULL ? sbx_tools_new_listing(catalog, &error) : NULL;
     if (tools_tools == NULL) {
         fprintf(stderr, "sandbox tools: %s\n", error->message);
         return SBX_EXIT_USAGE;

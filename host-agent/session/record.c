@@ -46,6 +46,7 @@ void sbx_tool_record_free(SbxToolRecord *record)
     g_free(record->tool);
     g_free(record->input_json);
     g_free(record->result_json);
+    g_free(record->policy_json);
     sbx_error_clear(&record->error);
     g_free(record);
 }

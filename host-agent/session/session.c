@@ -698,6 +698,22 @@ gboolean sbx_session_tool_result(SbxSession *session, guint32 call_id, const cha
     return TRUE;
 }
 
+gboolean sbx_session_tool_policy(SbxSession *session, guint32 call_id, const char *policy_json)
+{
+    InFlight *f = g_hash_table_lookup(session->in_flight, GUINT_TO_POINTER(call_id));
+
+    gsize len = strlen(policy_json);
+
+    if (f == NULL || f->rec == NULL || f->rec->policy_json != NULL ||
+        len > SBX_SESSION_POLICY_NOTE_MAX ||
+        len > SBX_SESSION_RECORD_BYTES_MAX - session->record_bytes) {
+        return FALSE;
+    }
+    f->rec->policy_json = g_strdup(policy_json);
+    session->record_bytes += len;
+    return TRUE;
+}
+
 void sbx_session_abort(SbxSession *session, SbxStatus status, SbxErrorCode code,
                        const char *message)
 {

@@ -76,6 +76,7 @@ typedef struct {
     gboolean result_dropped; /* the result did not fit the record's bound */
     SbxError error;          /* when answered and !ok */
     guint64 duration_ms;     /* tool_call received to tool_result queued */
+    char *policy_json;       /* how the tool policy decided (JSON object), or NULL */
 } SbxToolRecord;
 
 /* What the host knows once an execution has ended. Owned by the session. */
@@ -154,6 +155,16 @@ gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GErr
  */
 gboolean sbx_session_tool_result(SbxSession *session, guint32 call_id, const char *result_json,
                                  const SbxError *error);
+
+/**
+ * Note in the record of call @call_id (in flight) how the tool policy decided it: a compact JSON
+ * object of at most SBX_SESSION_POLICY_NOTE_MAX bytes, built by the host (longer: not kept).
+ * Call before sbx_session_tool_result(). FALSE if the call is not in flight.
+ */
+gboolean sbx_session_tool_policy(SbxSession *session, guint32 call_id, const char *policy_json);
+
+/* A policy note is a few fields (action, rule, approval outcome): 1 KiB is ample. */
+#define SBX_SESSION_POLICY_NOTE_MAX 1024
 
 /**
  * End the running execution now with @status (timeout, cancelled, terminated, crash) and

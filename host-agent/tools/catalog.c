@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "catalog-http.h"
+#include "catalog-private.h"
 #include "protocol/limits.h"
 #include "tools-error.h"
 
@@ -146,10 +148,13 @@ static gboolean parse_schema(const cJSON *obj, const char *key, char **ret_json,
     return TRUE;
 }
 
-static gboolean parse_tool(const cJSON *obj, SbxCatalogTool *tool, const char *origin,
-                           const char *where, GError **error)
+static gboolean parse_tool(const cJSON *obj, SbxCatalogTool *tool, SbxProviderKind kind,
+                           const char *origin, const char *where, GError **error)
 {
-    static const char *const known[] = {"description", "input_schema", "output_schema", NULL};
+    static const char *const known_command[] = {"description", "input_schema", "output_schema",
+                                                NULL};
+    const char *const *known =
+        kind == SBX_PROVIDER_HTTP ? sbx_catalog_http_tool_fields : known_command;
 
     if (!check_name(obj->string, origin, where, error)) {
         return FALSE;
@@ -165,7 +170,9 @@ static gboolean parse_tool(const cJSON *obj, SbxCatalogTool *tool, const char *o
            parse_schema(obj, "input_schema", &tool->input_schema_json, &tool->input_schema, origin,
                         where, error) &&
            parse_schema(obj, "output_schema", &tool->output_schema_json, &tool->output_schema,
-                        origin, where, error);
+                        origin, where, error) &&
+           (kind != SBX_PROVIDER_HTTP ||
+            sbx_catalog_http_parse_tool(obj, tool, origin, where, error));
 }
 
 static gboolean parse_tools(const cJSON *obj, SbxCatalogProvider *prov, gsize *total,
@@ -191,7 +198,7 @@ static gboolean parse_tools(const cJSON *obj, SbxCatalogProvider *prov, gsize *t
     cJSON_ArrayForEach(m, obj)
     {
         g_autofree char *tool_at = path_join(at, m->string);
-        if (!parse_tool(m, &prov->tools[prov->n_tools++], origin, tool_at, error)) {
+        if (!parse_tool(m, &prov->tools[prov->n_tools++], prov->kind, origin, tool_at, error)) {
             return FALSE;
         }
     }
@@ -456,9 +463,26 @@ static gboolean parse_kind(const cJSON *obj, SbxCatalogProvider *prov, const cha
         prov->kind = SBX_PROVIDER_MCP;
         return TRUE;
     }
-    invalid(error, origin, at, "unsupported provider kind \"%.64s\" (supported: command, mcp)",
+    if (strcmp(v->valuestring, "http") == 0) {
+        prov->kind = SBX_PROVIDER_HTTP;
+        return TRUE;
+    }
+    invalid(error, origin, at,
+            "unsupported provider kind \"%.64s\" (supported: command, mcp, http)",
             v->valuestring);
     return FALSE;
+}
+
+static gboolean parse_command(const cJSON *obj, SbxCatalogProvider *prov, const char *base_dir,
+                              const char *origin, const char *where, GError **error)
+{
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(obj, "command");
+    g_autofree char *cmd_at = path_join(where, "command");
+    if (cmd == NULL) {
+        invalid(error, origin, where, "missing field \"command\" (required for kind command)");
+        return FALSE;
+    }
+    return parse_argv(cmd, prov, base_dir, origin, cmd_at, error);
 }
 
 static gboolean parse_provider(const cJSON *obj, SbxCatalogProvider *prov, gsize *total,
@@ -481,17 +505,15 @@ static gboolean parse_provider(const cJSON *obj, SbxCatalogProvider *prov, gsize
     if (prov->kind == SBX_PROVIDER_MCP) {
         return parse_mcp_provider(obj, prov, base_dir, origin, where, error);
     }
-    if (!check_members(obj, known, origin, where, error) ||
+    if (!check_members(obj,
+                       prov->kind == SBX_PROVIDER_HTTP ? sbx_catalog_http_provider_fields : known,
+                       origin, where, error) ||
         !parse_timeout(obj, prov, origin, where, error)) {
         return FALSE;
     }
-    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(obj, "command");
-    g_autofree char *cmd_at = path_join(where, "command");
-    if (cmd == NULL) {
-        invalid(error, origin, where, "missing field \"command\" (required for kind command)");
-        return FALSE;
-    }
-    if (!parse_argv(cmd, prov, base_dir, origin, cmd_at, error)) {
+    if (prov->kind == SBX_PROVIDER_HTTP
+            ? !sbx_catalog_http_parse_provider(obj, prov, origin, where, error)
+            : !parse_command(obj, prov, base_dir, origin, where, error)) {
         return FALSE;
     }
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(obj, "tools");
@@ -516,7 +538,7 @@ static gboolean parse_version(const cJSON *root, const char *origin, GError **er
 
 static gboolean parse_root(const cJSON *root, SbxCatalog *cat, const char *base_dir, GError **error)
 {
-    static const char *const known[] = {"version", "providers", NULL};
+    static const char *const known[] = {"version", "providers", "policy", NULL};
     const cJSON *m;
     gsize total = 0;
 
@@ -545,7 +567,7 @@ static gboolean parse_root(const cJSON *root, SbxCatalog *cat, const char *base_
             return FALSE;
         }
     }
-    return TRUE;
+    return sbx_catalog_parse_policy(root, cat, error);
 }
 
 /* Report a JSON syntax error with its line and column. */
@@ -587,7 +609,8 @@ SbxCatalog *sbx_catalog_parse(const char *text, gsize len, const char *origin, c
         invalid(error, origin, "", "trailing data after the JSON object");
         return NULL;
     }
-    g_autoptr(SbxCatalog) cat = g_new0(SbxCatalog, 1);
+    g_autoptr(SbxCatalog) cat = sbx_catalog_new_empty();
+    g_free(cat->origin);
     cat->origin = g_strdup(origin);
     if (!parse_root(root, cat, base_dir, error)) {
         return NULL;
@@ -649,6 +672,7 @@ SbxCatalog *sbx_catalog_new_empty(void)
 {
     SbxCatalog *cat = g_new0(SbxCatalog, 1);
     cat->origin = g_strdup("(no catalog)");
+    sbx_policy_init(&cat->policy);
     return cat;
 }
 
@@ -661,6 +685,7 @@ void sbx_catalog_tools_free(SbxCatalogTool *tools, gsize n)
         cJSON_free(tools[i].output_schema_json);
         sbx_schema_free(tools[i].input_schema);
         sbx_schema_free(tools[i].output_schema);
+        sbx_http_endpoint_free(tools[i].http);
     }
     g_free(tools);
 }
@@ -668,6 +693,7 @@ void sbx_catalog_tools_free(SbxCatalogTool *tools, gsize n)
 static void provider_clear(SbxCatalogProvider *prov)
 {
     sbx_catalog_tools_free(prov->tools, prov->n_tools);
+    sbx_http_endpoint_free(prov->http);
     g_strfreev(prov->command);
     g_strfreev(prov->env);
     g_free(prov->url);
@@ -686,6 +712,30 @@ void sbx_catalog_free(SbxCatalog *catalog)
         provider_clear(&catalog->providers[i]);
     }
     g_free(catalog->providers);
+    sbx_policy_clear(&catalog->policy);
     g_free(catalog->origin);
     g_free(catalog);
+}
+
+/* ---- for the kinds' and the policy's parsers (catalog-private.h) ---------------------- */
+
+void sbx_catalog_invalid(GError **error, const char *origin, const char *where, const char *fmt,
+                         ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    invalid(error, origin, where, "%s", msg);
+}
+
+char *sbx_catalog_path_join(const char *parent, const char *key)
+{
+    return path_join(parent, key);
+}
+
+gboolean sbx_catalog_check_members(const cJSON *obj, const char *const *known, const char *origin,
+                                   const char *where, GError **error)
+{
+    return check_members(obj, known, origin, where, error);
 }

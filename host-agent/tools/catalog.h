@@ -8,6 +8,7 @@
 
 #include <glib.h>
 
+#include "policy.h"
 #include "schema.h"
 
 /*
@@ -46,7 +47,10 @@
 typedef enum {
     SBX_PROVIDER_COMMAND, /* a local program: one process per call, JSON on stdin/stdout */
     SBX_PROVIDER_MCP,     /* an MCP server: stdio child process or streamable HTTP endpoint */
+    SBX_PROVIDER_HTTP,    /* a JSON endpoint per tool (catalog-http.h) */
 } SbxProviderKind;
+
+typedef struct SbxHttpEndpoint SbxHttpEndpoint; /* catalog-http.h */
 
 typedef struct {
     char *name;               /* real name, as in the file */
@@ -55,7 +59,8 @@ typedef struct {
     char *output_schema_json; /* optional: compact JSON object */
     SbxSchema *input_schema;  /* compiled input_schema_json, or NULL (anything goes) */
     SbxSchema *output_schema; /* compiled output_schema_json, or NULL */
-    gboolean destructive;     /* MCP annotations.destructiveHint (policy: approval by default) */
+    gboolean destructive;     /* MCP annotations.destructiveHint (policy: approve by default) */
+    SbxHttpEndpoint *http;    /* kind http: method, URL template, headers */
 } SbxCatalogTool;
 
 typedef struct {
@@ -64,6 +69,7 @@ typedef struct {
     char **command;   /* kind command: argv (NULL-terminated); argv[0] made absolute if relative */
     char *workdir;    /* kind command: working directory (the catalog file's directory) */
     guint timeout_ms; /* per call */
+    SbxHttpEndpoint *http; /* kind http: headers of every tool (method and url unset) */
     SbxCatalogTool *tools; /* kind mcp: empty until the server listed them (tools.c) */
     gsize n_tools;
     /* kind mcp (parse_mcp_provider): `command` (stdio) or `url` (streamable HTTP) */
@@ -78,6 +84,7 @@ typedef struct {
     char *origin; /* file name used in messages */
     SbxCatalogProvider *providers;
     gsize n_providers;
+    SbxPolicy policy; /* the "policy" section (defaults when absent) */
 } SbxCatalog;
 
 /** Read and validate the catalog file @path. */

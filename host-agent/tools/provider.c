@@ -10,6 +10,8 @@ SbxProvider *sbx_provider_new(const SbxCatalogProvider *config, GError **error)
         return sbx_command_provider_new(config);
     case SBX_PROVIDER_MCP:
         return sbx_mcp_provider_new(config, error);
+    case SBX_PROVIDER_HTTP:
+        return sbx_http_provider_new(config, error);
     }
     g_assert_not_reached();
 }

@@ -1,6 +1,6 @@
 /*
- * A tool provider: something that answers tool calls (a local command today; MCP servers and
- * HTTP APIs later). Calls are asynchronous on the GLib main loop and never block it.
+ * A tool provider: something that answers tool calls (a local command, an HTTP JSON endpoint;
+ * MCP servers later). Calls are asynchronous on the GLib main loop and never block it.
  */
 #pragma once
 
@@ -69,3 +69,9 @@ SbxProvider *sbx_command_provider_new(const SbxCatalogProvider *config);
  * discover_async. @config must outlive the provider.
  */
 SbxProvider *sbx_mcp_provider_new(const SbxCatalogProvider *config, GError **error);
+
+/**
+ * The http provider (http.c). Fails (SBX_CATALOG_ERROR) when a `${secret:NAME}` of its
+ * headers cannot be found; the message names the secret, never a value.
+ */
+SbxProvider *sbx_http_provider_new(const SbxCatalogProvider *config, GError **error);

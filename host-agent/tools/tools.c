@@ -17,8 +17,10 @@ struct SbxTools {
     SbxToolDecl *decls;    /* strings borrowed from the namespace and the catalog */
     gsize n_decls;
     guint in_flight;
-    Start *start;        /* sbx_tools_start() in progress, or NULL */
-    GPtrArray *warnings; /* char*, NULL-terminated */
+    Start *start;            /* sbx_tools_start() in progress, or NULL */
+    GPtrArray *warnings;     /* char*, NULL-terminated */
+    SbxApprovals *approvals; /* or NULL: approvals cannot be asked for */
+    char *origin;            /* who makes the calls, for the approvals list */
 };
 
 /*
@@ -39,7 +41,22 @@ typedef struct {
     SbxTools *tools;
     SbxProvider *provider;
     const SbxCatalogTool *tool; /* owned by the catalog: its schemas */
+    const char *prov_real;      /* owned by the namespace */
+    const char *tool_real;
+    char *input_json; /* kept while an approval is pending */
+    GString *policy;  /* the decision for the record (JSON object, open) */
+    gint64 asked_us;  /* when the approval was asked for */
 } CallData;
+
+static void call_data_free(gpointer p)
+{
+    CallData *cd = p;
+    g_free(cd->input_json);
+    if (cd->policy != NULL) {
+        g_string_free(cd->policy, TRUE);
+    }
+    g_free(cd);
+}
 
 static gboolean build_namespace(SbxTools *t, GError **error)
 {
@@ -85,7 +102,11 @@ static void build_decls(SbxTools *t)
     }
 }
 
-SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error)
+/*
+ * @listing_only: build only the providers whose tools must be discovered (MCP), so that listing
+ * the namespace reads no host secret and starts nothing else; calls then fail.
+ */
+static SbxTools *tools_new(SbxCatalog *catalog, gboolean listing_only, GError **error)
 {
     g_autoptr(SbxTools) t = g_new0(SbxTools, 1);
     t->catalog = catalog;
@@ -98,6 +119,9 @@ SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error)
         return NULL;
     }
     for (gsize i = 0; i < catalog->n_providers; i++) {
+        if (listing_only && catalog->providers[i].kind != SBX_PROVIDER_MCP) {
+            continue;
+        }
         SbxProvider *p = sbx_provider_new(&catalog->providers[i], error);
         if (p == NULL) {
             return NULL;
@@ -106,6 +130,23 @@ SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error)
     }
     build_decls(t);
     return g_steal_pointer(&t);
+}
+
+SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error)
+{
+    return tools_new(catalog, FALSE, error);
+}
+
+SbxTools *sbx_tools_new_listing(SbxCatalog *catalog, GError **error)
+{
+    return tools_new(catalog, TRUE, error);
+}
+
+void sbx_tools_set_approvals(SbxTools *tools, SbxApprovals *approvals, const char *origin)
+{
+    tools->approvals = approvals;
+    g_free(tools->origin);
+    tools->origin = g_strdup(origin);
 }
 
 SbxTools *sbx_tools_load(const char *path, GError **error)
@@ -127,6 +168,7 @@ void sbx_tools_free(SbxTools *tools)
     }
     g_ptr_array_unref(tools->warnings);
     g_free(tools->decls);
+    g_free(tools->origin);
     g_hash_table_destroy(tools->providers);
     sbx_namespace_free(tools->ns);
     sbx_catalog_free(tools->catalog);
@@ -265,7 +307,7 @@ void sbx_tools_start(SbxTools *tools, SbxToolsReadyFunc ready, gpointer user_dat
     for (gsize i = 0; i < tools->catalog->n_providers; i++) {
         SbxCatalogProvider *config = &tools->catalog->providers[i];
         SbxProvider *p = g_hash_table_lookup(tools->providers, config->name);
-        if (p->ops->discover_async == NULL) {
+        if (p == NULL || p->ops->discover_async == NULL) { /* NULL: sbx_tools_new_listing() */
             continue;
         }
         Discovering *dg = g_new0(Discovering, 1);
@@ -338,6 +380,118 @@ static void on_provider_done(GObject *src, GAsyncResult *res, gpointer data)
     g_task_return_pointer(task, result, g_free);
 }
 
+/* @s (valid UTF-8: a glob or an id) as a JSON string. */
+static void append_json_string(GString *out, const char *s)
+{
+    g_string_append_c(out, '"');
+    for (; *s != '\0'; s++) {
+        if (*s == '"' || *s == '\\') {
+            g_string_append_printf(out, "\\%c", *s);
+        } else if ((unsigned char)*s < 0x20) {
+            g_string_append_printf(out, "\\u%04x", *s);
+        } else {
+            g_string_append_c(out, *s);
+        }
+    }
+    g_string_append_c(out, '"');
+}
+
+static void run_provider(GTask *task)
+{
+    CallData *cd = g_task_get_task_data(task);
+
+    sbx_provider_call_async(cd->provider, cd->tool_real, cd->input_json,
+                            g_task_get_cancellable(task), on_provider_done, task);
+}
+
+static void deny(GTask *task, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+/* The call fails with policy_denied (the guest's PolicyDenied). */
+static void deny(GTask *task, const char *fmt, ...)
+{
+    CallData *cd = g_task_get_task_data(task);
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_POLICY_DENIED, "tool %s.%s: %s",
+                            cd->prov_real, cd->tool_real, msg);
+}
+
+static void on_approval(SbxApprovalOutcome outcome, gpointer data)
+{
+    GTask *task = data;
+    CallData *cd = g_task_get_task_data(task);
+
+    g_string_append_printf(cd->policy, ",\"approval\":\"%s\",\"wait_ms\":%" G_GINT64_FORMAT,
+                           sbx_approval_outcome_name(outcome),
+                           (g_get_monotonic_time() - cd->asked_us) / 1000);
+    switch (outcome) {
+    case SBX_APPROVAL_APPROVED:
+        run_provider(task);
+        return;
+    case SBX_APPROVAL_DENIED:
+        deny(task, "the approval was denied");
+        break;
+    case SBX_APPROVAL_TIMED_OUT:
+        deny(task, "no approval within %u ms (policy.approval_timeout_ms)",
+             cd->tools->catalog->policy.approval_timeout_ms);
+        break;
+    case SBX_APPROVAL_UNAVAILABLE:
+        deny(task, "too many approvals pending (%d)", SBX_APPROVALS_PENDING_MAX);
+        break;
+    case SBX_APPROVAL_CANCELLED:
+        g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled");
+        break;
+    }
+    cd->tools->in_flight--;
+    g_object_unref(task);
+}
+
+/* Apply the policy to the call in @task; the provider runs if (and when) it allows. */
+static void apply_policy(GTask *task)
+{
+    CallData *cd = g_task_get_task_data(task);
+    SbxTools *t = cd->tools;
+    SbxPolicyDecision d =
+        sbx_policy_decide(&t->catalog->policy, cd->prov_real, cd->tool_real, cd->tool->destructive);
+
+    cd->policy = g_string_new("{\"action\":");
+    g_string_append_printf(cd->policy, "\"%s\",\"rule\":", sbx_policy_action_name(d.action));
+    if (d.rule != NULL) {
+        append_json_string(cd->policy, d.rule);
+    } else {
+        g_string_append(cd->policy, "null");
+    }
+    if (cd->tool->destructive) {
+        g_string_append(cd->policy, ",\"destructive\":true");
+    }
+    t->in_flight++;
+    if (d.action == SBX_POLICY_ALLOW) {
+        run_provider(task);
+        return;
+    }
+    if (d.action == SBX_POLICY_DENY) {
+        deny(task, "denied by the policy (%s%s%s)", d.rule != NULL ? "rule \"" : "the default",
+             d.rule != NULL ? d.rule : "", d.rule != NULL ? "\"" : "");
+    } else if (t->approvals == NULL) {
+        deny(task, "needs an approval, and this `sandbox run` has no terminal to ask on: "
+                   "start `sandbox serve`, run again, and answer with `sandbox approve ID` or "
+                   "`sandbox deny ID` (`sandbox approvals` lists them)");
+    } else {
+        cd->asked_us = g_get_monotonic_time();
+        const char *id =
+            sbx_approvals_request(t->approvals, cd->prov_real, cd->tool_real, cd->input_json,
+                                  t->origin, t->catalog->policy.approval_timeout_ms,
+                                  g_task_get_cancellable(task), on_approval, task);
+        g_string_append(cd->policy, ",\"approval_id\":");
+        append_json_string(cd->policy, id);
+        return;
+    }
+    t->in_flight--;
+    g_object_unref(task);
+}
+
 void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const char *tool_ident,
                           const char *input_json, GCancellable *cancellable,
                           GAsyncReadyCallback callback, gpointer user_data)
@@ -358,19 +512,37 @@ void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const cha
     }
     const SbxCatalogTool *tool = find_tool(tools, prov_real, tool_real);
     g_assert(tool != NULL); /* the namespace was built from this catalog */
-    GError *error = NULL;
-    if (!check_schema(tool->input_schema, "input", input_json, &error)) {
-        g_task_return_error(task, error); /* the provider never sees it */
-        return;
-    }
     CallData *cd = g_new0(CallData, 1);
     cd->tools = tools;
     cd->provider = g_hash_table_lookup(tools->providers, prov_real);
+    if (cd->provider == NULL) { /* sbx_tools_new_listing() */
+        g_task_set_task_data(task, cd, call_data_free);
+        g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
+                                "tool %s.%s: these tools are for listing only", prov_real,
+                                tool_real);
+        return;
+    }
     cd->tool = tool;
-    g_task_set_task_data(task, cd, g_free);
-    tools->in_flight++;
-    sbx_provider_call_async(cd->provider, tool_real, input_json, cancellable, on_provider_done,
-                            g_steal_pointer(&task));
+    cd->prov_real = prov_real;
+    cd->tool_real = tool_real;
+    cd->input_json = g_strdup(input_json);
+    g_task_set_task_data(task, cd, call_data_free);
+    GError *error = NULL;
+    if (!check_schema(tool->input_schema, "input", input_json, &error)) {
+        g_task_return_error(task, error); /* the provider never sees it, nobody is asked */
+        return;
+    }
+    apply_policy(g_steal_pointer(&task));
+}
+
+char *sbx_tools_call_policy(GAsyncResult *result)
+{
+    CallData *cd = g_task_get_task_data(G_TASK(result));
+
+    if (cd == NULL || cd->policy == NULL) {
+        return NULL;
+    }
+    return g_strconcat(cd->policy->str, "}", NULL);
 }
 
 char *sbx_tools_call_finish(SbxTools *tools, GAsyncResult *result, GError **error)

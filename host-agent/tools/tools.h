@@ -1,12 +1,13 @@
 /*
  * The tools of one execution: a catalog, its namespace (real names <-> guest identifiers) and a
  * provider per catalog entry. Calls arrive with the identifiers the guest saw and are dispatched
- * to the provider by real name.
+ * to the provider by real name, once the catalog's policy allows them (policy.h, approvals.h).
  */
 #pragma once
 
 #include <gio/gio.h>
 
+#include "approvals.h"
 #include "catalog.h"
 #include "namespace.h"
 #include "protocol/message.h"
@@ -18,6 +19,13 @@ typedef struct SbxTools SbxTools;
  * servers are spawned here; their tools are known once sbx_tools_start() is ready.
  */
 SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error);
+
+/**
+ * Tools for listing the namespace only (`sandbox tools --types`): MCP providers are built (their
+ * tools must be discovered with sbx_tools_start()), the others not, so no host secret is read.
+ * Calls fail with SBX_ERR_TOOL.
+ */
+SbxTools *sbx_tools_new_listing(SbxCatalog *catalog, GError **error);
 
 /** Load the catalog file @path (NULL: no tools) and build its tools. */
 SbxTools *sbx_tools_load(const char *path, GError **error);
@@ -58,8 +66,10 @@ const SbxNamespace *sbx_tools_namespace(const SbxTools *tools);
  * Call the tool the guest named @provider_ident.@tool_ident with @input_json (compact JSON from
  * the protocol decoder). An unknown name or an oversized input completes with an SBX_TOOL_ERROR
  * (never a crash). An input that fails the tool's input_schema completes with SBX_ERR_VALIDATION
- * and the provider is not called; a result that fails its output_schema, likewise. The callback
- * runs on the caller's main context, always after this returns.
+ * and the provider is not called; a result that fails its output_schema, likewise. Then the
+ * catalog's policy: a denied call completes with SBX_ERR_POLICY_DENIED, one that needs an
+ * approval waits for it (sbx_tools_set_approvals()) and counts as in flight meanwhile. The
+ * callback runs on the caller's main context, always after this returns.
  */
 void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const char *tool_ident,
                           const char *input_json, GCancellable *cancellable,
@@ -70,6 +80,21 @@ void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const cha
  * SbxErrorCode) or G_IO_ERROR_CANCELLED.
  */
 char *sbx_tools_call_finish(SbxTools *tools, GAsyncResult *result, GError **error);
+
+/**
+ * Where calls that the policy says need an approval wait (docs/tools.md, "Approvals"); it must
+ * outlive every call. @origin says who runs them, for the person who answers (or NULL).
+ * Unset (NULL), such a call is denied at once with a message saying how to get approvals
+ * (`sandbox serve`, or a terminal).
+ */
+void sbx_tools_set_approvals(SbxTools *tools, SbxApprovals *approvals, const char *origin);
+
+/**
+ * How the policy decided the call @result (as passed to the callback) for its record: a
+ * compact JSON object ({"action":"approve","rule":"*.delete_*","approval":"approved",...}),
+ * or NULL if the call ended before the policy was asked (unknown tool, oversized input).
+ */
+char *sbx_tools_call_policy(GAsyncResult *result);
 
 /** Calls started and not yet completed (processes not yet reaped). */
 guint sbx_tools_in_flight(const SbxTools *tools);

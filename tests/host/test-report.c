@@ -58,7 +58,8 @@ static void test_result(void **state)
                          .tool = "x",
                          .input_json = "null",
                          .answered = TRUE,
-                         .error = {.code = SBX_ERR_TOOL, .message = "no"}};
+                         .error = {.code = SBX_ERR_POLICY_DENIED, .message = "no"},
+                         .policy_json = "{\"action\":\"deny\",\"rule\":\"ghost.*\"}"};
     SbxToolRecord open = {.call_id = 3, .provider = "my_tools", .tool = "do_it", .input_json = "0"};
     const char *providers[] = {"my-tools"};
     const char *t0[] = {"do.it", NULL};
@@ -99,7 +100,11 @@ static void test_result(void **state)
     assert_string_equal(cJSON_GetObjectItem(c1, "provider")->valuestring, "ghost");
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(c1, "ok")));
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(c1, "error"), "code")->valuestring,
-                        "tool_error");
+                        "policy_denied");
+    cJSON *pol = cJSON_GetObjectItem(c1, "policy");
+    assert_string_equal(cJSON_GetObjectItem(pol, "action")->valuestring, "deny");
+    assert_string_equal(cJSON_GetObjectItem(pol, "rule")->valuestring, "ghost.*");
+    assert_null(cJSON_GetObjectItem(c0, "policy")); /* no decision recorded: no field */
     cJSON *c2 = cJSON_GetArrayItem(calls, 2);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(c2, "answered")));
     assert_null(cJSON_GetObjectItem(c2, "ok"));

@@ -57,8 +57,10 @@ class Sandbox:
         env.setdefault("SANDBOX_ACCEL", "tcg")
         argv = [self.binary, "run", "--lang", lang, "--json", *extra, "-"]
         start = time.monotonic()
+        # A session of its own: no controlling terminal, so a call that needs an approval is
+        # denied at once instead of asking on the developer's terminal.
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, cwd=TOP)
+                                stderr=subprocess.PIPE, env=env, cwd=TOP, start_new_session=True)
         peak_kib = 0
         try:
             if sample_rss:

@@ -36,10 +36,10 @@ class Catalogs:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="sbx-mcp-")
 
-    def write(self, providers):
+    def write(self, providers, policy=None):
         path = os.path.join(self.dir, "tools.json")
         with open(path, "w") as f:
-            json.dump({"providers": providers}, f)
+            json.dump({"providers": providers, **({"policy": policy} if policy else {})}, f)
         return path
 
     def stdio(self, **extra):
@@ -104,7 +104,10 @@ catch (x) { err = x.name + ": " + x.message; }
 
 def test_mcp_tool_error(sbx, cats):
     """A tool whose result says isError, and a JSON-RPC error: tool_error in the guest."""
-    cat = cats.write({"fake": {"kind": "mcp", "command": [sys.executable, FAKE, "ok"]}})
+    # `fail` is marked destructive: the policy would hold it for an approval (see
+    # test_mcp_destructive); a rule lets it run here, so that its isError answer is tested.
+    cat = cats.write({"fake": {"kind": "mcp", "command": [sys.executable, FAKE, "ok"]}},
+                     policy={"rules": [{"match": "fake.fail", "action": "allow"}]})
     code = r'''
 const out = [];
 for (const f of [() => tools.fake.fail({}), () => tools.fake.die({})]) {
@@ -118,6 +121,24 @@ out
     check("it failed on purpose" in res[0], "isError text as the message", json.dumps(res))
     check("no such tool" in res[1], "JSON-RPC error as the message", json.dumps(res))
     check(all(x.startswith("ToolError") for x in res), "ToolError both", json.dumps(res))
+
+
+def test_mcp_destructive(sbx, cats):
+    """A tool the server marks destructiveHint needs an approval by default: with no terminal
+    and no `sandbox serve` to ask, a direct run denies it at once, and says so in the record."""
+    cat = cats.write({"fake": {"kind": "mcp", "command": [sys.executable, FAKE, "ok"]}})
+    code = r'''
+let out;
+try { await tools.fake.fail({}); out = "ran"; } catch (x) { out = x.name + ": " + x.message; }
+out
+'''
+    r = run_js(sbx, cat, code)
+    expect_ok(r)
+    res = result_of(r)
+    check(res.startswith("PolicyDenied") and "needs an approval" in res, "held, then denied", res)
+    pol = r["tool_calls"][0].get("policy") or {}
+    check(pol.get("action") == "approve" and pol.get("destructive") is True,
+          "the record says: approve, because destructive", json.dumps(r["tool_calls"]))
 
 
 def test_mcp_schema(sbx, cats):

@@ -28,7 +28,13 @@ typedef struct {
 
 static char *catalog_for(const char *mode, const char *extra)
 {
-    return g_strdup_printf("{\"providers\": {\"fake\": {\"kind\": \"mcp\", \"command\": "
+    /*
+     * `fail` is marked destructive, which the policy holds for an approval by default (no one
+     * can approve here): a rule lets it run, so that its isError answer is what is tested.
+     */
+    return g_strdup_printf("{\"policy\": {\"rules\": [{\"match\": \"fake.fail\", "
+                           "\"action\": \"allow\"}]}, "
+                           "\"providers\": {\"fake\": {\"kind\": \"mcp\", \"command\": "
                            "[\"python3\", \"%s/fake-mcp-server.py\", \"%s\"]%s}}}",
                            SBX_TEST_DIR, mode, extra != NULL ? extra : "");
 }

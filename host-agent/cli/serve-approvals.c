@@ -1,0 +1,101 @@
+/*
+ * The approval messages of `sandbox serve`'s clients (docs/pool.md): list the pending
+ * approvals of every run, approve or deny one by its id. The socket is owner-only, so whoever
+ * connects is the user who started the runs.
+ */
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "cli/report.h"
+#include "cli/serve.h"
+
+/*
+ * Input shown per pending approval. A call's input may be 1 MiB and up to
+ * SBX_APPROVALS_PENDING_MAX may wait: 4 KiB each (at most 8 KiB once quoted as an excerpt)
+ * keeps the list of 256 within one frame (4 MiB). A longer input is shown as the start of its
+ * JSON text (`input_excerpt`).
+ */
+#define APPROVAL_INPUT_SHOWN_MAX (4 * 1024)
+
+static void send_error(ServeConn *conn, const char *code, const char *message)
+{
+    g_autoptr(GString) m = g_string_new("{\"type\":\"error\",\"code\":");
+
+    sbx_json_append_string(m, code, strlen(code));
+    g_string_append(m, ",\"message\":");
+    sbx_json_append_string(m, message, strlen(message));
+    g_string_append_c(m, '}');
+    sbx_serve_conn_send(conn, m->str, m->len);
+}
+
+static void append_pending(GString *m, const SbxApproval *a)
+{
+    gsize len = strlen(a->input_json);
+
+    g_string_append(m, "{\"id\":");
+    sbx_json_append_string(m, a->id, strlen(a->id));
+    g_string_append(m, ",\"provider\":");
+    sbx_json_append_string(m, a->provider, strlen(a->provider));
+    g_string_append(m, ",\"tool\":");
+    sbx_json_append_string(m, a->tool, strlen(a->tool));
+    if (len <= APPROVAL_INPUT_SHOWN_MAX) {
+        g_string_append_printf(m, ",\"input\":%s", a->input_json); /* checked compact JSON */
+    } else {
+        g_string_append(m, ",\"input_excerpt\":");
+        sbx_json_append_string(m, a->input_json, APPROVAL_INPUT_SHOWN_MAX);
+    }
+    if (a->origin != NULL) {
+        g_string_append(m, ",\"origin\":");
+        sbx_json_append_string(m, a->origin, strlen(a->origin));
+    }
+    g_string_append_printf(m, ",\"waiting_ms\":%" G_GINT64_FORMAT ",\"timeout_ms\":%u}",
+                           (g_get_monotonic_time() - a->since_us) / 1000, a->timeout_ms);
+}
+
+static void list(ServeConn *conn, SbxApprovals *approvals)
+{
+    g_autoptr(GPtrArray) pending = sbx_approvals_pending(approvals);
+    g_autoptr(GString) m = g_string_new("{\"type\":\"approvals\",\"pending\":[");
+
+    for (guint i = 0; i < pending->len; i++) {
+        g_string_append(m, i > 0 ? "," : "");
+        append_pending(m, pending->pdata[i]);
+    }
+    g_string_append(m, "]}");
+    sbx_serve_conn_send(conn, m->str, m->len);
+}
+
+static void decide(ServeConn *conn, SbxApprovals *approvals, const cJSON *msg, gboolean approve)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+
+    if (!cJSON_IsString(id) || strlen(id->valuestring) > 64) {
+        send_error(conn, "bad_request", "id: the approval's id (a string)");
+        return;
+    }
+    if (!sbx_approvals_decide(approvals, id->valuestring, approve)) {
+        g_autofree char *why = g_strdup_printf(
+            "no pending approval \"%s\" (answered, timed out, or its run ended)", id->valuestring);
+        send_error(conn, "not_found", why);
+        return;
+    }
+    g_autoptr(GString) m = g_string_new(NULL);
+    g_string_append_printf(m, "{\"type\":\"%s\",\"id\":", approve ? "approved" : "denied");
+    sbx_json_append_string(m, id->valuestring, strlen(id->valuestring));
+    g_string_append_c(m, '}');
+    sbx_serve_conn_send(conn, m->str, m->len);
+}
+
+gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals, const char *type,
+                                    const struct cJSON *msg)
+{
+    if (strcmp(type, "approvals") == 0) {
+        list(conn, approvals);
+    } else if (strcmp(type, "approve") == 0 || strcmp(type, "deny") == 0) {
+        decide(conn, approvals, msg, strcmp(type, "approve") == 0);
+    } else {
+        return FALSE;
+    }
+    return TRUE;
+}

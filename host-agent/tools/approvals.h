@@ -1,0 +1,72 @@
+/*
+ * Pending approvals (docs/tools.md, "Approvals"): a tool call the policy says needs a person's
+ * yes waits here until it is approved, denied, times out, or its execution ends. Each gets an
+ * id; `sandbox serve` lists them and takes decisions from its clients (`sandbox approve ID`).
+ * Runs on the GLib main loop of its creator; no I/O of its own.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+/*
+ * Approvals waiting at once. A call waits here while it is in flight, so the calls-in-flight
+ * caps bound it already (64 per execution, 4 executions in serve = 256); this is the backstop
+ * that keeps the list a client reads within one frame. Beyond: denied at once.
+ */
+#define SBX_APPROVALS_PENDING_MAX 256
+
+typedef enum {
+    SBX_APPROVAL_APPROVED,
+    SBX_APPROVAL_DENIED,
+    SBX_APPROVAL_TIMED_OUT,
+    SBX_APPROVAL_CANCELLED,   /* the call's cancellable fired (execution over), or shutdown */
+    SBX_APPROVAL_UNAVAILABLE, /* too many pending: refused without asking */
+} SbxApprovalOutcome;
+
+typedef void (*SbxApprovalFunc)(SbxApprovalOutcome outcome, gpointer user_data);
+
+/* A pending approval, as listed. */
+typedef struct {
+    char *id;
+    char *provider; /* real names */
+    char *tool;
+    char *input_json; /* compact JSON */
+    char *origin;     /* who made the call ("sandbox run, pid 4242"), or NULL */
+    gint64 since_us;  /* monotonic time of the request */
+    guint timeout_ms;
+} SbxApproval;
+
+typedef struct SbxApprovals SbxApprovals;
+
+SbxApprovals *sbx_approvals_new(void);
+
+/**
+ * Free @approvals. Approvals still pending are dropped without calling back: their owners cancel
+ * them first (a cancelled call completes from the loop). Accepts NULL.
+ */
+void sbx_approvals_free(SbxApprovals *approvals);
+
+/**
+ * Ask for an approval of @tool of @provider with @input_json, made by @origin (shown to the
+ * person who answers; NULL: unknown). @func runs exactly once, from
+ * the main loop, never from inside this call: on a decision, after @timeout_ms, or when
+ * @cancel fires. Returns the approval's id (owned by the registry while pending).
+ */
+const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider, const char *tool,
+                                  const char *input_json, const char *origin, guint timeout_ms,
+                                  GCancellable *cancel, SbxApprovalFunc func, gpointer user_data);
+
+/** Called when an approval starts waiting (from inside sbx_approvals_request()). */
+typedef void (*SbxApprovalsNotify)(SbxApprovals *approvals, gpointer data);
+
+/** Call @func for every new pending approval (one watcher; NULL to stop). */
+void sbx_approvals_set_notify(SbxApprovals *approvals, SbxApprovalsNotify func, gpointer data);
+
+/** Approve (@approve TRUE) or deny approval @id. FALSE if no such approval is pending. */
+gboolean sbx_approvals_decide(SbxApprovals *approvals, const char *id, gboolean approve);
+
+/** The pending approvals, oldest first (const SbxApproval *, valid until the loop runs). */
+GPtrArray *sbx_approvals_pending(SbxApprovals *approvals);
+
+/** "approved", "denied", "timed_out", "cancelled", "unavailable". */
+const char *sbx_approval_outcome_name(SbxApprovalOutcome outcome);
