@@ -19,7 +19,10 @@
 /* The seq of our first ping ("are you warm?"): a fixed one makes a stray pong recognisable. */
 #define PRESTART_PING_SEQ 1
 
-/* The seq of the ping at hello ("warm up again"); its pong is not awaited (runner.c ignores it). */
+/*
+ * The seq of the ping at a hello with warm_up ("warm up again"): its pong says the warm-up is
+ * over, and hello_ok waits for it (host.c). One that comes after the take is ignored (runner.c).
+ */
 #define PRESTART_REWARM_SEQ 2
 
 /* Forget @p (the process, if any, is reaped by pid1.c like any other child). */
@@ -32,6 +35,7 @@ static void forget(Prestart *p)
     p->chan_open = false;
     p->ready = false;
     p->rewarmed = false;
+    p->rewarming = false;
     p->pid = 0;
 }
 
@@ -90,6 +94,7 @@ void prestart_rewarm(Agent *a)
         if (p->pid <= 0 || !p->ready || !p->chan_open || p->rewarmed)
             continue;
         p->rewarmed = true;
+        p->rewarming = true;
         if (link_send(&p->chan, &ping) < 0 || link_flush(&p->chan) < 0)
             drop(p, "cannot ping it");
     }
@@ -98,7 +103,7 @@ void prestart_rewarm(Agent *a)
 bool prestart_all_ready(const Agent *a)
 {
     for (int l = 0; l < SBX_LANG__COUNT; l++)
-        if (a->pre[l].pid > 0 && !a->pre[l].ready)
+        if (a->pre[l].pid > 0 && (!a->pre[l].ready || a->pre[l].rewarming))
             return false;
     return true;
 }
@@ -117,8 +122,8 @@ void prestart_on_events(Agent *a, SbxLanguage lang)
 {
     Prestart *p = &a->pre[lang];
 
-    /* It sends one pong; anything more is read by the bounded loop and judged. */
-    for (int n = 0; n < MESSAGES_PER_ROUND && p->chan_open && !p->ready; n++) {
+    /* It sends one pong per ping; anything more is read by the bounded loop and judged. */
+    for (int n = 0; n < MESSAGES_PER_ROUND && p->chan_open && (!p->ready || p->rewarming); n++) {
         SbxMsg msg;
         char *why = NULL;
         int r = link_recv(&p->chan, &msg, &why);
@@ -132,8 +137,10 @@ void prestart_on_events(Agent *a, SbxLanguage lang)
                                     : "its channel failed");
             return;
         }
-        if (msg.type == SBX_MSG_PONG && msg.ping.seq == PRESTART_PING_SEQ)
+        if (msg.type == SBX_MSG_PONG && msg.ping.seq == PRESTART_PING_SEQ && !p->ready)
             p->ready = true;
+        else if (msg.type == SBX_MSG_PONG && msg.ping.seq == PRESTART_REWARM_SEQ && p->rewarming)
+            p->rewarming = false;
         else
             drop(p, "unexpected message on its channel");
         sbx_msg_clear(&msg);
@@ -182,6 +189,7 @@ bool prestart_take(Agent *a, SbxLanguage lang, pid_t *ret_pid, Link *ret_chan,
     *ret_chan = p->chan;
     p->chan_open = false;
     p->ready = false;
+    p->rewarming = false;
     p->pid = 0;
     return true;
 }

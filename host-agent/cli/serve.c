@@ -58,6 +58,7 @@ struct Serve {
     char *socket_opt;
     char *profile_name;
     gint pool_size;
+    gboolean no_warm_up;
     char *socket_path;
     char *socket_dir;
     gboolean made_dir;
@@ -547,6 +548,9 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
         {"pool", 'n', 0, G_OPTION_ARG_INT, &srv->pool_size, "VMs kept ready (default: 2)", "N"},
         {"profile", 'p', 0, G_OPTION_ARG_STRING, &srv->profile_name,
          "Machine profile of the pooled VMs (default: " SERVE_PROFILE_DEFAULT ")", "NAME"},
+        {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
+         "Offer pooled VMs without the runners' warm-up after the restore (for comparison)",
+         NULL},
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GOptionContext) oc =
@@ -603,6 +607,7 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
         return SBX_EXIT_SANDBOX;
     }
     srv->factory = sbx_pool_vm_factory_new(srv->profile, srv->image, srv->snapshot);
+    sbx_pool_vm_factory_set_warm_up(srv->factory, !srv->no_warm_up);
     SbxPoolConfig cfg = {.size = (guint)srv->pool_size};
     /* The factory reports to the pool; the pool's first starts report from the loop. */
     srv->pool = sbx_pool_new(&sbx_pool_vm_ops, srv->factory, &cfg);
