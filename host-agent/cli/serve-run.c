@@ -34,6 +34,7 @@ struct ServeRun {
     gint64 boot_us;    /* the VM's restore, done before the claim */
     gint64 hello_us;   /* the VM's hello (with the warm-up), done before the claim */
     gint64 hello_age_us; /* hello_ok to the claim: how long the VM waited, handshaken */
+    gboolean warmed;     /* the VM's runners warmed up again before it was offered */
     guint idle_source;
 };
 
@@ -88,9 +89,10 @@ static char *done_message(ServeRun *run)
     g_string_append_printf(out,
                            ",\"report\":{\"start\":\"pool\",\"claim_ms\":%" G_GINT64_FORMAT
                            ",\"serve_ms\":%" G_GINT64_FORMAT ",\"hello_ms\":%" G_GINT64_FORMAT
-                           ",\"hello_age_ms\":%" G_GINT64_FORMAT "%s%s}",
+                           ",\"hello_age_ms\":%" G_GINT64_FORMAT ",\"warmed\":%s%s%s}",
                            run->claim_us / 1000, (g_get_monotonic_time() - run->t_received) / 1000,
                            run->hello_us / 1000, run->hello_age_us / 1000,
+                           run->warmed ? "true" : "false",
                            report[1] == '}' ? "" : ",", report + 1);
     return g_string_free(out, FALSE);
 }
@@ -259,6 +261,7 @@ static void on_claimed(gpointer vm, const GError *error, gpointer user_data)
     run->pv = vm;
     run->boot_us = sbx_pool_vm_restore_us(run->pv);
     run->hello_us = sbx_pool_vm_hello_us(run->pv);
+    run->warmed = sbx_pool_vm_warmed(run->pv);
     sbx_vm_set_exit_handler(sbx_pool_vm_vm(run->pv), on_vm_exit, run);
     start_execution(run);
 }

@@ -21,6 +21,7 @@
 
 #include "cli/report.h"
 #include "cli/serve.h"
+#include "prestart.h"
 #include "protocol/frame.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
@@ -30,6 +31,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
 /* Largest --pool: each pooled VM holds ~117 MB of RAM copy plus QEMU's own memory. */
 #define SERVE_POOL_MAX 32
+
+/*
+ * Default pre-started QEMUs: one covers the restore of a burst's or an empty pool's first
+ * request; more hold more memory (a RAM copy each) for a rarer case.
+ */
+#define SERVE_PRESTART_DEFAULT 1
 
 /*
  * The restore default (as for `sandbox run`): q35's ACPI hot-plug binds vsock fastest
@@ -59,6 +66,7 @@ struct Serve {
     char *profile_name;
     gint pool_size;
     gboolean no_warm_up;
+    gint prestart;
     char *socket_path;
     char *socket_dir;
     gboolean made_dir;
@@ -324,6 +332,11 @@ static void handle_status(ServeConn *conn)
             first = FALSE;
         }
     }
+    g_autoptr(GArray) pre = sbx_pool_vm_factory_prestart_pids(srv->factory);
+    g_string_append_printf(m, "],\"prestart\":%d,\"prestarted_pids\":[", srv->prestart);
+    for (guint i = 0; i < pre->len; i++) {
+        g_string_append_printf(m, "%s%d", i > 0 ? "," : "", g_array_index(pre, GPid, i));
+    }
     g_string_append(m, "]}");
     sbx_serve_conn_send(conn, m->str, m->len);
     g_string_free(m, TRUE);
@@ -528,6 +541,7 @@ static void on_signal(SbxCli *cli, gpointer data)
     srv->stopping = TRUE;
     close_socket(srv);
     g_clear_pointer(&srv->pool, sbx_pool_free); /* fails queued claims: their runs end */
+    sbx_pool_vm_factory_set_prestart(srv->factory, 0); /* kills the pre-started QEMUs */
     for (GList *l = srv->conns; l != NULL; l = l->next) {
         ServeConn *conn = l->data;
         if (conn->run != NULL && !conn->queued) {
@@ -548,6 +562,8 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
         {"pool", 'n', 0, G_OPTION_ARG_INT, &srv->pool_size, "VMs kept ready (default: 2)", "N"},
         {"profile", 'p', 0, G_OPTION_ARG_STRING, &srv->profile_name,
          "Machine profile of the pooled VMs (default: " SERVE_PROFILE_DEFAULT ")", "NAME"},
+        {"prestart", 'q', 0, G_OPTION_ARG_INT, &srv->prestart,
+         "QEMUs kept started for restores on demand (default: 1)", "N"},
         {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
          "Offer pooled VMs without the runners' warm-up after the restore (for comparison)",
          NULL},
@@ -560,10 +576,12 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
     if (!g_option_context_parse(oc, &argc, &argv, error)) {
         return FALSE;
     }
-    if (argc != 1 || srv->pool_size < 0 || srv->pool_size > SERVE_POOL_MAX) {
+    if (argc != 1 || srv->pool_size < 0 || srv->pool_size > SERVE_POOL_MAX || srv->prestart < 0 ||
+        srv->prestart > SBX_PRESTART_MAX) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "usage: sandbox serve [--socket PATH] [--pool 0..%d] [--profile NAME]",
-                    SERVE_POOL_MAX);
+                    "usage: sandbox serve [--socket PATH] [--pool 0..%d] [--prestart 0..%d] "
+                    "[--profile NAME] [--no-warm-up]",
+                    SERVE_POOL_MAX, SBX_PRESTART_MAX);
         return FALSE;
     }
     srv->socket_path = sbx_serve_socket_path(srv->socket_opt);
@@ -597,6 +615,7 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
     srv->cli = cli;
     srv->listen_fd = -1;
     srv->pool_size = SERVE_POOL_DEFAULT;
+    srv->prestart = SERVE_PRESTART_DEFAULT;
     g_queue_init(&srv->waiting);
     if (!parse_options(srv, argc, argv, &error)) {
         fprintf(stderr, "sandbox serve: %s\n", error->message);
@@ -608,6 +627,7 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
     }
     srv->factory = sbx_pool_vm_factory_new(srv->profile, srv->image, srv->snapshot);
     sbx_pool_vm_factory_set_warm_up(srv->factory, !srv->no_warm_up);
+    sbx_pool_vm_factory_set_prestart(srv->factory, (guint)srv->prestart);
     SbxPoolConfig cfg = {.size = (guint)srv->pool_size};
     /* The factory reports to the pool; the pool's first starts report from the loop. */
     srv->pool = sbx_pool_new(&sbx_pool_vm_ops, srv->factory, &cfg);

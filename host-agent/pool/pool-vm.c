@@ -6,6 +6,7 @@
  * The session's own callbacks (hello, ping, broken) never outlive it: it is freed with the VM.
  */
 #include "pool-vm.h"
+#include "prestart.h"
 
 struct SbxPoolVmFactory {
     const SbxProfile *profile;
@@ -13,6 +14,7 @@ struct SbxPoolVmFactory {
     const SbxSnapshot *snapshot;
     SbxPool *pool;
     gboolean warm_up;
+    SbxPrestartSet *prestart; /* pre-started QEMUs the restores take, or NULL */
 };
 
 struct SbxPoolVm {
@@ -23,6 +25,7 @@ struct SbxPoolVm {
     gint64 hello_start_us; /* monotonic: the start's end, hello sent */
     gint64 hello_us;       /* hello sent to hello_ok (with the warm-up) */
     gboolean lost;         /* broken or not answering: reported, no more pings */
+    gboolean warmed;       /* the hello asked for the runners' warm-up */
     guint ops_in_flight;   /* start callbacks and idle reports still to come */
     gboolean destroyed;
 };
@@ -46,7 +49,23 @@ void sbx_pool_vm_factory_set_warm_up(SbxPoolVmFactory *f, gboolean warm_up)
 
 void sbx_pool_vm_factory_free(SbxPoolVmFactory *f)
 {
+    if (f != NULL) {
+        sbx_prestart_set_free(f->prestart);
+    }
     g_free(f);
+}
+
+void sbx_pool_vm_factory_set_prestart(SbxPoolVmFactory *f, guint n)
+{
+    g_clear_pointer(&f->prestart, sbx_prestart_set_free);
+    if (n > 0) {
+        f->prestart = sbx_prestart_set_new(f->profile, f->image, f->snapshot, n);
+    }
+}
+
+GArray *sbx_pool_vm_factory_prestart_pids(SbxPoolVmFactory *f)
+{
+    return sbx_prestart_set_pids(f->prestart);
 }
 
 void sbx_pool_vm_factory_set_pool(SbxPoolVmFactory *f, SbxPool *pool)
@@ -163,15 +182,23 @@ static void on_handshake(SbxSession *s, const GError *error, gpointer data)
     sbx_pool_started(pv->f->pool, pv, NULL);
 }
 
-/* The VM is restored and the agent accepted: the hello now, not at the claim (docs/pool.md). */
+/*
+ * The VM is restored and the agent accepted: the hello now, not at the claim (docs/pool.md).
+ * The warm-up pays off only for a VM that waits for its claim: a claim waiting now takes this
+ * VM as soon as it is ready, and the warm-up (~0.5 s of guest CPU) would cost it more than the
+ * execution gains.
+ */
 static void start_handshake(SbxPoolVm *pv)
 {
     GError *error = NULL;
+    SbxPoolStats st;
 
+    sbx_pool_stats(pv->f->pool, &st);
+    pv->warmed = pv->f->warm_up && st.waiting == 0;
     pv->hello_start_us = g_get_monotonic_time();
     pv->session = sbx_session_new(sbx_vm_take_channel(pv->vm), &pooled_callbacks, pv, &error);
     if (pv->session == NULL ||
-        !sbx_session_handshake_async(pv->session, pv->f->warm_up, on_handshake, pv, &error)) {
+        !sbx_session_handshake_async(pv->session, pv->warmed, on_handshake, pv, &error)) {
         fail_start(pv, error);
     }
 }
@@ -204,8 +231,14 @@ static gpointer pv_start(SbxPool *pool, gpointer data)
 
     pv->f = f;
     pv->cancel = g_cancellable_new();
-    pv->vm = sbx_vm_new(f->profile, f->image, &opts);
     pv->ops_in_flight++;
+    /* A pre-started QEMU if there is one: the restore goes on from its state load. */
+    pv->vm = sbx_prestart_set_take(f->prestart, on_started, pv);
+    if (pv->vm != NULL) {
+        sbx_vm_prestart_resume(pv->vm);
+        return pv;
+    }
+    pv->vm = sbx_vm_new(f->profile, f->image, &opts);
     sbx_vm_start_async(pv->vm, pv->cancel, on_started, pv);
     return pv;
 }
@@ -284,6 +317,11 @@ SbxSession *sbx_pool_vm_take_session(SbxPoolVm *pv)
 gint64 sbx_pool_vm_hello_us(SbxPoolVm *pv)
 {
     return pv->hello_us;
+}
+
+gboolean sbx_pool_vm_warmed(SbxPoolVm *pv)
+{
+    return pv->warmed;
 }
 
 gint64 sbx_pool_vm_restore_us(SbxPoolVm *pv)

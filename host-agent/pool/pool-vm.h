@@ -24,6 +24,15 @@ void sbx_pool_vm_factory_free(SbxPoolVmFactory *f);
 /** Whether a VM's hello asks the runners to warm up again first (default TRUE). */
 void sbx_pool_vm_factory_set_warm_up(SbxPoolVmFactory *f, gboolean warm_up);
 
+/**
+ * Keep @n QEMUs pre-started for the restores (prestart.h; 0: none, the default). Call before
+ * the pool starts anything.
+ */
+void sbx_pool_vm_factory_set_prestart(SbxPoolVmFactory *f, guint n);
+
+/** QEMU PIDs of the pre-started VMs waiting (the array is the caller's). */
+GArray *sbx_pool_vm_factory_prestart_pids(SbxPoolVmFactory *f);
+
 /** Attach the pool the factory reports to (before the pool starts anything). */
 void sbx_pool_vm_factory_set_pool(SbxPoolVmFactory *f, SbxPool *pool);
 
@@ -41,6 +50,9 @@ gint64 sbx_pool_vm_hello_us(SbxPoolVm *pv);
 
 /** Microseconds the VM took to restore (sbx_vm_restore_times' total). */
 gint64 sbx_pool_vm_restore_us(SbxPoolVm *pv);
+
+/** Whether the runners warmed up again before the VM was offered (see start_handshake). */
+gboolean sbx_pool_vm_warmed(SbxPoolVm *pv);
 
 /** Kill and free a claimed handle. Accepts NULL. */
 void sbx_pool_vm_free(SbxPoolVm *pv);
