@@ -35,6 +35,7 @@ struct ServeRun {
     gint64 hello_us;   /* the VM's hello (with the warm-up), done before the claim */
     gint64 hello_age_us; /* hello_ok to the claim: how long the VM waited, handshaken */
     gboolean warmed;     /* the VM's runners warmed up again before it was offered */
+    gboolean prestarted; /* the VM was restored in a pre-started QEMU */
     guint idle_source;
 };
 
@@ -89,10 +90,10 @@ static char *done_message(ServeRun *run)
     g_string_append_printf(out,
                            ",\"report\":{\"start\":\"pool\",\"claim_ms\":%" G_GINT64_FORMAT
                            ",\"serve_ms\":%" G_GINT64_FORMAT ",\"hello_ms\":%" G_GINT64_FORMAT
-                           ",\"hello_age_ms\":%" G_GINT64_FORMAT ",\"warmed\":%s%s%s}",
+                           ",\"hello_age_ms\":%" G_GINT64_FORMAT ",\"warmed\":%s,\"prestarted\":%s%s%s}",
                            run->claim_us / 1000, (g_get_monotonic_time() - run->t_received) / 1000,
                            run->hello_us / 1000, run->hello_age_us / 1000,
-                           run->warmed ? "true" : "false",
+                           run->warmed ? "true" : "false", run->prestarted ? "true" : "false",
                            report[1] == '}' ? "" : ",", report + 1);
     return g_string_free(out, FALSE);
 }
@@ -262,6 +263,7 @@ static void on_claimed(gpointer vm, const GError *error, gpointer user_data)
     run->boot_us = sbx_pool_vm_restore_us(run->pv);
     run->hello_us = sbx_pool_vm_hello_us(run->pv);
     run->warmed = sbx_pool_vm_warmed(run->pv);
+    run->prestarted = sbx_pool_vm_prestarted(run->pv);
     sbx_vm_set_exit_handler(sbx_pool_vm_vm(run->pv), on_vm_exit, run);
     start_execution(run);
 }

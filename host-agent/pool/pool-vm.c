@@ -26,6 +26,7 @@ struct SbxPoolVm {
     gint64 hello_us;       /* hello sent to hello_ok (with the warm-up) */
     gboolean lost;         /* broken or not answering: reported, no more pings */
     gboolean warmed;       /* the hello asked for the runners' warm-up */
+    gboolean prestarted;   /* restored in a pre-started QEMU */
     guint ops_in_flight;   /* start callbacks and idle reports still to come */
     gboolean destroyed;
 };
@@ -235,6 +236,7 @@ static gpointer pv_start(SbxPool *pool, gpointer data)
     /* A pre-started QEMU if there is one: the restore goes on from its state load. */
     pv->vm = sbx_prestart_set_take(f->prestart, on_started, pv);
     if (pv->vm != NULL) {
+        pv->prestarted = TRUE;
         sbx_vm_prestart_resume(pv->vm);
         return pv;
     }
@@ -322,6 +324,11 @@ gint64 sbx_pool_vm_hello_us(SbxPoolVm *pv)
 gboolean sbx_pool_vm_warmed(SbxPoolVm *pv)
 {
     return pv->warmed;
+}
+
+gboolean sbx_pool_vm_prestarted(SbxPoolVm *pv)
+{
+    return pv->prestarted;
 }
 
 gint64 sbx_pool_vm_restore_us(SbxPoolVm *pv)

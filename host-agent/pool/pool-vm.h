@@ -54,5 +54,8 @@ gint64 sbx_pool_vm_restore_us(SbxPoolVm *pv);
 /** Whether the runners warmed up again before the VM was offered (see start_handshake). */
 gboolean sbx_pool_vm_warmed(SbxPoolVm *pv);
 
+/** Whether the VM was restored in a pre-started QEMU. */
+gboolean sbx_pool_vm_prestarted(SbxPoolVm *pv);
+
 /** Kill and free a claimed handle. Accepts NULL. */
 void sbx_pool_vm_free(SbxPoolVm *pv);
