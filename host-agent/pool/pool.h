@@ -16,7 +16,7 @@ typedef struct SbxPool SbxPool;
 typedef struct {
     /* Begin starting a VM; the factory reports the outcome once with sbx_pool_started(). */
     gpointer (*start)(SbxPool *pool, gpointer factory_data);
-    /* Whether a started VM can be handed out right now (e.g. its channel is fresh). */
+    /* Whether a started VM can be handed out right now (e.g. its session is idle). */
     gboolean (*usable)(gpointer vm, gpointer factory_data);
     /*
      * Periodic health check of a pooled VM: FALSE drops it (the pool destroys it). May make
@@ -42,7 +42,10 @@ typedef struct {
  */
 #define SBX_POOL_MAX_STARTING_DEFAULT 2
 
-/* Health check period: the agent drops an unused channel after 5 s, so well under that. */
+/*
+ * Health check period: the real factory pings each pooled VM's agent this often, so a VM that
+ * stopped answering is dropped within this plus the ping's timeout (SBX_SESSION_PING_TIMEOUT_MS).
+ */
 #define SBX_POOL_CHECK_INTERVAL_MS 1000
 
 /*
