@@ -39,6 +39,13 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 #define SERVE_PRESTART_DEFAULT 1
 
 /*
+ * The pool's refill after a claim waits this long (unless a claim waits): a restore (QEMU's
+ * start, the RAM copy, the guest's warm-up) right away would take a core from the execution
+ * just claimed; 300 ms covers a short one (console.log(1) is ~100-150 ms under TCG).
+ */
+#define SERVE_REFILL_DELAY_MS 300
+
+/*
  * The restore default (as for `sandbox run`): q35's ACPI hot-plug binds vsock fastest
  * (docs/snapshot.md).
  */
@@ -628,7 +635,7 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
     srv->factory = sbx_pool_vm_factory_new(srv->profile, srv->image, srv->snapshot);
     sbx_pool_vm_factory_set_warm_up(srv->factory, !srv->no_warm_up);
     sbx_pool_vm_factory_set_prestart(srv->factory, (guint)srv->prestart);
-    SbxPoolConfig cfg = {.size = (guint)srv->pool_size};
+    SbxPoolConfig cfg = {.size = (guint)srv->pool_size, .refill_delay_ms = SERVE_REFILL_DELAY_MS};
     /* The factory reports to the pool; the pool's first starts report from the loop. */
     srv->pool = sbx_pool_new(&sbx_pool_vm_ops, srv->factory, &cfg);
     sbx_pool_vm_factory_set_pool(srv->factory, srv->pool);

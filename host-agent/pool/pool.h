@@ -33,6 +33,11 @@ typedef struct {
     guint size;              /* VMs kept ready (0 = restore on demand only) */
     guint max_starting;      /* starts in flight at once; 0 = SBX_POOL_MAX_STARTING_DEFAULT */
     guint check_interval_ms; /* health check period; 0 = SBX_POOL_CHECK_INTERVAL_MS */
+    /*
+     * After a VM is handed out, the pool's refill waits this long unless a claim waits (0 =
+     * none): a start right away would share the cores with the execution just claimed.
+     */
+    guint refill_delay_ms;
 } SbxPoolConfig;
 
 /*
