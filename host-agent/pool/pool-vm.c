@@ -15,6 +15,7 @@ struct SbxPoolVmFactory {
     SbxPool *pool;
     gboolean warm_up;
     SbxPrestartSet *prestart; /* pre-started QEMUs the restores take, or NULL */
+    guint handshaking;        /* VMs whose hello is under way */
 };
 
 struct SbxPoolVm {
@@ -27,6 +28,7 @@ struct SbxPoolVm {
     gboolean lost;         /* broken or not answering: reported, no more pings */
     gboolean warmed;       /* the hello asked for the runners' warm-up */
     gboolean prestarted;   /* restored in a pre-started QEMU */
+    gboolean handshaking;  /* counted in f->handshaking */
     guint ops_in_flight;   /* start callbacks and idle reports still to come */
     gboolean destroyed;
 };
@@ -89,6 +91,10 @@ void sbx_pool_vm_free(SbxPoolVm *pv)
         return;
     }
     pv->destroyed = TRUE;
+    if (pv->handshaking) {
+        pv->handshaking = FALSE;
+        pv->f->handshaking--;
+    }
     g_cancellable_cancel(pv->cancel);
     g_clear_pointer(&pv->session, sbx_session_free);
     g_clear_pointer(&pv->vm, sbx_vm_free);
@@ -176,6 +182,8 @@ static void on_handshake(SbxSession *s, const GError *error, gpointer data)
     (void)s;
 
     pv->hello_us = g_get_monotonic_time() - pv->hello_start_us;
+    pv->handshaking = FALSE;
+    pv->f->handshaking--;
     if (error != NULL) {
         fail_start(pv, g_error_copy(error));
         return;
@@ -185,9 +193,9 @@ static void on_handshake(SbxSession *s, const GError *error, gpointer data)
 
 /*
  * The VM is restored and the agent accepted: the hello now, not at the claim (docs/pool.md).
- * The warm-up pays off only for a VM that waits for its claim: a claim waiting now takes this
- * VM as soon as it is ready, and the warm-up (~0.5 s of guest CPU) would cost it more than the
- * execution gains.
+ * The warm-up pays off only for a VM that waits for its claim: a claim waiting now, that no
+ * VM already saying hello will serve, takes this VM as soon as it is ready, and the warm-up
+ * (~0.5 s of guest CPU) would cost it more than the execution gains.
  */
 static void start_handshake(SbxPoolVm *pv)
 {
@@ -195,8 +203,10 @@ static void start_handshake(SbxPoolVm *pv)
     SbxPoolStats st;
 
     sbx_pool_stats(pv->f->pool, &st);
-    pv->warmed = pv->f->warm_up && st.waiting == 0;
+    pv->warmed = pv->f->warm_up && st.waiting <= pv->f->handshaking;
     pv->hello_start_us = g_get_monotonic_time();
+    pv->handshaking = TRUE;
+    pv->f->handshaking++;
     pv->session = sbx_session_new(sbx_vm_take_channel(pv->vm), &pooled_callbacks, pv, &error);
     if (pv->session == NULL ||
         !sbx_session_handshake_async(pv->session, pv->warmed, on_handshake, pv, &error)) {
