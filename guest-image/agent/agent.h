@@ -140,6 +140,7 @@ typedef struct Prestart {
     bool chan_open;
     bool ready;                   /* it answered the ping */
     bool rewarmed;                /* asked to warm up again (prestart_rewarm), once */
+    bool rewarming;               /* ... and its pong (warm again) has not come yet */
     int pipes[SBX_STREAM__COUNT]; /* read ends of stdout, stderr (not read while it waits) */
 } Prestart;
 
@@ -267,10 +268,10 @@ void prestart_all(Agent *a);
  * Ask the warm runners to run their warm-up again, once (a second ping; they answer when done,
  * and an execute waits for it). In a VM restored from a snapshot under TCG the emulator's
  * translated code is gone, so the first execution would pay for translating every path again;
- * called when the host connects, a pooled VM does it before its claim.
+ * called at a hello with warm_up (a pooled VM, before it is offered).
  */
 void prestart_rewarm(Agent *a);
-/** True when every pre-started runner still alive has answered its ping (is warm). */
+/** True when every pre-started runner still alive has answered its pings (is warm). */
 bool prestart_all_ready(const Agent *a);
 /** The pids of the pre-started runners still alive, into @keep; returns how many. */
 size_t prestart_pids(const Agent *a, pid_t keep[SBX_LANG__COUNT]);

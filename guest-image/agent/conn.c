@@ -44,11 +44,6 @@ void conn_accept(Agent *a)
         refuse(fd, "another host connection is active");
         return;
     }
-    /* Runners warm already when the host connects: a VM just restored from a snapshot, whose
-     * runners warmed up before it was saved. Their code is warm for the guest but not for TCG,
-     * which has no translated code after a restore: have them run the warm-up again, now,
-     * while the host prepares its hello (a pooled VM: until it is claimed). */
-    prestart_rewarm(a);
     link_init(&a->host, fd, SBX_FRAME_MAX);
     a->conn_state = CONN_HELLO;
     a->conn_broken = false;

@@ -68,6 +68,28 @@ static Exec *exec_new(const SbxExecute *x)
     return e;
 }
 
+/*
+ * A pooled VM's hello (entropy, clock) was sent when it entered the pool, maybe minutes ago:
+ * the host sends both again with the execute. Applied before the runner gets the code (the
+ * runners reseed from the kernel at the execute); then dropped from the message, so that the
+ * runner, which also runs the user's code, never holds the host's entropy.
+ */
+static void refresh_identity(Agent *a, SbxExecute *x)
+{
+    int r;
+
+    if (x->entropy && (r = entropy_add(x->entropy, x->entropy_len, a->pid1)) < 0 && a->pid1)
+        agent_log("adding the host's entropy: %s", strerror(-r));
+    if (x->time_us && a->pid1 && (r = clock_set_us(x->time_us)) < 0)
+        agent_log("setting the clock: %s", strerror(-r));
+    if (x->entropy)
+        explicit_bzero(x->entropy, x->entropy_len);
+    free(x->entropy);
+    x->entropy = NULL;
+    x->entropy_len = 0;
+    x->time_us = 0;
+}
+
 void exec_start(Agent *a, SbxMsg *msg)
 {
     const SbxExecute *x = &msg->execute;
@@ -89,6 +111,7 @@ void exec_start(Agent *a, SbxMsg *msg)
         refuse(a, x->id, SBX_ERR_INTERNAL, "out of memory");
         return;
     }
+    refresh_identity(a, &msg->execute);
     /* The runner pre-started for this language, warm and waiting, if there is one. */
     if (!prestart_take(a, x->language, &e->pid, &e->chan, e->pipes)) {
         r = spawn_runner(&a->opt, x->language, &e->pid, &chan, e->pipes);

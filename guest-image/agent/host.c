@@ -55,8 +55,15 @@ static void on_hello(Agent *a, const SbxHello *h)
     if (r < 0 && a->pid1)
         agent_log("adding the host's entropy: %s", strerror(-r));
 
-    /* Pre-started runners still warming up (a cold boot, or the snapshot maker's template):
-     * answer once they are warm, so that a snapshot taken after hello_ok holds warm runners.
+    /* A pooled VM just restored from a snapshot: its runners are warm for the guest but not for
+     * TCG, which has no translated code after a restore. The pool asks them to run their
+     * warm-up again before the VM is offered (hello_ok waits for it, below); a host that runs
+     * code at once (`sandbox run`) does not ask: it would only wait for it. */
+    if (h->warm_up)
+        prestart_rewarm(a);
+    /* Pre-started runners still warming up (a cold boot, or the snapshot maker's template, or a
+     * warm_up just asked for): answer once they are warm, so that a snapshot taken after
+     * hello_ok holds warm runners.
      * The clock is set then too: until they are warm it stays at PRESTART_CLOCK_US (agent.h:
      * what node's OpenSSL seeds while it starts must be dated far from any hello's time). */
     if (!prestart_all_ready(a) && (a->greeting_token = strdup(h->token))) {

@@ -41,7 +41,7 @@ static void build(const Agent *a, struct pollfd *p)
     for (int l = 0; l < SBX_LANG__COUNT; l++) {
         const Prestart *pre = &a->pre[l];
 
-        if (pre->chan_open && !pre->ready)
+        if (pre->chan_open && (!pre->ready || pre->rewarming))
             watch(&p[SLOT_PRE + l], pre->chan.fd, true, false);
     }
     /* Always watched while connected: hang-ups are reported even when we do not read. */

@@ -19,7 +19,10 @@
 /* The seq of our first ping ("are you warm?"): a fixed one makes a stray pong recognisable. */
 #define PRESTART_PING_SEQ 1
 
-/* The seq of the ping at hello ("warm up again"); its pong is not awaited (runner.c ignores it). */
+/*
+ * The seq of the ping at a hello with warm_up ("warm up again"): its pong says the warm-up is
+ * over, and hello_ok waits for it (host.c). One that comes after the take is ignored (runner.c).
+ */
 #define PRESTART_REWARM_SEQ 2
 
 /* Forget @p (the process, if any, is reaped by pid1.c like any other child). */
@@ -32,6 +35,7 @@ static void forget(Prestart *p)
     p->chan_open = false;
     p->ready = false;
     p->rewarmed = false;
+    p->rewarming = false;
     p->pid = 0;
 }
 
@@ -79,6 +83,66 @@ void prestart_all(Agent *a)
     start_one(a, SBX_LANG_PYTHON);
 }
 
+/*
+ * The agent's own paths of an execution, for TCG after a restore: decode an execute (with a
+ * tool), encode started, output and done, as a real one would; everything is dropped. What
+ * goes over the host channel (framing, the socket) is warm from hello and the pings.
+ */
+static void warm_codec(void)
+{
+    SbxToolDecl tool = {.provider = "warm", .name = "up"};
+    uint8_t bytes[] = "warm\n";
+    SbxMsg x = {.type = SBX_MSG_EXECUTE,
+                .execute = {.id = "warmup", .code = "1", .tools = &tool, .n_tools = 1}};
+    SbxMsg out = {.type = SBX_MSG_OUTPUT,
+                  .output = {.id = "warmup", .data = bytes, .len = sizeof(bytes) - 1}};
+    SbxMsg started = {.type = SBX_MSG_STARTED, .started = {.id = "warmup"}};
+    SbxMsg done = {.type = SBX_MSG_DONE, .done = {.id = "warmup", .result_json = "1"}};
+    const SbxMsg *msgs[] = {&x, &started, &out, &done};
+
+    for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
+        uint8_t *frame = NULL;
+        size_t len = 0;
+        SbxMsg back = {0};
+        char *why = NULL;
+
+        if (sbx_msg_encode(msgs[i], &frame, &len) < 0)
+            continue;
+        /* The payload after the 4-byte length, decoded as a message from the host would be. */
+        if (sbx_msg_decode((const char *)frame + 4, len - 4, &back, &why) == 0)
+            sbx_msg_clear(&back);
+        free(why);
+        free(frame);
+    }
+}
+
+/*
+ * After its warm-up the runner wrote to its real stdout and stderr (the pipes of its future
+ * execution): read that as output_read() would, encode it as an output frame, and drop it.
+ * None of it belongs to an execution.
+ */
+static void warm_drain(Prestart *p)
+{
+    uint8_t buf[SBX_OUTPUT_CHUNK_MAX];
+
+    for (int s = 0; s < SBX_STREAM__COUNT; s++) {
+        ssize_t n;
+
+        /* A few bytes are expected; the bound keeps a runner gone wrong from holding us. */
+        for (int r = 0; r < 16 && p->pipes[s] >= 0 && (n = read(p->pipes[s], buf, sizeof(buf))) > 0;
+             r++) {
+            SbxMsg m = {.type = SBX_MSG_OUTPUT,
+                        .output = {.id = "warmup", .stream = (SbxStream)s, .data = buf,
+                                   .len = (size_t)n}};
+            uint8_t *frame = NULL;
+            size_t len = 0;
+
+            if (sbx_msg_encode(&m, &frame, &len) == 0)
+                free(frame);
+        }
+    }
+}
+
 void prestart_rewarm(Agent *a)
 {
     SbxMsg ping = {.type = SBX_MSG_PING};
@@ -90,15 +154,17 @@ void prestart_rewarm(Agent *a)
         if (p->pid <= 0 || !p->ready || !p->chan_open || p->rewarmed)
             continue;
         p->rewarmed = true;
+        p->rewarming = true;
         if (link_send(&p->chan, &ping) < 0 || link_flush(&p->chan) < 0)
             drop(p, "cannot ping it");
     }
+    warm_codec();
 }
 
 bool prestart_all_ready(const Agent *a)
 {
     for (int l = 0; l < SBX_LANG__COUNT; l++)
-        if (a->pre[l].pid > 0 && !a->pre[l].ready)
+        if (a->pre[l].pid > 0 && (!a->pre[l].ready || a->pre[l].rewarming))
             return false;
     return true;
 }
@@ -117,8 +183,8 @@ void prestart_on_events(Agent *a, SbxLanguage lang)
 {
     Prestart *p = &a->pre[lang];
 
-    /* It sends one pong; anything more is read by the bounded loop and judged. */
-    for (int n = 0; n < MESSAGES_PER_ROUND && p->chan_open && !p->ready; n++) {
+    /* It sends one pong per ping; anything more is read by the bounded loop and judged. */
+    for (int n = 0; n < MESSAGES_PER_ROUND && p->chan_open && (!p->ready || p->rewarming); n++) {
         SbxMsg msg;
         char *why = NULL;
         int r = link_recv(&p->chan, &msg, &why);
@@ -132,9 +198,13 @@ void prestart_on_events(Agent *a, SbxLanguage lang)
                                     : "its channel failed");
             return;
         }
-        if (msg.type == SBX_MSG_PONG && msg.ping.seq == PRESTART_PING_SEQ)
+        if (msg.type == SBX_MSG_PONG && msg.ping.seq == PRESTART_PING_SEQ && !p->ready)
             p->ready = true;
-        else
+        else if (msg.type == SBX_MSG_PONG && msg.ping.seq == PRESTART_REWARM_SEQ && p->rewarming) {
+            p->rewarming = false;
+            warm_drain(p); /* it wrote before its pong */
+            agent_log("pre-started %s runner: warm again", p->name);
+        } else
             drop(p, "unexpected message on its channel");
         sbx_msg_clear(&msg);
     }
@@ -167,6 +237,12 @@ bool prestart_take(Agent *a, SbxLanguage lang, pid_t *ret_pid, Link *ret_chan,
 
     if (p->pid <= 0 || !p->chan_open)
         return false;
+    /* Still in the warm-up asked for at hello (the hello gave up waiting for it): it may yet
+     * write warm-up output into what would be the execution's pipes. Not one to hand code to. */
+    if (p->rewarming) {
+        drop(p, "still warming up");
+        return false;
+    }
     /* Exited but not reaped yet (SIGCHLD not read): not a runner to hand code to. */
     if (waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid) {
         drop(p, "it has exited");
@@ -182,6 +258,7 @@ bool prestart_take(Agent *a, SbxLanguage lang, pid_t *ret_pid, Link *ret_chan,
     *ret_chan = p->chan;
     p->chan_open = false;
     p->ready = false;
+    p->rewarming = false;
     p->pid = 0;
     return true;
 }

@@ -32,11 +32,11 @@ const pending = new Map(); // call id -> {resolve, reject, site}
 
 let channel = null; // created once warm (the end of this file)
 
-// A second ping comes when a host connects to a VM restored from a snapshot, whose emulator
-// (TCG) lost its translated code: warm up again, unless the execute follows at once (a host
-// that runs code as soon as it connects gains nothing from a warm-up first; a pooled VM waits
-// for its claim). How long "at once" is: the host's hello and execute take a few ms.
-const REWARM_DELAY_MS = 100;
+// A second ping comes when the host's hello asks for a warm-up: a pooled VM restored from a
+// snapshot, whose emulator (TCG) lost its translated code. Warm up again, then pong: the agent
+// answers the hello only then, so no execute comes meanwhile (one that does still waits for
+// the warm-up; the delay lets it skip it).
+const REWARM_DELAY_MS = 0;
 
 let warm = Promise.resolve(); // the warm-up in progress: an execute waits for it
 let rewarmTimer = null;
@@ -55,7 +55,7 @@ function onMessage(msg) {
         settle(msg);
     } else if (msg.type === 'ping' && execId === null) {
         // The first ping asks whether we are warm: we are, the channel is read only after the
-        // warm-up. Its pong is awaited by the agent; the later one's is not.
+        // warm-up. Both pongs are awaited by the agent (the second: before its hello_ok).
         const pong = () => channel.send(encode({ type: 'pong', seq: msg.seq }));
         if (pings++ === 0) {
             pong();
@@ -64,7 +64,7 @@ function onMessage(msg) {
         clearTimeout(rewarmTimer);
         rewarmTimer = setTimeout(() => {
             if (execId === null)
-                warm = warm.then(warmUp).then(pong);
+                warm = warm.then(warmUp).then(warmOutput).then(pong);
         }, REWARM_DELAY_MS);
     }
 }
@@ -308,6 +308,16 @@ async function warmUp() {
     } catch {
         // Nothing to report to yet; a real execution will show what is broken.
     }
+}
+
+// After a restore (the second ping) the real output paths too: the global console and the
+// process streams into the pipes of the execution to come, whose first write otherwise pays for
+// translating node's, the kernel's and the agent's output paths. The agent reads these bytes
+// and drops them when our pong comes (it waits for the pong before it hands us an execute).
+function warmOutput() {
+    console.log('%s %d', 'warm', 1, { a: [1] });
+    console.error('warm');
+    process.stdout.write('warm\n');
 }
 
 await warmUp();

@@ -209,11 +209,19 @@ def warm_up():
         linecache.cache.pop(FILENAME, None)
 
 
-# A second ping comes when a host connects to a VM restored from a snapshot, whose emulator
-# (TCG) lost its translated code: warm up again, unless the execute follows at once (a host
-# that runs code as soon as it connects gains nothing from a warm-up first; a pooled VM waits
-# for its claim). How long "at once" is: the host's hello and execute take a few ms.
-REWARM_DELAY = 0.1
+def warm_output():
+    """After a restore (the second ping) the real output paths too: print and the streams into
+    the pipes of the execution to come, whose first write otherwise pays for translating the
+    kernel's and the agent's output paths. The agent reads these bytes and drops them when our
+    pong comes (it waits for the pong before it hands us an execute)."""
+    print("warm", 1, flush=True)
+    print("warm", file=sys.stderr, flush=True)
+
+
+# A second ping comes when the host's hello asks for a warm-up: a pooled VM restored from a
+# snapshot, whose emulator (TCG) lost its translated code. Warm up again, then pong: the agent
+# answers the hello only then, so no execute comes meanwhile (one already queued skips it).
+REWARM_DELAY = 0
 
 
 def wait_for_execute(channel):
@@ -231,6 +239,7 @@ def wait_for_execute(channel):
             if channel.readable(REWARM_DELAY):
                 continue
             warm_up()
+            warm_output()
         channel.send(encode({"type": "pong", "seq": msg.get("seq", 0)}))
 
 

@@ -34,6 +34,10 @@ struct ServeRun {
     gint64 t_received; /* monotonic us */
     gint64 claim_us;   /* request received to VM in hand */
     gint64 boot_us;    /* the VM's restore, done before the claim */
+    gint64 hello_us;   /* the VM's hello (with the warm-up), done before the claim */
+    gint64 hello_age_us; /* hello_ok to the claim: how long the VM waited, handshaken */
+    gboolean warmed;     /* the VM's runners warmed up again before it was offered */
+    gboolean prestarted; /* the VM was restored in a pre-started QEMU */
     guint idle_source;
 };
 
@@ -101,8 +105,11 @@ static char *done_message(ServeRun *run)
      */
     g_string_append_printf(out,
                            ",\"report\":{\"start\":\"pool\",\"claim_ms\":%" G_GINT64_FORMAT
-                           ",\"serve_ms\":%" G_GINT64_FORMAT "%s%s}",
+                           ",\"serve_ms\":%" G_GINT64_FORMAT ",\"hello_ms\":%" G_GINT64_FORMAT
+                           ",\"hello_age_ms\":%" G_GINT64_FORMAT ",\"warmed\":%s,\"prestarted\":%s%s%s}",
                            run->claim_us / 1000, (g_get_monotonic_time() - run->t_received) / 1000,
+                           run->hello_us / 1000, run->hello_age_us / 1000,
+                           run->warmed ? "true" : "false", run->prestarted ? "true" : "false",
                            report[1] == '}' ? "" : ",", report + 1);
     return g_string_free(out, FALSE);
 }
@@ -243,9 +250,15 @@ static void start_execution(ServeRun *run)
         .collect_output = run->req.collect,
     };
 
-    run->session = sbx_session_new(sbx_pool_vm_take_channel(run->pv),
-                                   run->req.collect ? &collecting : &streaming, run, &error);
-    if (run->session == NULL || !sbx_session_run(run->session, &req, &error)) {
+    /* Handshaken in the pool: the execute goes out now, with the clock and fresh entropy. */
+    run->session = sbx_pool_vm_take_session(run->pv);
+    if (run->session == NULL) {
+        fail(run, "the pooled VM has no session");
+        return;
+    }
+    run->hello_age_us = g_get_monotonic_time() - sbx_session_hello_time(run->session);
+    sbx_session_set_callbacks(run->session, run->req.collect ? &collecting : &streaming, run);
+    if (!sbx_session_run(run->session, &req, &error)) {
         g_autofree char *msg = g_strdup_printf("cannot start the execution: %s", error->message);
         fail(run, msg);
     }
@@ -269,6 +282,9 @@ static void on_claimed(gpointer vm, const GError *error, gpointer user_data)
     }
     run->pv = vm;
     run->boot_us = sbx_pool_vm_restore_us(run->pv);
+    run->hello_us = sbx_pool_vm_hello_us(run->pv);
+    run->warmed = sbx_pool_vm_warmed(run->pv);
+    run->prestarted = sbx_pool_vm_prestarted(run->pv);
     sbx_vm_set_exit_handler(sbx_pool_vm_vm(run->pv), on_vm_exit, run);
     if (run->tools_ready) {
         start_execution(run);

@@ -21,6 +21,7 @@
 
 #include "cli/report.h"
 #include "cli/serve.h"
+#include "prestart.h"
 #include "protocol/frame.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
@@ -30,6 +31,19 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
 /* Largest --pool: each pooled VM holds ~117 MB of RAM copy plus QEMU's own memory. */
 #define SERVE_POOL_MAX 32
+
+/*
+ * Default pre-started QEMUs: one covers the restore of a burst's or an empty pool's first
+ * request; more hold more memory (a RAM copy each) for a rarer case.
+ */
+#define SERVE_PRESTART_DEFAULT 1
+
+/*
+ * The pool's refill after a claim waits this long (unless a claim waits): a restore (QEMU's
+ * start, the RAM copy, the guest's warm-up) right away would take a core from the execution
+ * just claimed; 300 ms covers a short one (console.log(1) is ~100-150 ms under TCG).
+ */
+#define SERVE_REFILL_DELAY_MS 300
 
 /*
  * The restore default (as for `sandbox run`): q35's ACPI hot-plug binds vsock fastest
@@ -59,6 +73,8 @@ struct Serve {
     char *socket_opt;
     char *profile_name;
     gint pool_size;
+    gboolean no_warm_up;
+    gint prestart;
     char *socket_path;
     char *socket_dir;
     gboolean made_dir;
@@ -337,6 +353,11 @@ static void handle_status(ServeConn *conn)
             first = FALSE;
         }
     }
+    g_autoptr(GArray) pre = sbx_pool_vm_factory_prestart_pids(srv->factory);
+    g_string_append_printf(m, "],\"prestart\":%d,\"prestarted_pids\":[", srv->prestart);
+    for (guint i = 0; i < pre->len; i++) {
+        g_string_append_printf(m, "%s%d", i > 0 ? "," : "", g_array_index(pre, GPid, i));
+    }
     g_string_append(m, "]}");
     sbx_serve_conn_send(conn, m->str, m->len);
     g_string_free(m, TRUE);
@@ -548,6 +569,7 @@ static void on_signal(SbxCli *cli, gpointer data)
     srv->stopping = TRUE;
     close_socket(srv);
     g_clear_pointer(&srv->pool, sbx_pool_free); /* fails queued claims: their runs end */
+    sbx_pool_vm_factory_set_prestart(srv->factory, 0); /* kills the pre-started QEMUs */
     for (GList *l = srv->conns; l != NULL; l = l->next) {
         ServeConn *conn = l->data;
         if (conn->run != NULL && !conn->queued) {
@@ -568,6 +590,11 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
         {"pool", 'n', 0, G_OPTION_ARG_INT, &srv->pool_size, "VMs kept ready (default: 2)", "N"},
         {"profile", 'p', 0, G_OPTION_ARG_STRING, &srv->profile_name,
          "Machine profile of the pooled VMs (default: " SERVE_PROFILE_DEFAULT ")", "NAME"},
+        {"prestart", 'q', 0, G_OPTION_ARG_INT, &srv->prestart,
+         "QEMUs kept started for restores on demand (default: 1)", "N"},
+        {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
+         "Offer pooled VMs without the runners' warm-up after the restore (for comparison)",
+         NULL},
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GOptionContext) oc =
@@ -577,10 +604,12 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
     if (!g_option_context_parse(oc, &argc, &argv, error)) {
         return FALSE;
     }
-    if (argc != 1 || srv->pool_size < 0 || srv->pool_size > SERVE_POOL_MAX) {
+    if (argc != 1 || srv->pool_size < 0 || srv->pool_size > SERVE_POOL_MAX || srv->prestart < 0 ||
+        srv->prestart > SBX_PRESTART_MAX) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "usage: sandbox serve [--socket PATH] [--pool 0..%d] [--profile NAME]",
-                    SERVE_POOL_MAX);
+                    "usage: sandbox serve [--socket PATH] [--pool 0..%d] [--prestart 0..%d] "
+                    "[--profile NAME] [--no-warm-up]",
+                    SERVE_POOL_MAX, SBX_PRESTART_MAX);
         return FALSE;
     }
     srv->socket_path = sbx_serve_socket_path(srv->socket_opt);
@@ -614,6 +643,7 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
     srv->cli = cli;
     srv->listen_fd = -1;
     srv->pool_size = SERVE_POOL_DEFAULT;
+    srv->prestart = SERVE_PRESTART_DEFAULT;
     g_queue_init(&srv->waiting);
     srv->approvals = sbx_approvals_new();
     if (!parse_options(srv, argc, argv, &error)) {
@@ -625,7 +655,9 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
         return SBX_EXIT_SANDBOX;
     }
     srv->factory = sbx_pool_vm_factory_new(srv->profile, srv->image, srv->snapshot);
-    SbxPoolConfig cfg = {.size = (guint)srv->pool_size};
+    sbx_pool_vm_factory_set_warm_up(srv->factory, !srv->no_warm_up);
+    sbx_pool_vm_factory_set_prestart(srv->factory, (guint)srv->prestart);
+    SbxPoolConfig cfg = {.size = (guint)srv->pool_size, .refill_delay_ms = SERVE_REFILL_DELAY_MS};
     /* The factory reports to the pool; the pool's first starts report from the loop. */
     srv->pool = sbx_pool_new(&sbx_pool_vm_ops, srv->factory, &cfg);
     sbx_pool_vm_factory_set_pool(srv->factory, srv->pool);

@@ -1,37 +1,35 @@
 /*
- * Real VMs for the warm pool (pool-vm.h): restore, keep a fresh channel, check health.
+ * Real VMs for the warm pool (pool-vm.h): restore, hello (+ warm-up), keep alive with pings.
  *
- * Lifetime: an async operation (the start, a reconnect) holds the handle; a handle destroyed
- * while one runs is marked and freed when that operation's callback comes back cancelled.
+ * Lifetime: an async operation (the start, an idle report) holds the handle; a handle
+ * destroyed while one runs is marked and freed when that operation's callback comes back.
+ * The session's own callbacks (hello, ping, broken) never outlive it: it is freed with the VM.
  */
-#include <errno.h>
-#include <poll.h>
-#include <unistd.h>
-
 #include "pool-vm.h"
-#include "protocol/limits.h"
-
-/*
- * Between closing an old channel and connecting the next: the agent must have seen the close
- * before the new connection arrives, or it refuses it as a second host connection.
- */
-#define RECONNECT_DELAY_MS 50
+#include "prestart.h"
 
 struct SbxPoolVmFactory {
     const SbxProfile *profile;
     const SbxImage *image;
     const SbxSnapshot *snapshot;
     SbxPool *pool;
+    gboolean warm_up;
+    SbxPrestartSet *prestart; /* pre-started QEMUs the restores take, or NULL */
+    guint handshaking;        /* VMs whose hello is under way */
 };
 
 struct SbxPoolVm {
     SbxPoolVmFactory *f;
     SbxVm *vm;
     GCancellable *cancel;
-    int fd;              /* unused channel to the agent, or -1 */
-    gint64 fd_since;     /* monotonic us when it was connected */
-    guint ops_in_flight; /* start or reconnect callbacks still to come */
-    guint delay_source;
+    SbxSession *session; /* handshaken with the agent; NULL before, and once taken */
+    gint64 hello_start_us; /* monotonic: the start's end, hello sent */
+    gint64 hello_us;       /* hello sent to hello_ok (with the warm-up) */
+    gboolean lost;         /* broken or not answering: reported, no more pings */
+    gboolean warmed;       /* the hello asked for the runners' warm-up */
+    gboolean prestarted;   /* restored in a pre-started QEMU */
+    gboolean handshaking;  /* counted in f->handshaking */
+    guint ops_in_flight;   /* start callbacks and idle reports still to come */
     gboolean destroyed;
 };
 
@@ -43,25 +41,39 @@ SbxPoolVmFactory *sbx_pool_vm_factory_new(const SbxProfile *profile, const SbxIm
     f->profile = profile;
     f->image = image;
     f->snapshot = snapshot;
+    f->warm_up = TRUE;
     return f;
+}
+
+void sbx_pool_vm_factory_set_warm_up(SbxPoolVmFactory *f, gboolean warm_up)
+{
+    f->warm_up = warm_up;
 }
 
 void sbx_pool_vm_factory_free(SbxPoolVmFactory *f)
 {
+    if (f != NULL) {
+        sbx_prestart_set_free(f->prestart);
+    }
     g_free(f);
+}
+
+void sbx_pool_vm_factory_set_prestart(SbxPoolVmFactory *f, guint n)
+{
+    g_clear_pointer(&f->prestart, sbx_prestart_set_free);
+    if (n > 0) {
+        f->prestart = sbx_prestart_set_new(f->profile, f->image, f->snapshot, n);
+    }
+}
+
+GArray *sbx_pool_vm_factory_prestart_pids(SbxPoolVmFactory *f)
+{
+    return sbx_prestart_set_pids(f->prestart);
 }
 
 void sbx_pool_vm_factory_set_pool(SbxPoolVmFactory *f, SbxPool *pool)
 {
     f->pool = pool;
-}
-
-static void close_channel(SbxPoolVm *pv)
-{
-    if (pv->fd >= 0) {
-        close(pv->fd);
-        pv->fd = -1;
-    }
 }
 
 /* Free once destroyed and no callback is still to come. */
@@ -79,9 +91,12 @@ void sbx_pool_vm_free(SbxPoolVm *pv)
         return;
     }
     pv->destroyed = TRUE;
-    g_clear_handle_id(&pv->delay_source, g_source_remove);
+    if (pv->handshaking) {
+        pv->handshaking = FALSE;
+        pv->f->handshaking--;
+    }
     g_cancellable_cancel(pv->cancel);
-    close_channel(pv);
+    g_clear_pointer(&pv->session, sbx_session_free);
     g_clear_pointer(&pv->vm, sbx_vm_free);
     maybe_release(pv);
 }
@@ -99,16 +114,34 @@ static gboolean report_lost(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-/* QEMU exited while pooled: tell the pool from an idle callback, not from inside the VM's. */
-static void on_vm_exit(SbxVm *vm, const char *reason, gpointer data)
+/* Tell the pool (once) from an idle callback, not from inside the VM's or session's callback. */
+static void lose(SbxPoolVm *pv)
 {
-    SbxPoolVm *pv = data;
-    (void)vm;
-    (void)reason;
-
+    if (pv->lost) {
+        return;
+    }
+    pv->lost = TRUE;
     pv->ops_in_flight++;
     g_idle_add(report_lost, pv);
 }
+
+/* QEMU exited while pooled. */
+static void on_vm_exit(SbxVm *vm, const char *reason, gpointer data)
+{
+    (void)vm;
+    (void)reason;
+    lose(data);
+}
+
+/* The guest broke the channel while pooled (EOF, a protocol violation). */
+static void on_session_broken(SbxSession *s, const char *reason, gpointer data)
+{
+    (void)s;
+    (void)reason;
+    lose(data);
+}
+
+static const SbxSessionCallbacks pooled_callbacks = {.on_broken = on_session_broken};
 
 typedef struct {
     SbxPoolVm *pv;
@@ -131,6 +164,56 @@ static gboolean report_failed(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
+static void fail_start(SbxPoolVm *pv, GError *error)
+{
+    /* Reported from an idle callback: the pool frees the VM, not inside its own callback. */
+    FailedStart *fs = g_new0(FailedStart, 1);
+
+    fs->pv = pv;
+    fs->error = error;
+    pv->ops_in_flight++;
+    g_idle_add(report_failed, fs);
+}
+
+/* hello_ok (after the runners' warm-up): the VM is ready to be claimed. */
+static void on_handshake(SbxSession *s, const GError *error, gpointer data)
+{
+    SbxPoolVm *pv = data;
+    (void)s;
+
+    pv->hello_us = g_get_monotonic_time() - pv->hello_start_us;
+    pv->handshaking = FALSE;
+    pv->f->handshaking--;
+    if (error != NULL) {
+        fail_start(pv, g_error_copy(error));
+        return;
+    }
+    sbx_pool_started(pv->f->pool, pv, NULL);
+}
+
+/*
+ * The VM is restored and the agent accepted: the hello now, not at the claim (docs/pool.md).
+ * The warm-up pays off only for a VM that waits for its claim: a claim waiting now, that no
+ * VM already saying hello will serve, takes this VM as soon as it is ready, and the warm-up
+ * (~0.5 s of guest CPU) would cost it more than the execution gains.
+ */
+static void start_handshake(SbxPoolVm *pv)
+{
+    GError *error = NULL;
+    SbxPoolStats st;
+
+    sbx_pool_stats(pv->f->pool, &st);
+    pv->warmed = pv->f->warm_up && st.waiting <= pv->f->handshaking;
+    pv->hello_start_us = g_get_monotonic_time();
+    pv->handshaking = TRUE;
+    pv->f->handshaking++;
+    pv->session = sbx_session_new(sbx_vm_take_channel(pv->vm), &pooled_callbacks, pv, &error);
+    if (pv->session == NULL ||
+        !sbx_session_handshake_async(pv->session, pv->warmed, on_handshake, pv, &error)) {
+        fail_start(pv, error);
+    }
+}
+
 static void on_started(GObject *src, GAsyncResult *res, gpointer data)
 {
     SbxPoolVm *pv = data;
@@ -143,18 +226,11 @@ static void on_started(GObject *src, GAsyncResult *res, gpointer data)
         return;
     }
     if (!sbx_vm_start_finish(pv->vm, res, &error)) {
-        /* Reported from an idle callback: the pool frees the VM, not inside its own callback. */
-        FailedStart *fs = g_new0(FailedStart, 1);
-        fs->pv = pv;
-        fs->error = error;
-        pv->ops_in_flight++;
-        g_idle_add(report_failed, fs);
+        fail_start(pv, error);
         return;
     }
-    pv->fd = sbx_vm_take_channel(pv->vm);
-    pv->fd_since = g_get_monotonic_time();
     sbx_vm_set_exit_handler(pv->vm, on_vm_exit, pv);
-    sbx_pool_started(pv->f->pool, pv, NULL);
+    start_handshake(pv);
 }
 
 static gpointer pv_start(SbxPool *pool, gpointer data)
@@ -165,20 +241,18 @@ static gpointer pv_start(SbxPool *pool, gpointer data)
     (void)pool;
 
     pv->f = f;
-    pv->fd = -1;
     pv->cancel = g_cancellable_new();
-    pv->vm = sbx_vm_new(f->profile, f->image, &opts);
     pv->ops_in_flight++;
+    /* A pre-started QEMU if there is one: the restore goes on from its state load. */
+    pv->vm = sbx_prestart_set_take(f->prestart, on_started, pv);
+    if (pv->vm != NULL) {
+        pv->prestarted = TRUE;
+        sbx_vm_prestart_resume(pv->vm);
+        return pv;
+    }
+    pv->vm = sbx_vm_new(f->profile, f->image, &opts);
     sbx_vm_start_async(pv->vm, pv->cancel, on_started, pv);
     return pv;
-}
-
-/* Nothing to read and no hang-up: the agent still waits for our hello on this channel. */
-static gboolean channel_quiet(int fd)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
-
-    return poll(&p, 1, 0) == 0;
 }
 
 static gboolean pv_usable(gpointer vm, gpointer data)
@@ -186,62 +260,32 @@ static gboolean pv_usable(gpointer vm, gpointer data)
     SbxPoolVm *pv = vm;
     (void)data;
 
-    return pv->fd >= 0 &&
-           g_get_monotonic_time() - pv->fd_since < SBX_POOL_VM_CHANNEL_FRESH_MS * 1000ll &&
-           channel_quiet(pv->fd);
+    return !pv->lost && pv->session != NULL && sbx_session_is_ready(pv->session);
 }
 
-static void on_reconnected(GObject *src, GAsyncResult *res, gpointer data)
+static void on_pong(SbxSession *s, const GError *error, gpointer data)
 {
-    SbxPoolVm *pv = data;
-    g_autoptr(GError) error = NULL;
-    (void)src;
-
-    pv->ops_in_flight--;
-    if (pv->destroyed) {
-        maybe_release(pv);
-        return;
+    (void)s;
+    if (error != NULL) {
+        lose(data); /* no pong in time, or the channel broke: the agent stopped answering */
     }
-    int fd = sbx_vm_connect_port_finish(pv->vm, res, &error);
-    if (fd < 0) {
-        sbx_pool_lost(pv->f->pool, pv); /* the agent stopped answering */
-        return;
-    }
-    pv->fd = fd;
-    pv->fd_since = g_get_monotonic_time();
-    sbx_pool_usable(pv->f->pool, pv);
-}
-
-static gboolean reconnect(gpointer data)
-{
-    SbxPoolVm *pv = data;
-
-    pv->delay_source = 0;
-    pv->ops_in_flight++;
-    sbx_vm_connect_port_async(pv->vm, SBX_AGENT_PORT, SBX_POOL_VM_RECONNECT_TIMEOUT_MS, pv->cancel,
-                              on_reconnected, pv);
-    return G_SOURCE_REMOVE;
 }
 
 /*
- * Health check: QEMU must run; a channel the agent closed (or wrote on) or one that gets old
- * is replaced by a new connection, whose answer shows the agent is alive.
+ * Health check: QEMU must run and the agent answer a ping (within SBX_SESSION_PING_TIMEOUT_MS;
+ * a ping still outstanding from the last check is left to its timeout). After hello the agent
+ * keeps an idle connection open as long as we like: the pings are the only traffic.
  */
 static gboolean pv_check(gpointer vm, gpointer data)
 {
     SbxPoolVm *pv = vm;
-    gint64 refresh_us = (SBX_POOL_VM_CHANNEL_FRESH_MS - SBX_POOL_CHECK_INTERVAL_MS) * 1000ll;
     (void)data;
 
     if (sbx_vm_qemu_pid(pv->vm) == 0) {
         return FALSE;
     }
-    if (pv->fd < 0) {
-        return TRUE; /* a reconnect is under way */
-    }
-    if (!channel_quiet(pv->fd) || g_get_monotonic_time() - pv->fd_since >= refresh_us) {
-        close_channel(pv);
-        pv->delay_source = g_timeout_add(RECONNECT_DELAY_MS, reconnect, pv);
+    if (!pv->lost && pv->session != NULL) {
+        sbx_session_ping_async(pv->session, on_pong, pv);
     }
     return TRUE;
 }
@@ -271,12 +315,30 @@ SbxVm *sbx_pool_vm_vm(SbxPoolVm *pv)
     return pv->vm;
 }
 
-int sbx_pool_vm_take_channel(SbxPoolVm *pv)
+SbxSession *sbx_pool_vm_take_session(SbxPoolVm *pv)
 {
-    int fd = pv->fd;
+    SbxSession *s = g_steal_pointer(&pv->session);
 
-    pv->fd = -1;
-    return fd;
+    if (s != NULL) {
+        sbx_session_ping_cancel(s); /* a pong still due is accepted, nobody waits for it */
+        sbx_session_set_callbacks(s, &(SbxSessionCallbacks){0}, NULL);
+    }
+    return s;
+}
+
+gint64 sbx_pool_vm_hello_us(SbxPoolVm *pv)
+{
+    return pv->hello_us;
+}
+
+gboolean sbx_pool_vm_warmed(SbxPoolVm *pv)
+{
+    return pv->warmed;
+}
+
+gboolean sbx_pool_vm_prestarted(SbxPoolVm *pv)
+{
+    return pv->prestarted;
 }
 
 gint64 sbx_pool_vm_restore_us(SbxPoolVm *pv)

@@ -25,6 +25,8 @@ struct SbxPool {
     guint check_source;
     guint dispatch_source;
     guint backoff_source;
+    guint delay_source;  /* the refill held back after a claim (cfg.refill_delay_ms) */
+    gint64 quiet_until;  /* monotonic us: no refill for the pool's size before this */
     SbxPoolStats counters;
 };
 
@@ -57,6 +59,7 @@ static gboolean dispatch(gpointer data)
         g_queue_delete_link(&pool->ready, l);
         Waiter *w = g_queue_pop_head(&pool->waiters);
         pool->counters.claimed_total++;
+        pool->quiet_until = g_get_monotonic_time() + pool->cfg.refill_delay_ms * 1000ll;
         w->func(vm, NULL, w->user_data);
         g_free(w);
     }
@@ -82,13 +85,34 @@ static gboolean end_backoff(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-/* Start VMs until ready + starting covers the pool size and the waiting claims. */
+static gboolean end_delay(gpointer data)
+{
+    SbxPool *pool = data;
+
+    pool->delay_source = 0;
+    refill(pool);
+    return G_SOURCE_REMOVE;
+}
+
+/*
+ * Start VMs until ready + starting covers the pool size and the waiting claims; just after a
+ * claim only what the waiting claims need (the rest after cfg.refill_delay_ms).
+ */
 static void refill(SbxPool *pool)
 {
-    guint want = pool->cfg.size + g_queue_get_length(&pool->waiters);
+    guint waiting = g_queue_get_length(&pool->waiters);
+    guint want = pool->cfg.size + waiting;
+    gint64 now = g_get_monotonic_time();
 
     if (pool->backoff_source != 0) {
         return;
+    }
+    if (now < pool->quiet_until) {
+        if (pool->delay_source == 0) {
+            guint ms = (guint)((pool->quiet_until - now + 999) / 1000);
+            pool->delay_source = g_timeout_add(ms, end_delay, pool);
+        }
+        want = waiting;
     }
     while (g_queue_get_length(&pool->ready) + pool->starting->len < want &&
            pool->starting->len < pool->cfg.max_starting) {
@@ -192,8 +216,10 @@ guint64 sbx_pool_claim(SbxPool *pool, SbxPoolClaimFunc func, gpointer user_data)
     w->func = func;
     w->user_data = user_data;
     g_queue_push_tail(&pool->waiters, w);
-    schedule_dispatch(pool);
-    refill(pool);
+    schedule_dispatch(pool); /* refills after handing out */
+    if (g_queue_is_empty(&pool->ready)) {
+        refill(pool); /* nothing to hand out: start now */
+    }
     return w->id;
 }
 
@@ -238,6 +264,7 @@ void sbx_pool_free(SbxPool *pool)
     g_clear_handle_id(&pool->check_source, g_source_remove);
     g_clear_handle_id(&pool->dispatch_source, g_source_remove);
     g_clear_handle_id(&pool->backoff_source, g_source_remove);
+    g_clear_handle_id(&pool->delay_source, g_source_remove);
     while ((vm = g_queue_pop_head(&pool->ready)) != NULL) {
         pool->ops->destroy(vm, pool->data);
     }

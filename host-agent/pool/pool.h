@@ -16,7 +16,7 @@ typedef struct SbxPool SbxPool;
 typedef struct {
     /* Begin starting a VM; the factory reports the outcome once with sbx_pool_started(). */
     gpointer (*start)(SbxPool *pool, gpointer factory_data);
-    /* Whether a started VM can be handed out right now (e.g. its channel is fresh). */
+    /* Whether a started VM can be handed out right now (e.g. its session is idle). */
     gboolean (*usable)(gpointer vm, gpointer factory_data);
     /*
      * Periodic health check of a pooled VM: FALSE drops it (the pool destroys it). May make
@@ -33,6 +33,11 @@ typedef struct {
     guint size;              /* VMs kept ready (0 = restore on demand only) */
     guint max_starting;      /* starts in flight at once; 0 = SBX_POOL_MAX_STARTING_DEFAULT */
     guint check_interval_ms; /* health check period; 0 = SBX_POOL_CHECK_INTERVAL_MS */
+    /*
+     * After a VM is handed out, the pool's refill waits this long unless a claim waits (0 =
+     * none): a start right away would share the cores with the execution just claimed.
+     */
+    guint refill_delay_ms;
 } SbxPoolConfig;
 
 /*
@@ -42,7 +47,10 @@ typedef struct {
  */
 #define SBX_POOL_MAX_STARTING_DEFAULT 2
 
-/* Health check period: the agent drops an unused channel after 5 s, so well under that. */
+/*
+ * Health check period: the real factory pings each pooled VM's agent this often, so a VM that
+ * stopped answering is dropped within this plus the ping's timeout (SBX_SESSION_PING_TIMEOUT_MS).
+ */
 #define SBX_POOL_CHECK_INTERVAL_MS 1000
 
 /*

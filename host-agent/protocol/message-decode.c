@@ -252,6 +252,8 @@ static void decode_hello(Dec *d, const cJSON *o, SbxHello *m)
     get_base64(d, o, "entropy", SBX_ENTROPY_MIN, SBX_ENTROPY_MAX, &m->entropy, &m->entropy_len);
     if (get_number(d, o, "time_us", REQUIRED, 0, (double)SBX_JSON_INT_MAX, &t))
         m->time_us = (int64_t)t;
+    if (member(d, o, "warm_up", OPTIONAL))
+        get_bool(d, o, "warm_up", &m->warm_up);
 }
 
 static void decode_languages(Dec *d, const cJSON *o, SbxHelloOk *m)
@@ -346,6 +348,11 @@ static void decode_execute(Dec *d, const cJSON *o, SbxExecute *m)
     get_u53(d, o, "output_limit", OPTIONAL, &m->output_limit);
     if (get_number(d, o, "timeout_ms", OPTIONAL, 0, UINT32_MAX, &v))
         m->timeout_ms = (uint32_t)v;
+    if (get_number(d, o, "time_us", OPTIONAL, 1, (double)SBX_JSON_INT_MAX, &v))
+        m->time_us = (int64_t)v;
+    if (member(d, o, "entropy", OPTIONAL))
+        get_base64(d, o, "entropy", SBX_ENTROPY_MIN, SBX_ENTROPY_MAX, &m->entropy,
+                   &m->entropy_len);
 }
 
 static void decode_output(Dec *d, const cJSON *o, SbxOutput *m)

@@ -199,6 +199,8 @@ static void encode_hello(Enc *e, cJSON *o, const SbxHello *m)
     if (m->time_us < 0)
         invalid(e);
     put_uint(e, o, "time_us", (uint64_t)m->time_us, 0, SBX_JSON_INT_MAX);
+    if (m->warm_up)
+        put_bool(e, o, "warm_up", true);
 }
 
 static void encode_hello_ok(Enc *e, cJSON *o, const SbxHelloOk *m)
@@ -248,6 +250,12 @@ static void encode_execute(Enc *e, cJSON *o, const SbxExecute *m)
         put_uint(e, o, "output_limit", m->output_limit, 0, SBX_JSON_INT_MAX);
     if (m->timeout_ms)
         put_uint(e, o, "timeout_ms", m->timeout_ms, 0, UINT32_MAX);
+    if (m->time_us < 0)
+        invalid(e);
+    else if (m->time_us)
+        put_uint(e, o, "time_us", (uint64_t)m->time_us, 1, SBX_JSON_INT_MAX);
+    if (m->entropy)
+        put_base64(e, o, "entropy", m->entropy, m->entropy_len, SBX_ENTROPY_MIN, SBX_ENTROPY_MAX);
 }
 
 static void encode_output(Enc *e, cJSON *o, const SbxOutput *m)

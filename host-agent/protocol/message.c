@@ -191,6 +191,7 @@ static void error_clear(SbxError *e)
 
 static void execute_clear(SbxExecute *m)
 {
+    free(m->entropy);
     free(m->id);
     free(m->code);
     free(m->entry);

@@ -75,6 +75,7 @@ typedef struct {
     uint8_t *entropy;   /* fresh random bytes to reseed the guest */
     size_t entropy_len; /* SBX_ENTROPY_MIN..SBX_ENTROPY_MAX */
     int64_t time_us;    /* host wall clock, microseconds since the Unix epoch */
+    bool warm_up;       /* optional: answer once the runners re-ran their warm-up (a pool) */
 } SbxHello;
 
 typedef struct {
@@ -101,6 +102,11 @@ typedef struct {
     size_t n_tools;
     uint64_t output_limit; /* bytes of stdout+stderr the guest may send; 0 = host default */
     uint32_t timeout_ms;   /* informational: the host enforces it */
+    /* Optional, for a session whose hello was long before (a pooled VM): the host's wall
+     * clock (0 = absent) and fresh entropy (NULL = absent), applied before the code runs. */
+    int64_t time_us;
+    uint8_t *entropy;
+    size_t entropy_len;
 } SbxExecute;
 
 typedef struct {

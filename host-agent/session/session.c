@@ -3,6 +3,8 @@
  *
  * States: NEW -> HELLO_SENT -> EXECUTE_SENT -> RUNNING -> IDLE (after a proper done; another
  * execution may follow) or CLOSED (anything else: the channel is stopped, the VM must die).
+ * A handshake ahead of the execution (a pooled VM): NEW -> HANDSHAKING -> IDLE, and the run
+ * goes IDLE -> EXECUTE_SENT. Pings (ours) may be outstanding in IDLE and beyond.
  */
 #include "session.h"
 
@@ -19,7 +21,15 @@
 /* Random bytes in an execution id ("x" + 16 hex characters <= SBX_ID_MAX). */
 #define EXEC_ID_BYTES 8
 
-typedef enum { ST_NEW, ST_HELLO_SENT, ST_EXECUTE_SENT, ST_RUNNING, ST_IDLE, ST_CLOSED } State;
+typedef enum {
+    ST_NEW,
+    ST_HANDSHAKING,
+    ST_HELLO_SENT,
+    ST_EXECUTE_SENT,
+    ST_RUNNING,
+    ST_IDLE,
+    ST_CLOSED
+} State;
 
 typedef struct {
     gint64 start_us;
@@ -46,6 +56,15 @@ struct SbxSession {
     GHashTable *seen;      /* call ids used in this execution */
     gsize record_bytes;
     SbxRunResult result;
+    guint offered; /* bit per SbxLanguage the agent offered in hello_ok */
+    gint64 hello_us;
+    SbxSessionReadyFunc handshake_func;
+    gpointer handshake_data;
+    guint32 ping_seq;     /* the outstanding ping's seq (0: none); its pong is expected */
+    guint32 ping_last;    /* the last seq used */
+    SbxSessionReadyFunc ping_func; /* NULL once answered, failed or withdrawn */
+    gpointer ping_data;
+    GSource *ping_timer;
 };
 
 /* (Re)arm the session's timer on the thread-default main context (where the channel is). */
@@ -106,6 +125,52 @@ static int random_hex(char *out, size_t n_bytes)
     return 0;
 }
 
+/* ---- handshake and ping outcomes ---------------------------------------------------------- */
+
+static void ping_timer_stop(SbxSession *s)
+{
+    if (s->ping_timer != NULL) {
+        g_source_destroy(s->ping_timer);
+        g_source_unref(s->ping_timer);
+        s->ping_timer = NULL;
+    }
+}
+
+/* Report the outstanding ping's outcome (once); @why NULL = answered. */
+static void ping_complete(SbxSession *s, const char *why)
+{
+    SbxSessionReadyFunc func = s->ping_func;
+    g_autoptr(GError) error = NULL;
+
+    ping_timer_stop(s);
+    s->ping_func = NULL;
+    if (why != NULL) {
+        s->ping_seq = 0;
+    }
+    if (func == NULL) {
+        return;
+    }
+    if (why != NULL) {
+        error = g_error_new(G_IO_ERROR, G_IO_ERROR_FAILED, "ping: %s", why);
+    }
+    func(s, error, s->ping_data);
+}
+
+/* The handshake failed: the session is closed, the owner told. */
+static void handshake_failed(SbxSession *s, const char *why)
+{
+    SbxSessionReadyFunc func = s->handshake_func;
+    g_autoptr(GError) error = g_error_new(G_IO_ERROR, G_IO_ERROR_FAILED, "hello: %s", why);
+
+    timer_stop(s);
+    s->state = ST_CLOSED;
+    s->handshake_func = NULL;
+    sbx_channel_stop(s->channel);
+    if (func != NULL) {
+        func(s, error, s->handshake_data);
+    }
+}
+
 /* ---- ending an execution ----------------------------------------------------------------- */
 
 /* The execution is over: stop the timer, forget calls in flight, tell the owner (last). */
@@ -121,6 +186,7 @@ static void finish(SbxSession *s, State next)
     s->state = next;
     if (next == ST_CLOSED) {
         sbx_channel_stop(s->channel);
+        ping_complete(s, "the channel is closed");
     }
     s->cb.on_done(s, &s->result, s->user_data);
 }
@@ -172,6 +238,7 @@ static void broken(SbxSession *s, const char *reason)
     }
     s->state = ST_CLOSED;
     sbx_channel_stop(s->channel);
+    ping_complete(s, reason);
     if (s->cb.on_broken != NULL) {
         s->cb.on_broken(s, reason, s->user_data);
     }
@@ -193,7 +260,10 @@ static void violation(SbxSession *s, const char *fmt, ...)
     if (s->state != ST_CLOSED && sbx_msg_encode(&msg, &frame, &len) == 0) {
         sbx_channel_send(s->channel, frame, len);
     }
-    if (executing(s)) {
+    if (s->state == ST_HANDSHAKING) {
+        g_autofree char *reason = g_strdup_printf("protocol violation: %s", what);
+        handshake_failed(s, reason);
+    } else if (executing(s)) {
         s->result.protocol_violation = TRUE;
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "protocol violation: %s", what);
     } else {
@@ -204,7 +274,9 @@ static void violation(SbxSession *s, const char *fmt, ...)
 
 static void channel_lost(SbxSession *s, const char *what)
 {
-    if (executing(s)) {
+    if (s->state == ST_HANDSHAKING) {
+        handshake_failed(s, what);
+    } else if (executing(s)) {
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "channel to the guest lost: %s",
                  what);
     } else {
@@ -276,14 +348,42 @@ static void start_execute(SbxSession *s)
     send_frame(s, frame, s->execute_len);
 }
 
+/* The languages of hello_ok, as bits (checked again at each run). */
+static guint offered_bits(char **languages)
+{
+    guint bits = 0;
+
+    for (int l = 0; l < SBX_LANG__COUNT; l++) {
+        if (offers_language(languages, (SbxLanguage)l)) {
+            bits |= 1u << l;
+        }
+    }
+    return bits;
+}
+
 static void handle_hello_ok(SbxSession *s, const SbxHelloOk *m)
 {
-    if (s->state != ST_HELLO_SENT) {
+    if (s->state != ST_HELLO_SENT && s->state != ST_HANDSHAKING) {
         violation(s, "unexpected hello_ok");
-    } else if (m->version != SBX_PROTOCOL_VERSION) {
+        return;
+    }
+    if (m->version != SBX_PROTOCOL_VERSION) {
         violation(s, "hello_ok has version %u, expected %u", m->version, SBX_PROTOCOL_VERSION);
-    } else if (strcmp(m->token, s->token) != 0) {
+        return;
+    }
+    if (strcmp(m->token, s->token) != 0) {
         violation(s, "hello_ok does not echo the session token");
+        return;
+    }
+    s->offered = offered_bits(m->languages);
+    s->hello_us = g_get_monotonic_time();
+    if (s->state == ST_HANDSHAKING) {
+        SbxSessionReadyFunc func = g_steal_pointer(&s->handshake_func);
+        timer_stop(s);
+        s->state = ST_IDLE;
+        if (func != NULL) {
+            func(s, NULL, s->handshake_data);
+        }
     } else if (!offers_language(m->languages, s->language)) {
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "the guest agent does not offer %s",
                  sbx_language_name(s->language));
@@ -434,7 +534,9 @@ static void handle_guest_error(SbxSession *s, const SbxErrorMsg *m)
     g_autofree char *msg =
         g_strdup_printf("guest agent reported %s: %.*s", sbx_error_code_name(m->code),
                         SBX_ERROR_TEXT_MAX / 2, m->message);
-    if (executing(s)) {
+    if (s->state == ST_HANDSHAKING) {
+        handshake_failed(s, msg);
+    } else if (executing(s)) {
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "%s", msg);
     } else {
         broken(s, msg);
@@ -445,6 +547,16 @@ static void handle_ping(SbxSession *s, const SbxPing *m)
 {
     SbxMsg pong = {.type = SBX_MSG_PONG, .ping = {.seq = m->seq}};
     send_msg(s, &pong);
+}
+
+static void handle_pong(SbxSession *s, const SbxPing *m)
+{
+    if (s->ping_seq == 0 || m->seq != s->ping_seq) {
+        violation(s, "unexpected pong %u (answers no ping of ours)", m->seq);
+        return;
+    }
+    s->ping_seq = 0;
+    ping_complete(s, NULL);
 }
 
 static void dispatch(SbxSession *s, SbxMsg *msg)
@@ -468,10 +580,13 @@ static void dispatch(SbxSession *s, SbxMsg *msg)
     case SBX_MSG_PING:
         handle_ping(s, &msg->ping);
         break;
+    case SBX_MSG_PONG:
+        handle_pong(s, &msg->ping);
+        break;
     case SBX_MSG_ERROR:
         handle_guest_error(s, &msg->error);
         break;
-    default: /* host -> guest messages, and pong: we never ping */
+    default: /* host -> guest messages */
         violation(s, "unexpected %s from the guest", sbx_msg_type_name(msg->type));
         break;
     }
@@ -514,7 +629,11 @@ static gboolean on_timer(gpointer data)
     SbxSession *s = data;
 
     timer_stop(s); /* destroying the dispatching source is allowed; we return REMOVE anyway */
-    if (s->state == ST_HELLO_SENT) {
+    if (s->state == ST_HANDSHAKING) {
+        g_autofree char *why = g_strdup_printf("the guest agent did not answer within %u ms",
+                                               SBX_SESSION_HELLO_TIMEOUT_MS);
+        handshake_failed(s, why);
+    } else if (s->state == ST_HELLO_SENT) {
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE,
                  "the guest agent did not answer hello within %u ms", SBX_SESSION_HELLO_TIMEOUT_MS);
     } else {
@@ -533,7 +652,7 @@ SbxSession *sbx_session_new(int fd, const SbxSessionCallbacks *callbacks, gpoint
         .on_frame = on_frame,
         .on_error = on_channel_error,
     };
-    g_return_val_if_fail(callbacks != NULL && callbacks->on_done != NULL, NULL);
+    g_return_val_if_fail(callbacks != NULL, NULL);
 
     SbxSession *s = g_new0(SbxSession, 1);
     s->channel =
@@ -555,6 +674,7 @@ void sbx_session_free(SbxSession *session)
         return;
     }
     timer_stop(session);
+    ping_timer_stop(session);
     sbx_channel_free(session->channel);
     g_hash_table_destroy(session->in_flight);
     g_hash_table_destroy(session->seen);
@@ -585,10 +705,28 @@ static void prepare(SbxSession *s, const SbxRunRequest *req)
                        : SBX_TOOL_CALLS_IN_FLIGHT_MAX;
 }
 
-static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, GError **error)
+/*
+ * @refresh: the hello was before this run (a handshake ahead, or an earlier execution), maybe
+ * long ago: the execute carries the clock and fresh entropy again (applied before the code runs).
+ */
+static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, gboolean refresh,
+                               GError **error)
 {
     SbxMsg msg = {.type = SBX_MSG_EXECUTE};
     SbxExecute *e = &msg.execute;
+    uint8_t entropy[SBX_SESSION_ENTROPY_BYTES];
+
+    if (refresh) {
+        int r = fill_random(entropy, sizeof(entropy));
+        if (r < 0) {
+            g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s",
+                        g_strerror(-r));
+            return FALSE;
+        }
+        e->entropy = entropy;
+        e->entropy_len = sizeof(entropy);
+        e->time_us = g_get_real_time();
+    }
 
     e->id = s->exec_id;
     e->language = req->language;
@@ -603,6 +741,7 @@ static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, GError *
     int r = strlen(req->code) >= SBX_FRAME_MAX
                 ? -EMSGSIZE
                 : sbx_msg_encode(&msg, &s->execute_frame, &s->execute_len);
+    explicit_bzero(entropy, sizeof(entropy));
     if (r == -EMSGSIZE) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,
                     "the program and its tool namespace exceed the frame limit (%u bytes)",
@@ -614,7 +753,7 @@ static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, GError *
     return r == 0;
 }
 
-static gboolean send_hello(SbxSession *s, GError **error)
+static gboolean send_hello(SbxSession *s, gboolean warm_up, GError **error)
 {
     uint8_t entropy[SBX_SESSION_ENTROPY_BYTES];
     SbxMsg msg = {.type = SBX_MSG_HELLO};
@@ -634,6 +773,7 @@ static gboolean send_hello(SbxSession *s, GError **error)
     msg.hello.entropy = entropy;
     msg.hello.entropy_len = sizeof(entropy);
     msg.hello.time_us = g_get_real_time();
+    msg.hello.warm_up = warm_up;
     r = sbx_msg_encode(&msg, &frame, &len);
     explicit_bzero(entropy, sizeof(entropy));
     if (r == 0) {
@@ -651,9 +791,15 @@ gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GErr
 {
     SbxSession *s = session;
 
+    g_return_val_if_fail(s->cb.on_done != NULL, FALSE);
     if (s->state != ST_NEW && s->state != ST_IDLE) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_BUSY, "the session is %s",
                     s->state == ST_CLOSED ? "closed" : "busy");
+        return FALSE;
+    }
+    if (s->state == ST_IDLE && !(s->offered & (1u << request->language))) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                    "the guest agent does not offer %s", sbx_language_name(request->language));
         return FALSE;
     }
     prepare(s, request);
@@ -663,7 +809,7 @@ gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GErr
         g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s", g_strerror(-r));
         return FALSE;
     }
-    if (!encode_execute(s, request, error)) {
+    if (!encode_execute(s, request, s->state == ST_IDLE, error)) {
         return FALSE;
     }
     if (s->state == ST_IDLE) {
@@ -671,7 +817,7 @@ gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GErr
         start_execute(s); /* a failure ends the execution through on_done */
         return TRUE;
     }
-    if (!send_hello(s, error)) {
+    if (!send_hello(s, FALSE, error)) {
         g_clear_pointer(&s->execute_frame, free);
         s->state = ST_CLOSED;
         return FALSE;
@@ -680,6 +826,84 @@ gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GErr
     timer_start(s, SBX_SESSION_HELLO_TIMEOUT_MS, on_timer);
     sbx_channel_start(s->channel);
     return TRUE;
+}
+
+gboolean sbx_session_handshake_async(SbxSession *session, gboolean warm_up,
+                                     SbxSessionReadyFunc func, gpointer user_data,
+                                     GError **error)
+{
+    SbxSession *s = session;
+
+    if (s->state != ST_NEW) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_BUSY, "the session has said hello already");
+        return FALSE;
+    }
+    if (!send_hello(s, warm_up, error)) {
+        s->state = ST_CLOSED;
+        return FALSE;
+    }
+    s->state = ST_HANDSHAKING;
+    s->handshake_func = func;
+    s->handshake_data = user_data;
+    /* The agent's warm-up is bounded by its own wait (PRESTART_HELLO_WAIT_MS, 7 s): in time. */
+    timer_start(s, SBX_SESSION_HELLO_TIMEOUT_MS, on_timer);
+    sbx_channel_start(s->channel);
+    return TRUE;
+}
+
+static gboolean on_ping_timer(gpointer data)
+{
+    SbxSession *s = data;
+    g_autofree char *why =
+        g_strdup_printf("no pong within %u ms", (guint)SBX_SESSION_PING_TIMEOUT_MS);
+
+    ping_complete(s, why); /* destroys this source: allowed, we return REMOVE anyway */
+    return G_SOURCE_REMOVE;
+}
+
+gboolean sbx_session_ping_async(SbxSession *session, SbxSessionReadyFunc func, gpointer user_data)
+{
+    SbxSession *s = session;
+    SbxMsg msg = {.type = SBX_MSG_PING};
+
+    if (s->state != ST_IDLE || s->ping_seq != 0) {
+        return FALSE;
+    }
+    s->ping_last = s->ping_last == G_MAXUINT32 ? 1 : s->ping_last + 1;
+    msg.ping.seq = s->ping_last;
+    if (!send_msg(s, &msg)) {
+        return FALSE; /* the session broke (on_broken told the owner) */
+    }
+    s->ping_seq = msg.ping.seq;
+    s->ping_func = func;
+    s->ping_data = user_data;
+    s->ping_timer = g_timeout_source_new(SBX_SESSION_PING_TIMEOUT_MS);
+    g_source_set_callback(s->ping_timer, on_ping_timer, s, NULL);
+    g_source_attach(s->ping_timer, g_main_context_get_thread_default());
+    return TRUE;
+}
+
+void sbx_session_ping_cancel(SbxSession *session)
+{
+    ping_timer_stop(session);
+    session->ping_func = NULL;
+}
+
+gboolean sbx_session_is_ready(const SbxSession *session)
+{
+    return session->state == ST_IDLE;
+}
+
+gint64 sbx_session_hello_time(const SbxSession *session)
+{
+    return session->hello_us;
+}
+
+void sbx_session_set_callbacks(SbxSession *session, const SbxSessionCallbacks *callbacks,
+                               gpointer user_data)
+{
+    session->cb = *callbacks;
+    session->user_data = user_data;
 }
 
 gboolean sbx_session_tool_result(SbxSession *session, guint32 call_id, const char *result_json,

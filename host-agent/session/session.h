@@ -130,19 +130,66 @@ typedef struct {
     gboolean collect_output; /* keep output (up to the cap) in SbxRunResult.collected */
 } SbxRunRequest;
 
+/*
+ * A ping to the guest agent must be answered within this. The agent answers from its main
+ * loop at once; 2 s absorbs a loaded host under TCG, and a pooled VM that takes longer is no
+ * VM to hand a request.
+ */
+#define SBX_SESSION_PING_TIMEOUT_MS 2000
+
+/**
+ * Outcome of sbx_session_handshake_async() or sbx_session_ping_async(): @error NULL = done.
+ * On an error the session is closed (the VM must not be used). Must not free the session.
+ */
+typedef void (*SbxSessionReadyFunc)(SbxSession *session, const GError *error, gpointer user_data);
+
 /**
  * Wrap the connected socket @fd (ownership passes to the session, also on failure).
- * Nothing is sent until sbx_session_run().
+ * Nothing is sent until sbx_session_run() or sbx_session_handshake_async(). @callbacks'
+ * on_done may be NULL until the first run (sbx_session_set_callbacks()).
  */
 SbxSession *sbx_session_new(int fd, const SbxSessionCallbacks *callbacks, gpointer user_data,
                             GError **error);
+
+/**
+ * Do the hello now, ahead of any execution (a pooled VM: the claim then costs no round trip).
+ * @warm_up asks the agent to have its runners warm up again first (after a restore: TCG has
+ * no translated code). @func runs once, from the main loop. Afterwards sbx_session_run() sends
+ * the execute at once, with the host's clock and fresh entropy again (the hello may be old).
+ * Returns FALSE (and @func never runs) if the session is not new or hello cannot be sent.
+ */
+gboolean sbx_session_handshake_async(SbxSession *session, gboolean warm_up,
+                                     SbxSessionReadyFunc func, gpointer user_data,
+                                     GError **error);
+
+/**
+ * Ping the agent of a handshaken, idle session: @func runs once, when the pong comes
+ * (@error NULL) or when it does not within SBX_SESSION_PING_TIMEOUT_MS or the channel breaks.
+ * Returns FALSE when not idle or a ping is outstanding (@func never runs then).
+ */
+gboolean sbx_session_ping_async(SbxSession *session, SbxSessionReadyFunc func,
+                                gpointer user_data);
+
+/** Withdraw the outstanding ping's function (its pong is still accepted). No-op if none. */
+void sbx_session_ping_cancel(SbxSession *session);
+
+/** Handshaken, idle and not broken: an execution can be sent at once. */
+gboolean sbx_session_is_ready(const SbxSession *session);
+
+/** Monotonic time (us) hello_ok came, or 0. */
+gint64 sbx_session_hello_time(const SbxSession *session);
+
+/** Hand the session to a new owner (e.g. a claimed pooled VM): its callbacks and data. */
+void sbx_session_set_callbacks(SbxSession *session, const SbxSessionCallbacks *callbacks,
+                               gpointer user_data);
 
 /** Close the channel and free everything. No callback runs afterwards. Accepts NULL. */
 void sbx_session_free(SbxSession *session);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxSession, sbx_session_free)
 
 /**
- * Start an execution: hello (first time only), then execute once hello_ok checked out.
+ * Start an execution: hello (unless done before: a previous run or the handshake), then
+ * execute once hello_ok checked out. on_done must be set.
  * Returns FALSE if the request cannot be sent at all (too large, bad arguments, the session is
  * busy or broken); otherwise on_done will be called exactly once.
  */

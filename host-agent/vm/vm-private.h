@@ -54,6 +54,9 @@ struct SbxVm {
      * state load waits for it (virtio's state load reads the rings in guest RAM). */
     gboolean ram_copied;
     gboolean ram_wanted; /* the restore chain waits for the copy */
+    /* Pre-started (vm-prestart.c): hold before the state load until resumed. */
+    gboolean prestart_hold; /* hold when the state load is due */
+    gboolean prestart_held; /* holding now */
 
     /* The start sequence (vm-start.c). */
     GTask *start;
@@ -93,6 +96,15 @@ void sbx_vm_probe(SbxVm *vm);
 
 /** After the QMP handshake of a restore: load the state, plug vsock, continue, then probe. */
 void sbx_vm_restore_begin(SbxVm *vm);
+
+/** Load the snapshot's state and go on with the restore (vm-restore.c). */
+void sbx_vm_restore_load_state(SbxVm *vm);
+
+/** A pre-started VM reached the state load: TRUE = hold there (vm-prestart.c). */
+gboolean sbx_vm_prestart_hold(SbxVm *vm);
+
+/** (Re)arm the start's boot deadline (vm-start.c). */
+void sbx_vm_arm_boot_deadline(SbxVm *vm);
 
 /** Start copying the snapshot's RAM into vm->ram_fd in a worker thread (vm-restore.c). */
 void sbx_vm_restore_copy_ram(SbxVm *vm);

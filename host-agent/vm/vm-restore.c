@@ -168,6 +168,13 @@ static void on_incoming(SbxVm *vm, const char *ret)
 
 static void load_state(SbxVm *vm)
 {
+    if (sbx_vm_prestart_hold(vm))
+        return; /* a pre-started VM waits here (vm-prestart.c) */
+    sbx_vm_restore_load_state(vm);
+}
+
+void sbx_vm_restore_load_state(SbxVm *vm)
+{
     g_autoptr(cJSON) args = cJSON_CreateObject();
     g_autofree char *quoted = g_shell_quote(sbx_snapshot_state_path(vm->snapshot));
     g_autofree char *uri = g_strdup_printf("exec:cat %s", quoted);

@@ -243,6 +243,12 @@ static gboolean on_boot_timeout(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
+void sbx_vm_arm_boot_deadline(SbxVm *vm)
+{
+    g_clear_handle_id(&vm->step_timer, g_source_remove);
+    vm->step_timer = g_timeout_add(vm->boot_timeout_ms, on_boot_timeout, vm);
+}
+
 /* The bridge is listening: start QEMU. */
 static void bridge_ready(SbxVm *vm)
 {
@@ -333,7 +339,8 @@ static void started(SbxVm *vm, int fd)
     vm->boot_us = g_get_monotonic_time() - vm->qemu_start_us;
     if (vm->snapshot) {
         vm->restore_times.ready = vm->boot_us;
-        vm->restore_times.spawn = vm->qemu_start_us - vm->start_call_us;
+        /* Pre-started (vm-prestart.c): QEMU was spawned before this restore was asked for. */
+        vm->restore_times.spawn = MAX(vm->qemu_start_us - vm->start_call_us, 0);
         vm->restore_times.total = g_get_monotonic_time() - vm->start_call_us;
     }
     vm->state = VM_RUNNING;

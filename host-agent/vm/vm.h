@@ -113,6 +113,20 @@ const char *sbx_vm_runtime_dir(SbxVm *vm);
 /** Microseconds from QEMU's spawn to the agent accepting the channel; 0 if not started. */
 gint64 sbx_vm_boot_us(SbxVm *vm);
 
+/**
+ * Pre-started restore (vm-prestart.c): call before sbx_vm_start_async() on a VM made with a
+ * snapshot. The start then holds before the state load (QEMU spawned with -incoming defer, QMP
+ * connected, the RAM copied) until sbx_vm_prestart_resume(); the start's callback comes once the
+ * restore is complete (or failed, also while held: QEMU exited...).
+ */
+void sbx_vm_set_prestart(SbxVm *vm);
+
+/** Go on with a pre-started restore (held or still on its way to the hold). */
+void sbx_vm_prestart_resume(SbxVm *vm);
+
+/** A pre-started VM waiting at the hold. */
+gboolean sbx_vm_prestart_is_held(SbxVm *vm);
+
 /** Whether the VM was restored from a snapshot (TRUE) or cold-booted. */
 gboolean sbx_vm_restored(SbxVm *vm);
 

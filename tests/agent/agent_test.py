@@ -89,10 +89,10 @@ class Host:
         msg = self.recv()
         check(msg is None, "expected the agent to close the connection", repr(msg)[:500])
 
-    def hello(self, token="tok-123"):
+    def hello(self, token="tok-123", **fields):
         self.send({"type": "hello", "version": 1, "token": token,
                    "entropy": base64.b64encode(os.urandom(64)).decode(),
-                   "time_us": int(time.time() * 1e6)})
+                   "time_us": int(time.time() * 1e6), **fields})
         return self.expect("hello_ok")
 
     def execute(self, code, language, **fields):
@@ -954,17 +954,29 @@ def test_prestarted(agent):
 
 
 def test_rewarm(agent):
-    """A host that connects when the runners are warm already (as after a restore) makes them
-    warm up again (a second ping); an execute right after, or during it, still runs in the
-    pre-started runner with nothing of the warm-up in its output."""
+    """A hello with warm_up (a pooled VM after a restore) makes the warm runners warm up again
+    (a second ping) and is answered only once both are done; a plain hello does not. The
+    warm-up writes to the runners' real stdout and stderr: none of it reaches the executions
+    that follow, which still run in the pre-started runners; the execute's clock and entropy
+    are accepted."""
     h = agent.connect()
     h.hello()  # hello_ok comes once both runners are warm
     h.close()
     time.sleep(0.05)
-    h = agent.connect()  # warm now: a second ping to each
-    h.hello()
-    time.sleep(0.15)  # past the runners' 100 ms delay: the warm-up runs or has run
-    r = h.run("console.log('a'); process.pid", "javascript")
+    h = agent.connect()
+    h.hello()  # no warm_up: no warm-up
+    time.sleep(0.3)
+    check("warm again" not in agent.read_log(), "a plain hello made the runners warm up")
+    h.close()
+    time.sleep(0.05)
+    h = agent.connect()
+    h.hello(warm_up=True)
+    log = agent.read_log()
+    for lang in ("javascript", "python"):
+        check(f"pre-started {lang} runner: warm again" in log,
+              f"hello_ok before the {lang} runner's warm-up was over", log)
+    r = h.run("console.log('a'); process.pid", "javascript",
+              time_us=int(time.time() * 1e6), entropy=base64.b64encode(os.urandom(64)).decode())
     expect_ok(r, r.done.get("result"), stdout="a\n")
     check(agent.prestarted.get(r.done["result"]) == "javascript", "pre-started runner used")
     r = h.run("print('b')\nimport os\nos.getpid()", "python")

@@ -1,11 +1,26 @@
-"""Helpers to drive a `sandbox serve` from outside: its status request, waiting for a full pool,
-PSS of its VMs, one timed `sandbox run` through it. Used by bench-serve.py and scripts/bench."""
+"""Helpers to drive a `sandbox serve` from outside: starting and stopping one, its status
+request, waiting for a full pool, PSS of its VMs, one timed `sandbox run` through it, the
+claim-to-done figures. Used by bench-serve.py and scripts/bench."""
 import json
 import os
+import signal
 import socket
+import statistics
 import struct
 import subprocess
 import time
+
+
+def start_serve(sandbox, sock, *args, cwd=None):
+    """`sandbox serve --socket SOCK ARGS...` (stderr dropped); stop it with stop_serve()."""
+    return subprocess.Popen([sandbox, "serve", "--socket", sock, *args],
+                            env=dict(os.environ, SANDBOX_SERVE_SOCKET=sock),
+                            stderr=subprocess.DEVNULL, cwd=cwd)
+
+
+def stop_serve(serve):
+    serve.send_signal(signal.SIGTERM)
+    serve.wait(timeout=30)
 
 
 def status(sock):
@@ -31,6 +46,14 @@ def wait_full(sock, n=2, timeout=180):
     raise SystemExit("the pool did not fill")
 
 
+def wait_prestarted(sock, n, timeout=60):
+    end = time.monotonic() + timeout
+    while len(status(sock)["prestarted_pids"]) < n:
+        if time.monotonic() > end:
+            raise SystemExit("no pre-started QEMU")
+        time.sleep(0.05)
+
+
 def pss_kib(pid):
     with open(f"/proc/{pid}/smaps_rollup") as f:
         for line in f:
@@ -50,6 +73,38 @@ def children(pid):
             except OSError:
                 pass
     return out
+
+
+def one_report(sandbox, env, lang, code):
+    """One `sandbox run --json` through the server: (client wall ms, the report)."""
+    t = time.monotonic()
+    p = subprocess.run([sandbox, "run", "--lang", lang, "--json", "-"], input=code.encode(),
+                       capture_output=True, env=env, timeout=120)
+    ms = (time.monotonic() - t) * 1000
+    rep = json.loads(p.stdout)
+    assert rep["status"] == "ok" and rep["start"] == "pool", p.stdout
+    return ms, rep
+
+
+def claim_to_done(rep):
+    """The VM in hand to the done frame queued: what the pool cannot hide (serve's clock)."""
+    return rep["serve_ms"] - rep["claim_ms"]
+
+
+def pool_runs(sandbox, sock, lang, code, runs, pool=2):
+    """@runs requests, each with the pool full again first: (walls, reports)."""
+    env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock)
+    walls, reps = [], []
+    for _ in range(runs):
+        wait_full(sock, pool)
+        w, r = one_report(sandbox, env, lang, code)
+        walls.append(w)
+        reps.append(r)
+    return walls, reps
+
+
+def summary(values):
+    return f"median {statistics.median(values):6.0f} ms, p95 {pct(values, 0.95):6.0f} ms"
 
 
 def one(sandbox, env, lang, code):

@@ -75,14 +75,22 @@ static const SbxPoolVmOps fake_ops = {
     .destroy = fake_destroy,
 };
 
-static Fake *fake_new(guint size, guint max_starting, guint check_ms)
+static Fake *fake_new_delayed(guint size, guint max_starting, guint check_ms, guint delay_ms)
 {
     Fake *f = g_new0(Fake, 1);
-    SbxPoolConfig cfg = {.size = size, .max_starting = max_starting, .check_interval_ms = check_ms};
+    SbxPoolConfig cfg = {.size = size,
+                         .max_starting = max_starting,
+                         .check_interval_ms = check_ms,
+                         .refill_delay_ms = delay_ms};
 
     f->made = g_ptr_array_new_with_free_func(g_free);
     f->pool = sbx_pool_new(&fake_ops, f, &cfg);
     return f;
+}
+
+static Fake *fake_new(guint size, guint max_starting, guint check_ms)
+{
+    return fake_new_delayed(size, max_starting, check_ms, 0);
 }
 
 /* Free the pool; every VM ever made must have been destroyed once (or claimed by the test). */
@@ -169,6 +177,41 @@ static void test_fill_and_claim(void **state)
     assert_int_equal(st.starting, 2); /* refilling */
     assert_int_equal(st.claimed_total, 2);
     fake_free(f, 2);
+}
+
+/*
+ * With a refill delay, the replacement of a claimed VM starts only after it; a claim that
+ * waits meanwhile gets a start at once.
+ */
+static void test_refill_delay(void **state)
+{
+    Fake *f = fake_new_delayed(2, 2, 10000, 200);
+    SbxPoolStats st;
+    Claim a = {0}, b = {0}, c = {0};
+    (void)state;
+
+    report(f, 0, TRUE);
+    report(f, 1, TRUE);
+    sbx_pool_claim(f->pool, on_claim, &a);
+    spin(20);
+    assert_int_equal(a.calls, 1);
+    stats(f, &st);
+    assert_int_equal(st.starting, 0); /* held back */
+    assert_int_equal(st.ready, 1);
+    sbx_pool_claim(f->pool, on_claim, &b);
+    sbx_pool_claim(f->pool, on_claim, &c);
+    spin(20);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(c.calls, 0);
+    stats(f, &st);
+    assert_int_equal(st.starting, 1); /* for the waiting claim, at once */
+    spin(300);
+    stats(f, &st);
+    assert_int_equal(st.starting, 2); /* and the pool's own after the delay */
+    report(f, 2, TRUE);
+    spin(20);
+    assert_int_equal(c.calls, 1);
+    fake_free(f, 3);
 }
 
 /* An empty pool (size 0) starts a VM on demand for a claim and hands it over when ready. */
@@ -301,6 +344,7 @@ int main(void)
         cmocka_unit_test(test_fill_and_claim), cmocka_unit_test(test_on_demand),
         cmocka_unit_test(test_failures),       cmocka_unit_test(test_lost_and_check),
         cmocka_unit_test(test_unusable),       cmocka_unit_test(test_cancel_and_free),
+        cmocka_unit_test(test_refill_delay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """`sandbox serve` with real VMs (docs/pool.md). Usage: test-serve.py SANDBOX_BINARY
 
-Starts serve --pool 2 on a socket in a private temp dir, runs JavaScript and Python through it
-with `sandbox run`, checks that no VM serves two executions, kills a pooled VM's QEMU (PID from
-a status request) and waits for its replacement, the same for a QEMU stopped with SIGSTOP, then SIGTERMs serve and checks that no
-process, socket, runtime directory or /dev/shm file is left. Every process is tracked by PID.
+Starts serve --pool 2 --prestart 1 on a socket in a private temp dir, runs JavaScript and
+Python through it with `sandbox run`, checks that the pooled VMs said hello (and warmed up)
+before their claim, that no VM serves two executions, that a burst uses the pre-started QEMU,
+kills a pooled VM's QEMU and the pre-started QEMU (PIDs from a status request) and waits for
+their replacements, the same for a QEMU stopped with SIGSTOP (it stops answering pings), then
+SIGTERMs serve and checks that no process, socket, runtime directory or /dev/shm file is left.
+Every process is tracked by PID.
 Exit 77 (skipped) when the guest image or the bridge is not built."""
 import json
 import os
@@ -161,8 +164,8 @@ def main():
         os.mkdir(rt, 0o700)
         env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt)
         log = open(os.path.join(tmp, "serve.log"), "w+")
-        serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, "--pool", "2"], env=env,
-                                 stdout=log, stderr=log)
+        serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, "--pool", "2",
+                                  "--prestart", "1"], env=env, stdout=log, stderr=log)
         try:
             body(serve, sock, rt, env)
         finally:
@@ -184,7 +187,8 @@ def body(serve, sock, rt, env):
     end = time.monotonic() + 180
     while serve.poll() is None and time.monotonic() < end:
         try:
-            if status(sock)["ready"] == 2:
+            s = status(sock)
+            if s["ready"] == 2 and len(s["prestarted_pids"]) == 1:
                 break
         except (OSError, RuntimeError):
             pass
@@ -199,11 +203,15 @@ def body(serve, sock, rt, env):
     # Three requests through the pool: streamed JS, --json Python, streamed Python.
     rc, out, err = run(env, "console.log(6*7); process.exit(3)", "javascript")
     check((rc, out) == (3, "42\n"), f"js through serve: rc {rc} out {out!r} err {err!r}")
+    time.sleep(0.5)  # the pool is full and idle: its VMs keep their session alive with pings
     rc, out, err = run(env, "import os\nopen('/tmp/sbx-marker','w').write('x')\nprint('wrote')",
                        "python", "--json")
     rep = json.loads(out) if out.startswith("{") else {}
     check(rc == 0 and rep.get("start") == "pool" and rep.get("stdout") == "wrote\n",
           f"python --json through serve: rc {rc} out {out!r} err {err!r}")
+    # The hello (and the runners' warm-up) was done in the pool, well before this claim.
+    check(rep.get("hello_age_ms", -1) >= 400 and rep.get("hello_ms", 0) > 0 and
+          rep.get("warmed") is True, f"hello done at pool time, with the warm-up: {out!r}")
     # A VM serves one execution: the next one must not see the file the previous one wrote.
     rc, out, err = run(env, "import os\nprint(os.path.exists('/tmp/sbx-marker'))", "python")
     check((rc, out) == (0, "False\n"), f"fresh VM per request: rc {rc} out {out!r} err {err!r}")
@@ -235,13 +243,30 @@ def body(serve, sock, rt, env):
     check(rc == 0 and out == "ok\n" and "warning: fake.remote: inputSchema not checked" in err,
           f"the tools' warnings reach the client: rc {rc} out {out!r} err {err!r}")
 
-    # Three at once on a pool of two: the third VM is restored on demand.
-    procs = [subprocess.Popen([SANDBOX, "run", "--lang", "python", "-"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # Three at once on a pool of two: the third VM is restored on demand, without the warm-up
+    # (its claim waits for it); the restores take the pre-started QEMU first.
+    wait_for(lambda: (lambda s: len(s["prestarted_pids"]) == 1 and s["ready"] == 2 and
+                      s["starting"] == 0)(status(sock)), 60, "a full pool and a pre-started QEMU")
+    procs = [subprocess.Popen([SANDBOX, "run", "--lang", "python", "--json", "-"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env)
              for _ in range(3)]
     outs = [p.communicate(f"print({i})".encode(), timeout=120) for i, p in enumerate(procs)]
-    check([(p.returncode, o[0]) for p, o in zip(procs, outs)] ==
-          [(0, b"0\n"), (0, b"1\n"), (0, b"2\n")], f"3 concurrent runs: {outs}")
+    reps = [json.loads(o[0]) if o[0].startswith(b"{") else {} for o in outs]
+    check([(p.returncode, r.get("stdout")) for p, r in zip(procs, reps)] ==
+          [(0, "0\n"), (0, "1\n"), (0, "2\n")], f"3 concurrent runs: {outs}")
+    # A VM whose hello began after its claim came (the claim waited for it) had no warm-up.
+    waited = [r for r in reps if r.get("claim_ms", 0) >
+              r.get("hello_age_ms", 0) + r.get("hello_ms", 0) + 5]
+    check(len(waited) >= 1 and all(r.get("warmed") is False for r in waited),
+          f"the VM restored for a waiting claim skips the warm-up: {reps}")
+    # The pre-started QEMU went to the burst's on-demand restore or to the refill after it.
+    for _ in range(2):
+        wait_for(lambda: status(sock)["ready"] == 2, 60, "the pool to refill")
+        rc, out, err = run(env, "print(1)", "python", "--json")
+        reps.append(json.loads(out) if out.startswith("{") else {})
+    check(any(r.get("prestarted") is True for r in reps),
+          f"a restore used the pre-started QEMU: {reps}")
 
     hostile(sock)
 
@@ -257,8 +282,17 @@ def body(serve, sock, rt, env):
     rc, out, err = run(env, "print(1)", "python")
     check((rc, out) == (0, "1\n"), f"run after a replacement: rc {rc} out {out!r}")
 
-    # A pooled VM that stops answering (QEMU stopped: no exit, the agent never accepts the
-    # channel's replacement) is dropped within a few seconds, killed, reaped and replaced.
+    # A pre-started QEMU that dies is reaped and replaced.
+    wait_for(lambda: len(status(sock)["prestarted_pids"]) == 1, 60, "a pre-started QEMU")
+    pre = status(sock)["prestarted_pids"][0]
+    check(pre in descendants(serve.pid), f"the pre-started QEMU {pre} is serve's")
+    os.kill(pre, signal.SIGKILL)
+    wait_for(lambda: not alive(pre), 10, "the killed pre-started QEMU to be reaped")
+    wait_for(lambda: (lambda p: len(p) == 1 and pre not in p)(status(sock)["prestarted_pids"]),
+             60, "the pre-started QEMU to be replaced")
+
+    # A pooled VM that stops answering (QEMU stopped: no exit, its agent does not answer the
+    # pool's ping) is dropped within a few seconds, killed, reaped and replaced.
     wait_for(lambda: status(sock)["ready"] == 2, 60, "the pool to refill")
     before = status(sock)
     frozen = before["ready_pids"][0]
@@ -274,7 +308,8 @@ def body(serve, sock, rt, env):
 
     # SIGTERM: stop, kill every VM, remove the socket; exit 0; nothing left.
     kids = descendants(serve.pid)
-    check(len(kids) >= 4, f"serve has its pooled QEMUs and bridges as children: {kids}")
+    check(len(kids) >= 6, f"serve has its pooled and pre-started QEMUs and bridges: {kids}")
+    check(set(status(sock)["prestarted_pids"]) <= kids, "the pre-started QEMU is serve's")
     serve.send_signal(signal.SIGTERM)
     try:
         rc = serve.wait(timeout=15)

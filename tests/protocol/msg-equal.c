@@ -34,7 +34,8 @@ static bool execute_eq(const SbxExecute *a, const SbxExecute *b)
     if (!str_eq(a->id, b->id) || a->language != b->language || !str_eq(a->code, b->code) ||
         !str_eq(a->entry, b->entry) || !str_eq(a->args_json, b->args_json) ||
         a->n_tools != b->n_tools || a->output_limit != b->output_limit ||
-        a->timeout_ms != b->timeout_ms)
+        a->timeout_ms != b->timeout_ms || a->time_us != b->time_us ||
+        !bytes_eq(a->entropy, a->entropy_len, b->entropy, b->entropy_len))
         return false;
     for (size_t i = 0; i < a->n_tools; i++)
         if (!str_eq(a->tools[i].provider, b->tools[i].provider) ||
@@ -67,7 +68,7 @@ bool test_msg_equal(const SbxMsg *a, const SbxMsg *b)
         return a->hello.version == b->hello.version && str_eq(a->hello.token, b->hello.token) &&
                bytes_eq(a->hello.entropy, a->hello.entropy_len, b->hello.entropy,
                         b->hello.entropy_len) &&
-               a->hello.time_us == b->hello.time_us;
+               a->hello.time_us == b->hello.time_us && a->hello.warm_up == b->hello.warm_up;
     case SBX_MSG_HELLO_OK:
         return a->hello_ok.version == b->hello_ok.version &&
                str_eq(a->hello_ok.token, b->hello_ok.token) &&

@@ -73,6 +73,13 @@ static void test_hello(void **state)
     m.hello.version = UINT32_MAX;
     m.hello.time_us = 0;
     check_round_trip(&m);
+    /* warm_up is sent only when set (an older agent ignores it) and read back. */
+    assert_null(strstr(json = round_trip(&m), "warm_up"));
+    free(json);
+    m.hello.warm_up = true;
+    json = round_trip(&m);
+    assert_non_null(strstr(json, "\"warm_up\":true"));
+    free(json);
 }
 
 static void test_hello_ok(void **state)
@@ -113,6 +120,7 @@ static void test_execute_full(void **state)
                             .n_tools = 2,
                             .output_limit = 1u << 20,
                             .timeout_ms = 30000}};
+    uint8_t entropy[SBX_ENTROPY_MIN];
     char *json;
 
     (void)state;
@@ -120,6 +128,16 @@ static void test_execute_full(void **state)
     /* args travel as a JSON value, not as a string. */
     assert_non_null(strstr(json, "\"args\":[1,\"two\",{\"x\":[null,true]}]"));
     free(json);
+    /* The clock and entropy of a pooled session, sent with the execute. */
+    fill(entropy, sizeof(entropy));
+    m.execute.time_us = 1800000000000123;
+    m.execute.entropy = entropy;
+    m.execute.entropy_len = sizeof(entropy);
+    json = round_trip(&m);
+    assert_non_null(strstr(json, "\"time_us\":1800000000000123"));
+    free(json);
+    m.execute.entropy_len = SBX_ENTROPY_MIN - 1;
+    assert_int_equal(sbx_msg_encode(&m, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
 }
 
 static void test_execute_minimal(void **state)

@@ -367,6 +367,87 @@ static void check_concurrent(const SbxProfile *p, const SbxImage *img, const Sbx
     CHECK(shm_entries() <= shm_before, "/dev/shm has a new entry");
 }
 
+/* A pre-started restore held before its state load (vm-prestart.c). */
+static SbxVm *start_held(const SbxProfile *p, const SbxImage *img, const SbxSnapshot *snap,
+                         Wait *w)
+{
+    SbxVmOptions o = {.snapshot = snap, .boot_timeout_ms = RESTORE_TIMEOUT_MS};
+    SbxVm *vm = sbx_vm_new(p, img, &o);
+    gint64 until = g_get_monotonic_time() + RESTORE_TIMEOUT_MS * 1000ll;
+
+    sbx_vm_set_prestart(vm);
+    sbx_vm_start_async(vm, NULL, on_started, w);
+    while (!sbx_vm_prestart_is_held(vm) && !w->done && g_get_monotonic_time() < until)
+        g_main_context_iteration(NULL, TRUE);
+    CHECK(sbx_vm_prestart_is_held(vm) && !w->done, "the pre-started VM did not reach the hold%s%s",
+          w->error ? ": " : "", w->error ? w->error->message : "");
+    return vm;
+}
+
+static void check_gone(GPid q, GPid b, const char *dir, const char *what)
+{
+    CHECK(!pid_alive(q) && !pid_alive(b), "%s: QEMU %d or bridge %d left", what, q, b);
+    CHECK(!dir || !g_file_test(dir, G_FILE_TEST_EXISTS), "%s: runtime dir %s left", what, dir);
+}
+
+/*
+ * Pre-started restores: one holds (QEMU up, the start not complete) until resumed, then is a
+ * working VM with its own identity; one whose QEMU dies while held fails its start; one freed
+ * while held leaves nothing.
+ */
+static void check_prestart(const SbxProfile *p, const SbxImage *img, const SbxSnapshot *snap)
+{
+    guint shm_before = shm_entries();
+    Wait w = {0};
+    Identity id = {0};
+    SbxVm *vm = start_held(p, img, snap, &w);
+    GPid q = sbx_vm_qemu_pid(vm), b = sbx_vm_bridge_pid(vm);
+
+    spin(300);
+    CHECK(!w.done && sbx_vm_prestart_is_held(vm) && pid_alive(q), "the hold did not hold");
+    gint64 t0 = g_get_monotonic_time();
+    sbx_vm_prestart_resume(vm);
+    wait_for(&w);
+    CHECK(w.ok, "resumed restore: %s", w.error ? w.error->message : "?");
+    printf("pre-started: resume to ready %.1f ms\n", (g_get_monotonic_time() - t0) / 1e3);
+    identity_of(vm, &id);
+    g_autofree char *dir = g_strdup(sbx_vm_runtime_dir(vm));
+    sbx_vm_free(vm);
+    check_gone(q, b, dir, "pre-started VM");
+
+    Wait w2 = {0};
+    vm = start_held(p, img, snap, &w2);
+    q = sbx_vm_qemu_pid(vm);
+    b = sbx_vm_bridge_pid(vm);
+    kill(q, SIGKILL);
+    wait_for(&w2);
+    CHECK(!w2.ok, "a held VM whose QEMU died did not fail its start");
+    g_clear_error(&w2.error);
+    g_free(dir);
+    dir = g_strdup(sbx_vm_runtime_dir(vm));
+    sbx_vm_free(vm);
+    check_gone(q, b, dir, "held VM killed");
+
+    Wait w3 = {0};
+    vm = start_held(p, img, snap, &w3);
+    q = sbx_vm_qemu_pid(vm);
+    b = sbx_vm_bridge_pid(vm);
+    g_free(dir);
+    dir = g_strdup(sbx_vm_runtime_dir(vm));
+    sbx_vm_free(vm);
+    spin(100);
+    CHECK(w3.done && !w3.ok, "a held VM freed did not end its start (cancelled)");
+    g_clear_error(&w3.error);
+    check_gone(q, b, dir, "held VM freed");
+    CHECK(shm_entries() <= shm_before, "/dev/shm has a new entry");
+    g_free(id.js_random);
+    g_free(id.js_uuid);
+    g_free(id.py_random);
+    g_free(id.urandom);
+    g_free(id.js_urandom);
+    printf("pre-started: held, resumed, killed while held, freed while held: nothing left\n");
+}
+
 static void on_make(const char *dir, gpointer data)
 {
     (void)data;
@@ -403,6 +484,7 @@ int main(int argc, char **argv)
     check_damaged(p, img, snap);
     check_free_during_restore(p, img, snap);
     check_concurrent(p, img, snap);
+    check_prestart(p, img, snap);
     for (int i = 0; i < n; i++) {
         g_free(ids[i].js_random);
         g_free(ids[i].js_uuid);
