@@ -55,6 +55,14 @@ struct SbxVm {
     gboolean ram_copied;
     gboolean ram_wanted; /* the restore chain waits for the copy */
 
+    /* The channel to the agent beyond the bridge (channel*.c). virtio-serial: QEMU's socket,
+     * whether the guest has the port open, how many times it opened it (VSERPORT_CHANGE), and
+     * that count when we last connected. */
+    char *serial_path;
+    gboolean serial_open;
+    guint serial_opens;
+    guint serial_used;
+
     /* The start sequence (vm-start.c). */
     GTask *start;
     GCancellable *start_cancel; /* cancels our own async steps when the start ends */
