@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """End-to-end tests: each boots a real VM through `sandbox run` and checks what comes back.
 
-Usage: run_test.py SANDBOX_BINARY TEST_NAME
+Usage: run_test.py SANDBOX_BINARY TEST_NAME [PROFILE]
+
+PROFILE (e.g. q35-serial) is passed to every `sandbox run` as --profile: the same tests run
+over each channel attachment (docs/snapshot.md).
 
 Every test runs the CLI in a private runtime directory (XDG_RUNTIME_DIR and TMPDIR point into a
 fresh temp dir), tracks the PID of the CLI it started, and checks afterwards that nothing it
@@ -48,14 +51,15 @@ def processes_mentioning(path):
 class Sandbox:
     """Runs `sandbox run` in a private runtime dir; cleans and checks for leaks."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, profile=None):
         self.binary = binary
+        self.profile = ["--profile", profile] if profile else []
         self.runtime = tempfile.mkdtemp(prefix="sbx-it-")
 
     def run(self, code, lang, *extra, timeout=240, sample_rss=False):
         env = dict(os.environ, XDG_RUNTIME_DIR=self.runtime, TMPDIR=self.runtime)
         env.setdefault("SANDBOX_ACCEL", "tcg")
-        argv = [self.binary, "run", "--lang", lang, "--json", *extra, "-"]
+        argv = [self.binary, "run", "--lang", lang, "--json", *self.profile, *extra, "-"]
         start = time.monotonic()
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, cwd=TOP)
@@ -247,14 +251,14 @@ TESTS = {name[5:]: fn for name, fn in globals().items() if name.startswith("test
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in TESTS:
-        print(f"usage: {sys.argv[0]} SANDBOX {{{'|'.join(TESTS)}}}", file=sys.stderr)
+    if len(sys.argv) not in (3, 4) or sys.argv[2] not in TESTS:
+        print(f"usage: {sys.argv[0]} SANDBOX {{{'|'.join(TESTS)}}} [PROFILE]", file=sys.stderr)
         return 2
     image = os.environ.get("SANDBOX_IMAGE_DIR", os.path.join(TOP, "build", "image"))
     if not os.path.exists(os.path.join(image, "manifest.json")):
         print(f"SKIP: no guest image in {image} (run scripts/build)")
         return 77
-    sbx = Sandbox(sys.argv[1])
+    sbx = Sandbox(sys.argv[1], sys.argv[3] if len(sys.argv) == 4 else None)
     failure = None
     try:
         TESTS[sys.argv[2]](sbx)
