@@ -247,6 +247,27 @@ def test_tool_call_python(sbx):
     check(lines[1].endswith("True"), "tool error raised in the guest", repr(r["stdout"]))
 
 
+def test_serial_port_private(sbx):
+    """virtio-serial profiles: guest code cannot open the agent's port (it is root's, and the
+    driver lets one process have it open: the agent's), so it cannot inject into the host's
+    stream or read it; the execution itself goes on undisturbed."""
+    code = ('import errno, os\n'
+            'base = "/sys/class/virtio-ports"\n'
+            'names = {open(f"{base}/{d}/name").read().strip(): d for d in os.listdir(base)}\n'
+            'dev = "/dev/" + names["sbx.agent"]\n'
+            'for mode in ("rb", "wb"):\n'
+            '    try:\n'
+            '        open(dev, mode, buffering=0).close()\n'
+            '        print("opened")\n'
+            '    except OSError as e:\n'
+            '        print(errno.errorcode[e.errno])\n')
+    r = sbx.run(code, "python")
+    expect_ok(r)
+    lines = r["stdout"].split()
+    check(len(lines) == 2 and all(w in ("EACCES", "EBUSY", "EPERM") for w in lines),
+          "the port cannot be opened by guest code", repr(r["stdout"]))
+
+
 TESTS = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
 
 
