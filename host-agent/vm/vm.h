@@ -60,7 +60,9 @@ void sbx_vm_start_async(SbxVm *vm, GCancellable *cancellable, GAsyncReadyCallbac
 gboolean sbx_vm_start_finish(SbxVm *vm, GAsyncResult *result, GError **error);
 
 /**
- * The connected stream to the guest agent (a socket fd; ownership passes to the caller).
+ * The connected stream to the guest agent (a socket fd; ownership passes to the caller): the
+ * same kind of fd whatever the profile's channel (vsock through the bridge or the kernel, or
+ * QEMU's virtio-serial socket).
  * Valid once after a successful start; -1 otherwise. The fd is in blocking mode and
  * close-on-exec. The agent closes it unless `hello` arrives within 5 s of the start completing.
  */
@@ -95,8 +97,10 @@ void sbx_vm_qmp_execute_async(SbxVm *vm, const char *command, const char *args_j
 char *sbx_vm_qmp_execute_finish(SbxVm *vm, GAsyncResult *result, GError **error);
 
 /**
- * Open another stream to guest vsock port @port through the bridge (one attempt, answered
- * within @timeout_ms). G_IO_ERROR_CONNECTION_REFUSED if nothing listens there.
+ * Open another stream to guest vsock port @port (one attempt, answered within @timeout_ms).
+ * G_IO_ERROR_CONNECTION_REFUSED if nothing listens there. On a virtio-serial VM there is one
+ * stream and @port is ignored: it waits (within @timeout_ms; G_IO_ERROR_TIMED_OUT) until the
+ * agent has reopened its port since the last connection (it saw that connection end).
  */
 void sbx_vm_connect_port_async(SbxVm *vm, guint32 port, guint timeout_ms, GCancellable *cancellable,
                                GAsyncReadyCallback callback, gpointer user_data);
