@@ -26,13 +26,11 @@ failures = []
 checks = [0]
 
 
-def bridged():
-    """Whether the pool's profile reaches the agent through the bridge (a process per VM)."""
-    if not PROFILE:
-        return True
+def bridged(profile):
+    """Whether @profile reaches the agent through the bridge (a process per VM)."""
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     d = os.environ.get("SANDBOX_PROFILES_DIR", os.path.join(top, "qemu-profiles"))
-    with open(os.path.join(d, PROFILE[1] + ".json")) as f:
+    with open(os.path.join(d, profile + ".json")) as f:
         return json.load(f).get("channel", "vsock-bridge") == "vsock-bridge"
 
 
@@ -274,7 +272,7 @@ def body(serve, sock, rt, env):
     # SIGTERM: stop, kill every VM, remove the socket; exit 0; nothing left.
     kids = descendants(serve.pid)
     # Two pooled VMs: a QEMU each, and a bridge each unless the profile's channel is in QEMU.
-    per_vm = 2 if bridged() else 1
+    per_vm = 2 if bridged(status(sock)["profile"]) else 1
     check(len(kids) >= 2 * per_vm, f"serve has its pooled QEMUs (and bridges) as children: {kids}")
     serve.send_signal(signal.SIGTERM)
     try:
