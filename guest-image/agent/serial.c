@@ -31,6 +31,15 @@
 /* Where udev would link the port; the guest has no udev, so sysfs is searched as well. */
 #define SERIAL_UDEV_DIR "/dev/virtio-ports/"
 #define SERIAL_SYSFS_DIR "/sys/class/virtio-ports"
+#define VIRTIO_CONSOLE_DRIVER "/sys/bus/virtio/drivers/virtio_console"
+
+/*
+ * The driver adds a device's ports from a workqueue after the device is probed, so at boot a
+ * port may appear a moment after its device. With a virtio-serial device present, wait for
+ * ours this long (in steps), once, before serving: a boot without it would never be reached.
+ */
+#define SERIAL_APPEAR_WAIT_MS 3000
+#define SERIAL_APPEAR_STEP_MS 10
 
 /*
  * Bytes of an old connection dropped per SIGIO while draining. More wakes us again: the
@@ -114,11 +123,33 @@ static bool drain(int fd)
     return false;
 }
 
+/* Whether a virtio-serial device is bound to the driver (a "virtioN" link in its directory). */
+static bool have_console_device(void)
+{
+    DIR *d = opendir(VIRTIO_CONSOLE_DRIVER);
+    struct dirent *e;
+    bool found = false;
+
+    if (!d)
+        return false;
+    while (!found && (e = readdir(d)))
+        found = strncmp(e->d_name, "virtio", 6) == 0;
+    closedir(d);
+    return found;
+}
+
 void serial_init(Agent *a)
 {
+    int64_t deadline = now_ms() + SERIAL_APPEAR_WAIT_MS;
+
     a->serial_fd = -1;
-    if (find_port(SERIAL_PORT_NAME, a->serial_dev, sizeof(a->serial_dev)) < 0)
-        return; /* no such port: vsock only */
+    while (find_port(SERIAL_PORT_NAME, a->serial_dev, sizeof(a->serial_dev)) < 0) {
+        if (!have_console_device() || now_ms() >= deadline) {
+            a->serial_dev[0] = '\0';
+            return; /* no such port: vsock only */
+        }
+        usleep(SERIAL_APPEAR_STEP_MS * 1000);
+    }
     agent_log("listening on virtio-serial %s", a->serial_dev);
     port_open(a);
 }
