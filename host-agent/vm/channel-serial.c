@@ -50,6 +50,19 @@ void sbx_vm_serial_on_event(SbxVm *vm, const char *data_json)
     if (!cJSON_IsString(id) || !g_str_equal(id->valuestring, SBX_QEMU_SERIAL_PORT_ID) ||
         !cJSON_IsBool(open))
         return;
+    /*
+     * After loading the state QEMU reports each port's saved state once, at the first tick of
+     * the resumed guest (virtio-serial-bus.c, virtio_serial_post_load_timer_cb ->
+     * set_guest_connected): an "open" that is no reopen. Counted, it would let the next
+     * connection in before the agent saw the end of the current one. It is the first event
+     * after the restore (no connection can have ended before it); anything else first means
+     * it does not come.
+     */
+    if (vm->serial_restore_echo) {
+        vm->serial_restore_echo = FALSE;
+        if (cJSON_IsTrue(open) && vm->serial_open)
+            return;
+    }
     vm->serial_open = cJSON_IsTrue(open);
     if (vm->serial_open)
         vm->serial_opens++;

@@ -91,6 +91,7 @@ void sbx_vm_channel_restored(SbxVm *vm)
     if (vm->profile->channel == SBX_CHANNEL_VIRTIO_SERIAL) {
         vm->serial_open = TRUE;
         vm->serial_opens = vm->serial_used + 1;
+        vm->serial_restore_echo = TRUE;
     }
 }
 

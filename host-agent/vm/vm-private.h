@@ -62,6 +62,7 @@ struct SbxVm {
     gboolean serial_open;
     guint serial_opens;
     guint serial_used;
+    gboolean serial_restore_echo; /* a restore's own open event is still to come (skip it) */
 
     /* The start sequence (vm-start.c). */
     GTask *start;
