@@ -1,6 +1,8 @@
 /*
- * A VM: one QEMU process plus its vsock bridge process, a private runtime directory for their
- * sockets, and the channel to the guest agent. Owned by the GLib main thread.
+ * A VM: one QEMU process plus, when the profile's channel is vsock-bridge, its vsock bridge
+ * process, a private runtime directory for their sockets, and the channel to the guest agent
+ * (vsock through the bridge or the kernel, or a virtio-serial port: docs/snapshot.md "Channel
+ * attachments"). Owned by the GLib main thread.
  *
  * Lifecycle: sbx_vm_new() -> sbx_vm_start_async() (spawns the bridge, waits for it to be ready,
  * spawns QEMU, connects QMP, waits until the guest agent accepts a vsock connection) ->
@@ -49,7 +51,8 @@ SbxVm *sbx_vm_new(const SbxProfile *profile, const SbxImage *image, const SbxVmO
 
 /**
  * Start the VM. Completes (on the main loop) once the guest agent accepted a connection on
- * SBX_AGENT_PORT, or with an error (and then everything started is already torn down).
+ * SBX_AGENT_PORT (virtio-serial: once the host is connected to the port the agent opened), or
+ * with an error (and then everything started is already torn down).
  * Errors carry the tail of QEMU's stderr, the bridge's stderr and the guest console.
  * If the VM is freed while starting, the callback gets G_IO_ERROR_CANCELLED and must not use
  * @vm (it is gone). Call from the thread that owns the main context (PR_SET_PDEATHSIG is
