@@ -159,6 +159,10 @@ typedef struct Agent {
     Exec *exec;               /* the running execution, or NULL */
     pid_t early_pid;          /* runner of an execution done before its exit; 0 once reaped */
     Prestart pre[SBX_LANG__COUNT];
+    bool conn_serial;         /* the host connection is on the virtio-serial port (serial.c) */
+    int serial_fd;            /* the port while no connection uses it; -1: in use or none */
+    bool serial_draining;     /* an ended connection's host is still attached: drop its bytes */
+    char serial_dev[64];      /* the port's device node; "" when the VM has none */
     bool quit;                /* SIGTERM/SIGINT when not PID 1 */
 } Agent;
 
@@ -169,6 +173,8 @@ int listen_open(const AgentOptions *o);
 /* conn.c */
 /** Accept a connection on the listener; refuse it (error frame) while one is active. */
 void conn_accept(Agent *a);
+/** Make the non-blocking stream @fd the host connection (@serial: the virtio-serial port). */
+void conn_attach(Agent *a, int fd, bool serial);
 /** Handle poll events on the host connection. */
 void conn_on_events(Agent *a, short revents);
 /**
@@ -188,6 +194,18 @@ bool conn_wants_input(const Agent *a);
 bool conn_has_buffered(const Agent *a);
 /** True when output and runner messages may be queued to the host (back-pressure). */
 bool conn_wants_output(const Agent *a);
+
+/* serial.c: the host over a virtio-serial port (see the file's comment) */
+/* The port's name, as the host's QEMU command line gives it (host-agent/vm/qemu.h). */
+#define SERIAL_PORT_NAME "sbx.agent"
+/** Find and open the port, if the VM has one. */
+void serial_init(Agent *a);
+/** SIGIO (or an end of a connection): look at the port; attach a new host as a connection. */
+void serial_check(Agent *a);
+/** The serial connection on @fd is about to close (before the fd is). */
+void serial_conn_closing(Agent *a, int fd);
+/** ... and it is closed: reopen the port, or drain what the attached host still sends. */
+void serial_conn_closed(Agent *a);
 
 /* host.c */
 /** Act on one decoded message from the host (ownership of @msg's fields may be taken). */

@@ -44,10 +44,16 @@ void conn_accept(Agent *a)
         refuse(fd, "another host connection is active");
         return;
     }
+    conn_attach(a, fd, false);
+}
+
+void conn_attach(Agent *a, int fd, bool serial)
+{
     link_init(&a->host, fd, SBX_FRAME_MAX);
     a->conn_state = CONN_HELLO;
     a->conn_broken = false;
     a->conn_deadline_ms = now_ms() + HELLO_TIMEOUT_MS;
+    a->conn_serial = serial;
 }
 
 void conn_close(Agent *a)
@@ -56,12 +62,20 @@ void conn_close(Agent *a)
         exec_abort(a);
     if (a->conn_state == CONN_NONE)
         return;
+    if (a->conn_serial)
+        serial_conn_closing(a, a->host.fd);
     link_close(&a->host);
     free(a->greeting_token);
     a->greeting_token = NULL;
     a->conn_state = CONN_NONE;
     a->conn_broken = false;
     a->conn_deadline_ms = 0;
+    if (a->conn_serial) {
+        a->conn_serial = false;
+        serial_conn_closed(a);
+    } else {
+        serial_check(a); /* a host may have attached to the port meanwhile */
+    }
 }
 
 int conn_send(Agent *a, const SbxMsg *msg)

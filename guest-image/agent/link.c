@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -15,7 +16,10 @@
 void link_init(Link *l, int fd, uint32_t max_frame)
 {
     memset(l, 0, sizeof(*l));
+    struct stat st;
+
     l->fd = fd;
+    l->device = fstat(fd, &st) == 0 && !S_ISSOCK(st.st_mode);
     sbx_frame_reader_init(&l->reader, max_frame);
 }
 
@@ -72,7 +76,10 @@ int link_flush(Link *l)
 {
     while (l->head) {
         LinkFrame *f = l->head;
-        ssize_t n = send(l->fd, f->data + f->off, f->len - f->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        /* A port is non-blocking by its open flags; SIGPIPE is ignored (pid1.c). */
+        ssize_t n = l->device ? write(l->fd, f->data + f->off, f->len - f->off)
+                              : send(l->fd, f->data + f->off, f->len - f->off,
+                                     MSG_NOSIGNAL | MSG_DONTWAIT);
 
         if (n < 0 && errno == EINTR)
             continue;
@@ -97,7 +104,8 @@ static int fill(Link *l)
     ssize_t n;
 
     do
-        n = recv(l->fd, l->in, sizeof(l->in), MSG_DONTWAIT);
+        n = l->device ? read(l->fd, l->in, sizeof(l->in))
+                      : recv(l->fd, l->in, sizeof(l->in), MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -errno;

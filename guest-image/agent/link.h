@@ -29,7 +29,8 @@ typedef struct LinkFrame {
 } LinkFrame;
 
 typedef struct Link {
-    int fd; /* non-blocking stream socket, owned; -1 when closed */
+    int fd; /* non-blocking stream socket or character device (a port), owned; -1 when closed */
+    bool device; /* not a socket (a virtio-serial port): read()/write() instead of recv()/send() */
     SbxFrameReader reader;
     uint8_t in[LINK_READ_CHUNK];
     size_t in_len, in_off; /* bytes in @in, and how many the reader has taken */

@@ -113,6 +113,7 @@ int main(int argc, char **argv)
         .pid1 = getpid() == 1,
         .listen_fd = -1,
         .signal_fd = -1,
+        .serial_fd = -1,
     };
     int r;
 
@@ -140,6 +141,9 @@ int main(int argc, char **argv)
         pid1_fatal(&a, "listen on %s: %s", a.opt.unix_path ? a.opt.unix_path : "vsock",
                    strerror(-a.listen_fd));
     agent_log("listening on %s", a.opt.unix_path ? a.opt.unix_path : "vsock");
+    /* In the guest, a virtio-serial port for the host may exist too (the profile chooses). */
+    if (!a.opt.unix_path)
+        serial_init(&a);
     r = agent_run(&a);
     if (r < 0)
         pid1_fatal(&a, "poll: %s", strerror(-r));

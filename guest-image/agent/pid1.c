@@ -27,6 +27,8 @@ int pid1_signals_init(bool pid1)
 
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
+    /* The virtio-serial port's changes (serial.c): read from the signalfd, never delivered. */
+    sigaddset(&mask, SIGIO);
     if (pid1) {
         for (size_t i = 0; i < sizeof(ignored_as_init) / sizeof(ignored_as_init[0]); i++)
             signal(ignored_as_init[i], SIG_IGN);
@@ -83,6 +85,8 @@ void pid1_on_signals(Agent *a)
     while (read(a->signal_fd, &si, sizeof(si)) == sizeof(si)) {
         if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
             a->quit = true;
+        if (si.ssi_signo == SIGIO)
+            serial_check(a);
     }
     /* SIGCHLD coalesces: reap whatever has exited, whichever signal woke us. */
     reap(a);

@@ -46,10 +46,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 #define SERVE_REFILL_DELAY_MS 300
 
 /*
- * The restore default (as for `sandbox run`): q35's ACPI hot-plug binds vsock fastest
- * (docs/snapshot.md).
+ * The restore default (as for `sandbox run`): virtio-serial, in the snapshot with copy-on-write
+ * RAM (docs/snapshot.md "Channel attachments").
  */
-#define SERVE_PROFILE_DEFAULT "q35"
+#define SERVE_PROFILE_DEFAULT "q35-serial"
 
 /* A shutdown waits at most this long for runs to end (they were aborted: milliseconds). */
 #define SERVE_SHUTDOWN_GRACE_MS 5000

@@ -16,4 +16,5 @@ struct SbxProfile {
     guint cpus;
     guint memory_mib;
     char *cmdline_extra; /* appended to the kernel command line, may be "" */
+    SbxChannelKind channel;
 };

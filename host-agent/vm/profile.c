@@ -167,12 +167,30 @@ static gboolean f_cmdline(Ctx *ctx, const cJSON *v, GError **error)
     return TRUE;
 }
 
+static gboolean f_channel(Ctx *ctx, const cJSON *v, GError **error)
+{
+    static const SbxChannelKind kinds[] = {SBX_CHANNEL_VSOCK_BRIDGE, SBX_CHANNEL_VIRTIO_SERIAL,
+                                           SBX_CHANNEL_VSOCK_KERNEL};
+
+    for (guint i = 0; cJSON_IsString(v) && i < G_N_ELEMENTS(kinds); i++) {
+        if (g_str_equal(v->valuestring, sbx_channel_name(kinds[i]))) {
+            ctx->p->channel = kinds[i];
+            return TRUE;
+        }
+    }
+    return field_error(ctx, "channel", error,
+                       "\"vsock-bridge\", \"virtio-serial\" or \"vsock-kernel\"");
+}
+
+/* The field's old name and only value, renamed to "channel": say so rather than "unknown". */
 static gboolean f_vsock(Ctx *ctx, const cJSON *v, GError **error)
 {
-    /* The only transport so far; "vhost" (the kernel's vhost-vsock) would be the next one. */
-    if (!cJSON_IsString(v) || !g_str_equal(v->valuestring, "bridge"))
-        return field_error(ctx, "vsock", error, "\"bridge\"");
-    return TRUE;
+    (void)v;
+    g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE,
+                "%s: vsock: renamed; write \"channel\": \"vsock-bridge\" (or \"virtio-serial\", "
+                "\"vsock-kernel\")",
+                ctx->file);
+    return FALSE;
 }
 
 static const struct {
@@ -184,7 +202,7 @@ static const struct {
     {"machine", f_machine, TRUE},   {"accel", f_accel, FALSE},
     {"cpu", f_cpu, FALSE},          {"cpus", f_cpus, FALSE},
     {"memory_mib", f_memory, TRUE}, {"kernel_cmdline_extra", f_cmdline, FALSE},
-    {"vsock", f_vsock, FALSE},
+    {"channel", f_channel, FALSE},  {"vsock", f_vsock, FALSE},
 };
 
 /* Dispatch one member of the object to its field parser; unknown and repeated names fail. */
@@ -203,7 +221,7 @@ static gboolean parse_member(Ctx *ctx, const cJSON *member, guint32 *seen, GErro
     }
     g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE,
                 "%s: %s: unknown field (known: name, description, machine, accel, cpu, cpus, "
-                "memory_mib, kernel_cmdline_extra, vsock)",
+                "memory_mib, kernel_cmdline_extra, channel)",
                 ctx->file, g_utf8_validate(member->string, -1, NULL) ? member->string : "?");
     return FALSE;
 }
@@ -337,6 +355,23 @@ guint sbx_profile_memory_mib(const SbxProfile *profile)
 SbxAccel sbx_profile_accel(const SbxProfile *profile)
 {
     return profile->accel;
+}
+
+SbxChannelKind sbx_profile_channel(const SbxProfile *profile)
+{
+    return profile->channel;
+}
+
+const char *sbx_channel_name(SbxChannelKind channel)
+{
+    switch (channel) {
+    case SBX_CHANNEL_VIRTIO_SERIAL:
+        return "virtio-serial";
+    case SBX_CHANNEL_VSOCK_KERNEL:
+        return "vsock-kernel";
+    default:
+        return "vsock-bridge";
+    }
 }
 
 const char *sbx_machine_name(SbxMachine machine)

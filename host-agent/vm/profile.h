@@ -16,6 +16,22 @@ typedef enum { SBX_MACHINE_Q35, SBX_MACHINE_MICROVM } SbxMachine;
 
 typedef enum { SBX_ACCEL_AUTO, SBX_ACCEL_TCG, SBX_ACCEL_KVM } SbxAccel;
 
+/*
+ * How the host reaches the guest agent (the profile's "channel"; docs/snapshot.md compares them).
+ * All three carry the same protocol as one byte stream per connection.
+ *   VSOCK_BRIDGE: virtio-vsock through our vhost-user backend (bridge/); not in a snapshot:
+ *                 hot-plugged after a restore, each clone with its own RAM copy.
+ *   VIRTIO_SERIAL: a virtserialport named SBX_SERIAL_PORT_NAME on a QEMU socket chardev; in the
+ *                 snapshot, copy-on-write RAM; one stream, no vsock semantics.
+ *   VSOCK_KERNEL: the kernel's vhost-vsock (/dev/vhost-vsock); in the snapshot, copy-on-write
+ *                 RAM, a guest CID per VM.
+ */
+typedef enum {
+    SBX_CHANNEL_VSOCK_BRIDGE,
+    SBX_CHANNEL_VIRTIO_SERIAL,
+    SBX_CHANNEL_VSOCK_KERNEL,
+} SbxChannelKind;
+
 /** Load and validate a profile file. */
 SbxProfile *sbx_profile_load(const char *path, GError **error);
 
@@ -41,9 +57,13 @@ guint sbx_profile_memory_mib(const SbxProfile *profile);
 /** The accelerator as written in the profile (AUTO is resolved when a VM starts). */
 SbxAccel sbx_profile_accel(const SbxProfile *profile);
 
-/** Wire names: "q35"/"microvm", "auto"/"tcg"/"kvm". */
+/** How the guest agent is reached (the profile's "channel"). */
+SbxChannelKind sbx_profile_channel(const SbxProfile *profile);
+
+/** Wire names: "q35"/"microvm", "auto"/"tcg"/"kvm", "vsock-bridge"/"virtio-serial"/... */
 const char *sbx_machine_name(SbxMachine machine);
 const char *sbx_accel_name(SbxAccel accel);
+const char *sbx_channel_name(SbxChannelKind channel);
 
 void sbx_profile_free(SbxProfile *profile);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxProfile, sbx_profile_free)

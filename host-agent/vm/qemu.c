@@ -71,8 +71,10 @@ char *sbx_qemu_kernel_cmdline_full(const SbxProfile *profile, guint tsc_khz,
      * microvm publishes no MCFG table, so without pcie_ports=native the kernel never loads
      * pciehp and a device hot-plugged after a restore is never seen (shared/FINDINGS.md).
      */
-    const char *native =
-        snapshot_layout && profile->machine == SBX_MACHINE_MICROVM ? " pcie_ports=native" : "";
+    const char *native = snapshot_layout && profile->machine == SBX_MACHINE_MICROVM &&
+                                 profile->channel == SBX_CHANNEL_VSOCK_BRIDGE
+                             ? " pcie_ports=native"
+                             : "";
 
     /*
      * console=ttyS0: the serial port is the only console (-nodefaults). quiet: printing to an
@@ -113,6 +115,13 @@ static void addf(GPtrArray *argv, const char *opt, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The bridge's snapshot layout: vsock is hot-plugged after a restore. The other channels are
+ * in the snapshot and need nothing beyond their devices. */
+static gboolean hotplug_layout(const SbxProfile *p, const SbxQemuRuntime *rt)
+{
+    return rt->snapshot_layout && p->channel == SBX_CHANNEL_VSOCK_BRIDGE;
+}
+
 /* Machine, accelerator, CPUs and RAM. */
 static void add_machine(GPtrArray *argv, const SbxProfile *p, const SbxQemuRuntime *rt)
 {
@@ -122,22 +131,26 @@ static void add_machine(GPtrArray *argv, const SbxProfile *p, const SbxQemuRunti
      * without a backend, or a saved state does not load into this VM ("Unknown ramblock").
      */
     if (rt->ram_path) {
-        /* A file we made: a snapshot's RAM is the file, saved apart from the device state. */
+        /* A file we made: a snapshot's RAM is the file, saved apart from the device state.
+         * share=off maps it MAP_PRIVATE: clones read the snapshot's pages from the page cache
+         * (shared by all of them) and copy only the pages they write; the file never changes. */
         g_autofree char *ram = sbx_qemu_escape_opt(rt->ram_path);
-        addf(argv, "-object", "memory-backend-file,id=pc.ram,size=%uM,mem-path=%s,share=on",
-             p->memory_mib, ram);
+        addf(argv, "-object", "memory-backend-file,id=pc.ram,size=%uM,mem-path=%s,share=%s",
+             p->memory_mib, ram, rt->ram_private ? "off" : "on");
     } else {
         addf(argv, "-object", "memory-backend-memfd,id=pc.ram,size=%uM,share=on", p->memory_mib);
     }
-    /* microvm has PCIe only on request; the snapshot layout needs it for hot-plug. */
+    /* microvm has PCIe only on request; the bridge's snapshot layout needs it for hot-plug. */
     addf(argv, "-machine", "%s%s,memory-backend=pc.ram", sbx_machine_name(p->machine),
-         rt->snapshot_layout && p->machine == SBX_MACHINE_MICROVM ? ",pcie=on" : "");
+         hotplug_layout(p, rt) && p->machine == SBX_MACHINE_MICROVM ? ",pcie=on" : "");
     addf(argv, "-m", "%uM", p->memory_mib); /* QEMU refuses a backend of another size */
     add(argv, "-accel", rt->accel == SBX_ACCEL_KVM ? "kvm" : "tcg");
     if (p->cpu)
         add(argv, "-cpu", p->cpu);
     addf(argv, "-smp", "%u", p->cpus);
 }
+
+static void add_vsock_bridge(GPtrArray *argv, const SbxProfile *p, const SbxQemuRuntime *rt);
 
 /* Kernel, initramfs, command line and the read-only root disk. */
 static void add_boot(GPtrArray *argv, const SbxProfile *p, const SbxImage *img,
@@ -157,16 +170,64 @@ static void add_boot(GPtrArray *argv, const SbxProfile *p, const SbxImage *img,
         add(argv, "-device", "virtio-blk-pci,drive=root");
 }
 
-/* QMP, the serial console, and vsock through the bridge. */
+/*
+ * virtio-serial: one port on a socket QEMU listens on (in the VM's private runtime dir). The
+ * host connects after the guest opened the port (QMP VSERPORT_CHANGE) or after a restore; the
+ * guest sees the connection come and go (VIRTIO_CONSOLE_PORT_OPEN). wait=off: QEMU starts
+ * without a client. In a snapshot as it is: the device state is migratable.
+ */
+static void add_serial(GPtrArray *argv, const SbxProfile *p, const SbxQemuRuntime *rt)
+{
+    g_autofree char *path = sbx_qemu_escape_opt(rt->serial_path);
+
+    addf(argv, "-chardev", "socket,id=agent,path=%s,server=on,wait=off", path);
+    if (p->machine == SBX_MACHINE_MICROVM)
+        add(argv, "-device", "virtio-serial-device,id=vser,bus=virtio-mmio-bus.2");
+    else
+        add(argv, "-device", "virtio-serial-pci,id=vser");
+    add(argv, "-device",
+        "virtserialport,bus=vser.0,chardev=agent,name=" SBX_SERIAL_PORT_NAME
+        ",id=" SBX_QEMU_SERIAL_PORT_ID);
+}
+
+/*
+ * The kernel's vhost-vsock (needs /dev/vhost-vsock). Its state migrates, its worker reaches
+ * guest RAM through QEMU's own mapping (copy-on-write RAM is fine), and after a restore QEMU
+ * sends the guest a transport reset so that it reads its (new) CID again.
+ */
+static void add_vsock_kernel(GPtrArray *argv, const SbxProfile *p, const SbxQemuRuntime *rt)
+{
+    if (p->machine == SBX_MACHINE_MICROVM)
+        addf(argv, "-device", "vhost-vsock-device,guest-cid=%u,bus=virtio-mmio-bus.2",
+             rt->guest_cid);
+    else
+        addf(argv, "-device", "vhost-vsock-pci,guest-cid=%u", rt->guest_cid);
+}
+
+/* QMP, the serial console, and the channel to the agent. */
 static void add_channels(GPtrArray *argv, const SbxProfile *p, const SbxQemuRuntime *rt)
 {
-    g_autofree char *vhost = sbx_qemu_escape_opt(rt->vhost_user_path);
-
     /* Both are already-connected sockets we hold the other end of: no path, no race. */
     addf(argv, "-chardev", "socket,id=qmp,fd=%d,server=off", rt->qmp_fd);
     add(argv, "-mon", "chardev=qmp,mode=control");
     addf(argv, "-chardev", "socket,id=con,fd=%d,server=off", rt->console_fd);
     add(argv, "-serial", "chardev:con");
+    if (p->channel == SBX_CHANNEL_VIRTIO_SERIAL) {
+        add_serial(argv, p, rt);
+        return;
+    }
+    if (p->channel == SBX_CHANNEL_VSOCK_KERNEL) {
+        add_vsock_kernel(argv, p, rt);
+        return;
+    }
+    add_vsock_bridge(argv, p, rt);
+}
+
+/* vsock through the bridge (vhost-user). */
+static void add_vsock_bridge(GPtrArray *argv, const SbxProfile *p, const SbxQemuRuntime *rt)
+{
+    g_autofree char *vhost = sbx_qemu_escape_opt(rt->vhost_user_path);
+
     if (rt->snapshot_layout) {
         /* A free root port: the only place a q35 (or microvm,pcie=on) guest sees a device
          * plugged after a restore. Chassis and slot only have to be unique. */

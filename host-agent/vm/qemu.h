@@ -16,7 +16,9 @@ typedef struct {
     guint tsc_khz;               /* host TSC frequency for tsc_early_khz= */
     int qmp_fd;                  /* fd number in QEMU: a connected socket for the monitor */
     int console_fd;              /* fd number in QEMU: a connected socket for the serial port */
-    const char *vhost_user_path; /* the bridge's vhost-user socket */
+    const char *vhost_user_path; /* the bridge's vhost-user socket (channel vsock-bridge) */
+    const char *serial_path;     /* QEMU's socket for the agent's port (virtio-serial) */
+    guint32 guest_cid;           /* the guest's CID (vsock-kernel) */
     /*
      * Snapshots (docs/snapshot.md). ram_path: guest RAM as this file (share=on) instead of a
      * memfd, e.g. "/proc/self/fd/5". snapshot_layout: the machine a snapshot is made of and
@@ -26,6 +28,7 @@ typedef struct {
      * over QMP). incoming: wait for the state (-incoming defer).
      */
     const char *ram_path;
+    gboolean ram_private; /* map ram_path copy-on-write (share=off): a restore's clone */
     gboolean snapshot_layout;
     gboolean no_vsock;
     gboolean incoming;
@@ -34,6 +37,14 @@ typedef struct {
 /* QEMU ids of the hot-pluggable vsock pieces (snapshot layout). */
 #define SBX_QEMU_VSOCK_ID "vsock"
 #define SBX_QEMU_VSOCK_PORT "vsock-port"
+
+/*
+ * virtio-serial: the port's name (the guest finds it in /sys/class/virtio-ports/ * /name, or
+ * as /dev/virtio-ports/sbx.agent with udev) and the QEMU id of the port device, which names
+ * it in QMP's VSERPORT_CHANGE events (the guest opened or closed the port).
+ */
+#define SBX_SERIAL_PORT_NAME "sbx.agent"
+#define SBX_QEMU_SERIAL_PORT_ID "agent-port"
 
 /** The vsock device's -device / device_add value in the snapshot layout (no id, no chardev). */
 const char *sbx_qemu_vsock_driver(void);

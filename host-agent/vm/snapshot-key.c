@@ -135,6 +135,8 @@ char *sbx_snapshot_recipe(const SbxProfile *profile, SbxAccel accel, guint tsc_k
                          .qmp_fd = 3,
                          .console_fd = 4,
                          .vhost_user_path = "VHOST",
+                         .serial_path = "SERIAL",
+                         .guest_cid = 3, /* per VM (vsock-kernel): a fixed stand-in */
                          .ram_path = "RAM",
                          .snapshot_layout = TRUE};
     g_auto(GStrv) argv = sbx_qemu_argv(profile, &image, &rt);

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "channel.h"
 #include "paths.h"
 #include "profile-private.h"
 #include "protocol/frame.h"
@@ -343,6 +344,40 @@ static gboolean unplug_vsock(SbxVm *vm, GError **error)
     }
 }
 
+/*
+ * virtio-serial: the host closed its connection; wait until the agent saw it and opened its
+ * port again (QMP VSERPORT_CHANGE, throttled by QEMU to one a second). Then nothing of the old
+ * connection is in flight (bytes sent while the VM is stopped would stay in QEMU's device
+ * state and reach every clone's host), and every clone's agent waits for a new connection.
+ */
+#define QUIESCE_MS 10000
+
+/*
+ * The kernel's vhost-vsock: a clone's transport reset drops the template's connection anyway,
+ * but an agent that still counts it as active when the clone's host connects refuses that
+ * connection. Closed connections reach the agent within milliseconds (the pool waits 50 ms
+ * before reconnecting for the same reason); 200 ms covers a loaded host, once per snapshot.
+ */
+#define VSOCK_KERNEL_SETTLE_MS 200
+
+static gboolean quiesce_channel(SbxVm *vm, GError **error)
+{
+    gint64 deadline = g_get_monotonic_time() + (gint64)QUIESCE_MS * 1000;
+
+    if (sbx_profile_channel(vm->profile) == SBX_CHANNEL_VSOCK_KERNEL) {
+        loop_sleep(VSOCK_KERNEL_SETTLE_MS);
+        return TRUE;
+    }
+    while (!sbx_vm_channel_quiesced(vm)) {
+        if (g_get_monotonic_time() > deadline)
+            return fail(error, "the guest agent did not reopen its channel within %d ms of the "
+                               "host closing it",
+                        QUIESCE_MS);
+        loop_sleep(UNPLUG_POLL_MS);
+    }
+    return TRUE;
+}
+
 /* query-migrate until "completed" (or failed, or the deadline). */
 static gboolean wait_migration(SbxVm *vm, GError **error)
 {
@@ -372,7 +407,9 @@ static gboolean save(SbxVm *vm, const char *tmp, GError **error)
     g_autofree char *args = g_strdup_printf("{\"uri\":\"%s\"}", uri_json);
     g_autofree char *r1 = NULL, *r2 = NULL, *r3 = NULL;
 
-    if (!unplug_vsock(vm, error))
+    /* The bridge's vhost-user-vsock cannot be saved: unplugged, and plugged after a restore.
+     * The other channels are saved with the VM. */
+    if (sbx_vm_channel_is_bridge(vm) ? !unplug_vsock(vm, error) : !quiesce_channel(vm, error))
         return FALSE;
     if (!(r1 = qmp(vm, "stop", NULL, error)) ||
         !(r2 = qmp(vm, "migrate-set-capabilities",

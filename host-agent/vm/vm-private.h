@@ -58,6 +58,15 @@ struct SbxVm {
     gboolean prestart_hold; /* hold when the state load is due */
     gboolean prestart_held; /* holding now */
 
+    /* The channel to the agent beyond the bridge (channel*.c). virtio-serial: QEMU's socket,
+     * whether the guest has the port open, how many times it opened it (VSERPORT_CHANGE), and
+     * that count when we last connected. */
+    char *serial_path;
+    gboolean serial_open;
+    guint serial_opens;
+    guint serial_used;
+    gboolean serial_restore_echo; /* a restore's own open event is still to come (skip it) */
+
     /* The start sequence (vm-start.c). */
     GTask *start;
     GCancellable *start_cancel; /* cancels our own async steps when the start ends */

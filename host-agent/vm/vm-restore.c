@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "channel.h"
 #include "jsonfile.h"
 #include "qemu.h"
 #include "ramfile.h"
@@ -141,7 +142,14 @@ static void on_migrate_status(SbxVm *vm, const char *ret)
     const char *s = cJSON_IsString(status) ? status->valuestring : "";
 
     if (g_str_equal(s, "completed")) {
-        plug_vsock(vm);
+        if (sbx_vm_channel_is_bridge(vm)) {
+            plug_vsock(vm);
+            return;
+        }
+        /* The channel's device came with the state: continue at once. */
+        vm->restore_times.state_done = vm->restore_times.plugged = since_spawn(vm);
+        sbx_vm_channel_restored(vm);
+        run(vm, "cont", NULL, on_running);
     } else if (g_str_equal(s, "failed") || g_str_equal(s, "cancelled")) {
         const cJSON *why = cJSON_GetObjectItemCaseSensitive(obj, "error-desc");
         sbx_vm_fail_start(vm, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_SNAPSHOT,

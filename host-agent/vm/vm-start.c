@@ -17,7 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "hvsock.h"
+#include "channel.h"
 #include "paths.h"
 #include "protocol/limits.h"
 #include "qemu.h"
@@ -195,14 +195,17 @@ static gboolean spawn_qemu(SbxVm *vm, GError **error)
 {
     g_autofree char *qemu = sbx_paths_qemu();
     g_auto(GStrv) argv = NULL;
+    gboolean bridge = sbx_vm_channel_is_bridge(vm);
     SbxQemuRuntime rt = {.qemu = qemu,
                          .accel = vm->accel,
                          .qmp_fd = QEMU_QMP_FD,
                          .console_fd = QEMU_CONSOLE_FD,
                          .vhost_user_path = vm->vhost_user_path,
+                         .serial_path = vm->serial_path,
+                         .guest_cid = vm->cid,
                          .ram_path = vm->ram_fd >= 0 ? QEMU_RAM_PATH : NULL,
                          .snapshot_layout = vm->template_vm || vm->snapshot,
-                         .no_vsock = vm->snapshot != NULL,
+                         .no_vsock = vm->snapshot != NULL && bridge,
                          .incoming = vm->snapshot != NULL};
     const int targets[] = {QEMU_QMP_FD, QEMU_CONSOLE_FD, QEMU_RAM_FD};
     int sources[3];
@@ -210,6 +213,11 @@ static gboolean spawn_qemu(SbxVm *vm, GError **error)
         .source_fds = sources, .target_fds = targets, .n_fds = vm->ram_fd >= 0 ? 3 : 2};
     QemuFds f;
 
+    /* A restore without the bridge maps the snapshot's RAM file itself, copy-on-write. */
+    if (vm->snapshot && !bridge) {
+        rt.ram_path = sbx_snapshot_ram_path(vm->snapshot);
+        rt.ram_private = TRUE;
+    }
     if (!sbx_tsc_host_khz(&rt.tsc_khz, NULL, error) || !make_qemu_fds(&f, error))
         return FALSE;
     argv = sbx_qemu_argv(vm->profile, vm->image, &rt);
@@ -237,8 +245,9 @@ static gboolean on_boot_timeout(gpointer data)
 
     vm->step_timer = 0;
     sbx_vm_fail_start(vm, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_BOOT_TIMEOUT,
-                                      "the guest agent did not accept a connection on vsock "
-                                      "port %u within %u ms of QEMU's start",
+                                      "the guest agent did not accept a connection (%s, port "
+                                      "%u) within %u ms of QEMU's start",
+                                      sbx_channel_name(sbx_profile_channel(vm->profile)),
                                       SBX_AGENT_PORT, vm->boot_timeout_ms));
     return G_SOURCE_REMOVE;
 }
@@ -249,13 +258,14 @@ void sbx_vm_arm_boot_deadline(SbxVm *vm)
     vm->step_timer = g_timeout_add(vm->boot_timeout_ms, on_boot_timeout, vm);
 }
 
-/* The bridge is listening: start QEMU. */
+/* The bridge is listening (or there is none): start QEMU. */
 static void bridge_ready(SbxVm *vm)
 {
     GError *error = NULL;
 
     g_clear_handle_id(&vm->step_timer, g_source_remove);
-    close(vm->ready_fd);
+    if (vm->ready_fd >= 0)
+        close(vm->ready_fd);
     vm->ready_fd = -1;
     if (!spawn_qemu(vm, &error)) {
         sbx_vm_fail_start(vm, error);
@@ -352,7 +362,7 @@ static void started(SbxVm *vm, int fd)
 static void on_probe(GObject *source, GAsyncResult *res, gpointer data)
 {
     g_autoptr(GError) error = NULL;
-    int fd = sbx_hvsock_connect_finish(res, &error);
+    int fd = sbx_vm_channel_connect_finish(res, &error);
     SbxVm *vm = data;
 
     (void)source;
@@ -378,8 +388,8 @@ void sbx_vm_probe(SbxVm *vm)
 
 static void probe(SbxVm *vm)
 {
-    sbx_hvsock_connect_async(vm->uds_path, SBX_AGENT_PORT, PROBE_ATTEMPT_MS, vm->start_cancel,
-                             on_probe, vm);
+    sbx_vm_channel_connect_async(vm, SBX_AGENT_PORT, PROBE_ATTEMPT_MS, vm->start_cancel,
+                                 on_probe, vm);
 }
 
 static void on_handshake(GObject *source, GAsyncResult *res, gpointer data)
@@ -430,7 +440,7 @@ static gboolean prepare(SbxVm *vm, GError **error)
         if (vm->ram_fd < 0)
             return FALSE;
     }
-    return make_runtime_dir(vm, error);
+    return make_runtime_dir(vm, error) && sbx_vm_channel_prepare(vm, error);
 }
 
 /*
@@ -441,6 +451,10 @@ static gboolean clone_ram(SbxVm *vm, GError **error)
 {
     if (!vm->snapshot)
         return TRUE;
+    if (!sbx_vm_channel_is_bridge(vm)) {
+        vm->ram_copied = TRUE; /* QEMU maps the snapshot's file copy-on-write: nothing to copy */
+        return TRUE;
+    }
     vm->ram_fd = sbx_ramfile_new((guint64)sbx_profile_memory_mib(vm->profile) << 20, error);
     if (vm->ram_fd < 0)
         return FALSE;
@@ -471,7 +485,15 @@ void sbx_vm_start_async(SbxVm *vm, GCancellable *cancellable, GAsyncReadyCallbac
         g_source_attach(vm->user_cancel, NULL); /* the default context, like our timers */
     }
     /* The RAM copy overlaps the bridge's and QEMU's start. */
-    if (!prepare(vm, &error) || !spawn_bridge(vm, &error) || !clone_ram(vm, &error)) {
+    if (!prepare(vm, &error) || !clone_ram(vm, &error)) {
+        sbx_vm_fail_start(vm, error);
+        return;
+    }
+    if (!sbx_vm_channel_is_bridge(vm)) {
+        bridge_ready(vm); /* no bridge to wait for */
+        return;
+    }
+    if (!spawn_bridge(vm, &error)) {
         sbx_vm_fail_start(vm, error);
         return;
     }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "channel.h"
 #include "hvsock.h"
 #include "jsonfile.h"
 
@@ -68,7 +69,8 @@ SbxVm *sbx_vm_new(const SbxProfile *profile, const SbxImage *image, const SbxVmO
         vm->snapshot = opts->snapshot;
     }
     if (vm->cid < 3)
-        vm->cid = next_cid();
+        vm->cid = sbx_profile_channel(profile) == SBX_CHANNEL_VSOCK_KERNEL ? sbx_vm_kernel_pick_cid()
+                                                                : next_cid();
     return vm;
 }
 
@@ -318,6 +320,7 @@ void sbx_vm_on_qmp_event(SbxQmp *qmp, const char *event, const char *data_json, 
                               vm);
         return;
     }
+    sbx_vm_channel_on_event(vm, event, data_json);
     if (!g_str_equal(event, "SHUTDOWN") || vm->shutdown_reason)
         return;
     obj = cJSON_Parse(data_json);
@@ -422,17 +425,17 @@ void sbx_vm_connect_port_async(SbxVm *vm, guint32 port, guint timeout_ms, GCance
         g_object_unref(task);
         return;
     }
-    sbx_hvsock_connect_async(vm->uds_path, port, timeout_ms, cancellable, callback, user_data);
+    sbx_vm_channel_connect_async(vm, port, timeout_ms, cancellable, callback, user_data);
 }
 
 int sbx_vm_connect_port_finish(SbxVm *vm, GAsyncResult *result, GError **error)
 {
     (void)vm;
-    if (g_task_get_source_tag(G_TASK(result)) != sbx_hvsock_connect_async) {
+    if (g_task_get_source_tag(G_TASK(result)) != sbx_vm_channel_connect_async) {
         g_task_propagate_pointer(G_TASK(result), error); /* "not running" */
         return -1;
     }
-    return sbx_hvsock_connect_finish(result, error);
+    return sbx_vm_channel_connect_finish(result, error);
 }
 
 GPid sbx_vm_qemu_pid(SbxVm *vm)
@@ -482,6 +485,7 @@ void sbx_vm_free(SbxVm *vm)
     g_free(vm->runtime_parent);
     g_free(vm->vhost_user_path);
     g_free(vm->uds_path);
+    g_free(vm->serial_path);
     g_free(vm->tail);
     g_free(vm->shutdown_reason);
     g_free(vm->bridge_exit_text);

@@ -1,6 +1,8 @@
 /*
- * A VM: one QEMU process plus its vsock bridge process, a private runtime directory for their
- * sockets, and the channel to the guest agent. Owned by the GLib main thread.
+ * A VM: one QEMU process plus, when the profile's channel is vsock-bridge, its vsock bridge
+ * process, a private runtime directory for their sockets, and the channel to the guest agent
+ * (vsock through the bridge or the kernel, or a virtio-serial port: docs/snapshot.md "Channel
+ * attachments"). Owned by the GLib main thread.
  *
  * Lifecycle: sbx_vm_new() -> sbx_vm_start_async() (spawns the bridge, waits for it to be ready,
  * spawns QEMU, connects QMP, waits until the guest agent accepts a vsock connection) ->
@@ -49,7 +51,8 @@ SbxVm *sbx_vm_new(const SbxProfile *profile, const SbxImage *image, const SbxVmO
 
 /**
  * Start the VM. Completes (on the main loop) once the guest agent accepted a connection on
- * SBX_AGENT_PORT, or with an error (and then everything started is already torn down).
+ * SBX_AGENT_PORT (virtio-serial: once the host is connected to the port the agent opened), or
+ * with an error (and then everything started is already torn down).
  * Errors carry the tail of QEMU's stderr, the bridge's stderr and the guest console.
  * If the VM is freed while starting, the callback gets G_IO_ERROR_CANCELLED and must not use
  * @vm (it is gone). Call from the thread that owns the main context (PR_SET_PDEATHSIG is
@@ -60,7 +63,9 @@ void sbx_vm_start_async(SbxVm *vm, GCancellable *cancellable, GAsyncReadyCallbac
 gboolean sbx_vm_start_finish(SbxVm *vm, GAsyncResult *result, GError **error);
 
 /**
- * The connected stream to the guest agent (a socket fd; ownership passes to the caller).
+ * The connected stream to the guest agent (a socket fd; ownership passes to the caller): the
+ * same kind of fd whatever the profile's channel (vsock through the bridge or the kernel, or
+ * QEMU's virtio-serial socket).
  * Valid once after a successful start; -1 otherwise. The fd is in blocking mode and
  * close-on-exec. The agent closes it unless `hello` arrives within 5 s of the start completing.
  */
@@ -95,8 +100,10 @@ void sbx_vm_qmp_execute_async(SbxVm *vm, const char *command, const char *args_j
 char *sbx_vm_qmp_execute_finish(SbxVm *vm, GAsyncResult *result, GError **error);
 
 /**
- * Open another stream to guest vsock port @port through the bridge (one attempt, answered
- * within @timeout_ms). G_IO_ERROR_CONNECTION_REFUSED if nothing listens there.
+ * Open another stream to guest vsock port @port (one attempt, answered within @timeout_ms).
+ * G_IO_ERROR_CONNECTION_REFUSED if nothing listens there. On a virtio-serial VM there is one
+ * stream and @port is ignored: it waits (within @timeout_ms; G_IO_ERROR_TIMED_OUT) until the
+ * agent has reopened its port since the last connection (it saw that connection end).
  */
 void sbx_vm_connect_port_async(SbxVm *vm, guint32 port, guint timeout_ms, GCancellable *cancellable,
                                GAsyncReadyCallback callback, gpointer user_data);

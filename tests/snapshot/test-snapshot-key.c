@@ -186,6 +186,25 @@ static void test_recipe_is_stable(void **state)
     assert_null(strstr(a, "/proc/self")); /* no per-VM values */
 }
 
+/* The attachment is in the recipe (so in the key): each channel has its own snapshot. */
+static void test_recipe_covers_the_channel(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxProfile) bridge = sbx_profile_load_named(NULL, "q35", &error);
+    g_autoptr(SbxProfile) serial = sbx_profile_load_named(NULL, "q35-serial", &error);
+    g_autofree char *a = NULL, *b = NULL;
+
+    (void)state;
+    assert_non_null(bridge);
+    assert_non_null(serial);
+    a = sbx_snapshot_recipe(bridge, SBX_ACCEL_TCG, 2600000);
+    b = sbx_snapshot_recipe(serial, SBX_ACCEL_TCG, 2600000);
+    assert_string_not_equal(a, b);
+    assert_non_null(strstr(b, "virtserialport"));
+    assert_null(strstr(b, "vsock"));
+    assert_non_null(strstr(a, "vhost-user-vsock-pci"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +215,7 @@ int main(void)
         cmocka_unit_test(test_argv_template_and_restore),
         cmocka_unit_test(test_argv_microvm_pcie),
         cmocka_unit_test(test_recipe_is_stable),
+        cmocka_unit_test(test_recipe_covers_the_channel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

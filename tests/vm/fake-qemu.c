@@ -11,9 +11,18 @@
  *   flood-console   write 1 MiB to the console, then as ok
  *   internal-error  after the handshake, a STOP event; query-status says internal-error
  *                   (what QEMU does on a KVM emulation failure: it stops, it does not exit)
+ * With a virtio-serial profile (-chardev socket,id=agent,path=P,server=on) it listens on P, and
+ * "the agent" is an echo: at boot it opens the port (QMP VSERPORT_CHANGE open=true), echoes what
+ * the host sends, and when the host hangs up closes and reopens the port (events false, true).
+ * Hostile guests for that path:
+ *   serial-bad-events  only malformed or foreign VSERPORT_CHANGE events (wrong id, "open" not
+ *                      a boolean, no data, other types), a flood of them; never the real open
+ *   serial-flap        the port opened and closed 200 times, left open
+ *   serial-no-reopen   after the first host hangs up the port stays closed
  * QMP commands: quit (SHUTDOWN event, reply, exit), query-status, hang (never answered),
  * anything else gets CommandNotFound.
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +33,8 @@
 #include <unistd.h>
 
 static int qmp_fd = -1, con_fd = -1, vhost_fd = -1;
+static int serial_listen = -1, serial_client = -1; /* virtio-serial: QEMU's socket, the host */
+static int caps_done; /* QMP events only after the capabilities negotiation, as QEMU does */
 static const char *mode = "ok";
 
 static void say(int fd, const char *s)
@@ -44,7 +55,17 @@ static void parse_chardev(const char *v)
         qmp_fd = atoi(fd + 4);
     else if (strstr(v, "id=con,") && fd)
         con_fd = atoi(fd + 4);
-    else if (strstr(v, "id=vsock,") && path) {
+    else if (strstr(v, "id=agent,") && path) {
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        const char *end = strstr(path + 6, ",server");
+        snprintf(a.sun_path, sizeof a.sun_path, "%.*s", (int)(end - path - 6), path + 6);
+        serial_listen = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (bind(serial_listen, (struct sockaddr *)&a, sizeof a) < 0 ||
+            listen(serial_listen, 1) < 0) {
+            fprintf(stderr, "fake-qemu: cannot listen on %s\n", a.sun_path);
+            exit(1);
+        }
+    } else if (strstr(v, "id=vsock,") && path) {
         struct sockaddr_un a = {.sun_family = AF_UNIX};
         snprintf(a.sun_path, sizeof a.sun_path, "%s", path + 6);
         vhost_fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -52,6 +73,70 @@ static void parse_chardev(const char *v)
             fprintf(stderr, "fake-qemu: cannot connect to vhost-user socket %s\n", a.sun_path);
             exit(1);
         }
+    }
+}
+
+static void port_event(const char *data)
+{
+    char ev[512];
+
+    snprintf(ev, sizeof ev,
+             "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
+             "\"VSERPORT_CHANGE\", \"data\": %s}\r\n",
+             data);
+    say(qmp_fd, ev);
+}
+
+static void port_open(int open)
+{
+    port_event(open ? "{\"id\": \"agent-port\", \"open\": true}"
+                    : "{\"id\": \"agent-port\", \"open\": false}");
+}
+
+/* "The agent opened its port": what each mode sends instead of the bridge's AGENT-UP. */
+static void serial_boot(void)
+{
+    if (!strcmp(mode, "serial-bad-events")) {
+        for (int i = 0; i < 200; i++)
+            port_event("{\"id\": \"other-port\", \"open\": true}");
+        port_event("{\"id\": \"agent-port\", \"open\": \"true\"}");
+        port_event("{\"id\": \"agent-port\", \"open\": 1}");
+        port_event("{\"id\": \"agent-port\"}");
+        port_event("{\"open\": true}");
+        port_event("[\"agent-port\", true]");
+        port_event("null");
+        return;
+    }
+    if (!strcmp(mode, "serial-flap"))
+        for (int i = 0; i < 200; i++) {
+            port_open(1);
+            port_open(0);
+        }
+    port_open(1);
+}
+
+/* The host's side of the port: accept one host, echo it; at its hang-up, reopen the port. */
+static void serial_poll(void)
+{
+    char buf[4096];
+    ssize_t n;
+
+    if (serial_client < 0) {
+        serial_client = accept4(serial_listen, NULL, NULL, SOCK_NONBLOCK);
+        return;
+    }
+    n = read(serial_client, buf, sizeof buf);
+    if (n > 0) {
+        if (write(serial_client, buf, (size_t)n) != n)
+            exit(9);
+        return;
+    }
+    if (n == 0) {
+        close(serial_client);
+        serial_client = -1;
+        port_open(0);
+        if (strcmp(mode, "serial-no-reopen") != 0)
+            port_open(1);
     }
 }
 
@@ -72,6 +157,8 @@ static int answer(const char *line)
 
     if (strstr(line, "\"hang\""))
         return 0;
+    if (strstr(line, "\"qmp_capabilities\""))
+        caps_done = 1;
     if (strstr(line, "\"quit\"")) {
         say(qmp_fd,
             "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
@@ -118,7 +205,7 @@ int main(int argc, char **argv)
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "-chardev"))
             parse_chardev(argv[++i]);
-    if (qmp_fd < 0 || con_fd < 0 || vhost_fd < 0) {
+    if (qmp_fd < 0 || con_fd < 0 || (vhost_fd < 0 && serial_listen < 0)) {
         fprintf(stderr, "fake-qemu: missing -chardev for qmp, con or vsock\n");
         return 1;
     }
@@ -151,8 +238,13 @@ int main(int argc, char **argv)
                 got -= (size_t)(nl + 1 - buf);
             }
         }
-        if (agent_at >= 0 && now_ms() >= agent_at) {
-            say(vhost_fd, "AGENT-UP\n");
+        if (serial_listen >= 0)
+            serial_poll();
+        if (agent_at >= 0 && now_ms() >= agent_at && (serial_listen < 0 || caps_done)) {
+            if (serial_listen >= 0)
+                serial_boot();
+            else
+                say(vhost_fd, "AGENT-UP\n");
             say(con_fd, "fake-qemu: agent up\n");
             agent_at = -1;
             if (!strcmp(mode, "die-after-boot"))

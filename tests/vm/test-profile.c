@@ -90,6 +90,7 @@ static void test_defaults(void **state)
     assert_non_null(p);
     assert_int_equal(p->accel, SBX_ACCEL_AUTO);
     assert_int_equal(p->cpus, 1);
+    assert_int_equal(sbx_profile_channel(p), SBX_CHANNEL_VSOCK_BRIDGE);
     assert_int_equal(p->memory_mib, 128);
     assert_null(p->cpu);
     assert_string_equal(p->cmdline_extra, "");
@@ -101,13 +102,14 @@ static void test_all_fields(void **state)
     g_autofree char *path = write_profile(
         "full.json", "{\"name\": \"full\", \"description\": \"d\", \"machine\": \"q35\", "
                      "\"accel\": \"tcg\", \"cpu\": \"max\", \"cpus\": 2, \"memory_mib\": 512, "
-                     "\"kernel_cmdline_extra\": \"sandbox.debug=1\", \"vsock\": \"bridge\"}");
+                     "\"kernel_cmdline_extra\": \"sandbox.debug=1\", \"channel\": \"virtio-serial\"}");
     g_autoptr(GError) error = NULL;
     g_autoptr(SbxProfile) p = sbx_profile_load(path, &error);
 
     (void)state;
     assert_non_null(p);
     assert_int_equal(p->accel, SBX_ACCEL_TCG);
+    assert_int_equal(sbx_profile_channel(p), SBX_CHANNEL_VIRTIO_SERIAL);
     assert_string_equal(p->cpu, "max");
     assert_int_equal(p->cpus, 2);
     assert_int_equal(sbx_profile_memory_mib(p), 512);
@@ -154,7 +156,11 @@ static void test_bad_fields(void **state)
          "bad.json: kernel_cmdline_extra: expected a string of at most 1024 printable"},
         {"{" BASE ", \"kernel_cmdline_extra\": \"caf\\u00e9\"}", "bad.json: kernel_cmdline_extra:"},
         {"{" BASE ", \"kernel_cmdline_extra\": 1}", "bad.json: kernel_cmdline_extra:"},
-        {"{" BASE ", \"vsock\": \"vhost\"}", "bad.json: vsock: expected \"bridge\""},
+        {"{" BASE ", \"channel\": \"vhost\"}",
+         "bad.json: channel: expected \"vsock-bridge\", \"virtio-serial\" or \"vsock-kernel\""},
+        {"{" BASE ", \"channel\": 1}", "bad.json: channel: expected \"vsock-bridge\""},
+        {"{" BASE ", \"channel\": \"Virtio-Serial\"}", "bad.json: channel: expected"},
+        {"{" BASE ", \"vsock\": \"bridge\"}", "bad.json: vsock: renamed; write \"channel\""},
         {"{" BASE ", \"description\": 7}", "bad.json: description:"},
         {"{" BASE ",}", "bad.json: invalid JSON"},
         {"[1, 2]", "bad.json: expected a JSON object"},

@@ -112,6 +112,114 @@ static void test_microvm(void **state)
     assert_false(has(argv, "-device", "virtio-blk-pci,drive=root"));
 }
 
+/* Everything of @argv joined, to check that something is absent. */
+static gboolean mentions(char **argv, const char *what)
+{
+    g_autofree char *all = g_strjoinv(" ", argv);
+
+    return strstr(all, what) != NULL;
+}
+
+static char **argv_rt(const SbxProfile *p, SbxQemuRuntime *rt)
+{
+    rt->qemu = "qemu-system-x86_64";
+    rt->accel = SBX_ACCEL_TCG;
+    rt->tsc_khz = 2599998;
+    rt->qmp_fd = 3;
+    rt->console_fd = 4;
+    rt->vhost_user_path = "/run/x/vhost-user.sock";
+    rt->serial_path = "/run/x,y/agent.sock";
+    rt->guest_cid = 1234;
+    return sbx_qemu_argv(p, &image, rt);
+}
+
+/* virtio-serial: the port on QEMU's socket, no vsock, no bridge; same devices in a snapshot. */
+static void test_serial(void **state)
+{
+    static const struct {
+        SbxMachine machine;
+        const char *controller;
+    } cases[] = {
+        {SBX_MACHINE_Q35, "virtio-serial-pci,id=vser"},
+        {SBX_MACHINE_MICROVM, "virtio-serial-device,id=vser,bus=virtio-mmio-bus.2"},
+    };
+
+    (void)state;
+    for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autoptr(SbxProfile) p = profile(cases[i].machine);
+        SbxQemuRuntime cold = {0}, tmpl = {.ram_path = "/proc/self/fd/5", .snapshot_layout = TRUE};
+        SbxQemuRuntime restore = {.ram_path = "/snap/ram",
+                                  .ram_private = TRUE,
+                                  .snapshot_layout = TRUE,
+                                  .incoming = TRUE};
+        g_auto(GStrv) a = NULL, t = NULL, r = NULL;
+
+        p->channel = SBX_CHANNEL_VIRTIO_SERIAL;
+        a = argv_rt(p, &cold);
+        t = argv_rt(p, &tmpl);
+        r = argv_rt(p, &restore);
+        char **all[] = {a, t, r};
+        for (guint k = 0; k < G_N_ELEMENTS(all); k++) {
+            char **x = all[k];
+            expect(x, "-chardev", "socket,id=agent,path=/run/x,,y/agent.sock,server=on,wait=off");
+            expect(x, "-device", cases[i].controller);
+            expect(x, "-device",
+                   "virtserialport,bus=vser.0,chardev=agent,name=sbx.agent,id=agent-port");
+            assert_false(mentions(x, "vsock"));
+            assert_false(mentions(x, "pcie-root-port"));
+            assert_false(mentions(x, "pcie=on"));
+            assert_false(mentions(x, "pcie_ports=native"));
+        }
+        expect(a, "-object", "memory-backend-memfd,id=pc.ram,size=256M,share=on");
+        expect(t, "-object",
+               "memory-backend-file,id=pc.ram,size=256M,mem-path=/proc/self/fd/5,share=on");
+        /* The restore maps the snapshot's RAM file copy-on-write. */
+        expect(r, "-object", "memory-backend-file,id=pc.ram,size=256M,mem-path=/snap/ram,share=off");
+        expect(r, "-incoming", "defer");
+    }
+}
+
+/* Kernel vhost-vsock: the guest CID on the device, no bridge socket, in the snapshot as is. */
+static void test_vsock_kernel(void **state)
+{
+    g_autoptr(SbxProfile) q = profile(SBX_MACHINE_Q35);
+    g_autoptr(SbxProfile) m = profile(SBX_MACHINE_MICROVM);
+    SbxQemuRuntime rt = {0}, tmpl = {.ram_path = "/proc/self/fd/5", .snapshot_layout = TRUE};
+    g_auto(GStrv) a = NULL, b = NULL, t = NULL;
+
+    (void)state;
+    q->channel = m->channel = SBX_CHANNEL_VSOCK_KERNEL;
+    a = argv_rt(q, &rt);
+    b = argv_rt(m, &rt);
+    t = argv_rt(q, &tmpl);
+    expect(a, "-device", "vhost-vsock-pci,guest-cid=1234");
+    expect(b, "-device", "vhost-vsock-device,guest-cid=1234,bus=virtio-mmio-bus.2");
+    expect(t, "-device", "vhost-vsock-pci,guest-cid=1234");
+    char **all[] = {a, b, t};
+    for (guint k = 0; k < G_N_ELEMENTS(all); k++) {
+        assert_false(mentions(all[k], "vhost-user"));
+        assert_false(mentions(all[k], "virtserialport"));
+        assert_false(mentions(all[k], "pcie-root-port"));
+    }
+}
+
+/* The bridge's snapshot layout still has the hot-plug port (and PCIe on microvm). */
+static void test_bridge_snapshot_layout(void **state)
+{
+    g_autoptr(SbxProfile) m = profile(SBX_MACHINE_MICROVM);
+    SbxQemuRuntime restore = {.ram_path = "/proc/self/fd/5", .snapshot_layout = TRUE,
+                              .no_vsock = TRUE, .incoming = TRUE};
+    g_auto(GStrv) r = argv_rt(m, &restore);
+
+    (void)state;
+    expect(r, "-machine", "microvm,pcie=on,memory-backend=pc.ram");
+    expect(r, "-device", "pcie-root-port,id=vsock-port,bus=pcie.0,chassis=1");
+    expect(r, "-object",
+           "memory-backend-file,id=pc.ram,size=256M,mem-path=/proc/self/fd/5,share=on");
+    assert_true(mentions(r, "pcie_ports=native"));
+    assert_false(mentions(r, "vhost-user-vsock"));
+}
+
 static void test_profile_options(void **state)
 {
     g_autoptr(SbxProfile) p = profile(SBX_MACHINE_Q35);
@@ -207,6 +315,9 @@ int main(void)
         cmocka_unit_test(test_q35),
         cmocka_unit_test(test_microvm),
         cmocka_unit_test(test_profile_options),
+        cmocka_unit_test(test_serial),
+        cmocka_unit_test(test_vsock_kernel),
+        cmocka_unit_test(test_bridge_snapshot_layout),
         cmocka_unit_test(test_escape),
         cmocka_unit_test(test_accel),
         cmocka_unit_test(test_kvm_argv),

@@ -452,6 +452,116 @@ static void test_connect_port(void **state)
     g_clear_error(&refused.error);
 }
 
+/* virtio-serial against the fake: the VM uses the q35-serial profile instead. */
+static void use_serial(Fx *fx)
+{
+    g_autofree char *dir = g_build_filename(SBX_SOURCE_DIR, "qemu-profiles", NULL);
+
+    sbx_profile_free(fx->profile);
+    fx->profile = sbx_profile_load_named(dir, "q35-serial", NULL);
+    assert_non_null(fx->profile);
+}
+
+/* Write @msg to @fd and read it back (the fake's agent echoes). */
+static void expect_echo(int fd, const char *msg)
+{
+    char buf[64] = "";
+    size_t got = 0;
+
+    assert_int_equal(write(fd, msg, strlen(msg)), (ssize_t)strlen(msg));
+    while (got < strlen(msg)) {
+        ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
+        assert_true(n > 0);
+        got += (size_t)n;
+    }
+    assert_string_equal(buf, msg);
+}
+
+/* Start (no bridge), the channel is QEMU's socket; a second connection waits for the agent's
+ * reopen after the first one ended, and then works. */
+static void test_serial_start_and_reconnect(void **state)
+{
+    Fx *fx = *state;
+    Conn again = {0};
+    int fd;
+
+    use_serial(fx);
+    assert_true(start(fx, 0));
+    assert_int_equal(sbx_vm_bridge_pid(fx->vm), 0);
+    fd = sbx_vm_take_channel(fx->vm);
+    assert_true(fd >= 0);
+    expect_echo(fd, "hello over the port");
+    close(fd);
+    sbx_vm_connect_port_async(fx->vm, 1024, 5000, NULL, on_conn, &again);
+    assert_true(run_until(&again.done, 10000));
+    assert_true(again.fd >= 0);
+    expect_echo(again.fd, "second connection");
+    close(again.fd);
+}
+
+/* A guest whose port events are malformed or not ours never counts as ready: the start times
+ * out with a clear error, nothing is left. */
+static void test_serial_bad_events(void **state)
+{
+    Fx *fx = *state;
+
+    use_serial(fx);
+    g_setenv("FAKE_QEMU_MODE", "serial-bad-events", TRUE);
+    expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_BOOT_TIMEOUT, "virtio-serial");
+}
+
+/* A port opened and closed 200 times, left open: the start completes. */
+static void test_serial_flapping(void **state)
+{
+    Fx *fx = *state;
+    int fd;
+
+    use_serial(fx);
+    g_setenv("FAKE_QEMU_MODE", "serial-flap", TRUE);
+    assert_true(start(fx, 0));
+    fd = sbx_vm_take_channel(fx->vm);
+    expect_echo(fd, "after the flapping");
+    close(fd);
+}
+
+/* The agent never reopens its port after the first host left: a new connection is refused
+ * (timed out) rather than made into what would be the rest of the old stream. */
+static void test_serial_no_reopen(void **state)
+{
+    Fx *fx = *state;
+    Conn again = {0};
+    int fd;
+
+    use_serial(fx);
+    g_setenv("FAKE_QEMU_MODE", "serial-no-reopen", TRUE);
+    assert_true(start(fx, 0));
+    fd = sbx_vm_take_channel(fx->vm);
+    expect_echo(fd, "only once");
+    close(fd);
+    sbx_vm_connect_port_async(fx->vm, 1024, 500, NULL, on_conn, &again);
+    assert_true(run_until(&again.done, 5000));
+    assert_int_equal(again.fd, -1);
+    assert_true(g_error_matches(again.error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT));
+    g_clear_error(&again.error);
+}
+
+/* The VM is freed while a connect waits for the port: the wait ends, nothing touches the VM. */
+static void test_serial_free_while_waiting(void **state)
+{
+    Fx *fx = *state;
+    Conn again = {0};
+
+    use_serial(fx);
+    g_setenv("FAKE_QEMU_MODE", "serial-no-reopen", TRUE);
+    assert_true(start(fx, 0));
+    close(sbx_vm_take_channel(fx->vm));
+    sbx_vm_connect_port_async(fx->vm, 1024, 5000, NULL, on_conn, &again);
+    g_clear_pointer(&fx->vm, sbx_vm_free);
+    assert_true(run_until(&again.done, 2000));
+    assert_int_equal(again.fd, -1);
+    g_clear_error(&again.error);
+}
+
 static void test_console_flood_is_bounded(void **state)
 {
     Fx *fx = *state;
@@ -573,6 +683,11 @@ static int run_all(void)
         T(test_qmp_passthrough_and_timeout),
         T(test_connect_port),
         T(test_console_flood_is_bounded),
+        T(test_serial_start_and_reconnect),
+        T(test_serial_bad_events),
+        T(test_serial_flapping),
+        T(test_serial_no_reopen),
+        T(test_serial_free_while_waiting),
         T(test_children_die_with_parent),
     };
 
