@@ -30,6 +30,13 @@ let finished = false;
 let nextCallId = 1;
 const pending = new Map(); // call id -> {resolve, reject, site}
 
+// SBX_TOOL_CALLS_IN_FLIGHT_MAX in host-agent/protocol/limits.h: the agent refuses a call beyond
+// it. Calls beyond wait here, in the program's own memory, and go out as answers come back, so
+// Promise.all over any number of calls just works.
+const CALLS_IN_FLIGHT_MAX = 64;
+const CALL_ID_MAX = 4294967295; // the widest id, to size a queued call's frame
+const queued = []; // {provider, tool, text, resolve, reject, site}, in call order
+
 let channel = null; // created once warm (the end of this file)
 
 // A second ping comes when the host's hello asks for a warm-up: a pooled VM restored from a
@@ -118,17 +125,33 @@ function callTool(provider, tool, input, site) {
     } catch (e) {
         return Promise.reject(e);
     }
-    const callId = nextCallId++;
-    const frame = encode({ type: 'tool_call', id: execId, call_id: callId, provider, tool },
-        'input', text ?? '{}');
+    text ??= '{}';
+    // Ids go out in increasing order (the agent requires it): a queued call takes its id when
+    // it is sent, and its size is checked now with the widest id.
+    const full = pending.size >= CALLS_IN_FLIGHT_MAX;
+    const frame = callFrame(full ? CALL_ID_MAX : nextCallId, provider, tool, text);
     if (!frame)
         return Promise.reject(new SerializationError(
             `input of ${provider}.${tool} is too large (a message is at most ${FRAME_MAX} bytes)`));
     return new Promise((resolve, reject) => {
-        pending.set(callId, { resolve, reject, site });
-        channel.ref(true);
-        channel.send(frame);
+        const call = { provider, tool, text, resolve, reject, site };
+        if (full)
+            queued.push(call);
+        else
+            sendCall(call, frame);
     });
+}
+
+function callFrame(callId, provider, tool, text) {
+    return encode({ type: 'tool_call', id: execId, call_id: callId, provider, tool }, 'input',
+        text);
+}
+
+function sendCall(call, frame) {
+    const callId = nextCallId++;
+    pending.set(callId, call);
+    channel.ref(true);
+    channel.send(frame ?? callFrame(callId, call.provider, call.tool, call.text));
 }
 
 function settle(msg) {
@@ -136,6 +159,8 @@ function settle(msg) {
     if (!call)
         return;
     pending.delete(msg.call_id);
+    if (queued.length > 0)
+        sendCall(queued.shift());
     if (pending.size === 0)
         channel.ref(false);
     if (msg.ok)

@@ -6,6 +6,7 @@ waits for it: a blocked caller (threading.Event) or an asyncio future (call_soon
 Call ids are taken and frames written under one lock, so ids reach the agent in increasing
 order, as it requires.
 """
+import collections
 import json
 import select
 import socket
@@ -14,6 +15,12 @@ import threading
 
 # SBX_FRAME_MAX in host-agent/protocol/limits.h: the agent refuses anything longer.
 FRAME_MAX = 4 * 1024 * 1024
+
+# SBX_TOOL_CALLS_IN_FLIGHT_MAX in host-agent/protocol/limits.h: the agent refuses a call beyond
+# it. Calls beyond wait here, in the program's own memory, and go out as answers come back, so
+# asyncio.gather over any number of calls just works.
+CALLS_IN_FLIGHT_MAX = 64
+CALL_ID_MAX = 2**32 - 1  # the widest id, to size a queued call's frame
 
 
 class ChannelClosed(Exception):
@@ -35,6 +42,7 @@ class Channel:
         self._send_lock = threading.Lock()
         self._next_id = 1
         self._waiting = {}  # call id -> function(message)
+        self._queued = collections.deque()  # (head, deliver) beyond CALLS_IN_FLIGHT_MAX
         self._closed = False
 
     def _recv_exact(self, n):
@@ -71,7 +79,10 @@ class Channel:
                 msg = self.read()
                 if msg.get("type") != "tool_result":
                     continue
-                deliver = self._waiting.pop(msg.get("call_id"), None)
+                with self._send_lock:
+                    deliver = self._waiting.pop(msg.get("call_id"), None)
+                    if deliver and self._queued:
+                        self._send_call(*self._queued.popleft())
                 if deliver:
                     deliver(msg)
         except (ChannelClosed, OSError, ValueError):
@@ -79,10 +90,12 @@ class Channel:
         # Nobody will answer now: wake every waiter with an error.
         with self._send_lock:
             self._closed = True
-            waiting, self._waiting = self._waiting, {}
+            waiting = list(self._waiting.values()) + [d for _, d in self._queued]
+            self._waiting = {}
+            self._queued.clear()
         gone = {"ok": False, "error": {"code": "internal_error",
                                        "message": "the guest agent closed the runner channel"}}
-        for deliver in waiting.values():
+        for deliver in waiting:
             deliver(gone)
 
     def call(self, head, deliver):
@@ -91,11 +104,22 @@ class Channel:
         with self._send_lock:
             if self._closed:
                 raise ChannelClosed()
-            call_id = self._next_id
-            frame = encode(dict(head, call_id=call_id))
-            if frame is None:
+            if len(self._waiting) < CALLS_IN_FLIGHT_MAX:
+                return self._send_call(head, deliver)
+            # Ids go out in increasing order (the agent requires it): a queued call takes its
+            # id when it is sent; its size is checked now, with the widest id.
+            if encode(dict(head, call_id=CALL_ID_MAX)) is None:
                 return False
-            self._next_id += 1
-            self._waiting[call_id] = deliver
-            self._sock.sendall(frame)
+            self._queued.append((head, deliver))
+            return True
+
+    def _send_call(self, head, deliver):
+        """Send @head with the next call id (under the send lock); False if too large."""
+        call_id = self._next_id
+        frame = encode(dict(head, call_id=call_id))
+        if frame is None:
+            return False
+        self._next_id += 1
+        self._waiting[call_id] = deliver
+        self._sock.sendall(frame)
         return True
