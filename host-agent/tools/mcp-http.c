@@ -6,6 +6,10 @@
  * initialize answer goes with every later message, and the session is ended with a DELETE when
  * the provider is freed. We do not open the optional GET stream: server-initiated messages
  * outside a request are not needed by tool calls.
+ *
+ * Order: POSTs are independent HTTP requests, so a server may handle a later one first. A
+ * message sent after a notification (`notifications/initialized` above all: a server that sees
+ * `tools/list` before it may fail it) is held until the notification's POST is answered.
  */
 #include <libsoup/soup.h>
 #include <string.h>
@@ -26,7 +30,14 @@ typedef struct {
     char *session_id;
     char *version;
     GHashTable *requests; /* &HttpReq.id -> HttpReq* (our requests; notifications are not kept) */
+    guint notifying;      /* notification POSTs not yet answered */
+    GQueue held;          /* Held*: sent while `notifying`, in order (at most the calls in flight) */
 } Http;
+
+typedef struct {
+    char *json;
+    gint64 id;
+} Held;
 
 typedef struct {
     Http *t;
@@ -46,11 +57,19 @@ static Http *http_ref(Http *t)
     return t;
 }
 
+static void held_free(gpointer p)
+{
+    Held *h = p;
+    g_free(h->json);
+    g_free(h);
+}
+
 static void http_unref(Http *t)
 {
     if (--t->ref > 0) {
         return;
     }
+    g_queue_clear_full(&t->held, held_free);
     g_hash_table_destroy(t->requests);
     g_clear_object(&t->session);
     g_free(t->url);
@@ -60,12 +79,21 @@ static void http_unref(Http *t)
     g_free(t);
 }
 
+static void post(Http *t, const char *json, gint64 id);
+
 static void req_free(HttpReq *r)
 {
     Http *t = r->t;
 
     if (r->id >= 0 && g_hash_table_lookup(t->requests, &r->id) == r) {
         g_hash_table_remove(t->requests, &r->id);
+    }
+    if (r->id < 0 && --t->notifying == 0) { /* send what waited for it, up to a notification */
+        while (!t->freed && t->notifying == 0 && !g_queue_is_empty(&t->held)) {
+            Held *h = g_queue_pop_head(&t->held);
+            post(t, h->json, h->id);
+            held_free(h);
+        }
     }
     g_clear_object(&r->msg);
     g_clear_object(&r->cancel);
@@ -205,6 +233,19 @@ static void add_headers(Http *t, SoupMessage *msg)
 static void http_send(SbxMcpTransport *base, const char *json, gint64 id)
 {
     Http *t = (Http *)base;
+
+    if (t->notifying > 0) {
+        Held *h = g_new0(Held, 1);
+        h->json = g_strdup(json);
+        h->id = id;
+        g_queue_push_tail(&t->held, h);
+        return;
+    }
+    post(t, json, id);
+}
+
+static void post(Http *t, const char *json, gint64 id)
+{
     HttpReq *r = g_new0(HttpReq, 1);
 
     r->t = http_ref(t);
@@ -218,6 +259,8 @@ static void http_send(SbxMcpTransport *base, const char *json, gint64 id)
     soup_message_set_request_body_from_bytes(r->msg, "application/json", body);
     if (id >= 0) {
         g_hash_table_insert(t->requests, &r->id, r);
+    } else {
+        t->notifying++;
     }
     soup_session_send_async(t->session, r->msg, G_PRIORITY_DEFAULT, r->cancel, on_sent, r);
 }
@@ -229,6 +272,15 @@ static void http_abandon(SbxMcpTransport *base, gint64 id)
 
     if (r != NULL) {
         g_cancellable_cancel(r->cancel);
+        return;
+    }
+    for (GList *l = t->held.head; l != NULL; l = l->next) { /* not sent yet: never will be */
+        Held *h = l->data;
+        if (h->id == id) {
+            g_queue_delete_link(&t->held, l);
+            held_free(h);
+            return;
+        }
     }
 }
 
