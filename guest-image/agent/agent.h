@@ -163,6 +163,8 @@ typedef struct Agent {
     int serial_fd;            /* the port while no connection uses it; -1: in use or none */
     bool serial_draining;     /* an ended connection's host is still attached: drop its bytes */
     char serial_dev[64];      /* the port's device node; "" when the VM has none */
+    int64_t serial_retry_ms;  /* reopen the port then (a reopen failed); 0: none due */
+    int serial_retry_wait_ms; /* the wait before that retry (doubles) */
     bool quit;                /* SIGTERM/SIGINT when not PID 1 */
 } Agent;
 
@@ -202,6 +204,8 @@ bool conn_wants_output(const Agent *a);
 void serial_init(Agent *a);
 /** SIGIO (or an end of a connection): look at the port; attach a new host as a connection. */
 void serial_check(Agent *a);
+/** Reopen the port if a failed reopen is due for another try. */
+void serial_on_timer(Agent *a, int64_t now);
 /** The serial connection on @fd is about to close (before the fd is). */
 void serial_conn_closing(Agent *a, int fd);
 /** ... and it is closed: reopen the port, or drain what the attached host still sends. */

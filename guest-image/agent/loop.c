@@ -70,7 +70,7 @@ static int64_t earliest(int64_t a, int64_t b)
 /* Milliseconds until the next deadline, -1 for none. */
 static int poll_timeout(const Agent *a)
 {
-    int64_t next = a->conn_deadline_ms;
+    int64_t next = earliest(a->conn_deadline_ms, a->serial_retry_ms);
     int64_t now;
 
     if (a->exec)
@@ -120,6 +120,7 @@ static void timers(Agent *a, int64_t now)
     if (a->conn_state == CONN_HELLO && now >= a->conn_deadline_ms)
         conn_fail(a, SBX_ERR_PROTOCOL, "no hello within %d ms", HELLO_TIMEOUT_MS);
     host_greeting_check(a, now);
+    serial_on_timer(a, now);
     if (a->exec)
         exec_on_timer(a, now);
 }

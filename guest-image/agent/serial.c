@@ -47,6 +47,14 @@
  */
 #define SERIAL_DRAIN_MAX (1024 * 1024)
 
+/*
+ * A failed reopen is tried again: the driver allows one opener, so a runner forked just before
+ * the reopen holds the old descriptor until its exec (EBUSY for a few milliseconds). The wait
+ * doubles from 10 ms to 1 s: without the port the host can never reach us again.
+ */
+#define SERIAL_RETRY_FIRST_MS 10
+#define SERIAL_RETRY_MAX_MS 1000
+
 /* The device node of the port named @name, from sysfs ("vport0p1" -> /dev/vport0p1). */
 static int find_port(const char *name, char *out, size_t len)
 {
@@ -87,11 +95,18 @@ static void port_open(Agent *a)
 
     if (fd < 0 || fcntl(fd, F_SETOWN, getpid()) < 0 ||
         fcntl(fd, F_SETFL, O_RDWR | O_NONBLOCK | O_ASYNC) < 0) {
-        agent_log("virtio-serial port %s: %m", a->serial_dev);
+        agent_log("virtio-serial port %s: %m (trying again)", a->serial_dev);
         safe_close(fd);
         a->serial_fd = -1;
+        a->serial_retry_wait_ms = a->serial_retry_wait_ms ? a->serial_retry_wait_ms * 2
+                                                          : SERIAL_RETRY_FIRST_MS;
+        if (a->serial_retry_wait_ms > SERIAL_RETRY_MAX_MS)
+            a->serial_retry_wait_ms = SERIAL_RETRY_MAX_MS;
+        a->serial_retry_ms = now_ms() + a->serial_retry_wait_ms;
         return;
     }
+    a->serial_retry_ms = 0;
+    a->serial_retry_wait_ms = 0;
     a->serial_fd = fd;
     a->serial_draining = false;
     serial_check(a);
@@ -152,6 +167,14 @@ void serial_init(Agent *a)
     }
     agent_log("listening on virtio-serial %s", a->serial_dev);
     port_open(a);
+}
+
+void serial_on_timer(Agent *a, int64_t now)
+{
+    if (a->serial_retry_ms && now >= a->serial_retry_ms) {
+        a->serial_retry_ms = 0;
+        port_open(a);
+    }
 }
 
 void serial_check(Agent *a)

@@ -269,6 +269,9 @@ static void on_claimed(gpointer vm, const GError *error, gpointer user_data)
     ServeRun *run = user_data;
 
     run->claiming = FALSE;
+    if (vm != NULL) {
+        sbx_pool_vm_detach(vm);
+    }
     if (run->finished) { /* the tools failed to start meanwhile: the VM goes with the run */
         run->pv = vm;
         kill_vm(run);

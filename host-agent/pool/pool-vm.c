@@ -26,6 +26,7 @@ struct SbxPoolVm {
     gint64 hello_start_us; /* monotonic: the start's end, hello sent */
     gint64 hello_us;       /* hello sent to hello_ok (with the warm-up) */
     gboolean lost;         /* broken or not answering: reported, no more pings */
+    gboolean claimed;      /* sbx_pool_vm_detach(): the pool no longer hears of it */
     gboolean warmed;       /* the hello asked for the runners' warm-up */
     gboolean prestarted;   /* restored in a pre-started QEMU */
     gboolean handshaking;  /* counted in f->handshaking */
@@ -97,8 +98,23 @@ void sbx_pool_vm_free(SbxPoolVm *pv)
     }
     g_cancellable_cancel(pv->cancel);
     g_clear_pointer(&pv->session, sbx_session_free);
+    /*
+     * sbx_vm_free() may run the start's callback at once (a restore into a pre-started QEMU
+     * has no cancellable of ours): that callback must not release @pv under our feet.
+     */
+    pv->ops_in_flight++;
     g_clear_pointer(&pv->vm, sbx_vm_free);
+    pv->ops_in_flight--;
     maybe_release(pv);
+}
+
+void sbx_pool_vm_detach(SbxPoolVm *pv)
+{
+    pv->claimed = TRUE;
+    if (pv->session != NULL) {
+        sbx_session_ping_cancel(pv->session);
+        sbx_session_set_callbacks(pv->session, &(SbxSessionCallbacks){0}, NULL);
+    }
 }
 
 static gboolean report_lost(gpointer data)
@@ -108,7 +124,7 @@ static gboolean report_lost(gpointer data)
     pv->ops_in_flight--;
     if (pv->destroyed) {
         maybe_release(pv);
-    } else {
+    } else if (!pv->claimed) { /* the claimer learns it from its own handlers */
         sbx_pool_lost(pv->f->pool, pv);
     }
     return G_SOURCE_REMOVE;
@@ -156,7 +172,7 @@ static gboolean report_failed(gpointer data)
     pv->ops_in_flight--;
     if (pv->destroyed) {
         maybe_release(pv);
-    } else {
+    } else if (!pv->claimed) {
         sbx_pool_started(pv->f->pool, pv, fs->error); /* the pool destroys it */
     }
     g_error_free(fs->error);

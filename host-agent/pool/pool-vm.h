@@ -36,6 +36,14 @@ GArray *sbx_pool_vm_factory_prestart_pids(SbxPoolVmFactory *f);
 /** Attach the pool the factory reports to (before the pool starts anything). */
 void sbx_pool_vm_factory_set_pool(SbxPoolVmFactory *f, SbxPool *pool);
 
+/**
+ * The claimer's first call on a claimed handle: from now on nothing about it reaches the pool
+ * (which may be freed before the handle: serve's shutdown), no ping is pending, and the
+ * session has no callbacks until the claimer sets its own. QEMU's exit reaches the claimer
+ * through its own exit handler (sbx_vm_set_exit_handler()).
+ */
+void sbx_pool_vm_detach(SbxPoolVm *pv);
+
 /** The VM of a claimed handle (to set its exit handler, read its PIDs, kill it). */
 SbxVm *sbx_pool_vm_vm(SbxPoolVm *pv);
 

@@ -116,7 +116,11 @@ SbxVm *sbx_prestart_set_take(SbxPrestartSet *set, GAsyncReadyCallback callback,
     if (set == NULL || set->entries->len == 0) {
         return NULL;
     }
-    /* A held one first (ready to load); else the oldest, still on its way. */
+    /*
+     * A held one only (QEMU up, waiting for the state). One still on its way may already have
+     * failed, its error still queued: the taker would get that error where a restore of its
+     * own would have worked.
+     */
     for (guint i = 0; i < set->entries->len && e == NULL; i++) {
         Entry *c = set->entries->pdata[i];
         if (sbx_vm_prestart_is_held(c->vm)) {
@@ -124,7 +128,7 @@ SbxVm *sbx_prestart_set_take(SbxPrestartSet *set, GAsyncReadyCallback callback,
         }
     }
     if (e == NULL) {
-        e = set->entries->pdata[0];
+        return NULL;
     }
     g_ptr_array_remove(set->entries, e);
     e->set = NULL;
