@@ -10,6 +10,8 @@
   oversized   answers tools/call with one line longer than the client's limit
   die         exits (status 3, a last word on stderr) when the tool "die" is called
   silent      never answers initialize (start-up timeout)
+  nameless    page 2 also lists 100 entries without a valid name and a tool "bin" whose
+              description is 4096 bytes of invalid UTF-8
 
 Tools: echo ({"text": string}) -> structuredContent {"echo": text}; fail -> isError;
 slow -> answers after 2 s unless cancelled; cancelled -> the ids notifications/cancelled named;
@@ -113,6 +115,14 @@ def handle(msg):
         cursor = (msg.get("params") or {}).get("cursor")
         if cursor is None:
             answer(mid, {"tools": TOOLS[:2], "nextCursor": "page2"})
+        elif MODE == "nameless":
+            tools = TOOLS[2:] + [{"name": ""}] * 100 + \
+                [{"name": "bin", "description": "BIN", "inputSchema": {"type": "object"}}]
+            line = json.dumps({"jsonrpc": "2.0", "id": mid, "result": {"tools": tools}})
+            with lock:
+                sys.stdout.buffer.write(line.encode().replace(b'"BIN"', b'"' + b"\xff" * 4096 + b'"')
+                                        + b"\n")
+                sys.stdout.flush()
         else:
             answer(mid, {"tools": TOOLS[2:]})
     elif method == "tools/call":

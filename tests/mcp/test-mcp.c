@@ -130,6 +130,24 @@ static void test_discovery(void **state)
     stop(&c);
 }
 
+/* Nameless entries warn a few times, not once each; an invalid description stays in bounds. */
+static void test_nameless(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+    guint n = 0;
+
+    assert_true(start(&c, "nameless", NULL));
+    for (const char *const *w = sbx_tools_warnings(c.tools); *w != NULL; w++) {
+        n++;
+    }
+    assert_in_range(n, 2, 12); /* 100 skipped entries */
+    const char *desc = find(&c, "bin")->description;
+    assert_true(strlen(desc) <= SBX_CATALOG_DESCRIPTION_MAX);
+    assert_true(g_utf8_validate(desc, -1, NULL));
+    stop(&c);
+}
+
 static void test_filter(void **state)
 {
     (void)state;
@@ -521,7 +539,7 @@ int main(void)
         cmocka_unit_test(test_server_requests), cmocka_unit_test(test_oversized),
         cmocka_unit_test(test_timeout_cancels), cmocka_unit_test(test_startup_timeout),
         cmocka_unit_test(test_server_dies),     cmocka_unit_test(test_free_while_starting),
-        cmocka_unit_test(test_cancel_notifies), cmocka_unit_test(test_http),
+        cmocka_unit_test(test_cancel_notifies), cmocka_unit_test(test_nameless), cmocka_unit_test(test_http),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
