@@ -221,6 +221,35 @@ static void test_approval_cancelled(void **state)
     assert_int_equal(dropped.calls, 0);
 }
 
+static void count_notify(SbxApprovals *approvals, gpointer data)
+{
+    (void)approvals;
+    (*(guint *)data)++;
+}
+
+/* The watcher hears of approvals that stop waiting unanswered (the prompt moves on). */
+static void test_approvals_notify(void **state)
+{
+    (void)state;
+    SbxApprovals *a = sbx_approvals_new();
+    g_autoptr(GCancellable) cancel = g_cancellable_new();
+    Seen late = {0}, gone = {0};
+    guint notified = 0;
+
+    sbx_approvals_set_notify(a, count_notify, &notified);
+    sbx_approvals_request(a, "p", "t", "{}", NULL, 50, NULL, on_outcome, &late);
+    sbx_approvals_request(a, "p", "t", "{}", NULL, 60000, cancel, on_outcome, &gone);
+    assert_int_equal(notified, 2);
+    spin_until(&late, 2000);
+    assert_int_equal(notified, 3);
+    g_cancellable_cancel(cancel);
+    spin_until(&gone, 1000);
+    assert_int_equal(notified, 4);
+    g_autoptr(GPtrArray) none = sbx_approvals_pending(a);
+    assert_int_equal(none->len, 0);
+    sbx_approvals_free(a);
+}
+
 static void test_approvals_bounded(void **state)
 {
     (void)state;
@@ -383,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_approvals),
         cmocka_unit_test(test_approval_cancelled),
+        cmocka_unit_test(test_approvals_notify),
         cmocka_unit_test(test_approvals_bounded),
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_dispatch_approvals),
