@@ -10,6 +10,8 @@
   oversized   answers tools/call with one line longer than the client's limit
   die         exits (status 3, a last word on stderr) when the tool "die" is called
   silent      never answers initialize (start-up timeout)
+  escape      like die, but first starts a grandchild in a session of its own that holds
+              stderr open for 5 s (then exits by itself)
   nameless    page 2 also lists 100 entries without a valid name and a tool "bin" whose
               description is 4096 bytes of invalid UTF-8
 
@@ -19,6 +21,7 @@ die (mode die).
 """
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -91,7 +94,11 @@ def call_tool(mid, params):
         threading.Thread(target=later, daemon=True).start()
     elif name == "cancelled":
         answer(mid, {"content": [], "structuredContent": {"ids": sorted(cancelled)}})
-    elif name == "die" and MODE == "die":
+    elif name == "die" and MODE in ("die", "escape"):
+        if MODE == "escape":
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"],
+                             start_new_session=True, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL)
         print("fake server: dying on purpose", file=sys.stderr, flush=True)
         os._exit(3)  # from a thread: sys.exit would end only the thread
     else:

@@ -296,6 +296,20 @@ static void test_server_dies(void **state)
     stop(&c);
 }
 
+/* A grandchild outside the process group holds stderr: the exit is reported anyway, soon. */
+static void test_server_dies_stderr_held(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    assert_true(start(&c, "escape", ", \"timeout_ms\": 20000"));
+    gint64 t0 = g_get_monotonic_time();
+    g_autofree char *r = call(&c, "die", "{}");
+    assert_non_null(strstr(r, "the server exited (status 3): fake server: dying on purpose"));
+    assert_true(g_get_monotonic_time() - t0 < 4 * G_USEC_PER_SEC); /* the grandchild: 5 s */
+    stop(&c);
+}
+
 static void test_free_while_starting(void **state)
 {
     (void)state;
@@ -539,7 +553,8 @@ int main(void)
         cmocka_unit_test(test_server_requests), cmocka_unit_test(test_oversized),
         cmocka_unit_test(test_timeout_cancels), cmocka_unit_test(test_startup_timeout),
         cmocka_unit_test(test_server_dies),     cmocka_unit_test(test_free_while_starting),
-        cmocka_unit_test(test_cancel_notifies), cmocka_unit_test(test_nameless), cmocka_unit_test(test_http),
+        cmocka_unit_test(test_cancel_notifies), cmocka_unit_test(test_nameless),
+        cmocka_unit_test(test_server_dies_stderr_held), cmocka_unit_test(test_http),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
