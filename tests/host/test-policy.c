@@ -274,6 +274,8 @@ typedef struct {
     char *result;
     char *policy;
     GError *error;
+    SbxTools *tools;
+    guint in_flight; /* at the callback: it may free the tools, nothing may count on them after */
 } Outcome;
 
 static void on_call(GObject *src, GAsyncResult *res, gpointer data)
@@ -282,12 +284,14 @@ static void on_call(GObject *src, GAsyncResult *res, gpointer data)
     Outcome *o = data;
     o->result = sbx_tools_call_finish(NULL, res, &o->error);
     o->policy = sbx_tools_call_policy(res);
+    o->in_flight = sbx_tools_in_flight(o->tools);
     o->done = TRUE;
 }
 
 static void start(SbxTools *tools, const char *tool, Outcome *o, GCancellable *cancel)
 {
     memset(o, 0, sizeof(*o));
+    o->tools = tools;
     sbx_tools_call_async(tools, "p", tool, "{\"x\":1}", cancel, on_call, o);
 }
 
@@ -390,6 +394,7 @@ static void test_dispatch_approvals(void **state)
     assert_true(g_error_matches(late.error, SBX_TOOL_ERROR, SBX_ERR_POLICY_DENIED));
     assert_non_null(strstr(late.error->message, "no approval within 300 ms"));
     assert_non_null(strstr(late.policy, "\"approval\":\"timed_out\""));
+    assert_int_equal(late.in_flight, 0); /* no longer in flight when answered */
     outcome_clear(&late);
 
     g_autoptr(GCancellable) cancel = g_cancellable_new();
