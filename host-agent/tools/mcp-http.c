@@ -24,17 +24,19 @@
 /*
  * Notifications and answers to the server's requests (ping...) POSTed or held but not yet
  * answered. Every server request gets an answer POST; a server that streams pings on an SSE body
- * and never answers those POSTs would grow them without bound. An honest server answers each at
- * once: 64 is far more than it ever has outstanding. Past it the connection is failed.
+ * and never answers those POSTs would grow them without bound. Room for a cancellation of each
+ * call in flight at once (they go one at a time, see http_send) and as many pings besides; past
+ * it the connection is failed.
  */
-#define FIRE_AND_FORGET_MAX 64
+#define FIRE_AND_FORGET_MAX (2 * SBX_TOOL_CALLS_IN_FLIGHT_MAX)
 
 /*
  * Connections libsoup opens: its defaults (2 per host, 10 in all) would queue all but 2 of the
  * calls an execution may have in flight, and queued calls time out while they wait. Each call
- * may hold its connection for an SSE answer, so notifications (a cancellation) get room too.
+ * may hold its connection for an SSE answer; + 1 for the notification or answer POSTed (one at a
+ * time), + 1 for the DELETE.
  */
-#define CONNS_MAX (SBX_TOOL_CALLS_IN_FLIGHT_MAX + FIRE_AND_FORGET_MAX)
+#define CONNS_MAX (SBX_TOOL_CALLS_IN_FLIGHT_MAX + 2)
 
 typedef struct {
     SbxMcpTransport base;

@@ -13,7 +13,7 @@ first sends a ping request and a notification. Tools:
   slow            -> structuredContent {} after 1 s (calls must run in parallel)
   redirect        -> HTTP 302 to /moved (which would answer "followed")
   accepted        -> HTTP 202 without a body (a request that is never answered)
-  flood           -> an SSE stream of 100 pings and no answer; the POSTs answering those pings
+  flood           -> an SSE stream of 200 pings and no answer; the POSTs answering those pings
                      are never answered (held until the server is killed)
 A DELETE of the session prints "DELETE <session>" on stdout.
 """
@@ -117,7 +117,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(202)
         if name == "flood":
             return self.sse("".join('data: {"jsonrpc":"2.0","id":"flood-%d","method":"ping"}\n\n'
-                                    % i for i in range(100)))
+                                    % i for i in range(200)))
         if name == "log":
             return self.json({"jsonrpc": "2.0", "id": mid, "result": {
                 "content": [], "structuredContent": {"pings": pings}}})
