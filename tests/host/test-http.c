@@ -417,6 +417,34 @@ static void test_calls(void **state)
     sbx_provider_free(p);
 }
 
+/* Calls waiting on a server do not hold up another: libsoup's 2 connections per host would. */
+static void test_parallel(void **state)
+{
+    (void)state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxCatalog) cat = api_catalog(3000);
+    SbxProvider *p = sbx_provider_new(&cat->providers[0], &error);
+    Call slow[3], c;
+
+    current = p;
+    for (int i = 0; i < 3; i++) {
+        memset(&slow[i], 0, sizeof(slow[i]));
+        sbx_provider_call_async(p, "slow", "{}", NULL, on_done_p, &slow[i]);
+    }
+    run_call(p, "ok", NULL, &c);
+    assert_string_equal(c.result, "{\"a\":[1,2]}");
+    g_free(c.result);
+    for (int i = 0; i < 3; i++) {
+        assert_false(slow[i].done); /* "ok" did not wait for them to time out */
+    }
+    for (int i = 0; i < 3; i++) {
+        wait_call(&slow[i]);
+        assert_non_null(strstr(slow[i].error->message, "no answer within 3000 ms"));
+        g_error_free(slow[i].error);
+    }
+    sbx_provider_free(p);
+}
+
 static void test_timeout_and_cancel(void **state)
 {
     (void)state;
@@ -463,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_expand_secrets),
         cmocka_unit_test(test_secret_sources),
         cmocka_unit_test_setup_teardown(test_calls, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_parallel, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_timeout_and_cancel, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_missing_secret, setup_server, teardown_server),
     };
