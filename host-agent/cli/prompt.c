@@ -102,14 +102,32 @@ static gboolean on_tty(gint fd, GIOCondition cond, gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
-static void on_new_pending(SbxApprovals *approvals, gpointer data)
+/* Whether the approval asked about still waits for its answer. */
+static gboolean asked_pending(SbxPrompt *p)
+{
+    g_autoptr(GPtrArray) pending = sbx_approvals_pending(p->approvals);
+
+    for (guint i = 0; i < pending->len; i++) {
+        if (strcmp(((const SbxApproval *)pending->pdata[i])->id, p->asking) == 0) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* A new approval, or one that timed out or was cancelled: if it was the one asked, move on. */
+static void on_pending_changed(SbxApprovals *approvals, gpointer data)
 {
     SbxPrompt *p = data;
     (void)approvals;
 
-    if (p->asking == NULL && p->source != 0) {
-        ask_next(p);
+    if (p->source == 0 || (p->asking != NULL && asked_pending(p))) {
+        return;
     }
+    if (p->asking != NULL) {
+        say(p, "\nsandbox: that call is no longer waiting (timed out or cancelled)\n");
+    }
+    ask_next(p);
 }
 
 SbxPrompt *sbx_prompt_new(SbxApprovals *approvals)
@@ -124,7 +142,7 @@ SbxPrompt *sbx_prompt_new(SbxApprovals *approvals)
     p->fd = fd;
     p->line = g_string_new(NULL);
     p->source = g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_tty, p);
-    sbx_approvals_set_notify(approvals, on_new_pending, p);
+    sbx_approvals_set_notify(approvals, on_pending_changed, p);
     return p;
 }
 

@@ -71,10 +71,29 @@ static void finish(Pending *p, SbxApprovalOutcome outcome)
     func(outcome, data);
 }
 
+/*
+ * @p stopped waiting without an answer: unlist it and tell the watcher (a prompt asking about
+ * it must move on), before the callback (which may end what owns the approvals).
+ */
+static void unlist(Pending *p)
+{
+    SbxApprovals *owner = p->owner;
+
+    if (owner == NULL) {
+        return;
+    }
+    g_queue_remove(&owner->pending, p);
+    p->owner = NULL;
+    if (owner->notify != NULL) {
+        owner->notify(owner, owner->notify_data);
+    }
+}
+
 static gboolean on_timeout(gpointer data)
 {
     Pending *p = data;
     p->timer = 0;
+    unlist(p);
     finish(p, SBX_APPROVAL_TIMED_OUT);
     return G_SOURCE_REMOVE;
 }
@@ -84,6 +103,7 @@ static gboolean on_cancelled(GCancellable *cancel, gpointer data)
     Pending *p = data;
     (void)cancel;
     /* Destroying the source we are called from is fine in GLib; unref'd in pending_free. */
+    unlist(p);
     finish(p, SBX_APPROVAL_CANCELLED);
     return G_SOURCE_REMOVE;
 }

@@ -56,10 +56,13 @@ const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider,
                                   const char *input_json, const char *origin, guint timeout_ms,
                                   GCancellable *cancel, SbxApprovalFunc func, gpointer user_data);
 
-/** Called when an approval starts waiting (from inside sbx_approvals_request()). */
+/**
+ * Called when an approval starts waiting (from inside sbx_approvals_request()) and when one stops
+ * waiting without an answer (timed out, cancelled; already unlisted).
+ */
 typedef void (*SbxApprovalsNotify)(SbxApprovals *approvals, gpointer data);
 
-/** Call @func for every new pending approval (one watcher; NULL to stop). */
+/** Call @func when the pending approvals change as above (one watcher; NULL to stop). */
 void sbx_approvals_set_notify(SbxApprovals *approvals, SbxApprovalsNotify func, gpointer data);
 
 /** Approve (@approve TRUE) or deny approval @id. FALSE if no such approval is pending. */

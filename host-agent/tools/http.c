@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "catalog-http.h"
+#include "protocol/limits.h"
 #include "provider.h"
 #include "secrets.h"
 #include "tools-error.h"
@@ -104,6 +105,17 @@ static char *redact(HttpProvider *p, const char *text)
     return out;
 }
 
+/* Read that far past the excerpt, a secret that starts in it is whole, and so redacted. */
+static gsize longest_secret(HttpProvider *p)
+{
+    gsize longest = 0;
+
+    for (guint i = 0; i < p->secrets->len; i++) {
+        longest = MAX(longest, strlen(p->secrets->pdata[i]));
+    }
+    return longest;
+}
+
 static void fail(GTask *task, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 
 static void fail(GTask *task, const char *fmt, ...)
@@ -143,12 +155,18 @@ static void finish_answer(GTask *task)
     gsize len = c->data->len;
 
     if (!SOUP_STATUS_IS_SUCCESSFUL(status)) {
-        gsize cut = MIN(len, HTTP_ERROR_EXCERPT_MAX);
-        g_autofree char *valid = g_utf8_make_valid(text, cut);
-        g_autofree char *excerpt = redact(c->prov, valid);
-        fail(task, "tool \"%s\": HTTP %u %s%s%s%s", c->tool, status,
+        /* Redact before the cut: a secret straddling the cut would leak its prefix. */
+        g_autofree char *valid = g_utf8_make_valid(text, len);
+        g_autofree char *redacted = redact(c->prov, valid);
+        gsize rlen = strlen(redacted);
+        const char *end = redacted + MIN(rlen, HTTP_ERROR_EXCERPT_MAX);
+        if (end < redacted + rlen) {
+            end = g_utf8_find_prev_char(redacted, end + 1); /* whole characters only */
+        }
+        gsize cut = end - redacted;
+        fail(task, "tool \"%s\": HTTP %u %s%s%.*s%s", c->tool, status,
              soup_message_get_reason_phrase(c->msg) ? soup_message_get_reason_phrase(c->msg) : "",
-             len > 0 ? ": " : "", excerpt, len > cut ? "..." : "");
+             len > 0 ? ": " : "", (int)cut, redacted, rlen > cut ? "..." : "");
         return;
     }
     gsize blank = 0;
@@ -203,7 +221,7 @@ static void on_read(GObject *src, GAsyncResult *res, gpointer data)
     }
     g_byte_array_append(c->data, g_bytes_get_data(bytes, NULL), n);
     if (!SOUP_STATUS_IS_SUCCESSFUL(soup_message_get_status(c->msg)) &&
-        c->data->len > HTTP_ERROR_EXCERPT_MAX) {
+        c->data->len > HTTP_ERROR_EXCERPT_MAX + longest_secret(c->prov)) {
         finish_answer(task); /* a failure: its excerpt is all we keep */
         g_object_unref(task);
         return;
@@ -465,8 +483,14 @@ SbxProvider *sbx_http_provider_new(const SbxCatalogProvider *config, GError **er
     p->secrets = g_ptr_array_new_with_free_func(g_free);
     /* No I/O timeout of libsoup's own: the per-call timer covers the whole exchange. */
     g_autoptr(GProxyResolver) proxies = env_proxy_resolver();
-    p->session = soup_session_new_with_options("user-agent", "sandbox-host-agent", "proxy-resolver",
-                                               proxies, NULL);
+    /*
+     * libsoup's defaults (2 connections per host, 10 in all) would queue all but 2 of the
+     * SBX_TOOL_CALLS_IN_FLIGHT_MAX calls an execution may make at once, and queued calls time
+     * out while they wait.
+     */
+    p->session = soup_session_new_with_options(
+        "user-agent", "sandbox-host-agent", "proxy-resolver", proxies, "max-conns-per-host",
+        SBX_TOOL_CALLS_IN_FLIGHT_MAX, "max-conns", SBX_TOOL_CALLS_IN_FLIGHT_MAX, NULL);
     for (gsize i = 0; i < config->n_tools; i++) {
         const SbxCatalogTool *t = &config->tools[i];
         Headers *h = g_new0(Headers, 1);

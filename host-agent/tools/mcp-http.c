@@ -16,9 +16,27 @@
 
 #include "mcp-transports.h"
 #include "mcp-wire.h"
+#include "protocol/limits.h"
 
 /* Read size of a response body. */
 #define READ_CHUNK (64 * 1024)
+
+/*
+ * Notifications and answers to the server's requests (ping...) POSTed or held but not yet
+ * answered. Every server request gets an answer POST; a server that streams pings on an SSE body
+ * and never answers those POSTs would grow them without bound. Room for a cancellation of each
+ * call in flight at once (they go one at a time, see http_send) and as many pings besides; past
+ * it the connection is failed.
+ */
+#define FIRE_AND_FORGET_MAX (2 * SBX_TOOL_CALLS_IN_FLIGHT_MAX)
+
+/*
+ * Connections libsoup opens: its defaults (2 per host, 10 in all) would queue all but 2 of the
+ * calls an execution may have in flight, and queued calls time out while they wait. Each call
+ * may hold its connection for an SSE answer; + 1 for the notification or answer POSTed (one at a
+ * time), + 1 for the DELETE.
+ */
+#define CONNS_MAX (SBX_TOOL_CALLS_IN_FLIGHT_MAX + 2)
 
 typedef struct {
     SbxMcpTransport base;
@@ -31,6 +49,7 @@ typedef struct {
     char *version;
     GHashTable *requests; /* &HttpReq.id -> HttpReq* (our requests; notifications are not kept) */
     guint notifying;      /* notification POSTs not yet answered */
+    guint unanswered;     /* notification POSTs sent or held, not yet answered */
     GQueue held;          /* Held*: sent while `notifying`, in order (at most the calls in flight) */
 } Http;
 
@@ -48,7 +67,7 @@ typedef struct {
     SbxMcpFramer *framer; /* an SSE body */
     GByteArray *json;     /* a JSON body being collected (one message, newlines allowed) */
     gboolean sse;
-    guint8 buf[READ_CHUNK];
+    guint8 *buf; /* READ_CHUNK bytes, only while a body is read */
 } HttpReq;
 
 static Http *http_ref(Http *t)
@@ -88,6 +107,9 @@ static void req_free(HttpReq *r)
     if (r->id >= 0 && g_hash_table_lookup(t->requests, &r->id) == r) {
         g_hash_table_remove(t->requests, &r->id);
     }
+    if (r->id < 0) {
+        t->unanswered--;
+    }
     if (r->id < 0 && --t->notifying == 0) { /* send what waited for it, up to a notification */
         while (!t->freed && t->notifying == 0 && !g_queue_is_empty(&t->held)) {
             Held *h = g_queue_pop_head(&t->held);
@@ -98,6 +120,7 @@ static void req_free(HttpReq *r)
     g_clear_object(&r->msg);
     g_clear_object(&r->cancel);
     g_clear_object(&r->body);
+    g_free(r->buf);
     sbx_mcp_framer_free(r->framer);
     if (r->json != NULL) {
         g_byte_array_unref(r->json);
@@ -195,6 +218,13 @@ static void on_sent(GObject *src, GAsyncResult *res, gpointer data)
     if (sid != NULL && r->t->session_id == NULL && strlen(sid) <= 1024) {
         r->t->session_id = g_strdup(sid);
     }
+    if (SOUP_STATUS_IS_REDIRECTION(status)) { /* the catalog's headers may carry secrets */
+        g_autofree char *why = g_strdup_printf("HTTP status %u: redirects are not followed, set "
+                                               "the final URL in the catalog",
+                                               status);
+        req_fail(r, why);
+        return;
+    }
     if (status < 200 || status > 299) {
         g_autofree char *why =
             g_strdup_printf("HTTP status %u %s", status, soup_message_get_reason_phrase(r->msg));
@@ -202,8 +232,15 @@ static void on_sent(GObject *src, GAsyncResult *res, gpointer data)
         return;
     }
     const char *type = soup_message_headers_get_content_type(h, NULL);
-    if (status == 202 || r->id < 0 || type == NULL) {
+    if (r->id < 0) {
         req_free(r); /* accepted (a notification, an answer): nothing to read */
+        return;
+    }
+    if (status == 202 || type == NULL) { /* a request must be answered: it never will be */
+        g_autofree char *why = g_strdup_printf(
+            "HTTP status %u without an answer (%s)", status,
+            type == NULL ? "no Content-Type" : "accepted as if it were a notification");
+        req_fail(r, why);
         return;
     }
     r->sse = g_ascii_strcasecmp(type, "text/event-stream") == 0;
@@ -212,6 +249,7 @@ static void on_sent(GObject *src, GAsyncResult *res, gpointer data)
     } else {
         r->json = g_byte_array_new();
     }
+    r->buf = g_malloc(READ_CHUNK);
     read_body(r);
 }
 
@@ -234,6 +272,16 @@ static void http_send(SbxMcpTransport *base, const char *json, gint64 id)
 {
     Http *t = (Http *)base;
 
+    if (id < 0 && t->unanswered >= FIRE_AND_FORGET_MAX) {
+        g_autofree char *why = g_strdup_printf(
+            "the server left more than %d notifications and answers unacknowledged",
+            FIRE_AND_FORGET_MAX);
+        sbx_mcp_client_closed(t->base.client, why);
+        return;
+    }
+    if (id < 0) {
+        t->unanswered++;
+    }
     if (t->notifying > 0) {
         Held *h = g_new0(Held, 1);
         h->json = g_strdup(json);
@@ -252,6 +300,7 @@ static void post(Http *t, const char *json, gint64 id)
     r->id = id;
     r->cancel = g_cancellable_new();
     r->msg = soup_message_new(SOUP_METHOD_POST, t->url);
+    soup_message_add_flags(r->msg, SOUP_MESSAGE_NO_REDIRECT); /* see on_sent */
     add_headers(t, r->msg);
     soup_message_headers_replace(soup_message_get_request_headers(r->msg), "Accept",
                                  "application/json, text/event-stream");
@@ -318,6 +367,7 @@ static void http_free(SbxMcpTransport *base)
      */
     if (t->session_id != NULL) {
         g_autoptr(SoupMessage) msg = soup_message_new(SOUP_METHOD_DELETE, t->url);
+        soup_message_add_flags(msg, SOUP_MESSAGE_NO_REDIRECT);
         add_headers(t, msg);
         soup_session_send_and_read_async(t->session, msg, G_PRIORITY_DEFAULT, NULL, on_deleted,
                                          http_ref(t));
@@ -365,7 +415,8 @@ SbxMcpTransport *sbx_mcp_http_new(const SbxCatalogProvider *config, GError **err
      */
     g_autoptr(GProxyResolver) proxy = env_proxy_resolver();
     t->session = soup_session_new_with_options("timeout", 0, "idle-timeout", 0, "proxy-resolver",
-                                               proxy, NULL);
+                                               proxy, "max-conns-per-host", CONNS_MAX,
+                                               "max-conns", CONNS_MAX, NULL);
     t->requests = g_hash_table_new(g_int64_hash, g_int64_equal);
     return &t->base;
 }

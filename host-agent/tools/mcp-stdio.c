@@ -26,6 +26,13 @@
  */
 #define EXIT_GRACE_MS 1000
 
+/*
+ * After the server exited (or the transport was freed), how long its stderr has to reach EOF:
+ * a grandchild that left the process group may hold it open for ever, and the exit is reported
+ * (pending calls failed) only with stderr's end.
+ */
+#define STDERR_GRACE_MS 500
+
 /* Read size for stdout and stderr. */
 #define READ_CHUNK (64 * 1024)
 
@@ -43,6 +50,7 @@ typedef struct {
     GSubprocess *proc;
     pid_t pid;
     GCancellable *io_cancel;
+    GCancellable *err_cancel; /* the stderr read: only after the exit and a grace */
     SbxMcpFramer *framer;
     GByteArray *err_tail;
     GQueue writes; /* GBytes* */
@@ -67,6 +75,7 @@ static void stdio_unref(Stdio *t)
     g_queue_clear_full(&t->writes, (GDestroyNotify)g_bytes_unref);
     g_clear_object(&t->proc);
     g_clear_object(&t->io_cancel);
+    g_clear_object(&t->err_cancel);
     sbx_mcp_framer_free(t->framer);
     g_byte_array_unref(t->err_tail);
     g_free(t);
@@ -74,7 +83,8 @@ static void stdio_unref(Stdio *t)
 
 static void kill_group(Stdio *t)
 {
-    if (t->pid > 0) {
+    /* Once reaped, the pid (and its group id) may belong to another process by now. */
+    if (t->pid > 0 && !t->exited) {
         kill(-t->pid, SIGKILL);
         g_subprocess_force_exit(t->proc);
     }
@@ -111,15 +121,32 @@ static void report_exit(Stdio *t)
     close_with(t, full);
 }
 
+static gboolean on_stderr_grace(gpointer data)
+{
+    Stdio *t = data;
+    g_cancellable_cancel(t->err_cancel); /* on_stderr() reports the exit */
+    stdio_unref(t);
+    return G_SOURCE_REMOVE;
+}
+
+/* Give up on stderr's EOF after STDERR_GRACE_MS. */
+static void stderr_grace(Stdio *t)
+{
+    if (!t->err_eof) {
+        g_timeout_add(STDERR_GRACE_MS, on_stderr_grace, stdio_ref(t));
+    }
+}
+
 static void on_wait(GObject *src, GAsyncResult *res, gpointer data)
 {
     Stdio *t = data;
 
     g_subprocess_wait_finish(G_SUBPROCESS(src), res, NULL);
-    t->exited = TRUE;
     if (!t->freed && t->pid > 0) {
         kill(-t->pid, SIGKILL); /* its helpers too, so that stderr reaches EOF */
     }
+    t->exited = TRUE;
+    stderr_grace(t);
     report_exit(t);
     stdio_unref(t);
 }
@@ -204,7 +231,7 @@ static void read_stderr(Stdio *t)
 {
     /* Not cancelled by io_cancel: the end of stderr explains a crash. EOF comes with the exit. */
     g_input_stream_read_async(g_subprocess_get_stderr_pipe(t->proc), t->err_buf, READ_CHUNK,
-                              G_PRIORITY_DEFAULT, NULL, on_stderr, t);
+                              G_PRIORITY_DEFAULT, t->err_cancel, on_stderr, t);
 }
 
 /* ---- writing ----------------------------------------------------------------------------- */
@@ -315,6 +342,7 @@ SbxMcpTransport *sbx_mcp_stdio_new(const SbxCatalogProvider *config, GError **er
     const char *ident = g_subprocess_get_identifier(proc);
     t->pid = ident != NULL ? atoi(ident) : 0;
     t->io_cancel = g_cancellable_new();
+    t->err_cancel = g_cancellable_new();
     t->framer = sbx_mcp_framer_new(SBX_MCP_FRAMING_LINES, SBX_MCP_MESSAGE_MAX);
     t->err_tail = g_byte_array_new();
     g_queue_init(&t->writes);

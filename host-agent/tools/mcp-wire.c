@@ -196,7 +196,8 @@ static SbxMcpMessage *parse_error_member(SbxMcpMessage *m, const cJSON *err, GEr
         return bad(m, error, "\"error\" without a numeric code");
     }
     m->kind = SBX_MCP_MSG_ERROR;
-    m->error_code = (gint64)code->valuedouble;
+    double c = code->valuedouble; /* converting one out of gint64's range is undefined */
+    m->error_code = c >= -9007199254740992.0 && c <= 9007199254740992.0 ? (gint64)c : 0;
     m->error_message = cJSON_IsString(msg) ? msg->valuestring : "";
     return m;
 }

@@ -44,7 +44,14 @@ typedef struct {
     GArray *tools;       /* SbxCatalogTool */
     GHashTable *names;   /* names taken */
     GPtrArray *warnings; /* char* */
+    guint nameless;      /* listed entries skipped for their name */
 } Discovery;
+
+/*
+ * Skipped entries warned about one by one: pages of nameless entries do not count toward
+ * SBX_TOOLS_MAX, and a warning each could make millions (all sent in serve's done frame).
+ */
+#define NAMELESS_WARNINGS_MAX 8
 
 static void discovery_free(gpointer data)
 {
@@ -81,8 +88,11 @@ static void discovery_fail(GTask *task, const GError *error)
 static char *cut_description(const char *text)
 {
     gsize len = strlen(text);
-    if (!g_utf8_validate(text, len, NULL)) {
-        return g_utf8_make_valid(text, MIN(len, SBX_CATALOG_DESCRIPTION_MAX));
+    g_autofree char *valid = NULL;
+    if (!g_utf8_validate(text, len, NULL)) { /* U+FFFD (3 bytes) per bad byte: cut after */
+        valid = g_utf8_make_valid(text, MIN(len, SBX_CATALOG_DESCRIPTION_MAX));
+        text = valid;
+        len = strlen(valid);
     }
     if (len <= SBX_CATALOG_DESCRIPTION_MAX) {
         return g_strdup(text);
@@ -144,9 +154,16 @@ static gboolean take_tool(Discovery *d, const cJSON *t, GError **error)
     const char *const *only = (const char *const *)d->p->config->only_tools;
 
     if (!cJSON_IsString(name) || !name_ok(name->valuestring)) {
-        g_ptr_array_add(d->warnings, g_strdup_printf("%s: a listed tool without a valid name "
-                                                     "(1 to %d bytes of UTF-8); skipped",
-                                                     d->p->base.name, SBX_NAME_MAX));
+        if (++d->nameless <= NAMELESS_WARNINGS_MAX) {
+            g_ptr_array_add(d->warnings, g_strdup_printf("%s: a listed tool without a valid name "
+                                                         "(1 to %d bytes of UTF-8); skipped",
+                                                         d->p->base.name, SBX_NAME_MAX));
+        } else if (d->nameless == NAMELESS_WARNINGS_MAX + 1) {
+            g_ptr_array_add(d->warnings,
+                            g_strdup_printf("%s: more listed tools without a valid name; skipped "
+                                            "(not reported one by one)",
+                                            d->p->base.name));
+        }
         return TRUE;
     }
     if ((only != NULL && !g_strv_contains(only, name->valuestring)) ||

@@ -25,7 +25,8 @@ char *sbx_secrets_file_path(void)
 static gboolean read_file(const char *path, char **ret_text, GError **error)
 {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK: a FIFO there would block the loop in open(); it is refused below. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
     *ret_text = NULL;
     if (fd < 0 && errno == ENOENT) {
@@ -58,23 +59,33 @@ static gboolean read_file(const char *path, char **ret_text, GError **error)
     return TRUE;
 }
 
+/* Free @lines, wiped first: they hold other secrets too. */
+static void wipe_lines(char **lines)
+{
+    for (char **l = lines; *l != NULL; l++) {
+        memset(*l, 0, strlen(*l));
+    }
+    g_strfreev(lines);
+}
+
 /* The value of @name in the file's text, or NULL. */
 static char *find_in(const char *text, const char *name)
 {
-    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    char **lines = g_strsplit(text, "\n", -1);
     gsize nlen = strlen(name);
+    char *v = NULL;
 
-    for (char **l = lines; *l != NULL; l++) {
+    for (char **l = lines; *l != NULL && v == NULL; l++) {
         if (strncmp(*l, name, nlen) == 0 && (*l)[nlen] == '=') {
-            char *v = g_strdup(*l + nlen + 1);
+            v = g_strdup(*l + nlen + 1);
             gsize len = strlen(v);
             if (len > 0 && v[len - 1] == '\r') {
                 v[len - 1] = '\0';
             }
-            return v;
         }
     }
-    return NULL;
+    wipe_lines(lines);
+    return v;
 }
 
 /* A header value must not carry a line break or NUL: it could add headers of its own. */

@@ -426,10 +426,15 @@ static void on_approval(SbxApprovalOutcome outcome, gpointer data)
     g_string_append_printf(cd->policy, ",\"approval\":\"%s\",\"wait_ms\":%" G_GINT64_FORMAT,
                            sbx_approval_outcome_name(outcome),
                            (g_get_monotonic_time() - cd->asked_us) / 1000);
+    if (outcome == SBX_APPROVAL_APPROVED) {
+        run_provider(task); /* still in flight */
+        return;
+    }
+    /* Before returning, as on_provider_done does: the caller may free the tools at once. */
+    cd->tools->in_flight--;
     switch (outcome) {
     case SBX_APPROVAL_APPROVED:
-        run_provider(task);
-        return;
+        break;
     case SBX_APPROVAL_DENIED:
         deny(task, "the approval was denied");
         break;
@@ -444,7 +449,6 @@ static void on_approval(SbxApprovalOutcome outcome, gpointer data)
         g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled");
         break;
     }
-    cd->tools->in_flight--;
     g_object_unref(task);
 }
 
@@ -466,19 +470,12 @@ static void apply_policy(GTask *task)
     if (cd->tool->destructive) {
         g_string_append(cd->policy, ",\"destructive\":true");
     }
-    t->in_flight++;
+    t->in_flight++; /* until just before its answer is returned (the caller may free @t then) */
     if (d.action == SBX_POLICY_ALLOW) {
         run_provider(task);
         return;
     }
-    if (d.action == SBX_POLICY_DENY) {
-        deny(task, "denied by the policy (%s%s%s)", d.rule != NULL ? "rule \"" : "the default",
-             d.rule != NULL ? d.rule : "", d.rule != NULL ? "\"" : "");
-    } else if (t->approvals == NULL) {
-        deny(task, "needs an approval, and this `sandbox run` has no terminal to ask on: "
-                   "start `sandbox serve`, run again, and answer with `sandbox approve ID` or "
-                   "`sandbox deny ID` (`sandbox approvals` lists them)");
-    } else {
+    if (d.action != SBX_POLICY_DENY && t->approvals != NULL) {
         cd->asked_us = g_get_monotonic_time();
         const char *id =
             sbx_approvals_request(t->approvals, cd->prov_real, cd->tool_real, cd->input_json,
@@ -489,6 +486,14 @@ static void apply_policy(GTask *task)
         return;
     }
     t->in_flight--;
+    if (d.action == SBX_POLICY_DENY) {
+        deny(task, "denied by the policy (%s%s%s)", d.rule != NULL ? "rule \"" : "the default",
+             d.rule != NULL ? d.rule : "", d.rule != NULL ? "\"" : "");
+    } else {
+        deny(task, "needs an approval, and this `sandbox run` has no terminal to ask on: "
+                   "start `sandbox serve`, run again, and answer with `sandbox approve ID` or "
+                   "`sandbox deny ID` (`sandbox approvals` lists them)");
+    }
     g_object_unref(task);
 }
 

@@ -209,6 +209,14 @@ static void test_secret_sources(void **state)
     assert_null(strstr(error->message, "Injected"));
     g_clear_error(&error);
 
+    /* A FIFO in its place: refused, not waited on (open would block until a writer came). */
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    g_autofree char *fifo = sbx_secret_lookup("TOKEN", NULL, &error);
+    assert_null(fifo);
+    assert_non_null(strstr(error->message, "refusing the secrets file"));
+    g_clear_error(&error);
+
     unlink(path);
     rmdir(dir);
     g_unsetenv("SANDBOX_SECRETS_FILE");
@@ -238,6 +246,12 @@ static void handler(SoupServer *srv, SoupServerMessage *msg, const char *path, G
         g_autofree char *b = g_strdup_printf("{\"error\":\"bad token %s\"}", seen_auth);
         soup_server_message_set_status(msg, 403, NULL);
         soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, b, strlen(b));
+    } else if (strcmp(path, "/straddle") == 0) {
+        /* The token quoted across the excerpt's 1024-byte cut ("Bearer " ends at 1020). */
+        g_autofree char *pad = g_strnfill(1013, 'x');
+        g_autofree char *b = g_strdup_printf("%s%s", pad, seen_auth);
+        soup_server_message_set_status(msg, 403, NULL);
+        soup_server_message_set_response(msg, "text/plain", SOUP_MEMORY_COPY, b, strlen(b));
     } else if (strcmp(path, "/text") == 0) {
         soup_server_message_set_status(msg, 200, NULL);
         soup_server_message_set_response(msg, "text/html", SOUP_MEMORY_COPY, "<html>", 6);
@@ -303,7 +317,7 @@ static SbxCatalog *api_catalog(guint timeout_ms)
     g_autoptr(GError) error = NULL;
     const char *paths[] = {"ok",   "empty",      "echo",     "text",     "trailing",
                            "huge", "huge-error", "redirect", "hostless", "away",
-                           "loop", "slow",       "missing"};
+                           "loop", "slow",       "missing",  "straddle"};
     g_autoptr(GString) json = g_string_new(NULL);
     g_string_printf(json,
                     "{\"providers\": {\"api\": {\"kind\": \"http\", \"timeout_ms\": %u, "
@@ -389,12 +403,45 @@ static void test_calls(void **state)
     expect_tool_error(p, "missing", "HTTP 404 Not Found: {\"error\":\"nope\"}");
     expect_tool_error(p, "echo", "HTTP 403 Forbidden: {\"error\":\"bad token Bearer [secret]\"}");
     expect_tool_error(p, "text", "not JSON (Content-Type: text/html)");
+    expect_tool_error(p, "straddle", "xxxBearer [sec"); /* redacted, then cut */
+    Call s;
+    run_call(p, "straddle", NULL, &s);
+    assert_null(strstr(s.error->message, "sekr")); /* not even a prefix of the secret */
+    g_error_free(s.error);
     expect_tool_error(p, "trailing", "not JSON");
     expect_tool_error(p, "huge", "larger than 1048576 bytes");
     expect_tool_error(p, "huge-error", "HTTP 500 Internal Server Error: eeee"); /* excerpt */
     expect_tool_error(p, "away", "redirects to another origin");
     expect_tool_error(p, "loop", "more than 5 redirects");
     expect_tool_error(p, "hostless", "HTTP 302");
+    sbx_provider_free(p);
+}
+
+/* Calls waiting on a server do not hold up another: libsoup's 2 connections per host would. */
+static void test_parallel(void **state)
+{
+    (void)state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxCatalog) cat = api_catalog(3000);
+    SbxProvider *p = sbx_provider_new(&cat->providers[0], &error);
+    Call slow[3], c;
+
+    current = p;
+    for (int i = 0; i < 3; i++) {
+        memset(&slow[i], 0, sizeof(slow[i]));
+        sbx_provider_call_async(p, "slow", "{}", NULL, on_done_p, &slow[i]);
+    }
+    run_call(p, "ok", NULL, &c);
+    assert_string_equal(c.result, "{\"a\":[1,2]}");
+    g_free(c.result);
+    for (int i = 0; i < 3; i++) {
+        assert_false(slow[i].done); /* "ok" did not wait for them to time out */
+    }
+    for (int i = 0; i < 3; i++) {
+        wait_call(&slow[i]);
+        assert_non_null(strstr(slow[i].error->message, "no answer within 3000 ms"));
+        g_error_free(slow[i].error);
+    }
     sbx_provider_free(p);
 }
 
@@ -444,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_expand_secrets),
         cmocka_unit_test(test_secret_sources),
         cmocka_unit_test_setup_teardown(test_calls, setup_server, teardown_server),
+        cmocka_unit_test_setup_teardown(test_parallel, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_timeout_and_cancel, setup_server, teardown_server),
         cmocka_unit_test_setup_teardown(test_missing_secret, setup_server, teardown_server),
     };

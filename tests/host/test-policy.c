@@ -221,6 +221,35 @@ static void test_approval_cancelled(void **state)
     assert_int_equal(dropped.calls, 0);
 }
 
+static void count_notify(SbxApprovals *approvals, gpointer data)
+{
+    (void)approvals;
+    (*(guint *)data)++;
+}
+
+/* The watcher hears of approvals that stop waiting unanswered (the prompt moves on). */
+static void test_approvals_notify(void **state)
+{
+    (void)state;
+    SbxApprovals *a = sbx_approvals_new();
+    g_autoptr(GCancellable) cancel = g_cancellable_new();
+    Seen late = {0}, gone = {0};
+    guint notified = 0;
+
+    sbx_approvals_set_notify(a, count_notify, &notified);
+    sbx_approvals_request(a, "p", "t", "{}", NULL, 50, NULL, on_outcome, &late);
+    sbx_approvals_request(a, "p", "t", "{}", NULL, 60000, cancel, on_outcome, &gone);
+    assert_int_equal(notified, 2);
+    spin_until(&late, 2000);
+    assert_int_equal(notified, 3);
+    g_cancellable_cancel(cancel);
+    spin_until(&gone, 1000);
+    assert_int_equal(notified, 4);
+    g_autoptr(GPtrArray) none = sbx_approvals_pending(a);
+    assert_int_equal(none->len, 0);
+    sbx_approvals_free(a);
+}
+
 static void test_approvals_bounded(void **state)
 {
     (void)state;
@@ -245,6 +274,8 @@ typedef struct {
     char *result;
     char *policy;
     GError *error;
+    SbxTools *tools;
+    guint in_flight; /* at the callback: it may free the tools, nothing may count on them after */
 } Outcome;
 
 static void on_call(GObject *src, GAsyncResult *res, gpointer data)
@@ -253,12 +284,14 @@ static void on_call(GObject *src, GAsyncResult *res, gpointer data)
     Outcome *o = data;
     o->result = sbx_tools_call_finish(NULL, res, &o->error);
     o->policy = sbx_tools_call_policy(res);
+    o->in_flight = sbx_tools_in_flight(o->tools);
     o->done = TRUE;
 }
 
 static void start(SbxTools *tools, const char *tool, Outcome *o, GCancellable *cancel)
 {
     memset(o, 0, sizeof(*o));
+    o->tools = tools;
     sbx_tools_call_async(tools, "p", tool, "{\"x\":1}", cancel, on_call, o);
 }
 
@@ -361,6 +394,7 @@ static void test_dispatch_approvals(void **state)
     assert_true(g_error_matches(late.error, SBX_TOOL_ERROR, SBX_ERR_POLICY_DENIED));
     assert_non_null(strstr(late.error->message, "no approval within 300 ms"));
     assert_non_null(strstr(late.policy, "\"approval\":\"timed_out\""));
+    assert_int_equal(late.in_flight, 0); /* no longer in flight when answered */
     outcome_clear(&late);
 
     g_autoptr(GCancellable) cancel = g_cancellable_new();
@@ -383,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_approvals),
         cmocka_unit_test(test_approval_cancelled),
+        cmocka_unit_test(test_approvals_notify),
         cmocka_unit_test(test_approvals_bounded),
         cmocka_unit_test(test_dispatch),
         cmocka_unit_test(test_dispatch_approvals),

@@ -10,10 +10,16 @@ first sends a ping request and a notification. Tools:
                      split over two data lines
   status500       -> HTTP 500
   log             -> structuredContent {"pings": answers to our ping received}
+  slow            -> structuredContent {} after 1 s (calls must run in parallel)
+  redirect        -> HTTP 302 to /moved (which would answer "followed")
+  accepted        -> HTTP 202 without a body (a request that is never answered)
+  flood           -> an SSE stream of 200 pings and no answer; the POSTs answering those pings
+                     are never answered (held until the server is killed)
 A DELETE of the session prints "DELETE <session>" on stdout.
 """
 import json
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SESSION = "sess-1"
@@ -25,6 +31,10 @@ TOOLS = [
     {"name": "sse", "inputSchema": {"type": "object"}},
     {"name": "status500", "inputSchema": {"type": "object"}},
     {"name": "log", "inputSchema": {"type": "object"}},
+    {"name": "slow", "inputSchema": {"type": "object"}},
+    {"name": "redirect", "inputSchema": {"type": "object"}},
+    {"name": "accepted", "inputSchema": {"type": "object"}},
+    {"name": "flood", "inputSchema": {"type": "object"}},
 ]
 
 
@@ -68,6 +78,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.headers.get("Mcp-Session-Id") != SESSION or \
                 self.headers.get("MCP-Protocol-Version") != "2025-06-18":
             return self.reply(400, b"missing session or version")
+        if method is None and str(msg.get("id")).startswith("flood"):
+            time.sleep(60)  # never answered: the client must not pile up more
+            return self.reply(202)
         if method is None:  # an answer of the client (to our ping)
             pings.append(msg)
             return self.reply(202)
@@ -91,6 +104,20 @@ class Handler(BaseHTTPRequestHandler):
                             '[{"type":"text","text":"from sse"}]}}\r\n\r\n' % mid)
         if name == "status500":
             return self.reply(500, b"boom")
+        if self.path == "/moved":
+            return self.json({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [{"type": "text", "text": "followed"}]}})
+        if name == "slow":
+            time.sleep(1)
+            return self.json({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [], "structuredContent": {}}})
+        if name == "redirect":
+            return self.reply(302, headers=[("Location", "/moved")])
+        if name == "accepted":
+            return self.reply(202)
+        if name == "flood":
+            return self.sse("".join('data: {"jsonrpc":"2.0","id":"flood-%d","method":"ping"}\n\n'
+                                    % i for i in range(200)))
         if name == "log":
             return self.json({"jsonrpc": "2.0", "id": mid, "result": {
                 "content": [], "structuredContent": {"pings": pings}}})

@@ -10,6 +10,10 @@
   oversized   answers tools/call with one line longer than the client's limit
   die         exits (status 3, a last word on stderr) when the tool "die" is called
   silent      never answers initialize (start-up timeout)
+  escape      like die, but first starts a grandchild in a session of its own that holds
+              stderr open for 5 s (then exits by itself)
+  nameless    page 2 also lists 100 entries without a valid name and a tool "bin" whose
+              description is 4096 bytes of invalid UTF-8
 
 Tools: echo ({"text": string}) -> structuredContent {"echo": text}; fail -> isError;
 slow -> answers after 2 s unless cancelled; cancelled -> the ids notifications/cancelled named;
@@ -17,6 +21,7 @@ die (mode die).
 """
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -89,7 +94,11 @@ def call_tool(mid, params):
         threading.Thread(target=later, daemon=True).start()
     elif name == "cancelled":
         answer(mid, {"content": [], "structuredContent": {"ids": sorted(cancelled)}})
-    elif name == "die" and MODE == "die":
+    elif name == "die" and MODE in ("die", "escape"):
+        if MODE == "escape":
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"],
+                             start_new_session=True, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL)
         print("fake server: dying on purpose", file=sys.stderr, flush=True)
         os._exit(3)  # from a thread: sys.exit would end only the thread
     else:
@@ -113,6 +122,14 @@ def handle(msg):
         cursor = (msg.get("params") or {}).get("cursor")
         if cursor is None:
             answer(mid, {"tools": TOOLS[:2], "nextCursor": "page2"})
+        elif MODE == "nameless":
+            tools = TOOLS[2:] + [{"name": ""}] * 100 + \
+                [{"name": "bin", "description": "BIN", "inputSchema": {"type": "object"}}]
+            line = json.dumps({"jsonrpc": "2.0", "id": mid, "result": {"tools": tools}})
+            with lock:
+                sys.stdout.buffer.write(line.encode().replace(b'"BIN"', b'"' + b"\xff" * 4096 + b'"')
+                                        + b"\n")
+                sys.stdout.flush()
         else:
             answer(mid, {"tools": TOOLS[2:]})
     elif method == "tools/call":

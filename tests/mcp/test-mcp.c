@@ -130,6 +130,24 @@ static void test_discovery(void **state)
     stop(&c);
 }
 
+/* Nameless entries warn a few times, not once each; an invalid description stays in bounds. */
+static void test_nameless(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+    guint n = 0;
+
+    assert_true(start(&c, "nameless", NULL));
+    for (const char *const *w = sbx_tools_warnings(c.tools); *w != NULL; w++) {
+        n++;
+    }
+    assert_in_range(n, 2, 12); /* 100 skipped entries */
+    const char *desc = find(&c, "bin")->description;
+    assert_true(strlen(desc) <= SBX_CATALOG_DESCRIPTION_MAX);
+    assert_true(g_utf8_validate(desc, -1, NULL));
+    stop(&c);
+}
+
 static void test_filter(void **state)
 {
     (void)state;
@@ -278,6 +296,20 @@ static void test_server_dies(void **state)
     stop(&c);
 }
 
+/* A grandchild outside the process group holds stderr: the exit is reported anyway, soon. */
+static void test_server_dies_stderr_held(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    assert_true(start(&c, "escape", ", \"timeout_ms\": 20000"));
+    gint64 t0 = g_get_monotonic_time();
+    g_autofree char *r = call(&c, "die", "{}");
+    assert_non_null(strstr(r, "the server exited (status 3): fake server: dying on purpose"));
+    assert_true(g_get_monotonic_time() - t0 < 4 * G_USEC_PER_SEC); /* the grandchild: 5 s */
+    stop(&c);
+}
+
 static void test_free_while_starting(void **state)
 {
     (void)state;
@@ -335,7 +367,7 @@ static void test_http(void **state)
 
     g_autofree char *text = g_strdup_printf(
         "{\"providers\": {\"fake\": {\"kind\": \"mcp\", \"url\": \"http://127.0.0.1:%s/mcp\", "
-        "\"headers\": {\"X-Test\": \"1\"}}}}",
+        "\"headers\": {\"X-Test\": \"1\"}, \"timeout_ms\": 3000}}}",
         port);
     Ctx c = {0};
     c.loop = g_main_loop_new(NULL, FALSE);
@@ -348,7 +380,7 @@ static void test_http(void **state)
     }
     gsize n = 0;
     sbx_tools_decls(c.tools, &n);
-    assert_int_equal(n, 4); /* listed over SSE, after a ping and a notification */
+    assert_int_equal(n, 8); /* listed over SSE, after a ping and a notification */
 
     g_autofree char *r1 = call(&c, "echo", "{\"text\":\"hi\"}");
     assert_string_equal(r1, "{\"echo\":\"hi\"}"); /* session id and version headers sent */
@@ -359,6 +391,30 @@ static void test_http(void **state)
     g_autofree char *r4 = call(&c, "log", "{}"); /* our answer to the server's ping */
     assert_string_equal(r4,
                         "{\"pings\":[{\"jsonrpc\":\"2.0\",\"id\":\"srv-ping\",\"result\":{}}]}");
+    /* 8 calls of 1 s at once end within the 3 s timeout: they are not queued 2 at a time. */
+    c.pending = 8;
+    for (int i = 0; i < 8; i++) {
+        sbx_tools_call_async(c.tools, "fake", "slow", "{}", NULL, on_call, &c);
+    }
+    g_main_loop_run(c.loop);
+    for (guint i = c.results->len - 8; i < c.results->len; i++) {
+        assert_string_equal(c.results->pdata[i], "{}");
+    }
+    /* A redirect would re-send the catalog's headers (secrets) elsewhere: not followed. */
+    g_autofree char *r5 = call(&c, "redirect", "{}");
+    if (strstr(r5, "redirects are not followed") == NULL) {
+        fail_msg("redirect: %s", r5);
+    }
+    /* A request answered 202 is never answered: it fails at once, not at its timeout. */
+    g_autofree char *r6 = call(&c, "accepted", "{}");
+    if (strstr(r6, "HTTP status 202 without an answer") == NULL) {
+        fail_msg("202: %s", r6);
+    }
+    /* Pings whose answers the server never acknowledges: the connection is failed (last). */
+    g_autofree char *r7 = call(&c, "flood", "{}");
+    if (strstr(r7, "unacknowledged") == NULL) {
+        fail_msg("flood: %s", r7);
+    }
 
     /* Freeing the tools ends the session with a DELETE (sent on the loop). */
     sbx_tools_free(g_steal_pointer(&c.tools));
@@ -497,7 +553,8 @@ int main(void)
         cmocka_unit_test(test_server_requests), cmocka_unit_test(test_oversized),
         cmocka_unit_test(test_timeout_cancels), cmocka_unit_test(test_startup_timeout),
         cmocka_unit_test(test_server_dies),     cmocka_unit_test(test_free_while_starting),
-        cmocka_unit_test(test_cancel_notifies), cmocka_unit_test(test_http),
+        cmocka_unit_test(test_cancel_notifies), cmocka_unit_test(test_nameless),
+        cmocka_unit_test(test_server_dies_stderr_held), cmocka_unit_test(test_http),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
