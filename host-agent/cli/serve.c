@@ -341,6 +341,10 @@ static void handle_run(ServeConn *conn, const cJSON *msg)
         send_error(conn, "bad_request", "one request at a time per connection");
         return;
     }
+    if (srv->stopping) {
+        send_error(conn, "unavailable", "the server is shutting down");
+        return;
+    }
     bad = parse_run(srv, msg, &req);
     if (bad != NULL) {
         send_error(conn, "bad_request", bad);
@@ -415,8 +419,13 @@ static void append_profile_status(GString *m, Serve *srv, ServeProfile *sp)
 static void handle_status(ServeConn *conn)
 {
     Serve *srv = conn->srv;
-    GString *m = g_string_new("{\"type\":\"status\",");
+    GString *m;
 
+    if (srv->stopping) { /* the pools are gone; a connection may live on for the grace */
+        send_error(conn, "unavailable", "the server is shutting down");
+        return;
+    }
+    m = g_string_new("{\"type\":\"status\",");
     append_profile_status(m, srv, &srv->profiles[0]);
     g_string_append(m, ",\"profiles\":{");
     for (guint i = 0; i < srv->n_profiles; i++) {
@@ -677,10 +686,13 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
         return FALSE;
     }
     gint n = srv->profile_names != NULL ? (gint)g_strv_length(srv->profile_names) : 1;
-    /* The caps are on the totals: the memory they bound is the server's, whatever the profile. */
+    /*
+     * The caps are on the totals (divided: no overflow): the memory they bound is the server's,
+     * whatever the profile.
+     */
     if (argc != 1 || n > SERVE_PROFILES_MAX || srv->pool_size < 0 ||
-        srv->pool_size * n > SERVE_POOL_MAX || srv->prestart < 0 ||
-        srv->prestart * n > SBX_PRESTART_MAX) {
+        srv->pool_size > SERVE_POOL_MAX / n || srv->prestart < 0 ||
+        srv->prestart > SBX_PRESTART_MAX / n) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "usage: sandbox serve [--socket PATH] [--pool N] [--prestart N] "
                     "[--profile NAME]... [--no-warm-up] (up to %d profiles; --pool times the "

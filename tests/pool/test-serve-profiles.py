@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`sandbox serve` with a pool per profile (docs/pool.md). Usage: test-serve-profiles.py SANDBOX
 
-Starts serve --pool 1 --prestart 1 --profile q35-serial --profile microvm-serial on a socket in
+Checks that a profile given twice, 5 profiles, and --pool/--prestart over the totals' caps
+(32 and 8 over the profiles) are usage errors. Starts serve --pool 1 --prestart 1 --profile q35-serial --profile microvm-serial on a socket in
 a private temp dir (real VMs; the snapshots are made first if missing), checks that `status`
 lists both pools (the default's fields also at the top level) with their own ready and
 pre-started QEMUs, each of its profile's machine type, that a run with --profile
@@ -56,6 +57,20 @@ def unavailable(sock):
         s.sendall(frame({"type": "run", "language": "python", "code": "1", "profile": "q35"}))
         reply = s.recv(65536)
     check(b'"code":"unavailable"' in reply, f"a profile not pooled is unavailable: {reply!r}")
+
+
+def usage_errors(tmp):
+    """Bad profile lists and caps over the totals: exit 2 before any VM or socket."""
+    sock = os.path.join(tmp, "u", "sandbox.sock")
+    for args in (["--profile", DEFAULT, "--profile", DEFAULT],
+                 [a for n in ("q35", DEFAULT, "microvm", OTHER, "q35-vsock-kernel")
+                  for a in ("--profile", n)],
+                 ["--pool", "17", "--profile", DEFAULT, "--profile", OTHER],
+                 ["--prestart", "5", "--profile", DEFAULT, "--profile", OTHER]):
+        p = subprocess.run([SANDBOX, "serve", "--socket", sock, *args], capture_output=True,
+                           timeout=30)
+        check(p.returncode == 2 and not os.path.exists(os.path.dirname(sock)),
+              f"serve {' '.join(args)}: exit 2, got {p.returncode} {p.stderr!r}")
 
 
 def body(serve, sock, rt, env):
@@ -124,6 +139,7 @@ def main():
         rt = os.path.join(tmp, "rt")
         os.mkdir(rt, 0o700)
         env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt)
+        usage_errors(tmp)
         log = open(os.path.join(tmp, "serve.log"), "w+")
         serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, "--pool", "1",
                                   "--prestart", "1", "--profile", DEFAULT, "--profile", OTHER],
