@@ -7,8 +7,9 @@ a private temp dir (real VMs; the snapshots are made first if missing), checks t
 lists both pools (the default's fields also at the top level) with their own ready and
 pre-started QEMUs, each of its profile's machine type, that a run with --profile
 microvm-serial is served from that pool and one without a profile from the default's, that a
-request for a profile not pooled is answered `unavailable`, then SIGTERMs serve and checks that
-no process, socket or runtime directory is left. Every process is tracked by PID.
+request for a profile not pooled is answered `unavailable`, that a run of the second profile in
+flight is counted in its pool's `running` (not the default's), then SIGTERMs serve and checks
+that the run ends (125, shutting down) and no process, socket or runtime directory is left. Every process is tracked by PID.
 Exit 77 (skipped) when the guest image is not built."""
 import importlib.util
 import json
@@ -114,16 +115,42 @@ def body(serve, sock, rt, env):
 
     unavailable(sock)
 
-    # SIGTERM: every profile's VMs (pooled and pre-started) killed and reaped; nothing left.
+    # A run of the second profile in flight counts there, not at the top level (the default's).
     ts.wait_for(lambda: pools_full(sock), 60, "both pools full again")
+    client = subprocess.Popen([SANDBOX, "run", "--lang", "python", "--profile", OTHER, "-"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env)
+    client.stdin.write(b"import time\nprint('up', flush=True)\ntime.sleep(60)")
+    client.stdin.close()
+    up = client.stdout.readline()
+    s = status(sock)
+    q = s["profiles"][OTHER]
+    check(up == b"up\n" and q["running"] == 1 and len(q["running_pids"]) == 1 and
+          s["running"] == 0 and s["running_pids"] == [],
+          f"the running VM is {OTHER}'s: {up!r} {s}")
+
+    # SIGTERM: every profile's VMs (pooled, pre-started, running) killed and reaped; the run
+    # ends `terminated`; nothing left.
+    ts.wait_for(lambda: pools_full(sock), 60, "both pools full besides the run")
     kids = ts.descendants(serve.pid)
-    check(len(kids) >= 4, f"serve has two pooled and two pre-started QEMUs: {kids}")
+    check(len(kids) >= 5 and set(q["running_pids"]) <= kids,
+          f"serve has 2 pooled, 2 pre-started and a running QEMU: {kids}")
     serve.send_signal(signal.SIGTERM)
     try:
         rc = serve.wait(timeout=15)
     except subprocess.TimeoutExpired:
         rc = None
     check(rc == 0, f"serve exits 0 on SIGTERM, got {rc}")
+    try:
+        client.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        client.kill()
+        client.wait()
+    err = client.stderr.read()
+    client.stdout.close()
+    client.stderr.close()
+    check(client.returncode == 125 and b"shutting down" in err,
+          f"the run in flight ends with the server: rc {client.returncode} err {err!r}")
     ts.wait_for(lambda: not any(ts.alive(k) for k in kids), 10, "serve's children to be gone")
     check(not os.path.exists(sock), "socket removed")
     check(os.listdir(rt) == [], f"no VM runtime dir left: {os.listdir(rt)}")
