@@ -116,7 +116,11 @@ static int connect_server(void)
     return fd;
 }
 
-/* The server answers a status request and pools @profile (NULL: any). */
+/*
+ * The server answers a status request and pools @profile (NULL: its default): its default
+ * (`profile`) or one of `profiles` (a server of one profile before per-profile pools has only
+ * the former).
+ */
 static gboolean server_fits(int fd, const char *profile)
 {
     static const char status[] = "{\"type\":\"status\"}";
@@ -128,7 +132,12 @@ static gboolean server_fits(int fd, const char *profile)
     }
     msg = read_frame_blocking(fd, SBX_SERVE_CLIENT_PROBE_MS);
     p = cJSON_GetObjectItemCaseSensitive(msg, "profile");
-    return cJSON_IsString(p) && (profile == NULL || strcmp(profile, p->valuestring) == 0);
+    if (!cJSON_IsString(p)) {
+        return FALSE;
+    }
+    return profile == NULL || strcmp(profile, p->valuestring) == 0 ||
+           cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
+               cJSON_GetObjectItemCaseSensitive(msg, "profiles"), profile));
 }
 
 static char *run_message(const SbxServeClientRequest *req)
@@ -143,6 +152,10 @@ static char *run_message(const SbxServeClientRequest *req)
         sbx_json_append_string(m, abs, strlen(abs));
     } else {
         g_string_append(m, "null");
+    }
+    if (req->profile != NULL) {
+        g_string_append(m, ",\"profile\":");
+        sbx_json_append_string(m, req->profile, strlen(req->profile));
     }
     g_string_append_printf(
         m, ",\"timeout_ms\":%u,\"output_limit\":%" G_GUINT64_FORMAT ",\"collect\":%s}",

@@ -61,6 +61,11 @@ ServeRun *sbx_serve_run_new(Serve *srv, ServeConn *conn, ServeRunRequest *req)
     return run;
 }
 
+guint sbx_serve_run_profile(ServeRun *run)
+{
+    return run->req.profile;
+}
+
 GPid sbx_serve_run_pid(ServeRun *run)
 {
     return run->pv != NULL ? sbx_vm_qemu_pid(sbx_pool_vm_vm(run->pv)) : 0;
@@ -323,7 +328,7 @@ void sbx_serve_run_start(ServeRun *run)
     g_autofree char *origin = sbx_serve_conn_origin(run->conn);
     sbx_tools_set_approvals(run->tools, sbx_serve_approvals(run->srv), origin);
     run->claiming = TRUE;
-    run->claim_id = sbx_pool_claim(sbx_serve_pool(run->srv), on_claimed, run);
+    run->claim_id = sbx_pool_claim(sbx_serve_pool(run->srv, run->req.profile), on_claimed, run);
     sbx_tools_start(run->tools, on_tools_ready, run);
 }
 
@@ -333,7 +338,7 @@ void sbx_serve_run_abort(ServeRun *run, const char *why, gboolean client_gone)
         run->conn = NULL;
     }
     if (run->claiming) {
-        sbx_pool_cancel_claim(sbx_serve_pool(run->srv), run->claim_id);
+        sbx_pool_cancel_claim(sbx_serve_pool(run->srv, run->req.profile), run->claim_id);
         run->claiming = FALSE;
     }
     run->failure_status = SBX_STATUS_TERMINATED;
@@ -349,7 +354,7 @@ void sbx_serve_run_free(ServeRun *run)
         return;
     }
     if (run->claiming) {
-        sbx_pool_cancel_claim(sbx_serve_pool(run->srv), run->claim_id);
+        sbx_pool_cancel_claim(sbx_serve_pool(run->srv, run->req.profile), run->claim_id);
     }
     g_clear_handle_id(&run->idle_source, g_source_remove);
     sbx_session_free(run->session);

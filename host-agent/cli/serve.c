@@ -1,8 +1,9 @@
 /*
- * `sandbox serve [--socket PATH] [--pool N] [--profile NAME]`: a long-lived host agent that
- * keeps a warm pool of restored VMs and runs `sandbox run`'s requests on them, over a Unix
- * socket only its owner can reach (docs/pool.md). This file: options, the socket, the client
- * connections and their frames, the pool, shutdown. serve-run.c runs one request.
+ * `sandbox serve [--socket PATH] [--pool N] [--profile NAME]...`: a long-lived host agent that
+ * keeps a warm pool of restored VMs per machine profile and runs `sandbox run`'s requests on
+ * them, over a Unix socket only its owner can reach (docs/pool.md). This file: options, the
+ * socket, the client connections and their frames, the pools, shutdown. serve-run.c runs one
+ * request.
  *
  * Everything a client sends is untrusted: frames are bounded, a frame that does not parse
  * closes the connection, one request runs per connection, connections are bounded.
@@ -29,8 +30,19 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 /* Default pool size: two ready VMs cover back-to-back requests while a third restores. */
 #define SERVE_POOL_DEFAULT 2
 
-/* Largest --pool: each pooled VM holds ~117 MB of RAM copy plus QEMU's own memory. */
+/*
+ * Largest --pool, over all the profiles (--pool times the number of profiles): each pooled VM
+ * holds ~117 MB of RAM copy plus QEMU's own memory, whichever profile it is of.
+ */
 #define SERVE_POOL_MAX 32
+
+/*
+ * Profiles pooled at once (--profile given several times). Each has its own pool, pre-started
+ * QEMUs and snapshot (made at start if missing: ~10-20 s each under TCG), and its pool's
+ * restores run besides the others' (two at a time each); 4 covers the shipped profiles that
+ * restore here, while the totals of --pool and --prestart stay under their caps.
+ */
+#define SERVE_PROFILES_MAX 4
 
 /*
  * Default pre-started QEMUs: one covers the restore of a burst's or an empty pool's first
@@ -47,7 +59,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
 /*
  * The restore default (as for `sandbox run`): virtio-serial, in the snapshot with copy-on-write
- * RAM (docs/snapshot.md "Channel attachments").
+ * RAM (docs/snapshot.md "Channel attachments"). The pool of a server started without --profile.
  */
 #define SERVE_PROFILE_DEFAULT "q35-serial"
 
@@ -68,10 +80,19 @@ struct ServeConn {
     gboolean close_after_flush;
 };
 
+/* One pooled profile: its snapshot, its factory of VMs and its pool. */
+typedef struct {
+    SbxProfile *profile;
+    SbxSnapshot *snapshot;
+    SbxPoolVmFactory *factory;
+    SbxPool *pool;
+    guint running; /* runs of this profile started and not finished */
+} ServeProfile;
+
 struct Serve {
     SbxCli *cli;
     char *socket_opt;
-    char *profile_name;
+    char **profile_names; /* --profile, in order; NULL: SERVE_PROFILE_DEFAULT */
     gint pool_size;
     gboolean no_warm_up;
     gint prestart;
@@ -80,11 +101,9 @@ struct Serve {
     gboolean made_dir;
     int listen_fd;
     guint listen_source;
-    SbxProfile *profile;
     SbxImage *image;
-    SbxSnapshot *snapshot;
-    SbxPoolVmFactory *factory;
-    SbxPool *pool;
+    ServeProfile profiles[SERVE_PROFILES_MAX]; /* [0]: for requests without a profile */
+    guint n_profiles;
     GList *conns;   /* ServeConn* */
     GQueue waiting; /* ServeConn* whose run waits for a slot */
     GList *runs;    /* every ServeRun, also those whose client is gone */
@@ -96,9 +115,10 @@ struct Serve {
 
 static Serve *serve_ctx;
 
-SbxPool *sbx_serve_pool(Serve *srv)
+SbxPool *sbx_serve_pool(Serve *srv, guint profile)
 {
-    return srv->pool;
+    g_assert(profile < srv->n_profiles);
+    return srv->profiles[profile].pool;
 }
 
 SbxApprovals *sbx_serve_approvals(Serve *srv)
@@ -227,14 +247,18 @@ static void start_waiting(Serve *srv)
            (conn = g_queue_pop_head(&srv->waiting)) != NULL) {
         conn->queued = FALSE;
         srv->running++;
+        srv->profiles[sbx_serve_run_profile(conn->run)].running++;
         sbx_serve_run_start(conn->run);
     }
 }
 
 void sbx_serve_run_finished(Serve *srv, ServeConn *conn, ServeRun *run)
 {
-    g_assert(srv->running > 0);
+    ServeProfile *sp = &srv->profiles[sbx_serve_run_profile(run)];
+
+    g_assert(srv->running > 0 && sp->running > 0);
     srv->running--;
+    sp->running--;
     if (conn != NULL) {
         conn->run = NULL;
     }
@@ -257,6 +281,18 @@ static gboolean get_uint(const cJSON *obj, const char *name, guint64 max, guint6
     }
     *out = (guint64)v->valuedouble;
     return TRUE;
+}
+
+/* The index of the pooled profile @name in @index; FALSE if it is not pooled. */
+static gboolean find_profile(Serve *srv, const char *name, guint *index)
+{
+    for (guint i = 0; i < srv->n_profiles; i++) {
+        if (strcmp(name, sbx_profile_name(srv->profiles[i].profile)) == 0) {
+            *index = i;
+            return TRUE;
+        }
+    }
+    return FALSE;
 }
 
 /* Check a `run` message into @req; NULL on success, else what is wrong. */
@@ -284,8 +320,7 @@ static const char *parse_run(Serve *srv, const cJSON *msg, ServeRunRequest *req)
         return "timeout_ms (1..86400000) and output_limit (1..2^30) are integers";
     }
     if (profile != NULL && !cJSON_IsNull(profile) &&
-        (!cJSON_IsString(profile) ||
-         strcmp(profile->valuestring, sbx_profile_name(srv->profile)) != 0)) {
+        (!cJSON_IsString(profile) || !find_profile(srv, profile->valuestring, &req->profile))) {
         return NULL; /* checked by the caller: unavailable, not bad */
     }
     req->code = g_strdup(code->valuestring);
@@ -306,13 +341,17 @@ static void handle_run(ServeConn *conn, const cJSON *msg)
         send_error(conn, "bad_request", "one request at a time per connection");
         return;
     }
+    if (srv->stopping) {
+        send_error(conn, "unavailable", "the server is shutting down");
+        return;
+    }
     bad = parse_run(srv, msg, &req);
     if (bad != NULL) {
         send_error(conn, "bad_request", bad);
         return;
     }
     if (req.code == NULL) {
-        send_error(conn, "unavailable", "this server pools another profile");
+        send_error(conn, "unavailable", "this server does not pool that profile");
         return;
     }
     conn->run = sbx_serve_run_new(srv, conn, &req);
@@ -322,43 +361,80 @@ static void handle_run(ServeConn *conn, const cJSON *msg)
     start_waiting(srv);
 }
 
-static void handle_status(ServeConn *conn)
+static void append_pids(GString *m, const char *name, GArray *pids)
 {
-    Serve *srv = conn->srv;
-    SbxPoolStats st;
-    g_autoptr(GPtrArray) ready = sbx_pool_ready_vms(srv->pool);
-    GString *m = g_string_new(NULL);
-
-    sbx_pool_stats(srv->pool, &st);
-    g_string_append_printf(
-        m,
-        "{\"type\":\"status\",\"profile\":\"%s\",\"pool_size\":%d,"
-        "\"ready\":%u,\"starting\":%u,\"waiting\":%u,\"running\":%u,"
-        "\"started_total\":%" G_GUINT64_FORMAT ",\"failed_total\":%" G_GUINT64_FORMAT
-        ",\"dropped_total\":%" G_GUINT64_FORMAT ",\"claimed_total\":%" G_GUINT64_FORMAT
-        ",\"ready_pids\":[",
-        sbx_profile_name(srv->profile), srv->pool_size, st.ready, st.starting, st.waiting,
-        srv->running, st.started_total, st.failed_total, st.dropped_total, st.claimed_total);
-    for (guint i = 0; i < ready->len; i++) {
-        g_string_append_printf(m, "%s%d", i > 0 ? "," : "",
-                               sbx_pool_vm_ops.pid(ready->pdata[i], srv->factory));
+    g_string_append_printf(m, ",\"%s\":[", name);
+    for (guint i = 0; i < pids->len; i++) {
+        g_string_append_printf(m, "%s%d", i > 0 ? "," : "", g_array_index(pids, GPid, i));
     }
-    g_string_append(m, "],\"running_pids\":[");
-    gboolean first = TRUE;
+    g_string_append_c(m, ']');
+}
+
+/* The QEMU PIDs of @sp's VMs: pooled (ready) and running an execution. */
+static void profile_pids(Serve *srv, ServeProfile *sp, GArray *ready, GArray *running)
+{
+    g_autoptr(GPtrArray) vms = sbx_pool_ready_vms(sp->pool);
+
+    for (guint i = 0; i < vms->len; i++) {
+        GPid pid = sbx_pool_vm_ops.pid(vms->pdata[i], sp->factory);
+        g_array_append_val(ready, pid);
+    }
     for (GList *l = srv->conns; l != NULL; l = l->next) {
         ServeConn *c = l->data;
         GPid pid = c->run != NULL ? sbx_serve_run_pid(c->run) : 0;
-        if (pid != 0) {
-            g_string_append_printf(m, "%s%d", first ? "" : ",", pid);
-            first = FALSE;
+        if (pid != 0 && &srv->profiles[sbx_serve_run_profile(c->run)] == sp) {
+            g_array_append_val(running, pid);
         }
     }
-    g_autoptr(GArray) pre = sbx_pool_vm_factory_prestart_pids(srv->factory);
-    g_string_append_printf(m, "],\"prestart\":%d,\"prestarted_pids\":[", srv->prestart);
-    for (guint i = 0; i < pre->len; i++) {
-        g_string_append_printf(m, "%s%d", i > 0 ? "," : "", g_array_index(pre, GPid, i));
+}
+
+/* The status fields of one profile's pool, comma-separated (no braces). */
+static void append_profile_status(GString *m, Serve *srv, ServeProfile *sp)
+{
+    SbxPoolStats st;
+    g_autoptr(GArray) ready = g_array_new(FALSE, FALSE, sizeof(GPid));
+    g_autoptr(GArray) running = g_array_new(FALSE, FALSE, sizeof(GPid));
+    g_autoptr(GArray) pre = sbx_pool_vm_factory_prestart_pids(sp->factory);
+
+    sbx_pool_stats(sp->pool, &st);
+    profile_pids(srv, sp, ready, running);
+    g_string_append_printf(
+        m,
+        "\"profile\":\"%s\",\"pool_size\":%d,"
+        "\"ready\":%u,\"starting\":%u,\"waiting\":%u,\"running\":%u,"
+        "\"started_total\":%" G_GUINT64_FORMAT ",\"failed_total\":%" G_GUINT64_FORMAT
+        ",\"dropped_total\":%" G_GUINT64_FORMAT ",\"claimed_total\":%" G_GUINT64_FORMAT,
+        sbx_profile_name(sp->profile), srv->pool_size, st.ready, st.starting, st.waiting,
+        sp->running, st.started_total, st.failed_total, st.dropped_total, st.claimed_total);
+    append_pids(m, "ready_pids", ready);
+    append_pids(m, "running_pids", running);
+    g_string_append_printf(m, ",\"prestart\":%d", srv->prestart);
+    append_pids(m, "prestarted_pids", pre);
+}
+
+/*
+ * The default profile's fields at the top level (what clients before per-profile pools read),
+ * then every pooled profile's under `profiles`, by name.
+ */
+static void handle_status(ServeConn *conn)
+{
+    Serve *srv = conn->srv;
+    GString *m;
+
+    if (srv->stopping) { /* the pools are gone; a connection may live on for the grace */
+        send_error(conn, "unavailable", "the server is shutting down");
+        return;
     }
-    g_string_append(m, "]}");
+    m = g_string_new("{\"type\":\"status\",");
+    append_profile_status(m, srv, &srv->profiles[0]);
+    g_string_append(m, ",\"profiles\":{");
+    for (guint i = 0; i < srv->n_profiles; i++) {
+        ServeProfile *sp = &srv->profiles[i];
+        g_string_append_printf(m, "%s\"%s\":{", i > 0 ? "," : "", sbx_profile_name(sp->profile));
+        append_profile_status(m, srv, sp);
+        g_string_append_c(m, '}');
+    }
+    g_string_append(m, "}}");
     sbx_serve_conn_send(conn, m->str, m->len);
     g_string_free(m, TRUE);
 }
@@ -568,8 +644,11 @@ static void on_signal(SbxCli *cli, gpointer data)
 
     srv->stopping = TRUE;
     close_socket(srv);
-    g_clear_pointer(&srv->pool, sbx_pool_free); /* fails queued claims: their runs end */
-    sbx_pool_vm_factory_set_prestart(srv->factory, 0); /* kills the pre-started QEMUs */
+    for (guint i = 0; i < srv->n_profiles; i++) {
+        ServeProfile *sp = &srv->profiles[i];
+        g_clear_pointer(&sp->pool, sbx_pool_free);        /* fails queued claims: runs end */
+        sbx_pool_vm_factory_set_prestart(sp->factory, 0); /* kills the pre-started QEMUs */
+    }
     for (GList *l = srv->conns; l != NULL; l = l->next) {
         ServeConn *conn = l->data;
         if (conn->run != NULL && !conn->queued) {
@@ -588,8 +667,10 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
         {"socket", 's', 0, G_OPTION_ARG_FILENAME, &srv->socket_opt,
          "Unix socket (default: $XDG_RUNTIME_DIR/sandbox/sandbox.sock)", "PATH"},
         {"pool", 'n', 0, G_OPTION_ARG_INT, &srv->pool_size, "VMs kept ready (default: 2)", "N"},
-        {"profile", 'p', 0, G_OPTION_ARG_STRING, &srv->profile_name,
-         "Machine profile of the pooled VMs (default: " SERVE_PROFILE_DEFAULT ")", "NAME"},
+        {"profile", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &srv->profile_names,
+         "Machine profile of a pool (repeat for more; the first serves requests without one; "
+         "default: " SERVE_PROFILE_DEFAULT ")",
+         "NAME"},
         {"prestart", 'q', 0, G_OPTION_ARG_INT, &srv->prestart,
          "QEMUs kept started for restores on demand (default: 1)", "N"},
         {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
@@ -604,13 +685,28 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
     if (!g_option_context_parse(oc, &argc, &argv, error)) {
         return FALSE;
     }
-    if (argc != 1 || srv->pool_size < 0 || srv->pool_size > SERVE_POOL_MAX || srv->prestart < 0 ||
-        srv->prestart > SBX_PRESTART_MAX) {
+    gint n = srv->profile_names != NULL ? (gint)g_strv_length(srv->profile_names) : 1;
+    /*
+     * The caps are on the totals (divided: no overflow): the memory they bound is the server's,
+     * whatever the profile.
+     */
+    if (argc != 1 || n > SERVE_PROFILES_MAX || srv->pool_size < 0 ||
+        srv->pool_size > SERVE_POOL_MAX / n || srv->prestart < 0 ||
+        srv->prestart > SBX_PRESTART_MAX / n) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "usage: sandbox serve [--socket PATH] [--pool 0..%d] [--prestart 0..%d] "
-                    "[--profile NAME] [--no-warm-up]",
-                    SERVE_POOL_MAX, SBX_PRESTART_MAX);
+                    "usage: sandbox serve [--socket PATH] [--pool N] [--prestart N] "
+                    "[--profile NAME]... [--no-warm-up] (up to %d profiles; --pool times the "
+                    "profiles at most %d, --prestart times the profiles at most %d)",
+                    SERVE_PROFILES_MAX, SERVE_POOL_MAX, SBX_PRESTART_MAX);
         return FALSE;
+    }
+    for (gint i = 0; i < n && srv->profile_names != NULL; i++) {
+        if (g_strv_contains((const char *const *)srv->profile_names + i + 1,
+                            srv->profile_names[i])) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "profile \"%s\" given twice", srv->profile_names[i]);
+            return FALSE;
+        }
     }
     srv->socket_path = sbx_serve_socket_path(srv->socket_opt);
     return TRUE;
@@ -622,17 +718,51 @@ static void on_make_snapshot(const char *dir, gpointer data)
     fprintf(stderr, "sandbox serve: making the snapshot (once per image and profile): %s\n", dir);
 }
 
-/* Profile, image and snapshot (made first if missing: blocks, before the loop runs). */
-static gboolean load_vm_inputs(Serve *srv, GError **error)
+/* @name's profile and snapshot into the next ServeProfile. */
+static gboolean load_profile(Serve *srv, const char *name, GError **error)
 {
     SbxSnapshotOptions so = {.on_make = on_make_snapshot};
-    const char *name = srv->profile_name != NULL ? srv->profile_name : SERVE_PROFILE_DEFAULT;
+    ServeProfile *sp = &srv->profiles[srv->n_profiles];
 
-    srv->profile = sbx_profile_load_named(NULL, name, error);
-    srv->image = srv->profile != NULL ? sbx_image_open(NULL, error) : NULL;
-    srv->snapshot =
-        srv->image != NULL ? sbx_snapshot_ensure(srv->profile, srv->image, &so, error) : NULL;
-    return srv->snapshot != NULL;
+    sp->profile = sbx_profile_load_named(NULL, name, error);
+    if (sp->profile == NULL) {
+        return FALSE;
+    }
+    srv->n_profiles++; /* freed by the cleanup from now on */
+    sp->snapshot = sbx_snapshot_ensure(sp->profile, srv->image, &so, error);
+    return sp->snapshot != NULL;
+}
+
+/* Image, then each profile and its snapshot (made first if missing: blocks, before the loop). */
+static gboolean load_vm_inputs(Serve *srv, GError **error)
+{
+    static const char *const fallback[] = {SERVE_PROFILE_DEFAULT, NULL};
+    const char *const *names =
+        srv->profile_names != NULL ? (const char *const *)srv->profile_names : fallback;
+
+    srv->image = sbx_image_open(NULL, error);
+    if (srv->image == NULL) {
+        return FALSE;
+    }
+    for (guint i = 0; names[i] != NULL; i++) {
+        if (!load_profile(srv, names[i], error)) {
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* @sp's factory (with its pre-started QEMUs) and pool; its first starts come from the loop. */
+static void start_pool(Serve *srv, ServeProfile *sp)
+{
+    SbxPoolConfig cfg = {.size = (guint)srv->pool_size, .refill_delay_ms = SERVE_REFILL_DELAY_MS};
+
+    sp->factory = sbx_pool_vm_factory_new(sp->profile, srv->image, sp->snapshot);
+    sbx_pool_vm_factory_set_warm_up(sp->factory, !srv->no_warm_up);
+    sbx_pool_vm_factory_set_prestart(sp->factory, (guint)srv->prestart);
+    /* The factory reports to the pool. */
+    sp->pool = sbx_pool_new(&sbx_pool_vm_ops, sp->factory, &cfg);
+    sbx_pool_vm_factory_set_pool(sp->factory, sp->pool);
 }
 
 static int serve_start(SbxCli *cli, int argc, char **argv)
@@ -654,17 +784,16 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
         fprintf(stderr, "sandbox serve: %s\n", error->message);
         return SBX_EXIT_SANDBOX;
     }
-    srv->factory = sbx_pool_vm_factory_new(srv->profile, srv->image, srv->snapshot);
-    sbx_pool_vm_factory_set_warm_up(srv->factory, !srv->no_warm_up);
-    sbx_pool_vm_factory_set_prestart(srv->factory, (guint)srv->prestart);
-    SbxPoolConfig cfg = {.size = (guint)srv->pool_size, .refill_delay_ms = SERVE_REFILL_DELAY_MS};
-    /* The factory reports to the pool; the pool's first starts report from the loop. */
-    srv->pool = sbx_pool_new(&sbx_pool_vm_ops, srv->factory, &cfg);
-    sbx_pool_vm_factory_set_pool(srv->factory, srv->pool);
+    g_autoptr(GString) names = g_string_new(NULL);
+    for (guint i = 0; i < srv->n_profiles; i++) {
+        start_pool(srv, &srv->profiles[i]);
+        g_string_append_printf(names, "%s%s", i > 0 ? ", " : "",
+                               sbx_profile_name(srv->profiles[i].profile));
+    }
     cli->on_signal = on_signal;
     cli->data = srv;
-    fprintf(stderr, "sandbox serve: listening on %s (pool of %d %s VMs)\n", srv->socket_path,
-            srv->pool_size, sbx_profile_name(srv->profile));
+    fprintf(stderr, "sandbox serve: listening on %s (pools of %d VMs: %s)\n", srv->socket_path,
+            srv->pool_size, names->str);
     return -1;
 }
 
@@ -677,7 +806,9 @@ static void serve_cleanup(SbxCli *cli)
         return;
     }
     close_socket(srv);
-    g_clear_pointer(&srv->pool, sbx_pool_free);
+    for (guint i = 0; i < srv->n_profiles; i++) {
+        g_clear_pointer(&srv->profiles[i].pool, sbx_pool_free);
+    }
     srv->stopping = FALSE; /* the loop is over: nothing to quit any more */
     g_queue_clear(&srv->waiting);
     while (srv->conns != NULL) {
@@ -690,12 +821,15 @@ static void serve_cleanup(SbxCli *cli)
     g_list_free_full(g_steal_pointer(&srv->runs), (GDestroyNotify)sbx_serve_run_free);
     sbx_approvals_free(srv->approvals); /* after the runs: nothing calls back any more */
     g_clear_handle_id(&srv->grace_source, g_source_remove);
-    sbx_pool_vm_factory_free(srv->factory);
-    sbx_snapshot_free(srv->snapshot);
+    for (guint i = 0; i < srv->n_profiles; i++) {
+        ServeProfile *sp = &srv->profiles[i];
+        sbx_pool_vm_factory_free(sp->factory);
+        sbx_snapshot_free(sp->snapshot);
+        sbx_profile_free(sp->profile);
+    }
     sbx_image_free(srv->image);
-    sbx_profile_free(srv->profile);
     g_free(srv->socket_opt);
-    g_free(srv->profile_name);
+    g_strfreev(srv->profile_names);
     g_free(srv->socket_path);
     g_free(srv->socket_dir);
     g_free(srv);

@@ -52,10 +52,12 @@ typedef struct {
     guint timeout_ms;
     guint64 output_limit;
     gboolean collect;
+    guint profile; /* index of the pooled profile (0: the default) */
 } ServeRunRequest;
 
 /* serve.c, for serve-run.c */
-SbxPool *sbx_serve_pool(Serve *srv);
+/** The pool of the server's @profile-th profile (ServeRunRequest.profile). */
+SbxPool *sbx_serve_pool(Serve *srv, guint profile);
 /** The approvals pending in every run of the server (docs/tools.md, "Approvals"). */
 SbxApprovals *sbx_serve_approvals(Serve *srv);
 /** Who is on the other end of @conn ("sandbox run, pid N"), for the approvals list. */
@@ -71,6 +73,8 @@ ServeRun *sbx_serve_run_new(Serve *srv, ServeConn *conn, ServeRunRequest *req);
 void sbx_serve_run_start(ServeRun *run);
 /** Stop the execution now (client gone, shutdown); @conn is not written to any more if NULL'd. */
 void sbx_serve_run_abort(ServeRun *run, const char *why, gboolean client_gone);
+/** The run's profile (an index, as ServeRunRequest.profile). */
+guint sbx_serve_run_profile(ServeRun *run);
 /** QEMU PID of the run's VM, 0 if none. */
 GPid sbx_serve_run_pid(ServeRun *run);
 void sbx_serve_run_free(ServeRun *run);
