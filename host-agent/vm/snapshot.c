@@ -7,6 +7,11 @@
  * vsock (QEMU 7.2 refuses to migrate vhost-user-vsock), stop, save the device state with
  * x-ignore-shared, copy the RAM file sparsely, record the inputs. Built in a temporary
  * directory and renamed into place, under a lock, so a reader never sees half a snapshot.
+ *
+ * Locks: <cache>/.lock, exclusive while making (and collecting), shared while opening; each
+ * open snapshot holds a shared flock on its inputs.json until freed, so that the collection
+ * after a make removes only snapshots nobody uses (a `sandbox serve` started before a rebuild
+ * keeps restoring from its own).
  */
 #include "snapshot.h"
 
@@ -58,6 +63,7 @@ struct SbxSnapshot {
     char *ram;
     SbxSnapshotInputs inputs;
     gboolean made;
+    int use_fd; /* inputs.json, flock LOCK_SH while open: not collected; -1 if none */
 };
 
 static gboolean fail(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -125,6 +131,7 @@ static SbxSnapshot *open_checked(const char *dir, const SbxSnapshotInputs *curre
     g_autofree char *text = NULL;
     gsize len = 0;
 
+    snap->use_fd = -1;
     snap->dir = g_strdup(dir);
     snap->state = g_build_filename(dir, "state.bin", NULL);
     snap->ram = g_build_filename(dir, "ram", NULL);
@@ -145,6 +152,11 @@ static SbxSnapshot *open_checked(const char *dir, const SbxSnapshotInputs *curre
     if (!g_file_test(snap->state, G_FILE_TEST_IS_REGULAR) ||
         !g_file_test(snap->ram, G_FILE_TEST_IS_REGULAR)) {
         fail(error, "snapshot %s: state.bin or ram is missing", dir);
+        return NULL;
+    }
+    snap->use_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (snap->use_fd < 0 || flock(snap->use_fd, LOCK_SH) < 0) {
+        fail(error, "snapshot %s: cannot lock inputs.json: %s", dir, g_strerror(errno));
         return NULL;
     }
     return g_steal_pointer(&snap);
@@ -484,8 +496,11 @@ static void remove_stale(const char *cache)
     }
 }
 
-/* The cache lock (flock on <cache>/.lock), waited for at most LOCK_WAIT_MS; fd or -1. */
-static int lock_cache(const char *cache, GError **error)
+/*
+ * The cache lock (flock @how, LOCK_EX or LOCK_SH, on <cache>/.lock), waited for at most
+ * LOCK_WAIT_MS; fd or -1.
+ */
+static int lock_cache(const char *cache, int how, GError **error)
 {
     g_autofree char *path = g_build_filename(cache, ".lock", NULL);
     gint64 deadline = g_get_monotonic_time() + (gint64)LOCK_WAIT_MS * 1000;
@@ -495,7 +510,7 @@ static int lock_cache(const char *cache, GError **error)
         fail(error, "cannot open %s: %s", path, g_strerror(errno));
         return -1;
     }
-    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    while (flock(fd, how | LOCK_NB) < 0) {
         if (errno != EWOULDBLOCK || g_get_monotonic_time() > deadline) {
             fail(error, "cannot lock %s: %s", path,
                  errno == EWOULDBLOCK ? "another process holds it" : g_strerror(errno));
@@ -513,7 +528,7 @@ static gboolean make(const SbxProfile *profile, const SbxImage *image,
 {
     g_autofree char *tmp = g_build_filename(cache, ".tmp-XXXXXX", NULL);
     g_autofree char *done = g_build_filename(dir, "inputs.json", NULL);
-    int lock = lock_cache(cache, error);
+    int lock = lock_cache(cache, LOCK_EX, error);
     gboolean ok = TRUE;
 
     if (lock < 0)
@@ -532,9 +547,73 @@ static gboolean make(const SbxProfile *profile, const SbxImage *image,
         ok = fail(error, "cannot rename %s to %s: %s", tmp, dir, g_strerror(errno));
     if (!ok)
         rm_rf(tmp);
+    if (ok)
+        sbx_snapshot_collect(cache, inputs);
 out:
     close(lock);
     return ok;
+}
+
+/* open_checked() under the shared cache lock: no collection removes it while it is opened. */
+static SbxSnapshot *open_locked(const char *cache, const char *dir,
+                                const SbxSnapshotInputs *current, GError **error)
+{
+    int lock = lock_cache(cache, LOCK_SH, error);
+    SbxSnapshot *snap;
+
+    if (lock < 0)
+        return NULL;
+    snap = open_checked(dir, current, error);
+    close(lock);
+    return snap;
+}
+
+/*
+ * Whether the snapshot in @dir was made for another image, QEMU or snapshot format than
+ * @current: a rebuild superseded it. FALSE for anything that is not a readable snapshot (it is
+ * not ours to remove) and for other profiles of the same image and QEMU (still current).
+ */
+static gboolean superseded(const char *dir, const SbxSnapshotInputs *current)
+{
+    g_autofree char *path = g_build_filename(dir, "inputs.json", NULL);
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    SbxSnapshotInputs in = {0};
+    gboolean old;
+
+    if (!g_file_get_contents(path, &text, &len, NULL) || len > INPUTS_MAX ||
+        !sbx_snapshot_inputs_from_json(text, len, &in, NULL))
+        return FALSE;
+    old = g_strcmp0(in.image_id, current->image_id) != 0 ||
+          g_strcmp0(in.qemu_version, current->qemu_version) != 0 ||
+          g_strcmp0(in.format, current->format) != 0;
+    sbx_snapshot_inputs_clear(&in);
+    return old;
+}
+
+guint sbx_snapshot_collect(const char *cache, const SbxSnapshotInputs *current)
+{
+    g_autoptr(GDir) d = g_dir_open(cache, 0, NULL);
+    const char *name;
+    guint removed = 0;
+
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *dir = g_build_filename(cache, name, NULL);
+        g_autofree char *inputs = g_build_filename(dir, "inputs.json", NULL);
+        int fd;
+
+        if (name[0] == '.' || g_str_equal(name, current->key) || !superseded(dir, current))
+            continue;
+        fd = open(inputs, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* nobody has it open */
+            rm_rf(dir);
+            removed++;
+        }
+        close(fd);
+    }
+    return removed;
 }
 
 SbxSnapshot *sbx_snapshot_ensure(const SbxProfile *profile, const SbxImage *image,
@@ -556,9 +635,9 @@ SbxSnapshot *sbx_snapshot_ensure(const SbxProfile *profile, const SbxImage *imag
     } else if (!g_file_test(done, G_FILE_TEST_EXISTS)) {
         made = make(profile, image, &current, cache, dir, opts, error);
         if (made)
-            snap = open_checked(dir, &current, error);
+            snap = open_locked(cache, dir, &current, error);
     } else {
-        snap = open_checked(dir, &current, error);
+        snap = open_locked(cache, dir, &current, error);
     }
     if (snap)
         snap->made = made;
@@ -595,6 +674,8 @@ void sbx_snapshot_free(SbxSnapshot *snap)
 {
     if (!snap)
         return;
+    if (snap->use_fd >= 0)
+        close(snap->use_fd);
     g_free(snap->dir);
     g_free(snap->state);
     g_free(snap->ram);

@@ -95,3 +95,10 @@ gboolean sbx_snapshot_inputs_from_json(const char *text, gsize len, SbxSnapshotI
                                        GError **error);
 
 void sbx_snapshot_inputs_clear(SbxSnapshotInputs *in);
+
+/**
+ * Remove from @cache the snapshots a rebuild superseded (another image, QEMU or format than
+ * @current) that nobody has open; the caller holds the cache lock exclusively (it runs after
+ * each make). Other profiles of the same image stay. Returns how many were removed.
+ */
+guint sbx_snapshot_collect(const char *cache, const SbxSnapshotInputs *current);

@@ -2,10 +2,14 @@
  * The pure parts of snapshots: the key over the inputs, inputs.json round trip and refusals,
  * the mismatch error, and the QEMU command lines of a template and of a restore.
  */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -205,6 +209,76 @@ static void test_recipe_covers_the_channel(void **state)
     assert_non_null(strstr(a, "vhost-user-vsock-pci"));
 }
 
+/* Write a snapshot dir @name in @cache for @image_id (and @profile text); its inputs. */
+static void fake_snapshot(const char *cache, const char *name, const char *image_id,
+                          const char *profile)
+{
+    SbxSnapshotInputs in = {0};
+    g_autofree char *dir = g_build_filename(cache, name, NULL);
+    g_autofree char *path = g_build_filename(dir, "inputs.json", NULL);
+    g_autofree char *ram = g_build_filename(dir, "ram", NULL);
+
+    sbx_snapshot_inputs_compute(&in, image_id, profile, strlen(profile), "QEMU 7.2", "recipe");
+    g_autofree char *json = sbx_snapshot_inputs_to_json(&in);
+    assert_int_equal(g_mkdir_with_parents(dir, 0700), 0);
+    assert_true(g_file_set_contents(path, json, -1, NULL));
+    assert_true(g_file_set_contents(ram, "ram", -1, NULL));
+    sbx_snapshot_inputs_clear(&in);
+}
+
+static gboolean exists(const char *cache, const char *name)
+{
+    g_autofree char *dir = g_build_filename(cache, name, NULL);
+    return g_file_test(dir, G_FILE_TEST_EXISTS);
+}
+
+/*
+ * The collection after a make removes what a rebuild superseded and nobody uses; it keeps the
+ * current snapshot, other profiles of the same image, one held open, and what is not ours.
+ */
+static void test_collect(void **state)
+{
+    (void)state;
+    g_autofree char *cache = g_dir_make_tmp("sbx-snap-gc-XXXXXX", NULL);
+    SbxSnapshotInputs cur = {0};
+
+    sbx_snapshot_inputs_compute(&cur, "image-new", "p1", 2, "QEMU 7.2", "recipe");
+    fake_snapshot(cache, cur.key, "image-new", "p1");
+    fake_snapshot(cache, "other-profile", "image-new", "p2");
+    fake_snapshot(cache, "old", "image-old", "p1");
+    fake_snapshot(cache, "old-in-use", "image-old", "p2");
+    g_autofree char *junk = g_build_filename(cache, "not-a-snapshot", NULL);
+    assert_int_equal(mkdir(junk, 0700), 0);
+
+    /* As an open SbxSnapshot does: a shared lock on its inputs.json. */
+    g_autofree char *held = g_build_filename(cache, "old-in-use", "inputs.json", NULL);
+    int fd = open(held, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0 && flock(fd, LOCK_SH) == 0);
+
+    assert_int_equal(sbx_snapshot_collect(cache, &cur), 1);
+    assert_true(exists(cache, cur.key));
+    assert_true(exists(cache, "other-profile"));
+    assert_false(exists(cache, "old"));
+    assert_true(exists(cache, "old-in-use"));
+    assert_true(exists(cache, "not-a-snapshot"));
+
+    close(fd); /* no longer used: the next collection takes it */
+    assert_int_equal(sbx_snapshot_collect(cache, &cur), 1);
+    assert_false(exists(cache, "old-in-use"));
+
+    const char *left[] = {cur.key, "other-profile", "not-a-snapshot"};
+    for (gsize i = 0; i < G_N_ELEMENTS(left); i++) {
+        g_autofree char *dir = g_build_filename(cache, left[i], NULL);
+        g_autofree char *in = g_build_filename(dir, "inputs.json", NULL);
+        g_autofree char *ram = g_build_filename(dir, "ram", NULL);
+        unlink(in);
+        unlink(ram);
+        assert_int_equal(rmdir(dir), 0);
+    }
+    assert_int_equal(rmdir(cache), 0);
+    sbx_snapshot_inputs_clear(&cur);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -216,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_argv_microvm_pcie),
         cmocka_unit_test(test_recipe_is_stable),
         cmocka_unit_test(test_recipe_covers_the_channel),
+        cmocka_unit_test(test_collect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
