@@ -3,6 +3,9 @@
  * unprivileged user when configured, with a minimal environment, cwd /tmp, stdin /dev/null,
  * stdout and stderr on pipes, and fd 3 the runner channel.
  */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +37,45 @@ static const char *const runner_env[] = {
     "PYTHONDONTWRITEBYTECODE=1",
     NULL,
 };
+
+/* QEMU's hypervisor signature (CPUID leaf 0x40000000) when it emulates the CPU (TCG). */
+static bool cpu_emulated(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned int eax, ebx, ecx, edx;
+    char sig[13] = "";
+
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 31))) /* no hypervisor */
+        return false;
+    __cpuid(0x40000000, eax, ebx, ecx, edx);
+    memcpy(sig, &ebx, 4);
+    memcpy(sig + 4, &ecx, 4);
+    memcpy(sig + 8, &edx, 4);
+    return strcmp(sig, "TCGTCGTCGTCG") == 0;
+#else
+    return false;
+#endif
+}
+
+/*
+ * V8 flags for node (guest-image/runners/README.md, "V8 flags"):
+ * - one CPU: --single-threaded. V8's helper threads (concurrent marking, background compiles)
+ *   would only take turns with the code on the one vCPU, and a compile queued while the runner
+ *   warmed up would finish during the execution.
+ * - TCG: --no-sparkplug. Its baseline compiler turns functions that got warm into new machine
+ *   code, which the emulator must translate before running it: in a pooled VM, the first
+ *   execution paid for that (~4 ms of 25 for console.log(1)). TurboFan still optimizes hot code.
+ */
+static size_t node_flags(const char **flags)
+{
+    size_t n = 0;
+
+    if (sysconf(_SC_NPROCESSORS_ONLN) == 1)
+        flags[n++] = "--single-threaded";
+    if (cpu_emulated())
+        flags[n++] = "--no-sparkplug";
+    return n;
+}
 
 static const char *runtime_of(const AgentOptions *o, SbxLanguage lang)
 {
@@ -94,12 +136,24 @@ static int child_identity(long uid)
     return 0;
 }
 
-static void __attribute__((noreturn))
-child(const AgentOptions *o, const char *runtime, const char *script, int fds[4], int status_fd,
-      pid_t parent)
-{
-    const char *argv[] = {runtime, script, NULL};
+/* `runtime [flags] script`: at most RUNNER_ARGV_MAX entries with the NULL. */
+#define RUNNER_ARGV_MAX 5
 
+static void runner_argv(const AgentOptions *o, SbxLanguage lang, const char *script,
+                        const char *argv[RUNNER_ARGV_MAX])
+{
+    size_t n = 0;
+
+    argv[n++] = runtime_of(o, lang);
+    if (lang == SBX_LANG_JAVASCRIPT)
+        n += node_flags(argv + n);
+    argv[n++] = script;
+    argv[n] = NULL;
+}
+
+static void __attribute__((noreturn))
+child(const AgentOptions *o, const char *const *argv, int fds[4], int status_fd, pid_t parent)
+{
     setpgid(0, 0);
     pid1_signals_reset();
     if (child_fds(fds) < 0 || child_identity(o->run_as) < 0)
@@ -110,7 +164,7 @@ child(const AgentOptions *o, const char *runtime, const char *script, int fds[4]
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
         _exit(127);
-    execve(runtime, (char *const *)argv, (char *const *)runner_env);
+    execve(argv[0], (char *const *)argv, (char *const *)runner_env);
     child_fail(status_fd);
 }
 
@@ -143,11 +197,13 @@ int spawn_runner(const AgentOptions *o, SbxLanguage lang, pid_t *ret_pid, int *r
     int fd[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     int *sv = fd, *out = fd + 2, *err = fd + 4, *st = fd + 6;
     char script[PATH_MAX];
+    const char *argv[RUNNER_ARGV_MAX];
     pid_t pid, parent = getpid();
     int r = script_path(o, lang, script, sizeof(script));
 
     if (r < 0)
         return r;
+    runner_argv(o, lang, script, argv);
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
         pipe2(err, O_CLOEXEC) < 0 || pipe2(st, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
         r = -errno;
@@ -157,7 +213,7 @@ int spawn_runner(const AgentOptions *o, SbxLanguage lang, pid_t *ret_pid, int *r
     if (pid == 0) {
         int child_fd[4] = {open("/dev/null", O_RDONLY | O_CLOEXEC), out[1], err[1], sv[1]};
 
-        child(o, runtime_of(o, lang), script, child_fd, st[1], parent);
+        child(o, argv, child_fd, st[1], parent);
     }
     setpgid(pid, pid); /* also in the parent: no window where the group does not exist yet */
     sv[1] = safe_close(sv[1]);

@@ -1,5 +1,13 @@
 // The runner channel: fd 3, a stream socket to the guest agent, carrying the protocol's frames
 // (4-byte big-endian length + one JSON object; docs/protocol.md, "Runner channel").
+//
+// Two ways to use it. While the runner waits for its execute, and at the end of an execution
+// that made no tool call, it reads and writes with blocking system calls (readFrameSync,
+// writeFrameSync): nothing else has to run meanwhile, and under TCG each event-loop turn and
+// stream callback on the way costs milliseconds of freshly translated code. Tool calls need
+// the event loop (results come while the code runs): the first one opens a Channel, which
+// makes the fd non-blocking for good.
+import fs from 'node:fs';
 import net from 'node:net';
 
 // SBX_FRAME_MAX in host-agent/protocol/limits.h: the agent refuses anything longer.
@@ -19,6 +27,48 @@ export function encode(head, key, jsonText) {
     body.copy(frame, 4);
     return frame;
 }
+
+// @n bytes from @fd (blocking), or null at the end of the stream.
+function readExactly(fd, n) {
+    const buf = Buffer.allocUnsafe(n);
+    for (let have = 0; have < n;) {
+        const r = fs.readSync(fd, buf, have, n - have, null);
+        if (r === 0)
+            return null;
+        have += r;
+    }
+    return buf;
+}
+
+// The next message on @fd, blocking until it is there; null when the agent closed the channel.
+export function readFrameSync(fd) {
+    const head = readExactly(fd, 4);
+    if (head === null)
+        return null;
+    const len = head.readUInt32BE(0);
+    if (len === 0 || len > FRAME_MAX)
+        throw new Error(`runner channel: bad frame length ${len}`);
+    const body = readExactly(fd, len);
+    return body === null ? null : JSON.parse(body.toString('utf8'));
+}
+
+// A frame from encode(), written whole before returning (the fd must still be blocking).
+export function writeFrameSync(fd, frame) {
+    for (let off = 0; off < frame.length;)
+        off += fs.writeSync(fd, frame, off, frame.length - off);
+}
+
+// Block until the agent closes @fd (or kills us first); what it sends meanwhile is dropped.
+// In parentheses: compiled eagerly (see deliver in runner.mjs).
+export const waitForCloseSync = (function waitForCloseSync(fd) {
+    const buf = Buffer.allocUnsafe(4096);
+    try {
+        while (fs.readSync(fd, buf, 0, buf.length, null) > 0)
+            ;
+    } catch {
+        // closed in some other way: the same for us
+    }
+});
 
 export class Channel {
     #sock;

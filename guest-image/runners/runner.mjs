@@ -2,31 +2,35 @@
 // the runner channel on fd 3 (docs/protocol.md, "Runner channel").
 //
 // It reads `execute`, runs the code as an async function (see rewrite.mjs), answers tool calls
-// through the channel, and ends with one `done` {status: ok|error, result?, error?} and exit.
+// through the channel, and ends with one `done` {status: ok|error, result?, error?}; then it
+// waits for the agent to end it (see deliver).
 //
 // The agent may start it long before its execute (pre-started, and saved in a VM snapshot): it
-// first runs a warm-up through the same code path, then answers the agent's `ping` with `pong`
-// (it is warm), and waits. At the execute it reseeds Math.random() from the kernel, which
-// every clone of the snapshot has reseeded at its hello (see warmUp and reseedMathRandom).
+// first rehearses an execution end to end (see rehearse), then answers the agent's `ping` with
+// `pong` (it is warm), and waits. At the execute it reseeds Math.random() from the kernel,
+// which every clone of the snapshot has reseeded at its hello (see reseedMathRandom).
 import fs from 'node:fs';
 import { createRequire, isBuiltin } from 'node:module';
 import { Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import vm from 'node:vm';
 
-import { Channel, encode, FRAME_MAX } from './channel.mjs';
+import { Channel, encode, FRAME_MAX, readFrameSync, waitForCloseSync, writeFrameSync }
+    from './channel.mjs';
 import { SerializationError, toJson } from './json.mjs';
 import { HELPER, rewrite } from './rewrite.mjs';
 import { makeTools, PolicyDenied, SandboxToolError, ToolError, toolError, ValidationError }
     from './tools.mjs';
 
 const FILENAME = 'main.js';
+const CHANNEL_FD = 3;
 // SBX_ERROR_TEXT_MAX: longer error messages and stacks are cut.
 const ERROR_TEXT_MAX = 16 * 1024;
 const RUNNER_DIR = new URL('.', import.meta.url).pathname;
 
-let execId = null;
-let finished = false;
+// The execution in progress (a rehearsal's or the real one): {id, finished, deliver}, where
+// deliver(frame, exitCode) hands its done over. Null while waiting.
+let current = null;
 let nextCallId = 1;
 const pending = new Map(); // call id -> {resolve, reject, site}
 
@@ -37,53 +41,20 @@ const CALLS_IN_FLIGHT_MAX = 64;
 const CALL_ID_MAX = 4294967295; // the widest id, to size a queued call's frame
 const queued = []; // {provider, tool, text, resolve, reject, site}, in call order
 
-let channel = null; // created once warm (the end of this file)
+// Opened at the first tool call (see channel.mjs): until then fd 3 is used with blocking calls.
+let channel = null;
+// Set once the done is handed over: the runner then only waits to be killed (see deliver).
+let exitCode = null;
 
-// A second ping comes when the host's hello asks for a warm-up: a pooled VM restored from a
-// snapshot, whose emulator (TCG) lost its translated code. Warm up again, then pong: the agent
-// answers the hello only then, so no execute comes meanwhile (one that does still waits for
-// the warm-up; the delay lets it skip it).
-const REWARM_DELAY_MS = 0;
-
-let warm = Promise.resolve(); // the warm-up in progress: an execute waits for it
-let warming = false; // whether one is in progress (else the execute starts at once: ~4 ms)
-let rewarmTimer = null;
-let pings = 0;
-
-function onMessage(msg) {
-    if (msg.type === 'execute' && execId === null) {
-        execId = msg.id;
-        channel.ref(false);
-        clearTimeout(rewarmTimer);
-        const start = () => {
-            reseedMathRandom();
-            run(msg).then(succeed, fail);
-        };
-        if (warming)
-            warm.then(start);
-        else
-            start();
-    } else if (msg.type === 'tool_result') {
-        settle(msg);
-    } else if (msg.type === 'ping' && execId === null) {
-        // The first ping asks whether we are warm: we are, the channel is read only after the
-        // warm-up. Both pongs are awaited by the agent (the second: before its hello_ok).
-        const pong = () => channel.send(encode({ type: 'pong', seq: msg.seq }));
-        if (pings++ === 0) {
-            pong();
-            return;
-        }
-        clearTimeout(rewarmTimer);
-        rewarmTimer = setTimeout(() => {
-            if (execId === null) {
-                warming = true;
-                warm = warm.then(warmUp).then(warmOutput).then(() => {
-                    warming = false;
-                    pong();
-                });
-            }
-        }, REWARM_DELAY_MS);
-    }
+function openChannel() {
+    channel = new Channel(CHANNEL_FD, (msg) => {
+        if (msg.type === 'tool_result')
+            settle(msg);
+    }, () => {
+        // The agent closed the channel: after our done, as it should; before it, it is gone
+        // and nobody is left to report to.
+        process.exit(exitCode ?? 70);
+    });
 }
 
 // --- fresh randomness ----------------------------------------------------------------------
@@ -95,34 +66,40 @@ function onMessage(msg) {
 // reseeds itself after a restore (agent.h, PRESTART_CLOCK_US).
 // Opened once, at start-up: an open and a close cost ~2 ms under TCG at every execute.
 const urandom = fs.openSync('/dev/urandom', 'r');
+const rng = new Int32Array(4); // the generator's state
+
+const rotl = (x, k) => (x << k) | (x >>> (32 - k));
+
+function nextU32() {
+    const r = Math.imul(rotl(Math.imul(rng[1], 5), 7), 9) >>> 0;
+    const t = rng[1] << 9;
+    rng[2] ^= rng[0];
+    rng[3] ^= rng[1];
+    rng[1] ^= rng[2];
+    rng[0] ^= rng[3];
+    rng[2] ^= t;
+    rng[3] = rotl(rng[3], 11);
+    return r;
+}
+
+// Installed once: a reseed only refills the state (redefining Math.random at every execute
+// would make V8 redo its assumptions about Math, in code never run since the restore).
+// A method: named `random`, length 0, not a constructor, like the built-in.
+const { random } = {
+    random() {
+        return ((nextU32() >>> 5) * 67108864 + (nextU32() >>> 6)) / 2 ** 53;
+    },
+};
+Object.defineProperty(Math, 'random',
+    { value: random, writable: true, enumerable: false, configurable: true });
 
 function reseedMathRandom() {
-    const s = new Int32Array(4);
-    fs.readSync(urandom, s);
-    if ((s[0] | s[1] | s[2] | s[3]) === 0)
-        s[0] = 1; // the one state xoshiro cannot leave
-    let [s0, s1, s2, s3] = s;
-    const rotl = (x, k) => (x << k) | (x >>> (32 - k));
-    const next = () => {
-        const r = Math.imul(rotl(Math.imul(s1, 5), 7), 9) >>> 0;
-        const t = s1 << 9;
-        s2 ^= s0;
-        s3 ^= s1;
-        s1 ^= s2;
-        s0 ^= s3;
-        s2 ^= t;
-        s3 = rotl(s3, 11);
-        return r;
-    };
-    // A method: named `random`, length 0, not a constructor, like the built-in.
-    const { random } = {
-        random() {
-            return ((next() >>> 5) * 67108864 + (next() >>> 6)) / 2 ** 53;
-        },
-    };
-    Object.defineProperty(Math, 'random',
-        { value: random, writable: true, enumerable: false, configurable: true });
+    fs.readSync(urandom, rng);
+    if ((rng[0] | rng[1] | rng[2] | rng[3]) === 0)
+        rng[0] = 1; // the one state xoshiro cannot leave
 }
+
+reseedMathRandom();
 
 // --- tools ---------------------------------------------------------------------------------
 
@@ -151,13 +128,15 @@ function callTool(provider, tool, input, site) {
 }
 
 function callFrame(callId, provider, tool, text) {
-    return encode({ type: 'tool_call', id: execId, call_id: callId, provider, tool }, 'input',
-        text);
+    return encode({ type: 'tool_call', id: current.id, call_id: callId, provider, tool },
+        'input', text);
 }
 
 function sendCall(call, frame) {
     const callId = nextCallId++;
     pending.set(callId, call);
+    if (!channel)
+        openChannel();
     channel.ref(true);
     channel.send(frame ?? callFrame(callId, call.provider, call.tool, call.text));
 }
@@ -259,20 +238,22 @@ function flush(stream) {
 }
 
 function doneMessage(status, exitCode, extra) {
-    return { type: 'done', id: execId, status, ...extra, exit_code: exitCode, duration_ms: 0,
+    return { type: 'done', id: current.id, status, ...extra, exit_code: exitCode, duration_ms: 0,
         output_truncated: false };
 }
 
-// Send the one done (with @json as its result, if any), after all output, and exit.
+// Hand over the one done (with @json as its result, if any) after all output, to the
+// execution's deliver (a rehearsal's drops it).
 async function finish(done, json) {
-    if (finished)
+    const exe = current;
+    if (exe === null || exe.finished)
         return;
-    finished = true;
+    exe.finished = true;
     // A promise rejected without a handler surfaces after the microtasks: let it, and let it
     // turn a success into the error node itself would have died of.
     await new Promise((resolve) => setImmediate(resolve));
-    if (uncaught !== null && done.status === 'ok') {
-        done = doneMessage('error', 1, { error: describe(uncaught.error) });
+    if ('uncaught' in exe && done.status === 'ok') {
+        done = doneMessage('error', 1, { error: describe(exe.uncaught) });
         json = undefined;
     }
     await Promise.all([flush(process.stdout), flush(process.stderr)]);
@@ -283,8 +264,7 @@ async function finish(done, json) {
         done = doneMessage('error', 1, { error: describe(e) });
         frame = encode(done);
     }
-    await channel.send(frame);
-    process.exit(done.exit_code);
+    await exe.deliver(frame, done.exit_code);
 }
 
 function fail(e) {
@@ -303,63 +283,122 @@ function succeed(value) {
     return finish(doneMessage('ok', 0), json);
 }
 
-// The first error no code caught: an exception in a callback, a rejection nobody handled.
-let uncaught = null;
+// The first error no code caught: an exception in a callback, a rejection nobody handled. Out
+// of an execution (a broken runner), there is nobody to tell: exit, the agent sees it.
 function onUncaught(error) {
-    uncaught ??= { error };
+    if (current === null)
+        process.exit(70);
+    if (!('uncaught' in current))
+        current.uncaught = error;
     fail(error);
 }
 process.on('uncaughtException', onUncaught);
 process.on('unhandledRejection', onUncaught);
 // Nothing left to run, yet the code has not finished: it awaits something that never settles.
 process.on('beforeExit', () => {
-    if (execId !== null && !finished)
+    if (current !== null && !current.finished)
         fail(new Error('the code awaits a promise that can never settle (nothing is left to run)'));
 });
 
-// --- warm-up, then wait for the execute ----------------------------------------------------
+// --- rehearsals, then wait for the execute ------------------------------------------------
 
-// Parsed, rewritten and run like user code, so that acorn, the rewriter, the serialiser and
-// the paths of a first execution are loaded and compiled before the agent is told we are warm.
-// It must not write a byte (the agent discards what a waiting runner wrote, but a cold boot
-// may hand the execute over before the warm-up is done) nor draw random numbers from crypto.
+// Run by the rehearsals like user code, so that acorn, the rewriter, the serialiser and the
+// paths of an execution are loaded, compiled and (under TCG) translated before the agent is
+// told we are warm. WARMUP_CODE writes no byte and draws no random numbers from crypto: it
+// also runs at boot (see warmUp). OUTPUT_CODE writes, after a restore only (see rewarm).
 const WARMUP_CODE = `import path from 'node:path';
 const xs = [3, 1, 2].map((x) => x * 2).sort();
 const o = { xs, s: \`\${path.basename('/a/b.js')} \${xs.length}\`, n: 1.5, t: true, z: null };
 JSON.stringify(o);
 o`;
+const WARMUP_TOOLS = [{ provider: 'warm', name: 'up' }];
+const OUTPUT_CODE = `console.log('%s %d', 'warm', 1, { a: [1] });
+console.log(1);
+console.error('warm');
+1`;
 
-async function warmUp() {
-    try {
-        const value = await run({ id: 'warmup', code: WARMUP_CODE,
-            tools: [{ provider: 'warm', name: 'up' }] });
-        toJson(value, 'result');
-        describe(new TypeError('warm-up'));
-        // console.log's formatting, into nowhere; then the real streams, without a byte.
-        const sink = new Writable({ write(chunk, encoding, callback) { callback(); } });
-        new console.Console(sink, sink).log('%s %d', 'warm', 1, { a: [1] });
-        await Promise.all([flush(process.stdout), flush(process.stderr)]);
-        // The paths of an execute's start and end: reseeding (again at the execute), a done.
-        reseedMathRandom();
-        encode(doneMessage('ok', 0), 'result', toJson(value, 'result'));
-    } catch {
-        // Nothing to report to yet; a real execution will show what is broken.
-    }
+// An execution from its code to its encoded done, through execute(), except that the done is
+// dropped and the runner goes on waiting. The message goes through JSON.parse as the agent's
+// would (its usual members in its order: V8 builds objects of those shapes once for all).
+async function rehearse(code, tools) {
+    const msg = JSON.parse(JSON.stringify({ type: 'execute', id: 'warmup',
+        language: 'javascript', code, tools, output_limit: 1, timeout_ms: 1 }));
+    await new Promise((resolve) => execute(msg, resolve));
+    current = null;
 }
 
-// After a restore (the second ping) the real output paths too: the global console and the
-// process streams into the pipes of the execution to come, whose first write otherwise pays for
-// translating node's, the kernel's and the agent's output paths. The agent reads these bytes
-// and drops them when our pong comes (it waits for the pong before it hands us an execute).
-function warmOutput() {
-    console.log('%s %d', 'warm', 1, { a: [1] });
-    console.error('warm');
+// At start-up, before the first pong. It must not write a byte (the agent discards what a
+// waiting runner wrote, but a cold boot may hand the execute over before this is done).
+async function warmUp() {
+    await rehearse(WARMUP_CODE, WARMUP_TOOLS);
+    describe(new TypeError('warm-up'));
+    // console.log's formatting, into nowhere.
+    const sink = new Writable({ write(chunk, encoding, callback) { callback(); } });
+    new console.Console(sink, sink).log('%s %d', 'warm', 1, { a: [1] });
+}
+
+// At the second ping, which comes when the host's hello asks for a warm-up: a pooled VM
+// restored from a snapshot, whose emulator (TCG) lost its translated code. The real output
+// paths too: the global console and the process streams into the pipes of the execution to
+// come, whose first write otherwise pays for translating node's, the kernel's and the agent's
+// output paths. The agent reads these bytes and drops them when our pong comes (it answers
+// the hello, so no execute comes before).
+async function rewarm() {
+    await rehearse(WARMUP_CODE, WARMUP_TOOLS);
+    await rehearse(OUTPUT_CODE, []);
     process.stdout.write('warm\n');
 }
 
-await warmUp();
-channel = new Channel(3, onMessage, () => {
-    // The agent is gone: nobody is left to report to.
-    if (!finished)
-        process.exit(70);
+// Answer pings until the execute comes, with blocking reads (see channel.mjs), and start it
+// right there (not through a promise: one more hop of code not run since the restore). The
+// first ping asks whether we are warm: we are, the channel is read only after the warm-up.
+async function serve() {
+    for (let pings = 0; ;) {
+        const msg = readFrameSync(CHANNEL_FD);
+        if (msg === null)
+            process.exit(70); // the agent is gone: nobody is left to report to
+        if (msg.type === 'execute') {
+            execute(msg, deliver);
+            return;
+        }
+        if (msg.type === 'ping') {
+            if (pings++ > 0)
+                await rewarm();
+            writeFrameSync(CHANNEL_FD, encode({ type: 'pong', seq: msg.seq }));
+        }
+    }
+}
+
+// The done goes out over the Channel if a tool call opened one, else with a blocking write.
+// Then the runner waits, blocked, for the agent to close the channel: the agent kills it as
+// soon as it has read the done. Exiting by itself would run node's teardown (tens of ms of
+// code never translated under TCG) on the only vCPU, while the agent has the done to report.
+// In parentheses: V8 compiles it with this module, not at its first call (the real execute's
+// end), where compiling costs milliseconds of TCG; the same for waitForCloseSync.
+const deliver = (async function deliver(frame, code) {
+    exitCode = code;
+    if (channel) {
+        await channel.send(frame);
+        channel.ref(true); // stay until the close (openChannel)
+        return;
+    }
+    writeFrameSync(CHANNEL_FD, frame);
+    waitForCloseSync(CHANNEL_FD);
+    process.exit(code);
 });
+
+// Start the execution of @msg; its done goes to @handOver(frame, exitCode).
+function execute(msg, handOver) {
+    current = { id: msg.id, finished: false, deliver: handOver };
+    reseedMathRandom();
+    run(msg).then(succeed, fail);
+}
+
+// Not a top-level await: this module's evaluation ends here, at start-up, and not at the
+// execute (where finishing it would run V8's module code for the first time: ~1 ms of TCG).
+async function main() {
+    await warmUp();
+    await serve();
+}
+
+main().catch(() => process.exit(70)); // a broken channel or runner: the agent sees us gone

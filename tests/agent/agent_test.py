@@ -417,6 +417,24 @@ def test_exception(agent):
     expect_error(r, "runtime_error", "RangeError")
 
 
+def test_never_settles(agent):
+    """JavaScript that awaits what can never settle ends with an error, not a hang; before and
+    after a tool call (which opens the runner's event-loop channel, runner.mjs); an exception
+    thrown later, in a callback, ends it with that exception."""
+    h = agent.connect()
+    h.hello()
+    for code, tools in [("await new Promise(() => {})", None),
+                        ("await tools.calc.add({a: 1, b: 2});\nawait new Promise(() => {})",
+                         add_tool())]:
+        r = h.run(code, "javascript", on_tool_call=calc, tools=tools or [])
+        expect_error(r, "runtime_error", "Error")
+        check("can never settle" in r.error["message"], "message", r.summary())
+    r = h.run("setTimeout(() => { throw new RangeError('later'); }, 10);\n"
+              "await new Promise(() => {})", "javascript")
+    expect_error(r, "runtime_error", "RangeError")
+    check(r.error["message"] == "later", "the callback's exception", r.summary())
+
+
 def test_syntax_error(agent):
     h = agent.connect()
     h.hello()

@@ -150,6 +150,17 @@ def test_js_hello(sbx):
     check(r["result"] == 42, "result of the last expression", repr(r["result"]))
 
 
+def test_js_flags(sbx):
+    """node's V8 flags in the guest (guest-image/agent/spawn.c): --single-threaded with one
+    vCPU, --no-sparkplug under TCG (the profiles say tcg; SANDBOX_ACCEL may say otherwise)."""
+    r = sbx.run("[process.execArgv, require('os').cpus().length]", "javascript")
+    expect_ok(r)
+    argv, cpus = r["result"]
+    tcg = os.environ.get("SANDBOX_ACCEL", "tcg") == "tcg"
+    want = (["--single-threaded"] if cpus == 1 else []) + (["--no-sparkplug"] if tcg else [])
+    check(argv == want, f"node's flags: {argv}, expected {want}")
+
+
 def test_python_hello(sbx):
     r = sbx.run('import sys\nprint("hello from python")\nprint("err", file=sys.stderr)\n6 * 7',
                 "python")
