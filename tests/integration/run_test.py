@@ -150,15 +150,28 @@ def test_js_hello(sbx):
     check(r["result"] == 42, "result of the last expression", repr(r["result"]))
 
 
+# A worker thread's answer and a WebAssembly function's: what those flags must not take away.
+JS_FLAGS_CODE = """const { Worker } = require('worker_threads');
+const w = new Worker('require("worker_threads").parentPort.postMessage(6 * 7)', { eval: true });
+const fromWorker = await new Promise((ok, ko) => { w.on('message', ok); w.on('error', ko); });
+await w.terminate();
+const add = new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 7, 1, 96, 2, 127, 127, 1, 127, 3, 2,
+    1, 0, 7, 7, 1, 3, 97, 100, 100, 0, 0, 10, 9, 1, 7, 0, 32, 0, 32, 1, 106, 11]);
+const { instance } = await WebAssembly.instantiate(add);
+[process.execArgv, require('os').cpus().length, fromWorker, instance.exports.add(2, 3)]"""
+
+
 def test_js_flags(sbx):
     """node's V8 flags in the guest (guest-image/agent/spawn.c): --single-threaded with one
-    vCPU, --no-sparkplug under TCG (the profiles say tcg; SANDBOX_ACCEL may say otherwise)."""
-    r = sbx.run("[process.execArgv, require('os').cpus().length]", "javascript")
+    vCPU, --no-sparkplug under TCG (the profiles say tcg; SANDBOX_ACCEL may say otherwise);
+    worker threads and WebAssembly still work with them."""
+    r = sbx.run(JS_FLAGS_CODE, "javascript")
     expect_ok(r)
-    argv, cpus = r["result"]
+    argv, cpus, from_worker, wasm_sum = r["result"]
     tcg = os.environ.get("SANDBOX_ACCEL", "tcg") == "tcg"
     want = (["--single-threaded"] if cpus == 1 else []) + (["--no-sparkplug"] if tcg else [])
     check(argv == want, f"node's flags: {argv}, expected {want}")
+    check(from_worker == 42 and wasm_sum == 5, f"worker {from_worker}, wasm {wasm_sum}")
 
 
 def test_python_hello(sbx):
