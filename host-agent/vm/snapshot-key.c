@@ -15,8 +15,9 @@ static char *sha256_hex(const char *data, gsize len)
 }
 
 void sbx_snapshot_inputs_compute(SbxSnapshotInputs *out, const char *image_id,
-                                 const char *profile_text, gsize profile_len,
-                                 const char *qemu_version, const char *recipe)
+                                 const char *profile_name, const char *profile_text,
+                                 gsize profile_len, const char *qemu_version,
+                                 const char *recipe)
 {
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
 
@@ -32,6 +33,7 @@ void sbx_snapshot_inputs_compute(SbxSnapshotInputs *out, const char *image_id,
     for (guint i = 0; i < G_N_ELEMENTS(fields); i++)
         g_checksum_update(sum, (const guchar *)fields[i], (gssize)strlen(fields[i]) + 1);
     out->key = g_strdup(g_checksum_get_string(sum));
+    out->profile_name = g_strdup(profile_name);
 }
 
 void sbx_snapshot_inputs_clear(SbxSnapshotInputs *in)
@@ -42,6 +44,7 @@ void sbx_snapshot_inputs_clear(SbxSnapshotInputs *in)
     g_free(in->qemu_version);
     g_free(in->recipe_sha256);
     g_free(in->key);
+    g_free(in->profile_name);
     memset(in, 0, sizeof(*in));
 }
 
@@ -88,6 +91,8 @@ char *sbx_snapshot_inputs_to_json(const SbxSnapshotInputs *in)
 
     for (guint i = 0; i < G_N_ELEMENTS(fields); i++)
         cJSON_AddStringToObject(obj, fields[i].name, *field_ptr(in, &fields[i]));
+    if (in->profile_name)
+        cJSON_AddStringToObject(obj, "profile_name", in->profile_name);
     char *text = cJSON_Print(obj);
     char *out = g_strdup_printf("%s\n", text);
     cJSON_free(text);
@@ -118,6 +123,10 @@ gboolean sbx_snapshot_inputs_from_json(const char *text, gsize len, SbxSnapshotI
         }
         *field_ptr(out, &fields[i]) = g_strdup(v->valuestring);
     }
+    /* Optional: snapshots made before it was recorded have none. */
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(obj, "profile_name");
+    if (cJSON_IsString(name) && strlen(name->valuestring) <= FIELD_MAX)
+        out->profile_name = g_strdup(name->valuestring);
     return TRUE;
 }
 

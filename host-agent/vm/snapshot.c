@@ -118,7 +118,8 @@ static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image,
     if (!g_file_get_contents(sbx_profile_path(profile), &text, &len, error))
         return FALSE;
     recipe = sbx_snapshot_recipe(profile, accel, tsc);
-    sbx_snapshot_inputs_compute(out, image->hash, text, len, version, recipe);
+    sbx_snapshot_inputs_compute(out, image->hash, sbx_profile_name(profile), text, len, version,
+                                recipe);
     return TRUE;
 }
 
@@ -570,8 +571,10 @@ static SbxSnapshot *open_locked(const char *cache, const char *dir,
 
 /*
  * Whether the snapshot in @dir was made for another image, QEMU or snapshot format than
- * @current: a rebuild superseded it. FALSE for anything that is not a readable snapshot (it is
- * not ours to remove) and for other profiles of the same image and QEMU (still current).
+ * @current (a rebuild superseded it), or for a profile of the same name whose file was edited
+ * since. FALSE for anything that is not a readable snapshot (it is not ours to remove) and for
+ * other profiles of the same image and QEMU (still current). Two profile files with the same
+ * name take turns: each make removes the other's snapshot if it is not open.
  */
 static gboolean superseded(const char *dir, const SbxSnapshotInputs *current)
 {
@@ -586,7 +589,9 @@ static gboolean superseded(const char *dir, const SbxSnapshotInputs *current)
         return FALSE;
     old = g_strcmp0(in.image_id, current->image_id) != 0 ||
           g_strcmp0(in.qemu_version, current->qemu_version) != 0 ||
-          g_strcmp0(in.format, current->format) != 0;
+          g_strcmp0(in.format, current->format) != 0 ||
+          (in.profile_name && g_strcmp0(in.profile_name, current->profile_name) == 0 &&
+           g_strcmp0(in.profile_sha256, current->profile_sha256) != 0);
     sbx_snapshot_inputs_clear(&in);
     return old;
 }

@@ -22,6 +22,9 @@ typedef struct {
     char *qemu_version;   /* first line of `qemu --version` */
     char *recipe_sha256;  /* of the QEMU command line recipe (qemu.c, snapshot layout) */
     char *key;            /* sha256 of all of the above: the directory name */
+    /* The profile's name, for the collection only: not in the key (the profile's bytes hold
+     * it) and optional in inputs.json (older snapshots lack it). */
+    char *profile_name;
 } SbxSnapshotInputs;
 
 /* Bumped when the files of a snapshot or the way one is made change. */
@@ -72,11 +75,12 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxSnapshot, sbx_snapshot_free)
 
 /**
  * Fill @out from the raw inputs: @recipe is the command-line recipe text, @profile_text the
- * profile file's bytes. Computes the hashes and the key.
+ * profile file's bytes, @profile_name its name. Computes the hashes and the key.
  */
 void sbx_snapshot_inputs_compute(SbxSnapshotInputs *out, const char *image_id,
-                                 const char *profile_text, gsize profile_len,
-                                 const char *qemu_version, const char *recipe);
+                                 const char *profile_name, const char *profile_text,
+                                 gsize profile_len, const char *qemu_version,
+                                 const char *recipe);
 
 /**
  * Compare @recorded (from a snapshot at @dir) with @current. FALSE with SBX_VM_ERROR_SNAPSHOT
@@ -98,7 +102,8 @@ void sbx_snapshot_inputs_clear(SbxSnapshotInputs *in);
 
 /**
  * Remove from @cache the snapshots a rebuild superseded (another image, QEMU or format than
- * @current) that nobody has open; the caller holds the cache lock exclusively (it runs after
- * each make). Other profiles of the same image stay. Returns how many were removed.
+ * @current, or the same profile name with other profile bytes: an edited profile) that nobody
+ * has open; the caller holds the cache lock exclusively (it runs after each make). Other
+ * profiles of the same image stay. Returns how many were removed.
  */
 guint sbx_snapshot_collect(const char *cache, const SbxSnapshotInputs *current);

@@ -22,7 +22,7 @@ static const char *PROFILE = "{\"name\":\"q35\"}";
 static void compute(SbxSnapshotInputs *in, const char *image, const char *profile, const char *qemu,
                     const char *recipe)
 {
-    sbx_snapshot_inputs_compute(in, image, profile, strlen(profile), qemu, recipe);
+    sbx_snapshot_inputs_compute(in, image, "q35", profile, strlen(profile), qemu, recipe);
 }
 
 static void test_key_changes_with_every_input(void **state)
@@ -62,6 +62,16 @@ static void test_json_round_trip(void **state)
     compute(&a, "img", PROFILE, "QEMU emulator version 7.2.22", "argv");
     g_autofree char *json = sbx_snapshot_inputs_to_json(&a);
     assert_true(sbx_snapshot_inputs_from_json(json, strlen(json), &b, &error));
+    assert_true(sbx_snapshot_inputs_check(&b, &a, "D", &error));
+    assert_string_equal(b.profile_name, "q35");
+    sbx_snapshot_inputs_clear(&b);
+    /* Without the profile's name (a snapshot made before it was recorded): still read. */
+    g_free(a.profile_name);
+    a.profile_name = NULL;
+    g_autofree char *old = sbx_snapshot_inputs_to_json(&a);
+    assert_null(strstr(old, "profile_name"));
+    assert_true(sbx_snapshot_inputs_from_json(old, strlen(old), &b, &error));
+    assert_null(b.profile_name);
     assert_true(sbx_snapshot_inputs_check(&b, &a, "D", &error));
     sbx_snapshot_inputs_clear(&a);
     sbx_snapshot_inputs_clear(&b);
@@ -210,15 +220,18 @@ static void test_recipe_covers_the_channel(void **state)
 }
 
 /* Write a snapshot dir @name in @cache for @image_id (and @profile text); its inputs. */
+/* A snapshot directory @name for @image_id and a profile @profile_name with bytes @profile
+ * (@profile_name NULL: an inputs.json from before the name was recorded). */
 static void fake_snapshot(const char *cache, const char *name, const char *image_id,
-                          const char *profile)
+                          const char *profile_name, const char *profile)
 {
     SbxSnapshotInputs in = {0};
     g_autofree char *dir = g_build_filename(cache, name, NULL);
     g_autofree char *path = g_build_filename(dir, "inputs.json", NULL);
     g_autofree char *ram = g_build_filename(dir, "ram", NULL);
 
-    sbx_snapshot_inputs_compute(&in, image_id, profile, strlen(profile), "QEMU 7.2", "recipe");
+    sbx_snapshot_inputs_compute(&in, image_id, profile_name, profile, strlen(profile), "QEMU 7.2",
+                                "recipe");
     g_autofree char *json = sbx_snapshot_inputs_to_json(&in);
     assert_int_equal(g_mkdir_with_parents(dir, 0700), 0);
     assert_true(g_file_set_contents(path, json, -1, NULL));
@@ -233,8 +246,9 @@ static gboolean exists(const char *cache, const char *name)
 }
 
 /*
- * The collection after a make removes what a rebuild superseded and nobody uses; it keeps the
- * current snapshot, other profiles of the same image, one held open, and what is not ours.
+ * The collection after a make removes what a rebuild superseded and nobody uses, and the
+ * snapshot of an edited profile (same name, other bytes); it keeps the current snapshot, other
+ * profiles of the same image, one without a recorded name, one held open, and what is not ours.
  */
 static void test_collect(void **state)
 {
@@ -242,11 +256,13 @@ static void test_collect(void **state)
     g_autofree char *cache = g_dir_make_tmp("sbx-snap-gc-XXXXXX", NULL);
     SbxSnapshotInputs cur = {0};
 
-    sbx_snapshot_inputs_compute(&cur, "image-new", "p1", 2, "QEMU 7.2", "recipe");
-    fake_snapshot(cache, cur.key, "image-new", "p1");
-    fake_snapshot(cache, "other-profile", "image-new", "p2");
-    fake_snapshot(cache, "old", "image-old", "p1");
-    fake_snapshot(cache, "old-in-use", "image-old", "p2");
+    sbx_snapshot_inputs_compute(&cur, "image-new", "one", "p1", 2, "QEMU 7.2", "recipe");
+    fake_snapshot(cache, cur.key, "image-new", "one", "p1");
+    fake_snapshot(cache, "other-profile", "image-new", "two", "p2");
+    fake_snapshot(cache, "edited", "image-new", "one", "p1 before an edit");
+    fake_snapshot(cache, "no-name", "image-new", NULL, "p1 before an edit");
+    fake_snapshot(cache, "old", "image-old", "one", "p1");
+    fake_snapshot(cache, "old-in-use", "image-old", "two", "p2");
     g_autofree char *junk = g_build_filename(cache, "not-a-snapshot", NULL);
     assert_int_equal(mkdir(junk, 0700), 0);
 
@@ -255,9 +271,11 @@ static void test_collect(void **state)
     int fd = open(held, O_RDONLY | O_CLOEXEC);
     assert_true(fd >= 0 && flock(fd, LOCK_SH) == 0);
 
-    assert_int_equal(sbx_snapshot_collect(cache, &cur), 1);
+    assert_int_equal(sbx_snapshot_collect(cache, &cur), 2);
     assert_true(exists(cache, cur.key));
     assert_true(exists(cache, "other-profile"));
+    assert_false(exists(cache, "edited"));
+    assert_true(exists(cache, "no-name"));
     assert_false(exists(cache, "old"));
     assert_true(exists(cache, "old-in-use"));
     assert_true(exists(cache, "not-a-snapshot"));
@@ -266,7 +284,7 @@ static void test_collect(void **state)
     assert_int_equal(sbx_snapshot_collect(cache, &cur), 1);
     assert_false(exists(cache, "old-in-use"));
 
-    const char *left[] = {cur.key, "other-profile", "not-a-snapshot"};
+    const char *left[] = {cur.key, "other-profile", "no-name", "not-a-snapshot"};
     for (gsize i = 0; i < G_N_ELEMENTS(left); i++) {
         g_autofree char *dir = g_build_filename(cache, left[i], NULL);
         g_autofree char *in = g_build_filename(dir, "inputs.json", NULL);
