@@ -68,3 +68,9 @@ char **sbx_qemu_argv(const SbxProfile *profile, const SbxImage *image, const Sbx
 
 /** @s with every ',' doubled, as QEMU's option syntax wants inside a value (paths). */
 char *sbx_qemu_escape_opt(const char *s);
+
+/*
+ * The first line of `$SANDBOX_QEMU --version` (qemu-version.c). Kept in @cache_dir (may be
+ * NULL: not kept) for as long as the binary is the same file.
+ */
+char *sbx_qemu_version(const char *cache_dir, GError **error);

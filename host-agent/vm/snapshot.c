@@ -81,30 +81,9 @@ static gboolean fail(GError **error, const char *fmt, ...)
 /* ---- inputs -------------------------------------------------------------------------------- */
 
 /* `qemu --version`'s first line; once per process (the binary does not change under us). */
-static char *qemu_version(GError **error)
-{
-    static char *cached;
-    g_autofree char *qemu = sbx_paths_qemu();
-    g_autofree char *out = NULL;
-    const char *argv[] = {qemu, "--version", NULL};
-    int status = 0;
-
-    if (cached)
-        return g_strdup(cached);
-    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_STDERR_TO_DEV_NULL,
-                      NULL, NULL, &out, NULL, &status, error))
-        return NULL;
-    if (!g_spawn_check_wait_status(status, NULL) || !out || !*out) {
-        fail(error, "%s --version failed", qemu);
-        return NULL;
-    }
-    out[strcspn(out, "\n")] = '\0';
-    cached = g_strdup(out);
-    return g_strdup(cached);
-}
-
+/* The inputs of @profile + @image on this host; @cache (may be NULL) keeps QEMU's version. */
 static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image,
-                               SbxSnapshotInputs *out, GError **error)
+                               const char *cache, SbxSnapshotInputs *out, GError **error)
 {
     g_autofree char *version = NULL, *text = NULL, *recipe = NULL;
     gsize len = 0;
@@ -113,7 +92,7 @@ static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image,
 
     if (!sbx_qemu_resolve_accel(profile, &accel, error) || !sbx_tsc_host_khz(&tsc, NULL, error))
         return FALSE;
-    if (!(version = qemu_version(error)))
+    if (!(version = sbx_qemu_version(cache, error)))
         return FALSE;
     if (!g_file_get_contents(sbx_profile_path(profile), &text, &len, error))
         return FALSE;
@@ -166,10 +145,11 @@ static SbxSnapshot *open_checked(const char *dir, const SbxSnapshotInputs *curre
 SbxSnapshot *sbx_snapshot_open(const char *dir, const SbxProfile *profile, const SbxImage *image,
                                GError **error)
 {
+    g_autofree char *cache = g_path_get_dirname(dir);
     SbxSnapshotInputs current;
     SbxSnapshot *snap;
 
-    if (!current_inputs(profile, image, &current, error))
+    if (!current_inputs(profile, image, cache, &current, error))
         return NULL;
     snap = open_checked(dir, &current, error);
     sbx_snapshot_inputs_clear(&current);
@@ -631,7 +611,7 @@ SbxSnapshot *sbx_snapshot_ensure(const SbxProfile *profile, const SbxImage *imag
     SbxSnapshot *snap = NULL;
     gboolean made = FALSE;
 
-    if (!current_inputs(profile, image, &current, error))
+    if (!current_inputs(profile, image, cache, &current, error))
         return NULL;
     dir = g_build_filename(cache, current.key, NULL);
     done = g_build_filename(dir, "inputs.json", NULL);

@@ -297,6 +297,70 @@ static void test_collect(void **state)
     sbx_snapshot_inputs_clear(&cur);
 }
 
+/* Lines in @path: how many times the fake QEMU below ran. */
+static guint runs(const char *path)
+{
+    g_autofree char *text = NULL;
+    guint n = 0;
+
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return 0;
+    for (const char *p = text; *p; p++)
+        n += *p == '\n';
+    return n;
+}
+
+/*
+ * QEMU's version is asked once and then read from the cache dir while the binary is the same
+ * file; a changed binary (here: its modification time) is asked again; without a cache dir,
+ * every time.
+ */
+static void test_qemu_version_cached(void **state)
+{
+    (void)state;
+    g_autofree char *tmp = g_dir_make_tmp("sbx-qemu-version-XXXXXX", NULL);
+    g_autofree char *qemu = g_build_filename(tmp, "qemu", NULL);
+    g_autofree char *count = g_build_filename(tmp, "runs", NULL);
+    g_autofree char *cache = g_build_filename(tmp, "cache", NULL);
+    g_autofree char *kept = g_build_filename(cache, ".qemu-version", NULL);
+    g_autofree char *script = g_strdup_printf(
+        "#!/bin/sh\necho x >> '%s'\necho 'QEMU emulator version 9.9.9'\necho second line\n", count);
+    g_autoptr(GError) error = NULL;
+
+    assert_true(g_file_set_contents(qemu, script, -1, NULL));
+    assert_int_equal(chmod(qemu, 0700), 0);
+    assert_int_equal(mkdir(cache, 0700), 0);
+    g_setenv("SANDBOX_QEMU", qemu, TRUE);
+
+    for (int i = 0; i < 3; i++) {
+        g_autofree char *v = sbx_qemu_version(cache, &error);
+        assert_non_null(v);
+        assert_string_equal(v, "QEMU emulator version 9.9.9");
+    }
+    assert_int_equal(runs(count), 1);
+
+    struct timespec later[2] = {{0, UTIME_OMIT}, {1000000000, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, qemu, later, 0), 0);
+    g_autofree char *v2 = sbx_qemu_version(cache, &error);
+    assert_string_equal(v2, "QEMU emulator version 9.9.9");
+    assert_int_equal(runs(count), 2);
+
+    g_autofree char *v3 = sbx_qemu_version(NULL, &error);
+    assert_non_null(v3);
+    assert_int_equal(runs(count), 3);
+
+    g_setenv("SANDBOX_QEMU", "/nonexistent/qemu", TRUE);
+    assert_null(sbx_qemu_version(cache, &error));
+    assert_non_null(strstr(error->message, "not found"));
+    g_unsetenv("SANDBOX_QEMU");
+
+    unlink(kept);
+    rmdir(cache);
+    unlink(qemu);
+    unlink(count);
+    assert_int_equal(rmdir(tmp), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_recipe_is_stable),
         cmocka_unit_test(test_recipe_covers_the_channel),
         cmocka_unit_test(test_collect),
+        cmocka_unit_test(test_qemu_version_cached),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
