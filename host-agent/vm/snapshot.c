@@ -80,7 +80,6 @@ static gboolean fail(GError **error, const char *fmt, ...)
 
 /* ---- inputs -------------------------------------------------------------------------------- */
 
-/* `qemu --version`'s first line; once per process (the binary does not change under us). */
 /* The inputs of @profile + @image on this host; @cache (may be NULL) keeps QEMU's version. */
 static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image,
                                const char *cache, SbxSnapshotInputs *out, GError **error)
@@ -145,11 +144,11 @@ static SbxSnapshot *open_checked(const char *dir, const SbxSnapshotInputs *curre
 SbxSnapshot *sbx_snapshot_open(const char *dir, const SbxProfile *profile, const SbxImage *image,
                                GError **error)
 {
-    g_autofree char *cache = g_path_get_dirname(dir);
     SbxSnapshotInputs current;
     SbxSnapshot *snap;
 
-    if (!current_inputs(profile, image, cache, &current, error))
+    /* @dir may be anywhere: QEMU's version is not kept next to it. */
+    if (!current_inputs(profile, image, NULL, &current, error))
         return NULL;
     snap = open_checked(dir, &current, error);
     sbx_snapshot_inputs_clear(&current);
