@@ -28,6 +28,14 @@ export function encode(head, key, jsonText) {
     return frame;
 }
 
+// The body length a frame's 4-byte header announces; one the agent never sends is an error.
+function bodyLength(head) {
+    const len = head.readUInt32BE(0);
+    if (len === 0 || len > FRAME_MAX)
+        throw new Error(`runner channel: bad frame length ${len}`);
+    return len;
+}
+
 // @n bytes from @fd (blocking), or null at the end of the stream.
 function readExactly(fd, n) {
     const buf = Buffer.allocUnsafe(n);
@@ -45,10 +53,7 @@ export function readFrameSync(fd) {
     const head = readExactly(fd, 4);
     if (head === null)
         return null;
-    const len = head.readUInt32BE(0);
-    if (len === 0 || len > FRAME_MAX)
-        throw new Error(`runner channel: bad frame length ${len}`);
-    const body = readExactly(fd, len);
+    const body = readExactly(fd, bodyLength(head));
     return body === null ? null : JSON.parse(body.toString('utf8'));
 }
 
@@ -92,10 +97,7 @@ export class Channel {
             if (this.#need === 0) {
                 if (this.#have < 4)
                     return;
-                const len = this.#join().readUInt32BE(0);
-                if (len === 0 || len > FRAME_MAX)
-                    throw new Error(`runner channel: bad frame length ${len}`);
-                this.#need = 4 + len;
+                this.#need = 4 + bodyLength(this.#join());
             }
             if (this.#have < this.#need)
                 return;

@@ -31,8 +31,10 @@ static char *read_cached(const char *file, const char *id)
 {
     g_autofree char *text = NULL;
     gsize len = 0;
+    struct stat st;
 
-    if (!g_file_get_contents(file, &text, &len, NULL) || len > VERSION_FILE_MAX ||
+    if (stat(file, &st) < 0 || st.st_size > VERSION_FILE_MAX ||
+        !g_file_get_contents(file, &text, &len, NULL) || len > VERSION_FILE_MAX ||
         strlen(text) != len)
         return NULL;
     g_auto(GStrv) lines = g_strsplit(text, "\n", 3);
