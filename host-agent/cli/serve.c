@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -31,8 +32,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 #define SERVE_POOL_DEFAULT 2
 
 /*
- * Largest --pool, over all the profiles (--pool times the number of profiles): each pooled VM
- * holds ~117 MB of RAM copy plus QEMU's own memory, whichever profile it is of.
+ * Largest sum of the pools' sizes over all the profiles: each pooled VM holds ~117 MB of RAM
+ * copy plus QEMU's own memory, whichever profile it is of.
  */
 #define SERVE_POOL_MAX 32
 
@@ -86,14 +87,16 @@ typedef struct {
     SbxSnapshot *snapshot;
     SbxPoolVmFactory *factory;
     SbxPool *pool;
-    guint running; /* runs of this profile started and not finished */
+    guint pool_size; /* VMs kept ready (--pool) */
+    guint running;   /* runs of this profile started and not finished */
 } ServeProfile;
 
 struct Serve {
     SbxCli *cli;
     char *socket_opt;
     char **profile_names; /* --profile, in order; NULL: SERVE_PROFILE_DEFAULT */
-    gint pool_size;
+    char **pool_opts;     /* --pool N (every profile) and --pool NAME=N (one), as given */
+    guint pool_sizes[SERVE_PROFILES_MAX]; /* per profile, in the order of profile_names */
     gboolean no_warm_up;
     gint prestart;
     char *socket_path;
@@ -400,11 +403,11 @@ static void append_profile_status(GString *m, Serve *srv, ServeProfile *sp)
     profile_pids(srv, sp, ready, running);
     g_string_append_printf(
         m,
-        "\"profile\":\"%s\",\"pool_size\":%d,"
+        "\"profile\":\"%s\",\"pool_size\":%u,"
         "\"ready\":%u,\"starting\":%u,\"waiting\":%u,\"running\":%u,"
         "\"started_total\":%" G_GUINT64_FORMAT ",\"failed_total\":%" G_GUINT64_FORMAT
         ",\"dropped_total\":%" G_GUINT64_FORMAT ",\"claimed_total\":%" G_GUINT64_FORMAT,
-        sbx_profile_name(sp->profile), srv->pool_size, st.ready, st.starting, st.waiting,
+        sbx_profile_name(sp->profile), sp->pool_size, st.ready, st.starting, st.waiting,
         sp->running, st.started_total, st.failed_total, st.dropped_total, st.claimed_total);
     append_pids(m, "ready_pids", ready);
     append_pids(m, "running_pids", running);
@@ -661,12 +664,82 @@ static void on_signal(SbxCli *cli, gpointer data)
 
 /* ---- the verb ------------------------------------------------------------------------- */
 
+/* The pooled profiles' names, in order: --profile's, or the default. */
+static const char *const *pooled_names(const Serve *srv)
+{
+    static const char *const fallback[] = {SERVE_PROFILE_DEFAULT, NULL};
+
+    return srv->profile_names != NULL ? (const char *const *)srv->profile_names : fallback;
+}
+
+static gboolean bad_value(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static gboolean bad_value(GError **error, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error_literal(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, msg);
+    return FALSE;
+}
+
+/*
+ * --pool: N for every profile, NAME=N for one of the pooled profiles (each at most once); the
+ * sizes into srv->pool_sizes, in the order of pooled_names(). Their sum is capped: the memory
+ * is the server's, whatever the profile.
+ */
+static gboolean parse_pool_sizes(Serve *srv, GError **error)
+{
+    const char *const *names = pooled_names(srv);
+    guint n = g_strv_length((char **)names);
+    guint64 every = SERVE_POOL_DEFAULT, one[SERVE_PROFILES_MAX], total = 0;
+    gboolean every_given = FALSE, given[SERVE_PROFILES_MAX] = {FALSE};
+
+    for (char **o = srv->pool_opts; o != NULL && *o != NULL; o++) {
+        const char *eq = strchr(*o, '=');
+        g_autofree char *name = eq != NULL ? g_strndup(*o, (gsize)(eq - *o)) : NULL;
+        guint64 v;
+        guint i = 0;
+
+        if (!g_ascii_string_to_unsigned(eq != NULL ? eq + 1 : *o, 10, 0, SERVE_POOL_MAX, &v,
+                                        NULL))
+            return bad_value(error, "--pool %s: not a number from 0 to %d", *o, SERVE_POOL_MAX);
+        if (name == NULL) {
+            if (every_given)
+                return bad_value(error, "--pool N given twice");
+            every_given = TRUE;
+            every = v;
+            continue;
+        }
+        while (i < n && strcmp(names[i], name) != 0)
+            i++;
+        if (i == n)
+            return bad_value(error, "--pool %s: \"%s\" is not a pooled profile (--profile)", *o,
+                             name);
+        if (given[i])
+            return bad_value(error, "--pool %s=N given twice", name);
+        given[i] = TRUE;
+        one[i] = v;
+    }
+    for (guint i = 0; i < n; i++) {
+        srv->pool_sizes[i] = (guint)(given[i] ? one[i] : every);
+        total += srv->pool_sizes[i];
+    }
+    if (total > SERVE_POOL_MAX)
+        return bad_value(error, "the pools would keep %" G_GUINT64_FORMAT " VMs, at most %d",
+                         total, SERVE_POOL_MAX);
+    return TRUE;
+}
+
 static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
 {
     const GOptionEntry entries[] = {
         {"socket", 's', 0, G_OPTION_ARG_FILENAME, &srv->socket_opt,
          "Unix socket (default: $XDG_RUNTIME_DIR/sandbox/sandbox.sock)", "PATH"},
-        {"pool", 'n', 0, G_OPTION_ARG_INT, &srv->pool_size, "VMs kept ready (default: 2)", "N"},
+        {"pool", 'n', 0, G_OPTION_ARG_STRING_ARRAY, &srv->pool_opts,
+         "VMs kept ready: N for every profile (default: 2), NAME=N for one (repeatable)",
+         "[NAME=]N"},
         {"profile", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &srv->profile_names,
          "Machine profile of a pool (repeat for more; the first serves requests without one; "
          "default: " SERVE_PROFILE_DEFAULT ")",
@@ -690,13 +763,12 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
      * The caps are on the totals (divided: no overflow): the memory they bound is the server's,
      * whatever the profile.
      */
-    if (argc != 1 || n > SERVE_PROFILES_MAX || srv->pool_size < 0 ||
-        srv->pool_size > SERVE_POOL_MAX / n || srv->prestart < 0 ||
+    if (argc != 1 || n > SERVE_PROFILES_MAX || srv->prestart < 0 ||
         srv->prestart > SBX_PRESTART_MAX / n) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "usage: sandbox serve [--socket PATH] [--pool N] [--prestart N] "
-                    "[--profile NAME]... [--no-warm-up] (up to %d profiles; --pool times the "
-                    "profiles at most %d, --prestart times the profiles at most %d)",
+                    "usage: sandbox serve [--socket PATH] [--pool [NAME=]N]... [--prestart N] "
+                    "[--profile NAME]... [--no-warm-up] (up to %d profiles; the pools at most "
+                    "%d VMs together, --prestart times the profiles at most %d)",
                     SERVE_PROFILES_MAX, SERVE_POOL_MAX, SBX_PRESTART_MAX);
         return FALSE;
     }
@@ -708,6 +780,8 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
             return FALSE;
         }
     }
+    if (!parse_pool_sizes(srv, error))
+        return FALSE;
     srv->socket_path = sbx_serve_socket_path(srv->socket_opt);
     return TRUE;
 }
@@ -724,6 +798,7 @@ static gboolean load_profile(Serve *srv, const char *name, GError **error)
     SbxSnapshotOptions so = {.on_make = on_make_snapshot};
     ServeProfile *sp = &srv->profiles[srv->n_profiles];
 
+    sp->pool_size = srv->pool_sizes[srv->n_profiles];
     sp->profile = sbx_profile_load_named(NULL, name, error);
     if (sp->profile == NULL) {
         return FALSE;
@@ -736,9 +811,7 @@ static gboolean load_profile(Serve *srv, const char *name, GError **error)
 /* Image, then each profile and its snapshot (made first if missing: blocks, before the loop). */
 static gboolean load_vm_inputs(Serve *srv, GError **error)
 {
-    static const char *const fallback[] = {SERVE_PROFILE_DEFAULT, NULL};
-    const char *const *names =
-        srv->profile_names != NULL ? (const char *const *)srv->profile_names : fallback;
+    const char *const *names = pooled_names(srv);
 
     srv->image = sbx_image_open(NULL, error);
     if (srv->image == NULL) {
@@ -755,7 +828,7 @@ static gboolean load_vm_inputs(Serve *srv, GError **error)
 /* @sp's factory (with its pre-started QEMUs) and pool; its first starts come from the loop. */
 static void start_pool(Serve *srv, ServeProfile *sp)
 {
-    SbxPoolConfig cfg = {.size = (guint)srv->pool_size, .refill_delay_ms = SERVE_REFILL_DELAY_MS};
+    SbxPoolConfig cfg = {.size = sp->pool_size, .refill_delay_ms = SERVE_REFILL_DELAY_MS};
 
     sp->factory = sbx_pool_vm_factory_new(sp->profile, srv->image, sp->snapshot);
     sbx_pool_vm_factory_set_warm_up(sp->factory, !srv->no_warm_up);
@@ -772,7 +845,6 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
 
     srv->cli = cli;
     srv->listen_fd = -1;
-    srv->pool_size = SERVE_POOL_DEFAULT;
     srv->prestart = SERVE_PRESTART_DEFAULT;
     g_queue_init(&srv->waiting);
     srv->approvals = sbx_approvals_new();
@@ -787,13 +859,14 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
     g_autoptr(GString) names = g_string_new(NULL);
     for (guint i = 0; i < srv->n_profiles; i++) {
         start_pool(srv, &srv->profiles[i]);
-        g_string_append_printf(names, "%s%s", i > 0 ? ", " : "",
-                               sbx_profile_name(srv->profiles[i].profile));
+        g_string_append_printf(names, "%s%s %u", i > 0 ? ", " : "",
+                               sbx_profile_name(srv->profiles[i].profile),
+                               srv->profiles[i].pool_size);
     }
     cli->on_signal = on_signal;
     cli->data = srv;
-    fprintf(stderr, "sandbox serve: listening on %s (pools of %d VMs: %s)\n", srv->socket_path,
-            srv->pool_size, names->str);
+    fprintf(stderr, "sandbox serve: listening on %s (VMs kept ready: %s)\n", srv->socket_path,
+            names->str);
     return -1;
 }
 
@@ -830,6 +903,7 @@ static void serve_cleanup(SbxCli *cli)
     sbx_image_free(srv->image);
     g_free(srv->socket_opt);
     g_strfreev(srv->profile_names);
+    g_strfreev(srv->pool_opts);
     g_free(srv->socket_path);
     g_free(srv->socket_dir);
     g_free(srv);
