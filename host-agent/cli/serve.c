@@ -88,6 +88,7 @@ typedef struct {
     SbxPoolVmFactory *factory;
     SbxPool *pool;
     guint pool_size; /* VMs kept ready (--pool) */
+    guint prestart;  /* QEMUs kept started (--prestart) */
     guint running;   /* runs of this profile started and not finished */
 } ServeProfile;
 
@@ -96,9 +97,11 @@ struct Serve {
     char *socket_opt;
     char **profile_names; /* --profile, in order; NULL: SERVE_PROFILE_DEFAULT */
     char **pool_opts;     /* --pool N (every profile) and --pool NAME=N (one), as given */
-    guint pool_sizes[SERVE_PROFILES_MAX]; /* per profile, in the order of profile_names */
+    char **prestart_opts; /* --prestart, the same way */
+    /* Per profile, in the order of pooled_names(), from the two above. */
+    guint pool_sizes[SERVE_PROFILES_MAX];
+    guint prestarts[SERVE_PROFILES_MAX];
     gboolean no_warm_up;
-    gint prestart;
     char *socket_path;
     char *socket_dir;
     gboolean made_dir;
@@ -411,7 +414,7 @@ static void append_profile_status(GString *m, Serve *srv, ServeProfile *sp)
         sp->running, st.started_total, st.failed_total, st.dropped_total, st.claimed_total);
     append_pids(m, "ready_pids", ready);
     append_pids(m, "running_pids", running);
-    g_string_append_printf(m, ",\"prestart\":%d", srv->prestart);
+    g_string_append_printf(m, ",\"prestart\":%u", sp->prestart);
     append_pids(m, "prestarted_pids", pre);
 }
 
@@ -685,29 +688,30 @@ static gboolean bad_value(GError **error, const char *fmt, ...)
 }
 
 /*
- * --pool: N for every profile, NAME=N for one of the pooled profiles (each at most once); the
- * sizes into srv->pool_sizes, in the order of pooled_names(). Their sum is capped: the memory
- * is the server's, whatever the profile.
+ * An option given as N (every pooled profile) and NAME=N (the pooled profile NAME; each form
+ * at most once per profile), e.g. --pool: the values into @sizes, in the order of
+ * pooled_names(), @dflt where none applies. Each value and their sum are at most @max: the
+ * memory they bound is the server's, whatever the profile.
  */
-static gboolean parse_pool_sizes(Serve *srv, GError **error)
+static gboolean parse_sizes(const Serve *srv, const char *option, char **opts, guint dflt,
+                            guint max, guint *sizes, GError **error)
 {
     const char *const *names = pooled_names(srv);
     guint n = g_strv_length((char **)names);
-    guint64 every = SERVE_POOL_DEFAULT, one[SERVE_PROFILES_MAX], total = 0;
+    guint64 every = dflt, one[SERVE_PROFILES_MAX], total = 0;
     gboolean every_given = FALSE, given[SERVE_PROFILES_MAX] = {FALSE};
 
-    for (char **o = srv->pool_opts; o != NULL && *o != NULL; o++) {
+    for (char **o = opts; o != NULL && *o != NULL; o++) {
         const char *eq = strchr(*o, '=');
         g_autofree char *name = eq != NULL ? g_strndup(*o, (gsize)(eq - *o)) : NULL;
         guint64 v;
         guint i = 0;
 
-        if (!g_ascii_string_to_unsigned(eq != NULL ? eq + 1 : *o, 10, 0, SERVE_POOL_MAX, &v,
-                                        NULL))
-            return bad_value(error, "--pool %s: not a number from 0 to %d", *o, SERVE_POOL_MAX);
+        if (!g_ascii_string_to_unsigned(eq != NULL ? eq + 1 : *o, 10, 0, max, &v, NULL))
+            return bad_value(error, "%s %s: not a number from 0 to %u", option, *o, max);
         if (name == NULL) {
             if (every_given)
-                return bad_value(error, "--pool N given twice");
+                return bad_value(error, "%s N given twice", option);
             every_given = TRUE;
             every = v;
             continue;
@@ -715,20 +719,20 @@ static gboolean parse_pool_sizes(Serve *srv, GError **error)
         while (i < n && strcmp(names[i], name) != 0)
             i++;
         if (i == n)
-            return bad_value(error, "--pool %s: \"%s\" is not a pooled profile (--profile)", *o,
-                             name);
+            return bad_value(error, "%s %s: \"%s\" is not a pooled profile (--profile)", option,
+                             *o, name);
         if (given[i])
-            return bad_value(error, "--pool %s=N given twice", name);
+            return bad_value(error, "%s %s=N given twice", option, name);
         given[i] = TRUE;
         one[i] = v;
     }
     for (guint i = 0; i < n; i++) {
-        srv->pool_sizes[i] = (guint)(given[i] ? one[i] : every);
-        total += srv->pool_sizes[i];
+        sizes[i] = (guint)(given[i] ? one[i] : every);
+        total += sizes[i];
     }
-    if (total > SERVE_POOL_MAX)
-        return bad_value(error, "the pools would keep %" G_GUINT64_FORMAT " VMs, at most %d",
-                         total, SERVE_POOL_MAX);
+    if (total > max)
+        return bad_value(error, "%s: %" G_GUINT64_FORMAT " over all the profiles, at most %u",
+                         option, total, max);
     return TRUE;
 }
 
@@ -744,8 +748,10 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
          "Machine profile of a pool (repeat for more; the first serves requests without one; "
          "default: " SERVE_PROFILE_DEFAULT ")",
          "NAME"},
-        {"prestart", 'q', 0, G_OPTION_ARG_INT, &srv->prestart,
-         "QEMUs kept started for restores on demand (default: 1)", "N"},
+        {"prestart", 'q', 0, G_OPTION_ARG_STRING_ARRAY, &srv->prestart_opts,
+         "QEMUs kept started for restores on demand: N for every profile (default: 1), NAME=N "
+         "for one (repeatable)",
+         "[NAME=]N"},
         {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
          "Offer pooled VMs without the runners' warm-up after the restore (for comparison)",
          NULL},
@@ -763,13 +769,12 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
      * The caps are on the totals (divided: no overflow): the memory they bound is the server's,
      * whatever the profile.
      */
-    if (argc != 1 || n > SERVE_PROFILES_MAX || srv->prestart < 0 ||
-        srv->prestart > SBX_PRESTART_MAX / n) {
+    if (argc != 1 || n > SERVE_PROFILES_MAX) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "usage: sandbox serve [--socket PATH] [--pool [NAME=]N]... [--prestart N] "
-                    "[--profile NAME]... [--no-warm-up] (up to %d profiles; the pools at most "
-                    "%d VMs together, --prestart times the profiles at most %d)",
-                    SERVE_PROFILES_MAX, SERVE_POOL_MAX, SBX_PRESTART_MAX);
+                    "usage: sandbox serve [--socket PATH] [--pool [NAME=]N]... "
+                    "[--prestart [NAME=]N]... [--profile NAME]... [--no-warm-up] (up to %d "
+                    "profiles)",
+                    SERVE_PROFILES_MAX);
         return FALSE;
     }
     for (gint i = 0; i < n && srv->profile_names != NULL; i++) {
@@ -780,7 +785,10 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
             return FALSE;
         }
     }
-    if (!parse_pool_sizes(srv, error))
+    if (!parse_sizes(srv, "--pool", srv->pool_opts, SERVE_POOL_DEFAULT, SERVE_POOL_MAX,
+                     srv->pool_sizes, error) ||
+        !parse_sizes(srv, "--prestart", srv->prestart_opts, SERVE_PRESTART_DEFAULT,
+                     SBX_PRESTART_MAX, srv->prestarts, error))
         return FALSE;
     srv->socket_path = sbx_serve_socket_path(srv->socket_opt);
     return TRUE;
@@ -799,6 +807,7 @@ static gboolean load_profile(Serve *srv, const char *name, GError **error)
     ServeProfile *sp = &srv->profiles[srv->n_profiles];
 
     sp->pool_size = srv->pool_sizes[srv->n_profiles];
+    sp->prestart = srv->prestarts[srv->n_profiles];
     sp->profile = sbx_profile_load_named(NULL, name, error);
     if (sp->profile == NULL) {
         return FALSE;
@@ -832,7 +841,7 @@ static void start_pool(Serve *srv, ServeProfile *sp)
 
     sp->factory = sbx_pool_vm_factory_new(sp->profile, srv->image, sp->snapshot);
     sbx_pool_vm_factory_set_warm_up(sp->factory, !srv->no_warm_up);
-    sbx_pool_vm_factory_set_prestart(sp->factory, (guint)srv->prestart);
+    sbx_pool_vm_factory_set_prestart(sp->factory, sp->prestart);
     /* The factory reports to the pool. */
     sp->pool = sbx_pool_new(&sbx_pool_vm_ops, sp->factory, &cfg);
     sbx_pool_vm_factory_set_pool(sp->factory, sp->pool);
@@ -845,7 +854,6 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
 
     srv->cli = cli;
     srv->listen_fd = -1;
-    srv->prestart = SERVE_PRESTART_DEFAULT;
     g_queue_init(&srv->waiting);
     srv->approvals = sbx_approvals_new();
     if (!parse_options(srv, argc, argv, &error)) {
@@ -904,6 +912,7 @@ static void serve_cleanup(SbxCli *cli)
     g_free(srv->socket_opt);
     g_strfreev(srv->profile_names);
     g_strfreev(srv->pool_opts);
+    g_strfreev(srv->prestart_opts);
     g_free(srv->socket_path);
     g_free(srv->socket_dir);
     g_free(srv);
