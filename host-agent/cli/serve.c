@@ -765,10 +765,7 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
         return FALSE;
     }
     gint n = srv->profile_names != NULL ? (gint)g_strv_length(srv->profile_names) : 1;
-    /*
-     * The caps are on the totals (divided: no overflow): the memory they bound is the server's,
-     * whatever the profile.
-     */
+    /* parse_sizes() below relies on this bound (and caps --pool and --prestart itself). */
     if (argc != 1 || n > SERVE_PROFILES_MAX) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "usage: sandbox serve [--socket PATH] [--pool [NAME=]N]... "
