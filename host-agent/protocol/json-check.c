@@ -1,9 +1,9 @@
 /*
- * Byte-level and tree-level checks that make cJSON's lenient parser safe for hostile input.
+ * Byte-level checks that make cJSON's lenient parser safe for hostile input (json.c walks the
+ * tree for the rest).
  */
 #include "json-check.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,6 +73,30 @@ typedef struct {
     bool in_string;
 } Scan;
 
+/* The characters that may follow a backslash in a string (RFC 8259). */
+static bool is_escape(unsigned char c)
+{
+    switch (c) {
+    case '"':
+    case '\\':
+    case '/':
+    case 'b':
+    case 'f':
+    case 'n':
+    case 'r':
+    case 't':
+    case 'u':
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool is_hex(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
 /* One byte inside a string; escapes are consumed whole. Returns NULL or the reason. */
 static char *scan_string_byte(Scan *sc)
 {
@@ -82,10 +106,18 @@ static char *scan_string_byte(Scan *sc)
         return sbx_strdup_printf("byte %zu: control character in a string", sc->i);
     if (c == '"') {
         sc->in_string = false;
-    } else if (c == '\\' && sc->i + 1 < sc->len) {
-        if (sc->s[sc->i + 1] == 'u' && sc->len - sc->i >= 6 &&
-            memcmp(sc->s + sc->i + 2, "0000", 4) == 0)
-            return sbx_strdup_printf("byte %zu: \\u0000 in a string is not allowed", sc->i);
+    } else if (c == '\\') {
+        /* cJSON reads a \u escape whose four bytes are not all hex digits as U+0000, and so
+         * cuts the string there ("rm\uZZZZ -rf /" would be "rm"): check every escape here. */
+        if (sc->i + 1 >= sc->len || !is_escape(sc->s[sc->i + 1]))
+            return sbx_strdup_printf("byte %zu: invalid escape in a string", sc->i);
+        if (sc->s[sc->i + 1] == 'u') {
+            if (sc->len - sc->i < 6 || !is_hex(sc->s[sc->i + 2]) || !is_hex(sc->s[sc->i + 3]) ||
+                !is_hex(sc->s[sc->i + 4]) || !is_hex(sc->s[sc->i + 5]))
+                return sbx_strdup_printf("byte %zu: \\u needs four hex digits", sc->i);
+            if (memcmp(sc->s + sc->i + 2, "0000", 4) == 0)
+                return sbx_strdup_printf("byte %zu: \\u0000 in a string is not allowed", sc->i);
+        }
         sc->i++; /* the escaped character is never a quote that ends the string */
     }
     return NULL;
@@ -122,6 +154,68 @@ static char *scan_structure_byte(Scan *sc)
     return NULL;
 }
 
+static bool is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Where the digits starting at @i end. */
+static size_t skip_digits(const unsigned char *s, size_t len, size_t i)
+{
+    while (i < len && is_digit(s[i]))
+        i++;
+    return i;
+}
+
+/*
+ * The number token at sc->i, by RFC 8259's grammar:
+ *   -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+ * cJSON hands anything strtod takes to strtod ("01", "1.", "-.5"); what the host forwards as
+ * text must be JSON its reader's own parser takes, so the grammar is checked here. Leaves sc->i
+ * on the token's last byte. Returns NULL or the reason.
+ */
+static char *scan_number(Scan *sc)
+{
+    const unsigned char *s = sc->s;
+    size_t start = sc->i, i = sc->i, exp_start;
+
+    if (s[i] == '-')
+        i++;
+    if (i < sc->len && s[i] == '0')
+        i++;
+    else if (i < sc->len && is_digit(s[i]))
+        i = skip_digits(s, sc->len, i);
+    else
+        goto bad;
+    if (i < sc->len && s[i] == '.') {
+        if (i + 1 >= sc->len || !is_digit(s[i + 1]))
+            goto bad;
+        i = skip_digits(s, sc->len, i + 1);
+    }
+    if (i < sc->len && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < sc->len && (s[i] == '+' || s[i] == '-'))
+            i++;
+        if (i >= sc->len || !is_digit(s[i]))
+            goto bad;
+        while (i < sc->len && s[i] == '0')
+            i++;
+        exp_start = i;
+        i = skip_digits(s, sc->len, i);
+        if (i - exp_start > SBX_JSON_EXPONENT_DIGITS)
+            return sbx_strdup_printf("byte %zu: a number's exponent has more than %d digits",
+                                     start, SBX_JSON_EXPONENT_DIGITS);
+    }
+    /* "01", "1.2.3", "1e5e5", "1-2": the token goes on where the grammar ended it. */
+    if (i < sc->len && (is_digit(s[i]) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
+                        s[i] == '+' || s[i] == '-'))
+        goto bad;
+    sc->i = i - 1;
+    return NULL;
+bad:
+    return sbx_strdup_printf("byte %zu: not a JSON number (RFC 8259)", start);
+}
+
 bool sbx_json_prescan(const char *text, size_t len, int max_depth, char **ret_error)
 {
     Scan sc = {.s = (const unsigned char *)text, .len = len, .max_depth = max_depth};
@@ -129,8 +223,23 @@ bool sbx_json_prescan(const char *text, size_t len, int max_depth, char **ret_er
     for (sc.i = 0; sc.i < len; sc.i++) {
         char *why;
 
+        if (!sc.in_string && (sc.s[sc.i] == '-' || is_digit(sc.s[sc.i]))) {
+            why = scan_number(&sc);
+            if (why)
+                return fail(ret_error, why);
+            continue;
+        }
         if (sc.s[sc.i] >= 0x80) {
-            size_t n = utf8_seq_len(sc.s + sc.i, len - sc.i);
+            size_t n;
+
+            /* JSON has nothing but ASCII outside strings. cJSON would skip a leading UTF-8
+             * byte order mark, and the text helpers of json.c, which read the text as JSON's
+             * grammar has it, would then cut it in the wrong places. */
+            if (!sc.in_string)
+                return fail(ret_error,
+                            sbx_strdup_printf("byte %zu: not JSON (non-ASCII outside a string)",
+                                              sc.i));
+            n = utf8_seq_len(sc.s + sc.i, len - sc.i);
 
             if (n == 0)
                 return fail(ret_error, sbx_strdup_printf("byte %zu: invalid UTF-8", sc.i));
@@ -141,51 +250,6 @@ bool sbx_json_prescan(const char *text, size_t len, int max_depth, char **ret_er
         if (why)
             return fail(ret_error, why);
     }
-    return true;
-}
-
-static int cmp_names(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Sort the member names of @obj (n of them) and look for two equal neighbours. */
-static bool names_unique(const cJSON *obj, size_t n, char **ret_error)
-{
-    const char **names = malloc(n * sizeof(*names));
-    const cJSON *c;
-    size_t i = 0;
-    bool ok = true;
-
-    if (!names)
-        return fail(ret_error, NULL);
-    cJSON_ArrayForEach(c, obj) names[i++] = c->string;
-    qsort(names, n, sizeof(*names), cmp_names);
-    for (i = 1; i < n && ok; i++)
-        if (strcmp(names[i - 1], names[i]) == 0)
-            ok = fail(ret_error, sbx_strdup_printf("duplicate member name"));
-    free(names);
-    return ok;
-}
-
-bool sbx_json_tree_valid(const cJSON *item, char **ret_error)
-{
-    const cJSON *c;
-    size_t n = 0;
-
-    if (cJSON_IsNumber(item) && !isfinite(item->valuedouble))
-        return fail(ret_error, sbx_strdup_printf("number out of range"));
-    if (!cJSON_IsArray(item) && !cJSON_IsObject(item))
-        return true;
-    /* Recursion is bounded by the nesting limit checked before parsing. */
-    cJSON_ArrayForEach(c, item)
-    {
-        if (!sbx_json_tree_valid(c, ret_error))
-            return false;
-        n++;
-    }
-    if (cJSON_IsObject(item) && n > 1)
-        return names_unique(item, n, ret_error);
     return true;
 }
 

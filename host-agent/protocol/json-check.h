@@ -1,5 +1,5 @@
 /*
- * Checks on JSON text and trees that cJSON does not make itself. Internal to the protocol
+ * Checks on JSON text that cJSON does not make itself (json.c adds those on the tree). Internal to the protocol
  * module (it is the only user of cJSON for the protocol).
  */
 #pragma once
@@ -13,18 +13,12 @@
 /**
  * Check JSON text before cJSON sees it: valid UTF-8 (no overlong forms, surrogates or code
  * points above U+10FFFF), no control characters other than tab, LF and CR outside strings and
- * none inside, no \u0000 escape (cJSON would silently cut the string there), nesting at most
- * @max_depth, at most SBX_JSON_VALUES_MAX values. It does not check the JSON grammar: cJSON does.
+ * none inside, no \u0000 escape (cJSON would silently cut the string there), every number an
+ * RFC 8259 literal with an exponent of at most SBX_JSON_EXPONENT_DIGITS digits, nesting at most
+ * @max_depth, at most SBX_JSON_VALUES_MAX values. The rest of the grammar is cJSON's to check.
  * Returns true, or false with *@ret_error set to a malloc'd reason (if @ret_error is non-NULL).
  */
 bool sbx_json_prescan(const char *text, size_t len, int max_depth, char **ret_error);
-
-/**
- * Check a parsed tree: no object has two members with the same name (I-JSON, RFC 7493: two
- * readers of a message must not see different values), every number is finite (cJSON turns
- * 1e400 into infinity and would print it as null). Returns true, or false with *@ret_error.
- */
-bool sbx_json_tree_valid(const cJSON *item, char **ret_error);
 
 /**
  * Length of the longest prefix of the valid UTF-8 string @s that is at most @max bytes and

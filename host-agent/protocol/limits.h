@@ -77,5 +77,13 @@
  */
 #define SBX_JSON_INT_MAX 9007199254740991ull
 
+/*
+ * Digits of a number literal's exponent, leading zeros aside. Values are compared exactly as
+ * decimals whose exponent is a 64-bit integer (host-agent/protocol/json.h), and 18 digits leave
+ * room in it for the shift by the literal's own length. No runtime holds such a number anyway:
+ * a double ends near 1e308, Python's decimal module defaults to exponents below 1e6.
+ */
+#define SBX_JSON_EXPONENT_DIGITS 18
+
 /* Languages one hello_ok may announce; an agent offering more is confused or hostile. */
 #define SBX_LANGUAGES_MAX 16

@@ -7,6 +7,7 @@
 #include "message.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,11 +16,15 @@
 #include "base64.h"
 #include "cJSON.h"
 #include "json-check.h"
+#include "json.h"
 
 typedef struct {
     const char *where; /* "tool_call", "done.error", ... prefix of error messages */
     int err;           /* 0, -EBADMSG or -ENOMEM */
     char *error;       /* the first failure, malloc'd */
+    const char *text;  /* the payload, and its tree: values are copied from the text */
+    size_t len;
+    const cJSON *root;
 } Dec;
 
 typedef enum { REQUIRED, OPTIONAL } Presence;
@@ -133,19 +138,18 @@ static void get_ident(Dec *d, const cJSON *o, const char *key, Presence p, char 
         *out = check_alloc(d, strdup(s));
 }
 
-/* An integral number in [@min, @max]. Returns false when absent or invalid. */
-static bool get_number(Dec *d, const cJSON *o, const char *key, Presence p, double min, double max,
-                       double *out)
+/* An integer in [@min, @max], decided on its literal (1.0 is 1, 1.0000000000000001 is not).
+ * Returns false when absent or invalid. */
+static bool get_number(Dec *d, const cJSON *o, const char *key, Presence p, int64_t min,
+                       int64_t max, int64_t *out)
 {
     const cJSON *item = member(d, o, key, p);
-    double v;
+    int64_t v;
 
     if (!item)
         return false;
-    v = item->valuedouble;
-    /* The range check comes first: it also rules out infinities before the cast. */
-    if (!cJSON_IsNumber(item) || !(v >= min && v <= max) || v != (double)(int64_t)v) {
-        fail(d, key, "expected an integer %.0f..%.0f", min, max);
+    if (!sbx_json_int64(item, &v) || v < min || v > max) {
+        fail(d, key, "expected an integer %" PRId64 "..%" PRId64, min, max);
         return false;
     }
     *out = v;
@@ -155,7 +159,7 @@ static bool get_number(Dec *d, const cJSON *o, const char *key, Presence p, doub
 static void get_u32(Dec *d, const cJSON *o, const char *key, Presence p, uint32_t min,
                     uint32_t *out)
 {
-    double v;
+    int64_t v;
 
     if (get_number(d, o, key, p, min, UINT32_MAX, &v))
         *out = (uint32_t)v;
@@ -163,9 +167,9 @@ static void get_u32(Dec *d, const cJSON *o, const char *key, Presence p, uint32_
 
 static void get_u53(Dec *d, const cJSON *o, const char *key, Presence p, uint64_t *out)
 {
-    double v;
+    int64_t v;
 
-    if (get_number(d, o, key, p, 0, (double)SBX_JSON_INT_MAX, &v))
+    if (get_number(d, o, key, p, 0, (int64_t)SBX_JSON_INT_MAX, &v))
         *out = (uint64_t)v;
 }
 
@@ -202,8 +206,9 @@ static void get_base64(Dec *d, const cJSON *o, const char *key, size_t min, size
 }
 
 /*
- * Any JSON value, re-printed compact. A required member may be null (null is a value); an
- * optional one that is null is absent unless @null_is_value.
+ * Any JSON value, as the text the peer sent less the whitespace between tokens: never a
+ * re-print, so every number keeps its literal (docs/protocol.md, "Numbers"). A required member
+ * may be null (null is a value); an optional one that is null is absent unless @null_is_value.
  */
 static const cJSON *get_json(Dec *d, const cJSON *o, const char *key, Presence p,
                              bool null_is_value, char **out)
@@ -214,7 +219,7 @@ static const cJSON *get_json(Dec *d, const cJSON *o, const char *key, Presence p
         fail(d, key, "missing");
     if (!item || (p == OPTIONAL && !null_is_value && cJSON_IsNull(item)))
         return NULL;
-    *out = check_alloc(d, cJSON_PrintUnformatted(item));
+    *out = check_alloc(d, sbx_json_member_text(d->text, d->len, d->root, item));
     return item;
 }
 
@@ -245,13 +250,13 @@ static void get_error(Dec *d, const cJSON *o, const char *key, Presence p, SbxEr
 }
 static void decode_hello(Dec *d, const cJSON *o, SbxHello *m)
 {
-    double t;
+    int64_t t;
 
     get_u32(d, o, "version", REQUIRED, 0, &m->version);
     get_nonempty(d, o, "token", SBX_TOKEN_MAX, &m->token);
     get_base64(d, o, "entropy", SBX_ENTROPY_MIN, SBX_ENTROPY_MAX, &m->entropy, &m->entropy_len);
-    if (get_number(d, o, "time_us", REQUIRED, 0, (double)SBX_JSON_INT_MAX, &t))
-        m->time_us = (int64_t)t;
+    if (get_number(d, o, "time_us", REQUIRED, 0, (int64_t)SBX_JSON_INT_MAX, &t))
+        m->time_us = t;
     if (member(d, o, "warm_up", OPTIONAL))
         get_bool(d, o, "warm_up", &m->warm_up);
 }
@@ -333,7 +338,7 @@ static void decode_execute(Dec *d, const cJSON *o, SbxExecute *m)
 {
     const char *lang;
     const cJSON *args;
-    double v;
+    int64_t v;
 
     get_id(d, o, "id", &m->id);
     lang = get_borrowed(d, o, "language", REQUIRED, "a language");
@@ -348,8 +353,8 @@ static void decode_execute(Dec *d, const cJSON *o, SbxExecute *m)
     get_u53(d, o, "output_limit", OPTIONAL, &m->output_limit);
     if (get_number(d, o, "timeout_ms", OPTIONAL, 0, UINT32_MAX, &v))
         m->timeout_ms = (uint32_t)v;
-    if (get_number(d, o, "time_us", OPTIONAL, 1, (double)SBX_JSON_INT_MAX, &v))
-        m->time_us = (int64_t)v;
+    if (get_number(d, o, "time_us", OPTIONAL, 1, (int64_t)SBX_JSON_INT_MAX, &v))
+        m->time_us = v;
     if (member(d, o, "entropy", OPTIONAL))
         get_base64(d, o, "entropy", SBX_ENTROPY_MIN, SBX_ENTROPY_MAX, &m->entropy,
                    &m->entropy_len);
@@ -391,7 +396,7 @@ static void decode_tool_result(Dec *d, const cJSON *o, SbxToolResult *m)
 static void decode_done(Dec *d, const cJSON *o, SbxDone *m)
 {
     const char *status;
-    double v;
+    int64_t v;
 
     get_id(d, o, "id", &m->id);
     status = get_borrowed(d, o, "status", REQUIRED, "a status");
@@ -448,8 +453,7 @@ static void decode_body(Dec *d, const cJSON *o, SbxMsg *m)
 /* Parse @json into a tree whose every byte, number and name has been checked. */
 static cJSON *parse(Dec *d, const char *json, size_t len)
 {
-    char *copy, *why = NULL;
-    const char *end = NULL;
+    char *why = NULL;
     cJSON *root;
 
     if (len == 0 || len > SBX_FRAME_MAX) {
@@ -457,31 +461,12 @@ static cJSON *parse(Dec *d, const char *json, size_t len)
         d->error = sbx_strdup_printf("message: length %zu not in 1..%u", len, SBX_FRAME_MAX);
         return NULL;
     }
-    if (!sbx_json_prescan(json, len, SBX_JSON_DEPTH_MAX, &why)) {
-        d->err = -EBADMSG;
-        d->error = why ? sbx_strdup_printf("message: %s", why) : NULL;
-        free(why);
-        return NULL;
-    }
-    /* The prescan ruled out NUL bytes, so a NUL-terminated copy lets cJSON reject any trailing
-     * bytes after the object, and cJSON never reads past our buffer. */
-    copy = check_alloc(d, malloc(len + 1));
-    if (!copy)
-        return NULL;
-    memcpy(copy, json, len);
-    copy[len] = '\0';
-    root = cJSON_ParseWithOpts(copy, &end, true);
+    root = sbx_json_parse(json, len, SBX_JSON_DEPTH_MAX, &why);
     if (!root) {
-        d->err = -EBADMSG;
-        d->error = sbx_strdup_printf("message: invalid JSON near byte %td", end ? end - copy : 0);
-    } else if (!sbx_json_tree_valid(root, &why)) {
         d->err = why ? -EBADMSG : -ENOMEM;
         d->error = why ? sbx_strdup_printf("message: %s", why) : NULL;
         free(why);
-        cJSON_Delete(root);
-        root = NULL;
     }
-    free(copy);
     return root;
 }
 
@@ -506,13 +491,14 @@ static void decode_root(Dec *d, const cJSON *root, SbxMsg *out)
 
 int sbx_msg_decode(const char *json, size_t len, SbxMsg *out, char **ret_error)
 {
-    Dec d = {.where = "message"};
+    Dec d = {.where = "message", .text = json, .len = len};
     cJSON *root;
 
     memset(out, 0, sizeof(*out));
     if (ret_error)
         *ret_error = NULL;
     root = parse(&d, json, len);
+    d.root = root;
     if (root)
         decode_root(&d, root, out);
     cJSON_Delete(root);

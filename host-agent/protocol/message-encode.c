@@ -16,6 +16,7 @@
 #include "cJSON.h"
 #include "frame.h"
 #include "json-check.h"
+#include "json.h"
 
 typedef struct {
     int err; /* 0, -EINVAL or -ENOMEM */
@@ -157,27 +158,28 @@ static void put_base64(Enc *e, cJSON *o, const char *key, const uint8_t *data, s
 }
 
 /*
- * Embed the JSON text @json. It is checked like a received message, one level shallower since
+ * Embed the JSON text @json as it is, less the whitespace between tokens (never re-printed: a
+ * number keeps its literal). It is checked like a received message, one level shallower since
  * it sits inside the message object.
  */
 static void put_json(Enc *e, cJSON *o, const char *key, const char *json, Presence p,
                      bool array_only)
 {
     cJSON *v;
+    char *text;
 
     if (!string_ok(e, json, p))
         return;
-    if (!sbx_json_prescan(json, strlen(json), SBX_JSON_DEPTH_MAX - 1, NULL)) {
-        invalid(e);
-        return;
-    }
-    v = cJSON_ParseWithOpts(json, NULL, true);
-    if (!v || !sbx_json_tree_valid(v, NULL) || (array_only && !cJSON_IsArray(v))) {
+    v = sbx_json_parse(json, strlen(json), SBX_JSON_DEPTH_MAX - 1, NULL);
+    if (!v || (array_only && !cJSON_IsArray(v))) {
         invalid(e);
         cJSON_Delete(v);
         return;
     }
-    add(e, o, key, v);
+    cJSON_Delete(v);
+    text = sbx_json_minify(json, strlen(json));
+    add(e, o, key, text ? cJSON_CreateRaw(text) : NULL);
+    free(text);
 }
 
 static void put_error(Enc *e, cJSON *o, const char *key, const SbxError *err)
@@ -353,7 +355,7 @@ int sbx_msg_encode(const SbxMsg *msg, uint8_t **ret_frame, size_t *ret_len)
 
     put_enum(&e, o, "type", sbx_msg_type_name(msg->type));
     encode_body(&e, o, msg);
-    if (!e.err && !(json = cJSON_PrintUnformatted(o)))
+    if (!e.err && !(json = sbx_json_print(o)))
         e.err = -ENOMEM;
     cJSON_Delete(o);
     if (e.err)
