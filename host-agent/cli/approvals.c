@@ -14,6 +14,8 @@
 #include "cli/cli.h"
 #include "cli/serve-client.h"
 #include "protocol/frame.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
@@ -48,7 +50,7 @@ static cJSON *read_answer(int fd, gint64 deadline_us)
                 over = TRUE;
                 break;
             }
-            msg = payload != NULL ? cJSON_ParseWithLength(payload, plen) : NULL;
+            msg = payload != NULL ? sbx_json_parse(payload, plen, SBX_JSON_DEPTH_MAX, NULL) : NULL;
             over = payload != NULL && msg == NULL;
             free(payload);
             off += used;
@@ -93,7 +95,7 @@ static void print_pending(const cJSON *a)
     const cJSON *waiting = cJSON_GetObjectItemCaseSensitive(a, "waiting_ms");
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(a, "timeout_ms");
     g_autofree char *in =
-        input != NULL ? cJSON_PrintUnformatted(input) : g_strdup(str(a, "input_excerpt"));
+        input != NULL ? sbx_json_print(input) : g_strdup(str(a, "input_excerpt"));
 
     printf("%s\t%s.%s\t%s\twaiting %.0f s of %.0f s\t%.200s%s\n", str(a, "id"), str(a, "provider"),
            str(a, "tool"), str(a, "origin"),
@@ -120,7 +122,7 @@ static int approvals_start(SbxCli *cli, int argc, char **argv)
         return SBX_EXIT_SANDBOX;
     }
     if (json) {
-        g_autofree char *text = cJSON_PrintUnformatted(pending);
+        g_autofree char *text = sbx_json_print(pending);
         puts(text);
         return 0;
     }

@@ -20,6 +20,8 @@
 #include "cli/serve.h"
 #include "protocol/base64.h"
 #include "protocol/frame.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
@@ -86,7 +88,7 @@ static cJSON *read_frame_blocking(int fd, int timeout_ms)
             break;
         }
         if (payload != NULL) {
-            msg = cJSON_ParseWithLength(payload, plen);
+            msg = sbx_json_parse(payload, plen, SBX_JSON_DEPTH_MAX, NULL);
             free(payload);
             if (msg == NULL) {
                 break;
@@ -200,7 +202,9 @@ static void on_output(Client *c, const cJSON *msg)
     }
 }
 
-static void on_done(Client *c, const cJSON *msg)
+/* The server's done frame (@payload, @len bytes, parsed as @msg): the report is printed as the
+ * server sent it, never re-printed. */
+static void on_done(Client *c, const char *payload, gsize len, const cJSON *msg)
 {
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(msg, "exit_code");
     const cJSON *summary = cJSON_GetObjectItemCaseSensitive(msg, "summary");
@@ -210,11 +214,13 @@ static void on_done(Client *c, const cJSON *msg)
                  : SBX_EXIT_SANDBOX;
 
     if (c->json) {
-        g_autofree char *text = cJSON_IsObject(report) ? cJSON_PrintUnformatted(report) : NULL;
+        char *text =
+            cJSON_IsObject(report) ? sbx_json_member_text(payload, len, msg, report) : NULL;
         if (text != NULL) {
             puts(text);
             fflush(stdout);
         }
+        free(text);
     } else if (cJSON_IsString(summary)) {
         fputs(summary->valuestring, stderr);
     }
@@ -224,7 +230,7 @@ static void on_done(Client *c, const cJSON *msg)
 /* One frame from the server. FALSE: the run is over (done or broken). */
 static gboolean on_frame(Client *c, const char *payload, gsize len)
 {
-    g_autoptr(cJSON) msg = cJSON_ParseWithLength(payload, len);
+    g_autoptr(cJSON) msg = sbx_json_parse(payload, len, SBX_JSON_DEPTH_MAX, NULL);
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(msg, "type");
 
     if (!cJSON_IsString(type)) {
@@ -236,7 +242,7 @@ static gboolean on_frame(Client *c, const char *payload, gsize len)
         return TRUE;
     }
     if (strcmp(type->valuestring, "done") == 0) {
-        on_done(c, msg);
+        on_done(c, payload, len, msg);
         return FALSE;
     }
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(msg, "message");

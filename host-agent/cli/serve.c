@@ -25,6 +25,8 @@
 #include "cli/serve.h"
 #include "prestart.h"
 #include "protocol/frame.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
@@ -281,11 +283,11 @@ static gboolean get_uint(const cJSON *obj, const char *name, guint64 max, guint6
     if (v == NULL || cJSON_IsNull(v)) {
         return TRUE; /* keep the default */
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > (double)max ||
-        v->valuedouble != (double)(guint64)v->valuedouble) {
+    int64_t n;
+    if (!sbx_json_int64(v, &n) || n < 1 || (guint64)n > max) {
         return FALSE;
     }
-    *out = (guint64)v->valuedouble;
+    *out = (guint64)n;
     return TRUE;
 }
 
@@ -448,7 +450,7 @@ static void handle_status(ServeConn *conn)
 /* One frame from the client. FALSE: it broke the protocol, drop it. */
 static gboolean handle_frame(ServeConn *conn, const char *payload, gsize len)
 {
-    g_autoptr(cJSON) msg = cJSON_ParseWithLength(payload, len);
+    g_autoptr(cJSON) msg = sbx_json_parse(payload, len, SBX_JSON_DEPTH_MAX, NULL);
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(msg, "type");
 
     if (!cJSON_IsObject(msg) || !cJSON_IsString(type)) {

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "catalog-private.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 #include "tools-error.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
@@ -279,16 +281,16 @@ static void input_error(GError **error, const char *member, const char *fmt, ...
                 member != NULL ? "\"]" : "", msg);
 }
 
-/* A scalar as text: a string as is, a number or boolean as its JSON text; else NULL. */
+/* A scalar as text: a string as is, a number as its literal, a boolean as its JSON text. */
 static char *scalar_text(const cJSON *v)
 {
     if (cJSON_IsString(v)) {
         return g_strdup(v->valuestring);
     }
     if (cJSON_IsNumber(v) || cJSON_IsBool(v)) {
-        char *s = cJSON_PrintUnformatted(v);
+        char *s = sbx_json_print(v);
         char *copy = g_strdup(s);
-        cJSON_free(s);
+        free(s);
         return copy;
     }
     return NULL;
@@ -400,9 +402,9 @@ static void append_query(GString *url, const cJSON *input)
                 }
             }
         } else {
-            char *json = cJSON_PrintUnformatted(m);
-            append_param(url, &first, m->string, json);
-            cJSON_free(json);
+            char *json = sbx_json_print(m);
+            append_param(url, &first, m->string, json != NULL ? json : "null");
+            free(json);
         }
     }
     if (url->len == mark) {
@@ -413,7 +415,7 @@ static void append_query(GString *url, const cJSON *input)
 gboolean sbx_http_build_request(const SbxHttpEndpoint *ep, const char *input_json, char **ret_url,
                                 char **ret_body, GError **error)
 {
-    g_autoptr(cJSON) input = cJSON_Parse(input_json);
+    g_autoptr(cJSON) input = sbx_json_parse(input_json, strlen(input_json), SBX_JSON_DEPTH_MAX, NULL);
     g_autoptr(GString) url = g_string_new(NULL);
 
     if (!cJSON_IsObject(input)) {
@@ -423,14 +425,16 @@ gboolean sbx_http_build_request(const SbxHttpEndpoint *ep, const char *input_jso
     if (!fill_template(ep->url, input, url, error)) {
         return FALSE;
     }
-    char *body = NULL;
+    g_autofree char *body = NULL;
     if (sbx_http_method_has_body(ep->method)) {
-        body = cJSON_PrintUnformatted(input);
+        /* What the URL's placeholders left of the input; numbers print as their literals. */
+        char *text = sbx_json_print(input);
+        body = g_strdup(text);
+        free(text);
     } else {
         append_query(url, input);
     }
     if (url->len > SBX_HTTP_URL_MAX) {
-        cJSON_free(body);
         input_error(error, NULL,
                     "the URL would be longer than %d bytes (a %s sends the input "
                     "in the URL)",
@@ -438,7 +442,6 @@ gboolean sbx_http_build_request(const SbxHttpEndpoint *ep, const char *input_jso
         return FALSE;
     }
     *ret_url = g_string_free(g_steal_pointer(&url), FALSE);
-    *ret_body = body != NULL ? g_strdup(body) : NULL;
-    cJSON_free(body);
+    *ret_body = g_steal_pointer(&body);
     return TRUE;
 }

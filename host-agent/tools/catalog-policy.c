@@ -8,6 +8,7 @@
 
 #include "catalog-private.h"
 #include "policy.h"
+#include "protocol/json.h"
 
 static gboolean parse_action(const cJSON *v, SbxPolicyAction *ret, const char *origin,
                              const char *where, GError **error)
@@ -83,13 +84,13 @@ static gboolean parse_timeout(const cJSON *v, SbxPolicy *policy, const char *ori
     if (v == NULL) {
         return TRUE;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(gint64)v->valuedouble ||
-        v->valuedouble < 1 || v->valuedouble > SBX_POLICY_APPROVAL_TIMEOUT_MAX_MS) {
+    int64_t ms;
+    if (!sbx_json_int64(v, &ms) || ms < 1 || ms > SBX_POLICY_APPROVAL_TIMEOUT_MAX_MS) {
         sbx_catalog_invalid(error, origin, "policy.approval_timeout_ms",
                             "expected an integer from 1 to %d", SBX_POLICY_APPROVAL_TIMEOUT_MAX_MS);
         return FALSE;
     }
-    policy->approval_timeout_ms = (guint)v->valuedouble;
+    policy->approval_timeout_ms = (guint)ms;
     return TRUE;
 }
 

@@ -14,6 +14,7 @@
 
 #include "catalog-http.h"
 #include "catalog-private.h"
+#include "protocol/json.h"
 #include "protocol/limits.h"
 #include "tools-error.h"
 
@@ -47,20 +48,15 @@ static char *path_join(const char *parent, const char *key)
                  : g_strdup_printf("%s%s\"%s\"", parent, sep, key);
 }
 
-/* Check every member of @obj is one of @known (NULL-terminated) and appears once. */
+/* Check every member of @obj is one of @known (NULL-terminated). Names are unique: the parse
+ * refused a repeated one. */
 static gboolean check_members(const cJSON *obj, const char *const *known, const char *origin,
                               const char *where, GError **error)
 {
-    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
     const cJSON *m;
 
     cJSON_ArrayForEach(m, obj)
     {
-        if (g_hash_table_contains(seen, m->string)) {
-            invalid(error, origin, where, "field \"%s\" appears twice", m->string);
-            return FALSE;
-        }
-        g_hash_table_add(seen, m->string);
         if (known != NULL && !g_strv_contains(known, m->string)) {
             invalid(error, origin, where, "unknown field \"%s\"", m->string);
             return FALSE;
@@ -131,7 +127,7 @@ static gboolean parse_schema(const cJSON *obj, const char *key, char **ret_json,
         invalid(error, origin, at, "expected a JSON Schema object");
         return FALSE;
     }
-    *ret_json = cJSON_PrintUnformatted(schema);
+    *ret_json = sbx_json_print(schema);
     if (*ret_json == NULL) {
         invalid(error, origin, at, "out of memory");
         return FALSE;
@@ -250,12 +246,12 @@ static gboolean parse_timeout(const cJSON *obj, SbxCatalogProvider *prov, const 
     if (v == NULL) {
         return TRUE;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(gint64)v->valuedouble ||
-        v->valuedouble < 1 || v->valuedouble > SBX_CATALOG_TIMEOUT_MAX_MS) {
+    int64_t ms;
+    if (!sbx_json_int64(v, &ms) || ms < 1 || ms > SBX_CATALOG_TIMEOUT_MAX_MS) {
         invalid(error, origin, at, "expected an integer from 1 to %d", SBX_CATALOG_TIMEOUT_MAX_MS);
         return FALSE;
     }
-    prov->timeout_ms = (guint)v->valuedouble;
+    prov->timeout_ms = (guint)ms;
     return TRUE;
 }
 
@@ -271,12 +267,12 @@ static gboolean get_ms(const cJSON *obj, const char *key, guint *ret, const char
     if (v == NULL) {
         return TRUE;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(gint64)v->valuedouble ||
-        v->valuedouble < 1 || v->valuedouble > SBX_CATALOG_TIMEOUT_MAX_MS) {
+    int64_t ms;
+    if (!sbx_json_int64(v, &ms) || ms < 1 || ms > SBX_CATALOG_TIMEOUT_MAX_MS) {
         invalid(error, origin, at, "expected an integer from 1 to %d", SBX_CATALOG_TIMEOUT_MAX_MS);
         return FALSE;
     }
-    *ret = (guint)v->valuedouble;
+    *ret = (guint)ms;
     return TRUE;
 }
 
@@ -528,7 +524,8 @@ static gboolean parse_version(const cJSON *root, const char *origin, GError **er
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "version");
 
-    if (v != NULL && (!cJSON_IsNumber(v) || v->valuedouble != CATALOG_VERSION)) {
+    int64_t version;
+    if (v != NULL && (!sbx_json_int64(v, &version) || version != CATALOG_VERSION)) {
         invalid(error, origin, "version", "unsupported catalog version (this build reads %d)",
                 CATALOG_VERSION);
         return FALSE;
@@ -571,42 +568,35 @@ static gboolean parse_root(const cJSON *root, SbxCatalog *cat, const char *base_
 }
 
 /* Report a JSON syntax error with its line and column. */
-static void syntax_error(const char *text, gsize len, const char *origin, GError **error)
+/* @why is sbx_json_parse()'s reason (NULL: out of memory), shown with its line:column. */
+static void syntax_error(const char *text, gsize len, const char *why, const char *origin,
+                         GError **error)
 {
-    const char *at = cJSON_GetErrorPtr();
-    guint line = 1, col = 1;
+    guint line, col;
+    const char *rest = why != NULL ? sbx_json_error_where(text, len, why, &line, &col) : NULL;
 
-    if (at == NULL || at < text || at > text + len) {
-        at = text + len;
+    if (rest == NULL || line == 0) {
+        g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_INVALID, "%s: %s", origin,
+                    why != NULL ? why : "out of memory");
+        return;
     }
-    for (const char *p = text; p < at; p++) {
-        line += *p == '\n';
-        col = *p == '\n' ? 1 : col + 1;
-    }
-    g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_INVALID,
-                "%s:%u:%u: not valid JSON (or nested deeper than %d levels)", origin, line, col,
-                SBX_JSON_DEPTH_MAX);
+    g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_INVALID, "%s:%u:%u: %s", origin, line,
+                col, rest);
 }
 
 SbxCatalog *sbx_catalog_parse(const char *text, gsize len, const char *origin, const char *base_dir,
                               GError **error)
 {
-    const char *end = NULL;
+    g_autofree char *why = NULL;
 
     if (len > SBX_CATALOG_FILE_MAX) {
         g_set_error(error, SBX_CATALOG_ERROR, SBX_CATALOG_ERROR_IO, "%s: larger than %d bytes",
                     origin, SBX_CATALOG_FILE_MAX);
         return NULL;
     }
-    g_autoptr(cJSON) root = cJSON_ParseWithLengthOpts(text, len, &end, FALSE);
+    g_autoptr(cJSON) root = sbx_json_parse(text, len, SBX_JSON_DEPTH_MAX, &why);
     if (root == NULL) {
-        syntax_error(text, len, origin, error);
-        return NULL;
-    }
-    for (; end < text + len && g_ascii_isspace(*end); end++) {
-    }
-    if (end < text + len && *end != '\0') {
-        invalid(error, origin, "", "trailing data after the JSON object");
+        syntax_error(text, len, why, origin, error);
         return NULL;
     }
     g_autoptr(SbxCatalog) cat = sbx_catalog_new_empty();

@@ -17,6 +17,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "protocol/json.h"
 #include "protocol/limits.h"
 #include "provider.h"
 #include "tools-error.h"
@@ -109,34 +110,33 @@ static GError *exit_error(CommandCall *c)
                        tail);
 }
 
-/* stdout must hold exactly one JSON value (surrounding whitespace allowed). */
+/*
+ * stdout must hold exactly one JSON value (surrounding whitespace allowed). It is forwarded as
+ * the tool printed it, less the whitespace between tokens: every number keeps its literal.
+ */
 static char *parse_stdout(CommandCall *c, GError **error)
 {
     const char *text = (const char *)c->out->data;
-    const char *end = NULL;
     gsize len = c->out->len;
+    char *why = NULL;
 
-    if (len == 0 || !g_utf8_validate(text, len, NULL)) {
+    if (len == 0) {
         g_set_error(error, SBX_TOOL_ERROR, SBX_ERR_TOOL,
-                    "tool \"%s\" printed %s on stdout, not one JSON value", c->tool,
-                    len == 0 ? "nothing" : "invalid UTF-8");
+                    "tool \"%s\" printed nothing on stdout, not one JSON value", c->tool);
         return NULL;
     }
-    cJSON *v = cJSON_ParseWithLengthOpts(text, len, &end, FALSE);
-    while (v != NULL && end < text + len && g_ascii_isspace(*end)) {
-        end++;
-    }
-    char *out = v != NULL && end == text + len ? cJSON_PrintUnformatted(v) : NULL;
-    cJSON_Delete(v);
+    /* One level for the tool_result message around it. */
+    char *out = sbx_json_normalize(text, len, SBX_JSON_DEPTH_MAX - 1, &why);
     if (out == NULL || strlen(out) > SBX_TOOL_RESULT_MAX) {
         g_set_error(error, SBX_TOOL_ERROR, SBX_ERR_TOOL,
-                    "tool \"%s\" did not print one JSON value on stdout (or nested deeper than %d)",
-                    c->tool, SBX_JSON_DEPTH_MAX);
-        cJSON_free(out);
+                    "tool \"%s\" did not print one JSON value on stdout: %s", c->tool,
+                    why != NULL ? why : out != NULL ? "larger than 1 MiB" : "out of memory");
+        free(why);
+        free(out);
         return NULL;
     }
     char *copy = g_strdup(out);
-    cJSON_free(out);
+    free(out);
     return copy;
 }
 
@@ -296,13 +296,13 @@ static GBytes *build_request(const char *tool, const char *input_json)
     cJSON *obj = cJSON_CreateObject();
     cJSON_AddStringToObject(obj, "tool", tool);
     cJSON_AddRawToObject(obj, "input", input_json);
-    char *text = cJSON_PrintUnformatted(obj);
+    char *text = sbx_json_print(obj);
     cJSON_Delete(obj);
     if (text == NULL) {
         return NULL;
     }
     char *line = g_strconcat(text, "\n", NULL);
-    cJSON_free(text);
+    free(text);
     return g_bytes_new_take(line, strlen(line));
 }
 

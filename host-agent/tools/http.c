@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "catalog-http.h"
+#include "protocol/json.h"
 #include "protocol/limits.h"
 #include "provider.h"
 #include "secrets.h"
@@ -177,23 +178,19 @@ static void finish_answer(GTask *task)
         g_task_return_pointer(task, g_strdup("null"), g_free); /* no body (204) */
         return;
     }
-    const char *end = NULL;
-    cJSON *v = cJSON_ParseWithLengthOpts(text, len, &end, FALSE);
-    while (v != NULL && end < text + len && g_ascii_isspace(*end)) {
-        end++;
-    }
-    if (v == NULL || end < text + len) {
+    /* Forwarded as the server sent it, less the whitespace between tokens; one level is for
+     * the tool_result message around it. */
+    g_autofree char *why = NULL;
+    char *json = sbx_json_normalize(text, len, SBX_JSON_DEPTH_MAX - 1, &why);
+    if (json == NULL) {
         const char *type =
             soup_message_headers_get_content_type(soup_message_get_response_headers(c->msg), NULL);
-        cJSON_Delete(v);
-        fail(task, "tool \"%s\": the answer is not JSON (Content-Type: %s)", c->tool,
-             type != NULL ? type : "none");
+        fail(task, "tool \"%s\": the answer is not JSON (Content-Type: %s): %s", c->tool,
+             type != NULL ? type : "none", why != NULL ? why : "out of memory");
         return;
     }
-    char *json = cJSON_PrintUnformatted(v);
-    cJSON_Delete(v);
     g_task_return_pointer(task, g_strdup(json), g_free);
-    cJSON_free(json);
+    free(json);
 }
 
 static void on_read(GObject *src, GAsyncResult *res, gpointer data)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mcp-wire.h"
+#include "protocol/json.h"
 #include "protocol/message.h"
 #include "tools-error.h"
 
@@ -68,11 +69,11 @@ guint sbx_mcp_client_dropped(const SbxMcpClient *client)
 
 static void send_json(SbxMcpClient *c, cJSON *msg, gint64 id)
 {
-    char *text = cJSON_PrintUnformatted(msg);
+    char *text = sbx_json_print(msg);
     if (text != NULL && c->closed == NULL && c->transport != NULL) {
         c->transport->ops->send(c->transport, text, id);
     }
-    cJSON_free(text);
+    free(text);
 }
 
 static cJSON *new_message(void)

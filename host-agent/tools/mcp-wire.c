@@ -6,6 +6,9 @@
 #include <gio/gio.h>
 #include <string.h>
 
+#include "protocol/json.h"
+#include "protocol/limits.h"
+
 struct SbxMcpFramer {
     SbxMcpFraming framing;
     gsize max;
@@ -181,9 +184,9 @@ static gboolean read_id(SbxMcpMessage *m, const cJSON *id)
     if (!cJSON_IsNumber(id)) {
         return FALSE;
     }
-    double d = id->valuedouble;
-    m->id_is_int = d >= -9007199254740992.0 && d <= 9007199254740992.0 && d == (double)(gint64)d;
-    m->id_int = m->id_is_int ? (gint64)d : 0;
+    int64_t v;
+    m->id_is_int = sbx_json_int64(id, &v);
+    m->id_int = m->id_is_int ? v : 0;
     return TRUE;
 }
 
@@ -196,8 +199,8 @@ static SbxMcpMessage *parse_error_member(SbxMcpMessage *m, const cJSON *err, GEr
         return bad(m, error, "\"error\" without a numeric code");
     }
     m->kind = SBX_MCP_MSG_ERROR;
-    double c = code->valuedouble; /* converting one out of gint64's range is undefined */
-    m->error_code = c >= -9007199254740992.0 && c <= 9007199254740992.0 ? (gint64)c : 0;
+    int64_t c;
+    m->error_code = sbx_json_int64(code, &c) ? c : 0;
     m->error_message = cJSON_IsString(msg) ? msg->valuestring : "";
     return m;
 }
@@ -206,9 +209,18 @@ SbxMcpMessage *sbx_mcp_message_parse(const char *text, gsize len, GError **error
 {
     SbxMcpMessage *m = g_new0(SbxMcpMessage, 1);
 
-    m->root = cJSON_ParseWithLength(text, len);
+    g_autofree char *why = NULL;
+    g_autofree char *valid = NULL;
+    /* A server's invalid UTF-8 (a description in Latin-1) costs it those characters (U+FFFD),
+     * not the whole message: JSON is UTF-8, so no valid value changes. */
+    if (!g_utf8_validate_len(text, len, NULL)) {
+        valid = g_utf8_make_valid(text, len);
+        text = valid;
+        len = strlen(valid);
+    }
+    m->root = sbx_json_parse(text, len, SBX_JSON_DEPTH_MAX, &why);
     if (m->root == NULL) {
-        return bad(m, error, "not JSON (or nested too deep)");
+        return bad(m, error, why != NULL ? why : "out of memory");
     }
     if (!cJSON_IsObject(m->root)) {
         return bad(m, error, "not an object (batches are not supported)");

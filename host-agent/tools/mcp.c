@@ -11,6 +11,7 @@
 #include "mcp-client.h"
 #include "mcp-wire.h"
 #include "mcp-transports.h"
+#include "protocol/json.h"
 #include "protocol/limits.h"
 #include "provider.h"
 #include "tools-error.h"
@@ -114,13 +115,13 @@ static void take_schema(Discovery *d, const char *tool, const char *what, const 
     if (schema == NULL) {
         return;
     }
-    char *json = cJSON_IsObject(schema) ? cJSON_PrintUnformatted(schema) : NULL;
+    char *json = cJSON_IsObject(schema) ? sbx_json_print(schema) : NULL;
     if (json == NULL || strlen(json) > SBX_SCHEMA_TEXT_MAX) {
         g_ptr_array_add(d->warnings,
                         g_strdup_printf("%s.%s: %s is not an object of at most %d "
                                         "bytes; not checked",
                                         d->p->base.name, tool, what, SBX_SCHEMA_TEXT_MAX));
-        cJSON_free(json);
+        free(json);
         return;
     }
     *ret_schema = sbx_schema_compile(json, &error);
@@ -383,17 +384,18 @@ static void on_call(const cJSON *result, const GError *error, gpointer data)
     if (value == NULL) {
         value = cJSON_GetObjectItemCaseSensitive(result, "content");
     }
-    char *json = value != NULL ? cJSON_PrintUnformatted(value) : NULL;
+    /* The message was parsed by sbx_json_parse(): numbers print as their literals. */
+    char *json = value != NULL ? sbx_json_print(value) : NULL;
     if (json == NULL || strlen(json) > SBX_TOOL_RESULT_MAX) {
         g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
                                 json == NULL ? "tool \"%s\": a result without content"
                                              : "tool \"%s\": a result larger than 1 MiB",
                                 tool);
-        cJSON_free(json);
+        free(json);
         return;
     }
     g_task_return_pointer(task, g_strdup(json), g_free);
-    cJSON_free(json);
+    free(json);
 }
 
 static void mcp_call_async(SbxProvider *provider, const char *tool, const char *input_json,
@@ -402,19 +404,21 @@ static void mcp_call_async(SbxProvider *provider, const char *tool, const char *
 {
     McpProvider *p = (McpProvider *)provider;
     GTask *task = g_task_new(NULL, cancellable, callback, user_data);
-    cJSON *args = cJSON_Parse(input_json);
+    cJSON *args = sbx_json_parse(input_json, strlen(input_json), SBX_JSON_DEPTH_MAX, NULL);
+    gboolean object = cJSON_IsObject(args);
 
+    cJSON_Delete(args);
     g_task_set_task_data(task, g_strdup(tool), g_free);
-    if (!cJSON_IsObject(args)) { /* MCP arguments are an object */
-        cJSON_Delete(args);
+    if (!object) { /* MCP arguments are an object */
         g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_VALIDATION,
                                 "input: an MCP tool takes an object");
         g_object_unref(task);
         return;
     }
+    /* The input as the guest sent it: forwarded, not re-printed. */
     cJSON *params = cJSON_CreateObject();
     cJSON_AddStringToObject(params, "name", tool);
-    cJSON_AddItemToObject(params, "arguments", args);
+    cJSON_AddRawToObject(params, "arguments", input_json);
     sbx_mcp_client_request(p->client, "tools/call", params, p->config->timeout_ms, cancellable,
                            on_call, task);
 }

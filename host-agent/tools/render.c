@@ -10,6 +10,8 @@
 
 #include "namespace.h"
 #include "tools-error.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
@@ -28,7 +30,7 @@ static gboolean too_big(const Render *r)
 static void put_string_literal(GString *out, const char *s)
 {
     g_autoptr(cJSON) str = cJSON_CreateString(s);
-    g_autofree char *text = str != NULL ? cJSON_PrintUnformatted(str) : NULL;
+    g_autofree char *text = str != NULL ? sbx_json_print(str) : NULL;
     g_string_append(out, text != NULL ? text : "\"\"");
 }
 
@@ -38,7 +40,7 @@ static gboolean put_literal(Render *r, const cJSON *v)
     if (cJSON_IsString(v)) {
         put_string_literal(r->out, v->valuestring);
     } else if (cJSON_IsNumber(v)) {
-        g_autofree char *text = cJSON_PrintUnformatted(v);
+        g_autofree char *text = sbx_json_print(v);
         g_string_append(r->out, text != NULL ? text : "0");
     } else if (cJSON_IsBool(v)) {
         gboolean t = cJSON_IsTrue(v);
@@ -299,7 +301,7 @@ static void put_type(Render *r, const cJSON *s, guint depth)
 /* Parse @json (a catalog schema, already validated) or NULL if absent. */
 static cJSON *parse_schema(const char *json)
 {
-    return json != NULL ? cJSON_Parse(json) : NULL;
+    return json != NULL ? sbx_json_parse(json, strlen(json), SBX_JSON_DEPTH_MAX, NULL) : NULL;
 }
 
 /* @text inside a TypeScript doc comment: a star-slash must not end it early. */

@@ -6,14 +6,18 @@
  * keyword is looked up at most once per schema object while validating). Validation walks the
  * schema and the instance together, stops at the first failure, and pays for every piece of work
  * from a step budget, so cost is bounded whatever the schema and the instance are.
+ *
+ * Numbers are decided on their literals as exact decimals (protocol/json.h), never as doubles:
+ * a 20-digit integer is an integer, 9007199254740993 is above 9007199254740992, and 0.0075 is a
+ * multiple of 0.0001.
  */
 #include "schema.h"
 
 #include <cJSON.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocol/json.h"
 #include "protocol/limits.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
@@ -305,7 +309,6 @@ static gboolean compile_child(Compiler *c, const char *key, const cJSON *m, GErr
 /* "properties" and friends: an object whose values are schemas. */
 static gboolean compile_schema_map(Compiler *c, const cJSON *v, gboolean patterns, GError **error)
 {
-    g_autoptr(GHashTable) seen = g_hash_table_new(g_str_hash, g_str_equal);
     const cJSON *m;
 
     if (!cJSON_IsObject(v)) {
@@ -313,9 +316,6 @@ static gboolean compile_schema_map(Compiler *c, const cJSON *v, gboolean pattern
     }
     cJSON_ArrayForEach(m, v)
     {
-        if (!g_hash_table_add(seen, m->string)) {
-            return schema_error(c, error, "\"%.*s\" appears twice", SCHEMA_QUOTE_MAX, m->string);
-        }
         if ((patterns && !compile_regex(c, m, m->string, error)) ||
             !compile_child(c, m->string, m, error)) {
             return FALSE;
@@ -348,10 +348,29 @@ static gboolean compile_schema_list(Compiler *c, const cJSON *v, gboolean may_be
     return TRUE;
 }
 
+/* A non-negative integer (2.0 is one); at most 10^15, more than any instance can count. */
 static gboolean is_count(const cJSON *v)
 {
-    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 1e15 &&
-           v->valuedouble == floor(v->valuedouble);
+    int64_t n;
+    return sbx_json_int64(v, &n) && n >= 0 && n <= 1000000000000000;
+}
+
+/*
+ * multipleOf: a number above 0 whose significant digits fit the 64-bit remainder arithmetic of
+ * sbx_decimal_multiple_of() (19 of them: 0.0001, 1.5 and 12345678901234567890 do).
+ */
+static gboolean compile_multiple_of(Compiler *c, const cJSON *v, GError **error)
+{
+    char buf[SBX_JSON_DOUBLE_BUF];
+    SbxDecimal d;
+
+    if (!sbx_decimal_of(v, buf, &d) || d.negative || d.n == 0) {
+        return schema_error(c, error, "expected a number greater than 0");
+    }
+    if (d.n > 19) {
+        return schema_error(c, error, "more than 19 significant digits are not supported");
+    }
+    return TRUE;
 }
 
 static gboolean compile_required(Compiler *c, const cJSON *v, GError **error)
@@ -411,8 +430,8 @@ static gboolean compile_keyword(Compiler *c, const char *kw, const cJSON *v, GEr
         !is_count(v)) {
         return schema_error(c, error, "expected a non-negative integer");
     }
-    if (strcmp(kw, "multipleOf") == 0 && (!cJSON_IsNumber(v) || !(v->valuedouble > 0))) {
-        return schema_error(c, error, "expected a number greater than 0");
+    if (strcmp(kw, "multipleOf") == 0) {
+        return compile_multiple_of(c, v, error);
     }
     if (strcmp(kw, "uniqueItems") == 0 && !cJSON_IsBool(v)) {
         return schema_error(c, error, "expected a boolean");
@@ -430,7 +449,6 @@ static gboolean compile_keyword(Compiler *c, const char *kw, const cJSON *v, GEr
 /* Check the schema @node (object or boolean) and everything it applies, once. */
 static gboolean compile_node(Compiler *c, const cJSON *node, GError **error)
 {
-    g_autoptr(GHashTable) seen = NULL;
     const cJSON *m;
 
     if (!g_hash_table_add(c->walked, (gpointer)node) || cJSON_IsBool(node)) {
@@ -444,16 +462,11 @@ static gboolean compile_node(Compiler *c, const cJSON *node, GError **error)
         return schema_error(c, error, "nested more than %d levels deep (through $ref)",
                             SCHEMA_DEPTH_MAX);
     }
-    seen = g_hash_table_new(g_str_hash, g_str_equal);
+    /* One keyword, one value (the parse refused duplicate names): validation looks each
+     * keyword up once. */
     c->depth++;
     cJSON_ArrayForEach(m, node)
     {
-        /* One keyword, one value: validation looks each keyword up once. */
-        if (!g_hash_table_add(seen, m->string)) {
-            c->depth--;
-            return schema_error(c, error, "keyword \"%.*s\" appears twice", SCHEMA_QUOTE_MAX,
-                                m->string);
-        }
         gsize old = path_push_key(c->where, m->string, TRUE);
         gboolean ok = compile_keyword(c, m->string, m, error);
         g_string_truncate(c->where, old);
@@ -469,7 +482,7 @@ static gboolean compile_node(Compiler *c, const cJSON *node, GError **error)
 SbxSchema *sbx_schema_compile(const char *schema_json, GError **error)
 {
     gsize len = strlen(schema_json);
-    const char *end = NULL;
+    g_autofree char *why = NULL;
 
     if (len > SBX_SCHEMA_TEXT_MAX) {
         g_set_error(error, SBX_SCHEMA_ERROR, SBX_SCHEMA_ERROR_SCHEMA, "schema larger than %d bytes",
@@ -479,14 +492,10 @@ SbxSchema *sbx_schema_compile(const char *schema_json, GError **error)
     g_autoptr(SbxSchema) s = g_new0(SbxSchema, 1);
     s->regexes = g_hash_table_new_full(NULL, NULL, NULL, (GDestroyNotify)g_regex_unref);
     s->refs = g_hash_table_new(NULL, NULL);
-    s->root = cJSON_ParseWithLengthOpts(schema_json, len, &end, FALSE);
-    while (s->root != NULL && end < schema_json + len && g_ascii_isspace(*end)) {
-        end++;
-    }
-    if (s->root == NULL || end != schema_json + len) {
+    s->root = sbx_json_parse(schema_json, len, SBX_JSON_DEPTH_MAX, &why);
+    if (s->root == NULL) {
         g_set_error(error, SBX_SCHEMA_ERROR, SBX_SCHEMA_ERROR_SCHEMA,
-                    "schema is not one JSON value (or nests deeper than %d levels)",
-                    SBX_JSON_DEPTH_MAX);
+                    "schema is not one JSON value: %s", why != NULL ? why : "out of memory");
         return NULL;
     }
     Compiler c = {.s = s, .walked = g_hash_table_new(NULL, NULL), .where = g_string_new("")};
@@ -576,7 +585,7 @@ static int array_size(Ctx *c, const cJSON *arr)
 /* A value quoted in a message: compact JSON, cut. */
 static char *quote(const cJSON *v)
 {
-    g_autofree char *text = cJSON_PrintUnformatted(v);
+    g_autofree char *text = sbx_json_print(v);
     if (text == NULL) {
         return g_strdup("(value)");
     }
@@ -590,6 +599,25 @@ static char *quote(const cJSON *v)
     return g_strdup_printf("%.*s...", (int)(end - text), text);
 }
 
+/* The exact decimal of number node @v. Parsed nodes always have one; a node made in memory has
+ * one unless it is not finite (never: nothing here makes numbers). */
+static SbxDecimal decimal(const cJSON *v, char *buf)
+{
+    SbxDecimal d;
+    if (!sbx_decimal_of(v, buf, &d)) {
+        memset(&d, 0, sizeof(d)); /* as zero */
+    }
+    return d;
+}
+
+/* Two numbers are equal when their values are (1, 1.0 and 10e-1 are one value). */
+static gboolean numbers_equal(Ctx *c, const cJSON *a, const cJSON *b)
+{
+    char ba[SBX_JSON_DOUBLE_BUF], bb[SBX_JSON_DOUBLE_BUF];
+    SbxDecimal da = decimal(a, ba), db = decimal(b, bb);
+    return charge(c, 1 + (da.n + db.n) / 64) && sbx_decimal_compare(&da, &db) == 0;
+}
+
 static gboolean json_equal(Ctx *c, const cJSON *a, const cJSON *b)
 {
     const cJSON *m;
@@ -598,7 +626,7 @@ static gboolean json_equal(Ctx *c, const cJSON *a, const cJSON *b)
     }
     switch (a->type & 0xff) {
     case cJSON_Number:
-        return a->valuedouble == b->valuedouble;
+        return numbers_equal(c, a, b);
     case cJSON_String:
         return strcmp(a->valuestring, b->valuestring) == 0;
     case cJSON_Array:
@@ -642,9 +670,12 @@ static const char *kind_of(const cJSON *v)
     return cJSON_IsNumber(v) ? "a number" : "a string";
 }
 
+/* JSON Schema's integer: a number without a fractional part, 1.0 and 1e400 included. */
 static gboolean is_integer(const cJSON *v)
 {
-    return cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble);
+    char buf[SBX_JSON_DOUBLE_BUF];
+    SbxDecimal d;
+    return sbx_decimal_of(v, buf, &d) && sbx_decimal_is_integer(&d);
 }
 
 static gboolean type_matches(const char *t, const cJSON *v)
@@ -724,30 +755,51 @@ static gboolean v_const(Ctx *c, const cJSON *k, const cJSON *inst)
 }
 
 /* minimum/maximum (with draft 4's boolean exclusive* siblings) and the number forms. */
-static gboolean v_bound(Ctx *c, const cJSON *sch, const char *kw, double bound, double x)
+static gboolean v_bound(Ctx *c, const cJSON *sch, const char *kw, const cJSON *bound,
+                        const cJSON *inst)
 {
     gboolean upper = strstr(kw, "aximum") != NULL;
     gboolean exclusive = g_str_has_prefix(kw, "exclusive");
+    char bb[SBX_JSON_DOUBLE_BUF], bx[SBX_JSON_DOUBLE_BUF];
+    SbxDecimal b = decimal(bound, bb), x = decimal(inst, bx);
+
     if (!exclusive) {
         const cJSON *flag = member(c, sch, upper ? "exclusiveMaximum" : "exclusiveMinimum");
         exclusive = cJSON_IsTrue(flag);
     }
-    gboolean ok =
-        upper ? (exclusive ? x < bound : x <= bound) : (exclusive ? x > bound : x >= bound);
-    return ok || fail(c, "expected a number %s %.15g, got %.15g",
-                      upper ? (exclusive ? "<" : "<=") : (exclusive ? ">" : ">="), bound, x);
+    if (!charge(c, 1 + (b.n + x.n) / 64)) {
+        return FALSE;
+    }
+    int cmp = sbx_decimal_compare(&x, &b);
+    gboolean ok = upper ? (exclusive ? cmp < 0 : cmp <= 0) : (exclusive ? cmp > 0 : cmp >= 0);
+    if (ok || c->quiet > 0) {
+        return ok;
+    }
+    g_autofree char *want = quote(bound);
+    g_autofree char *got = quote(inst);
+    return fail(c, "expected a number %s %s, got %s",
+                upper ? (exclusive ? "<" : "<=") : (exclusive ? ">" : ">="), want, got);
 }
 
-/*
- * multipleOf in floating point: 0.0075 / 0.0001 is 74.99999999999999, so "integer quotient"
- * allows a relative error of a few ulps. A quotient beyond 2^53 is integral anyway.
- */
-static gboolean v_multiple(Ctx *c, double m, double x)
+/* multipleOf, exactly: the quotient of the two decimals is an integer (0.0075 of 0.0001). */
+static gboolean v_multiple(Ctx *c, const cJSON *m, const cJSON *inst)
 {
-    double q = x / m;
-    gboolean ok = !isfinite(q) || fabs(q) >= 9007199254740992.0 ||
-                  fabs(q - nearbyint(q)) <= 1e-9 * fmax(1.0, fabs(q));
-    return ok || fail(c, "expected a multiple of %.15g, got %.15g", m, x);
+    char bm[SBX_JSON_DOUBLE_BUF], bx[SBX_JSON_DOUBLE_BUF];
+    SbxDecimal dm = decimal(m, bm), dx = decimal(inst, bx);
+
+    if (!charge(c, 1 + dx.n / 16)) { /* a 128-bit remainder step per digit */
+        return FALSE;
+    }
+    /* Compiling refused a multipleOf of more than 19 digits, so the answer is 0 or 1. */
+    if (sbx_decimal_multiple_of(&dx, &dm) == 1) {
+        return TRUE;
+    }
+    if (c->quiet > 0) {
+        return FALSE;
+    }
+    g_autofree char *want = quote(m);
+    g_autofree char *got = quote(inst);
+    return fail(c, "expected a multiple of %s, got %s", want, got);
 }
 
 static gboolean v_pattern(Ctx *c, const cJSON *key_node, const char *text)
@@ -1055,11 +1107,11 @@ static gboolean v_keyword(Ctx *c, const cJSON *sch, const cJSON *m, const cJSON 
         return v_branches(c, kw, m, inst);
     }
     if (cJSON_IsNumber(inst) && strcmp(kw, "multipleOf") == 0) {
-        return v_multiple(c, m->valuedouble, inst->valuedouble);
+        return v_multiple(c, m, inst);
     }
     if (cJSON_IsNumber(inst) && cJSON_IsNumber(m) &&
         (strstr(kw, "inimum") != NULL || strstr(kw, "aximum") != NULL)) {
-        return v_bound(c, sch, kw, m->valuedouble, inst->valuedouble);
+        return v_bound(c, sch, kw, m, inst);
     }
     if (cJSON_IsString(inst) && (strcmp(kw, "pattern") == 0 || strcmp(kw, "minLength") == 0 ||
                                  strcmp(kw, "maxLength") == 0)) {
@@ -1105,21 +1157,17 @@ gboolean sbx_schema_validate(const SbxSchema *schema, const char *root, const ch
                              GError **error)
 {
     gsize len = strlen(instance_json);
-    const char *end = NULL;
+    g_autofree char *why = NULL;
 
     if (len > SBX_SCHEMA_INSTANCE_MAX) {
         g_set_error(error, SBX_SCHEMA_ERROR, SBX_SCHEMA_ERROR_TOO_COMPLEX,
                     "%s: larger than %d bytes", root, SBX_SCHEMA_INSTANCE_MAX);
         return FALSE;
     }
-    g_autoptr(cJSON) inst = cJSON_ParseWithLengthOpts(instance_json, len, &end, FALSE);
-    while (inst != NULL && end < instance_json + len && g_ascii_isspace(*end)) {
-        end++;
-    }
-    if (inst == NULL || end != instance_json + len) {
-        g_set_error(error, SBX_SCHEMA_ERROR, SBX_SCHEMA_ERROR_JSON,
-                    "%s: not one JSON value (or nested deeper than %d levels)", root,
-                    SBX_JSON_DEPTH_MAX);
+    g_autoptr(cJSON) inst = sbx_json_parse(instance_json, len, SBX_JSON_DEPTH_MAX, &why);
+    if (inst == NULL) {
+        g_set_error(error, SBX_SCHEMA_ERROR, SBX_SCHEMA_ERROR_JSON, "%s: not one JSON value: %s",
+                    root, why != NULL ? why : "out of memory");
         return FALSE;
     }
     Ctx c = {.s = schema, .path = g_string_new(root)};

@@ -22,6 +22,8 @@
 
 #include "jsonfile.h"
 #include "qemu.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 
 /* How often a connect looks at the port's state while it waits: host-side only, cheap. */
 #define SERIAL_WAIT_POLL_MS 2
@@ -43,7 +45,7 @@ gboolean sbx_vm_serial_prepare(SbxVm *vm, GError **error)
 
 void sbx_vm_serial_on_event(SbxVm *vm, const char *data_json)
 {
-    g_autoptr(cJSON) obj = sbx_json_parse_strict(data_json, strlen(data_json));
+    g_autoptr(cJSON) obj = sbx_json_parse(data_json, strlen(data_json), SBX_JSON_DEPTH_MAX, NULL);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
     const cJSON *open = cJSON_GetObjectItemCaseSensitive(obj, "open");
 

@@ -13,6 +13,7 @@
 
 #include "jsonfile.h"
 #include "paths.h"
+#include "protocol/json.h"
 
 /* The manifest is a few hundred bytes; 64 KiB refuses anything that is clearly not one. */
 #define MANIFEST_MAX (64 * 1024)
@@ -69,11 +70,12 @@ static char *check_file(const char *dir, const cJSON *files, const char *name, G
         image_error(error, "%s: missing (run scripts/build)", path);
         return NULL;
     }
-    if (cJSON_IsNumber(size) && size->valuedouble != (double)st.st_size) {
+    int64_t want;
+    if (cJSON_IsNumber(size) && (!sbx_json_int64(size, &want) || want != (int64_t)st.st_size)) {
         image_error(error,
-                    "%s: size %lld differs from manifest.json (%.0f): rebuild with "
+                    "%s: size %lld differs from manifest.json (%s): rebuild with "
                     "scripts/build",
-                    path, (long long)st.st_size, size->valuedouble);
+                    path, (long long)st.st_size, sbx_json_number_text(size));
         return NULL;
     }
     return g_steal_pointer(&path);

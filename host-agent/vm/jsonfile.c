@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "protocol/json.h"
+#include "protocol/limits.h"
+
 /* Read at most @max_bytes from @fd; one byte more means the file is too large. */
 static int read_bounded(int fd, gsize max_bytes, char **ret_buf, gsize *ret_len)
 {
@@ -30,63 +33,20 @@ static int read_bounded(int fd, gsize max_bytes, char **ret_buf, gsize *ret_len)
     return 0;
 }
 
-/* Line and column (1-based) of byte @offset in @text, for parse errors. */
-static void line_col(const char *text, gsize offset, guint *ret_line, guint *ret_col)
-{
-    guint line = 1, col = 1;
-
-    for (gsize i = 0; i < offset && text[i]; i++) {
-        if (text[i] == '\n') {
-            line++;
-            col = 1;
-        } else {
-            col++;
-        }
-    }
-    *ret_line = line;
-    *ret_col = col;
-}
-
-cJSON *sbx_json_parse_strict(const char *text, gsize len)
-{
-    const char *end = NULL;
-    cJSON *v = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-
-    for (; v && end && (gsize)(end - text) < len; end++) {
-        if (!g_ascii_isspace(*end)) {
-            cJSON_Delete(v);
-            return NULL;
-        }
-    }
-    return v;
-}
-
 static cJSON *parse_object(const char *name, const char *text, gsize len, GQuark domain, int code,
                            GError **error)
 {
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    g_autofree char *why = NULL;
+    cJSON *root = sbx_json_parse(text, len, SBX_JSON_DEPTH_MAX, &why);
     guint line, col;
 
     if (!root) {
-        line_col(text, end && end >= text ? (gsize)(end - text) : 0, &line, &col);
-        g_set_error(error, domain, code,
-                    "%s: invalid JSON (or nested deeper than allowed) "
-                    "near line %u column %u",
-                    name, line, col);
+        const char *rest = why ? sbx_json_error_where(text, len, why, &line, &col) : "out of memory";
+        if (why && line > 0)
+            g_set_error(error, domain, code, "%s: line %u column %u: %s", name, line, col, rest);
+        else
+            g_set_error(error, domain, code, "%s: %s", name, rest);
         return NULL;
-    }
-    /* Trailing bytes after the value: only whitespace is allowed. */
-    for (; end && (gsize)(end - text) < len; end++) {
-        if (!g_ascii_isspace(*end)) {
-            cJSON_Delete(root);
-            line_col(text, (gsize)(end - text), &line, &col);
-            g_set_error(error, domain, code,
-                        "%s: unexpected text after the JSON value at "
-                        "line %u column %u",
-                        name, line, col);
-            return NULL;
-        }
     }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);

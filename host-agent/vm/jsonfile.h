@@ -1,7 +1,7 @@
 /*
  * Reading small JSON files written by people or by our build (profiles, the image manifest):
- * size-checked before reading, parse errors with line and column. Internal to host-agent/vm:
- * no cJSON value leaves this folder.
+ * size-checked before reading, parsed by sbx_json_parse() (protocol/json.h), errors with line
+ * and column. Internal to host-agent/vm: no cJSON value leaves this folder.
  */
 #pragma once
 
@@ -9,9 +9,6 @@
 #include <glib.h>
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
-
-/** Parse exactly one JSON value filling @len bytes (whitespace around it allowed), or NULL. */
-cJSON *sbx_json_parse_strict(const char *text, gsize len);
 
 /**
  * Read @path (refused if larger than @max_bytes) and parse it as one JSON object.

@@ -10,6 +10,7 @@
 
 #include "jsonfile.h"
 #include "paths.h"
+#include "protocol/json.h"
 
 /*
  * Largest profile file. A profile is a dozen short fields (~300 bytes); 64 KiB leaves room for
@@ -81,14 +82,14 @@ static gboolean simple_token(const char *s, gsize max)
     return TRUE;
 }
 
-/* An integer in [@min, @max] (JSON numbers are doubles: 2.5 and 1e10 are refused). */
+/* An integer in [@min, @max] (2.0 is one; 2.5 and 1e10 are refused). */
 static gboolean get_uint(const cJSON *v, guint min, guint max, guint *ret)
 {
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(gint64)v->valuedouble)
+    int64_t n;
+
+    if (!sbx_json_int64(v, &n) || n < min || n > max)
         return FALSE;
-    if (v->valuedouble < min || v->valuedouble > max)
-        return FALSE;
-    *ret = (guint)v->valuedouble;
+    *ret = (guint)n;
     return TRUE;
 }
 
@@ -205,17 +206,13 @@ static const struct {
     {"channel", f_channel, FALSE},  {"vsock", f_vsock, FALSE},
 };
 
-/* Dispatch one member of the object to its field parser; unknown and repeated names fail. */
+/* Dispatch one member of the object to its field parser; unknown names fail (repeated ones
+ * never get here: sbx_json_parse refuses them). */
 static gboolean parse_member(Ctx *ctx, const cJSON *member, guint32 *seen, GError **error)
 {
     for (guint i = 0; i < G_N_ELEMENTS(fields); i++) {
         if (!g_str_equal(member->string, fields[i].name))
             continue;
-        if (*seen & (1u << i)) {
-            g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE, "%s: %s: given twice", ctx->file,
-                        member->string);
-            return FALSE;
-        }
         *seen |= 1u << i;
         return fields[i].func(ctx, member, error);
     }

@@ -10,6 +10,8 @@
 #include "jsonfile.h"
 #include "logring.h"
 #include "vm-error.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 
 /* One read(); the socket buffer is about this size. */
 #define READ_CHUNK (16 * 1024)
@@ -194,7 +196,7 @@ static void send_command(SbxQmp *q, const char *command, cJSON *args, Pending *p
     if (args)
         cJSON_AddItemToObject(msg, "arguments", args);
     cJSON_AddNumberToObject(msg, "id", (double)p->id);
-    text = cJSON_PrintUnformatted(msg);
+    text = sbx_json_print(msg);
     g_string_append(q->out, text);
     g_string_append_c(q->out, '\n');
     g_hash_table_insert(q->pending, &p->id, p);
@@ -247,7 +249,7 @@ static void handle_event(SbxQmp *q, const cJSON *msg, const cJSON *event)
         return;
     }
     name = sbx_log_sanitize(event->valuestring, strlen(event->valuestring));
-    data_json = cJSON_IsObject(data) ? cJSON_PrintUnformatted(data) : g_strdup("{}");
+    data_json = cJSON_IsObject(data) ? sbx_json_print(data) : g_strdup("{}");
     if (q->event_func && !q->freed)
         q->event_func(q, name, data_json, q->user_data);
 }
@@ -289,10 +291,9 @@ static void handle_reply(SbxQmp *q, const cJSON *msg, const cJSON *id)
 {
     const cJSON *ret = cJSON_GetObjectItemCaseSensitive(msg, "return");
     const cJSON *err = cJSON_GetObjectItemCaseSensitive(msg, "error");
-    /* Our ids are small positive integers; anything else (2^60, NaN) matches nothing. */
-    gint64 key = cJSON_IsNumber(id) && id->valuedouble >= 1 && id->valuedouble <= 1e15
-                     ? (gint64)id->valuedouble
-                     : -1;
+    /* Our ids are small positive integers; anything else (2^60, 1.5) matches nothing. */
+    int64_t n;
+    gint64 key = sbx_json_int64(id, &n) && n >= 1 && n <= 1000000000000000 ? n : -1;
     Pending *p = g_hash_table_lookup(q->pending, &key);
 
     if (!p || (!ret && !cJSON_IsObject(err))) {
@@ -304,7 +305,7 @@ static void handle_reply(SbxQmp *q, const cJSON *msg, const cJSON *id)
     if (!p->task) {
         finish_handshake(q, ret ? NULL : error_of_reply(p, err));
     } else if (ret) {
-        g_task_return_pointer(p->task, cJSON_PrintUnformatted(ret), g_free);
+        g_task_return_pointer(p->task, sbx_json_print(ret), g_free);
     } else {
         g_task_return_error(p->task, error_of_reply(p, err));
     }
@@ -336,7 +337,7 @@ static void handle_line(SbxQmp *q, const char *line, gsize len)
         len--;
     if (len == 0)
         return;
-    msg = sbx_json_parse_strict(line, len);
+    msg = sbx_json_parse(line, len, SBX_JSON_DEPTH_MAX, NULL);
     if (!cJSON_IsObject(msg)) {
         break_connection(q, g_error_new(SBX_VM_ERROR, SBX_VM_ERROR_QMP,
                                         "QMP: QEMU sent something that is not a JSON object"));
@@ -485,7 +486,7 @@ static gboolean parse_args(const char *args_json, cJSON **ret, GError **error)
     *ret = NULL;
     if (!args_json)
         return TRUE;
-    args = cJSON_Parse(args_json);
+    args = sbx_json_parse(args_json, strlen(args_json), SBX_JSON_DEPTH_MAX, NULL);
     if (!cJSON_IsObject(args)) {
         cJSON_Delete(args);
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,

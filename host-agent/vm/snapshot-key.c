@@ -8,6 +8,8 @@
 
 #include "jsonfile.h"
 #include "qemu.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 
 static char *sha256_hex(const char *data, gsize len)
 {
@@ -93,7 +95,7 @@ char *sbx_snapshot_inputs_to_json(const SbxSnapshotInputs *in)
         cJSON_AddStringToObject(obj, fields[i].name, *field_ptr(in, &fields[i]));
     if (in->profile_name)
         cJSON_AddStringToObject(obj, "profile_name", in->profile_name);
-    char *text = cJSON_Print(obj);
+    char *text = sbx_json_print(obj);
     char *out = g_strdup_printf("%s\n", text);
     cJSON_free(text);
     return out;
@@ -105,7 +107,7 @@ char *sbx_snapshot_inputs_to_json(const SbxSnapshotInputs *in)
 gboolean sbx_snapshot_inputs_from_json(const char *text, gsize len, SbxSnapshotInputs *out,
                                        GError **error)
 {
-    g_autoptr(cJSON) obj = sbx_json_parse_strict(text, len);
+    g_autoptr(cJSON) obj = sbx_json_parse(text, len, SBX_JSON_DEPTH_MAX, NULL);
 
     memset(out, 0, sizeof(*out));
     if (!cJSON_IsObject(obj)) {

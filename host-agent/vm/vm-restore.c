@@ -19,6 +19,8 @@
 #include "jsonfile.h"
 #include "qemu.h"
 #include "ramfile.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 
 /* Between query-migrate polls: the state (~0.3 MB with x-ignore-shared) loads in ~5-10 ms. */
 #define MIGRATE_POLL_MS 2
@@ -100,7 +102,7 @@ static void on_chardev_added(SbxVm *vm, const char *ret)
     }
     cJSON_AddStringToObject(args, "id", SBX_QEMU_VSOCK_ID);
     cJSON_AddStringToObject(args, "chardev", "vsock");
-    g_autofree char *text = cJSON_PrintUnformatted(args);
+    g_autofree char *text = sbx_json_print(args);
     run(vm, "device_add", text, on_device_added);
 }
 
@@ -120,7 +122,7 @@ static void plug_vsock(SbxVm *vm)
     addr_data = cJSON_AddObjectToObject(addr, "data");
     cJSON_AddStringToObject(addr_data, "path", vm->vhost_user_path);
     cJSON_AddBoolToObject(data, "server", FALSE);
-    g_autofree char *text = cJSON_PrintUnformatted(args);
+    g_autofree char *text = sbx_json_print(args);
     run(vm, "chardev-add", text, on_chardev_added);
 }
 
@@ -137,7 +139,7 @@ static gboolean on_poll_timer(gpointer data)
 
 static void on_migrate_status(SbxVm *vm, const char *ret)
 {
-    g_autoptr(cJSON) obj = sbx_json_parse_strict(ret, strlen(ret));
+    g_autoptr(cJSON) obj = sbx_json_parse(ret, strlen(ret), SBX_JSON_DEPTH_MAX, NULL);
     const cJSON *status = cJSON_GetObjectItemCaseSensitive(obj, "status");
     const char *s = cJSON_IsString(status) ? status->valuestring : "";
 
@@ -189,7 +191,7 @@ void sbx_vm_restore_load_state(SbxVm *vm)
 
     /* exec: runs a shell in QEMU's process group: killed with QEMU (child.c). */
     cJSON_AddStringToObject(args, "uri", uri);
-    g_autofree char *text = cJSON_PrintUnformatted(args);
+    g_autofree char *text = sbx_json_print(args);
     run(vm, "migrate-incoming", text, on_incoming);
 }
 

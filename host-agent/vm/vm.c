@@ -15,6 +15,8 @@
 #include "channel.h"
 #include "hvsock.h"
 #include "jsonfile.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 
 GQuark sbx_vm_error_quark(void)
 {
@@ -294,7 +296,7 @@ static void on_status_after_stop(GObject *source, GAsyncResult *res, gpointer da
     (void)source;
     if (!json)
         return; /* cancelled (@vm may be gone), or QMP broke: that path reports */
-    obj = cJSON_Parse(json);
+    obj = sbx_json_parse(json, strlen(json), SBX_JSON_DEPTH_MAX, NULL);
     status = cJSON_GetObjectItemCaseSensitive(obj, "status");
     if (!cJSON_IsString(status) || !dead_run_state(status->valuestring))
         return; /* a stop someone asked for (a snapshot): not our business */
@@ -323,7 +325,7 @@ void sbx_vm_on_qmp_event(SbxQmp *qmp, const char *event, const char *data_json, 
     sbx_vm_channel_on_event(vm, event, data_json);
     if (!g_str_equal(event, "SHUTDOWN") || vm->shutdown_reason)
         return;
-    obj = cJSON_Parse(data_json);
+    obj = sbx_json_parse(data_json, strlen(data_json), SBX_JSON_DEPTH_MAX, NULL);
     reason = cJSON_GetObjectItemCaseSensitive(obj, "reason");
     if (cJSON_IsString(reason) && strlen(reason->valuestring) <= 64)
         vm->shutdown_reason = sbx_log_sanitize(reason->valuestring, strlen(reason->valuestring));

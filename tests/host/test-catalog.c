@@ -66,14 +66,14 @@ typedef struct {
 } Bad;
 
 static const Bad bad[] = {
-    {"", "cat.json:1:1: not valid JSON"},
-    {"{\"providers\": {}\n,}", "cat.json:2:2: not valid JSON"},
+    {"", "cat.json:1:1: invalid JSON"},
+    {"{\"providers\": {}\n,}", "cat.json:2:2: invalid JSON"},
     {"[]", "expected a JSON object at the top level"},
-    {"{\"providers\": {}} x", "trailing data"},
+    {"{\"providers\": {}} x", "cat.json:1:19: text after the JSON value"},
     {"{}", "cat.json: providers: expected an object"},
     {"{\"providers\": []}", "cat.json: providers: expected an object"},
     {"{\"providers\": {}, \"extra\": 1}", "unknown field \"extra\""},
-    {"{\"providers\": {}, \"providers\": {}}", "field \"providers\" appears twice"},
+    {"{\"providers\": {}, \"providers\": {}}", "cat.json:1:19: duplicate member name"},
     {"{\"version\": 2, \"providers\": {}}", "version: unsupported catalog version"},
     {"{\"providers\": {\"p\": 1}}", "providers.p: expected an object"},
     {"{\"providers\": {\"p\": {}}}", "providers.p: missing field \"kind\""},
@@ -120,7 +120,7 @@ static const Bad bad[] = {
      "providers.p.tools.t: unknown field \"inputSchema\""},
     {"{\"providers\": {\"p\": {\"kind\": \"command\", \"command\": [\"ls\"],"
      " \"tools\": {\"t\": {}, \"t\": {}}}}}",
-     "providers.p.tools: field \"t\" appears twice"},
+     "cat.json:1:79: duplicate member name"},
     {"{\"providers\": {\"p\": {\"kind\": \"command\", \"command\": [\"ls\"],"
      " \"tools\": {\"\": {}}}}}",
      "providers.p.tools.\"\": a name must have 1 to 128 bytes"},
@@ -129,7 +129,7 @@ static const Bad bad[] = {
      "providers.\"a b\".tools.\"t\n\": the name contains a control character"},
     {"{\"providers\": {\"p\": {\"kind\": \"command\", \"command\": [\"ls\"],"
      " \"tools\": {\"t\": {\"description\": \"x\", \"description\": \"y\"}}}}}",
-     "providers.p.tools.t: field \"description\" appears twice"},
+     "cat.json:1:96: duplicate member name"},
 };
 
 static void test_invalid(void **state)
@@ -187,7 +187,7 @@ static void test_limits(void **state)
     g_autofree char *deep_open = g_strnfill(100000, '[');
     g_autofree char *deep = g_strdup_printf("{\"providers\": {}, \"x\": %s}", deep_open);
     assert_null(parse(deep, &error));
-    assert_non_null(strstr(error->message, "not valid JSON"));
+    assert_non_null(strstr(error->message, "nested deeper than 32 levels"));
 }
 
 static void test_load_file(void **state)

@@ -195,6 +195,54 @@ static void test_numbers(void **state)
     no_compile("{\"minimum\":\"1\"}", "minimum: expected a number");
 }
 
+/*
+ * Numbers beyond a double are decided on their literals (issue: a 20-digit integer is an
+ * integer; 2^53 + 1 is not 2^53). Each of these failed when numbers were compared as doubles.
+ */
+static void test_exact_numbers(void **state)
+{
+    (void)state;
+    OK("{\"type\":\"integer\"}", "12345678901234567890");
+    OK("{\"type\":\"integer\"}", "-123456789012345678901234567890");
+    OK("{\"type\":\"integer\"}", "1e400");
+    OK("{\"type\":\"integer\"}", "1.5e1");
+    bad("{\"type\":\"integer\"}", "1.0000000000000001"); /* 1.0 as a double */
+    bad("{\"type\":\"integer\"}", "9007199254740993.5");
+    check("{\"maximum\":9007199254740992}", "9007199254740993",
+          "input: expected a number <= 9007199254740992, got 9007199254740993");
+    OK("{\"maximum\":9007199254740993}", "9007199254740993");
+    check("{\"minimum\":-9007199254740992}", "-9007199254740993",
+          "input: expected a number >= -9007199254740992, got -9007199254740993");
+    check("{\"exclusiveMaximum\":0.30000000000000004}", "0.30000000000000004",
+          "input: expected a number < 0.30000000000000004, got 0.30000000000000004");
+    OK("{\"exclusiveMaximum\":0.30000000000000004}", "0.3");
+    OK("{\"maximum\":1e308}", "-1e400");
+    bad("{\"maximum\":1e308}", "1e400");
+    OK("{\"minimum\":0,\"exclusiveMinimum\":true}", "1e-400");
+    OK("{\"multipleOf\":3}", "12345678901234567893"); /* digit sum 93 */
+    check("{\"multipleOf\":3}", "12345678901234567891",
+          "input: expected a multiple of 3, got 12345678901234567891");
+    OK("{\"multipleOf\":10}", "12345678901234567890");
+    OK("{\"multipleOf\":0.01}", "19.99");
+    bad("{\"multipleOf\":0.01}", "19.999");
+    OK("{\"multipleOf\":1e-400}", "3e-399");
+    bad("{\"multipleOf\":7}", "1e400");
+    OK("{\"multipleOf\":5}", "1e400");
+    no_compile("{\"multipleOf\":12345678901234567890.1}",
+               "multipleOf: more than 19 significant digits are not supported");
+    no_compile("{\"multipleOf\":-0.0}", "multipleOf: expected a number greater than 0");
+    /* Equality is by value: 1, 1.0 and 10e-1 are one number; 2^53 and 2^53 + 1 are two. */
+    OK("{\"const\":1}", "10e-1");
+    OK("{\"const\":-0}", "0.0");
+    check("{\"const\":9007199254740992}", "9007199254740993",
+          "input: expected the value 9007199254740992");
+    OK("{\"enum\":[18446744073709551616]}", "18446744073709551616.0");
+    bad("{\"uniqueItems\":false,\"items\":{\"const\":12345678901234567890}}",
+        "[12345678901234567890,12345678901234567891]");
+    bad("{\"uniqueItems\":true}", "[12345678901234567890,1.234567890123456789e19]");
+    OK("{\"uniqueItems\":true}", "[9007199254740992,9007199254740993]");
+}
+
 static void test_strings(void **state)
 {
     (void)state;
@@ -328,7 +376,7 @@ static void test_boolean_and_unknown(void **state)
     check("{\"properties\":{\"a\":false}}", "{\"a\":1}", "input.a: no value is allowed here");
     OK("{\"format\":\"email\",\"x-vendor\":{\"pattern\":\"(\"},\"description\":\"d\"}", "\"x\"");
     OK("{}", "null");
-    no_compile("{\"type\":\"string\",\"type\":\"integer\"}", "keyword \"type\" appears twice");
+    no_compile("{\"type\":\"string\",\"type\":\"integer\"}", "duplicate member name");
     no_compile("[]", "expected a schema");
     no_compile("{\"properties\":{\"a\":3}}", "properties.a: expected a schema");
 }
@@ -379,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_items),
         cmocka_unit_test(test_enum_const),
         cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_exact_numbers),
         cmocka_unit_test(test_strings),
         cmocka_unit_test(test_pattern),
         cmocka_unit_test(test_combinators),

@@ -124,7 +124,7 @@ static void test_bad_images(void **state)
     put("manifest.json", "{" FILES "}");
     expect_error(SBX_VM_ERROR_IMAGE, "image_id");
     put("manifest.json", "{\"image_id\": \"abc\"");
-    expect_error(SBX_VM_ERROR_IMAGE, "manifest.json: invalid JSON");
+    expect_error(SBX_VM_ERROR_IMAGE, "manifest.json: line 1 column 18: invalid JSON");
     put("manifest.json", "{\"image_id\": \"abc\", " FILES "}");
     {
         g_autofree char *p = g_build_filename(dir, "rootfs.erofs", NULL);
