@@ -1,6 +1,12 @@
 // Only JSON values cross the sandbox boundary. toJson() turns a value into JSON text or says
 // exactly why it cannot, where JSON.stringify would silently drop or change it (functions,
-// undefined, NaN, Map) or fail vaguely (BigInt, cycles).
+// undefined, NaN, Map, -0) or fail vaguely (BigInt, cycles).
+//
+// Numbers cross as text, unchanged: the host forwards each number literal as it is. So a
+// number is printed so that it reads back as the same value: a double in its shortest round
+// trip form (what JSON.stringify gives), but -0 as `-0` (JSON.stringify says `0`), and a
+// BigInt as its exact integer text. The other way, JSON.parse makes of a literal what
+// JavaScript makes of it anywhere: 9007199254740993 is 9007199254740992, 1e400 is Infinity.
 
 // SBX_JSON_DEPTH_MAX (32) minus the message object around the value, minus one spare level.
 export const DEPTH_MAX = 30;
@@ -30,7 +36,7 @@ function member(path, key) {
 
 function refuse(path, what, hint) {
     return new SerializationError(`${path} is ${what}: only JSON values (objects, arrays, ` +
-        `strings, finite numbers, booleans, null) can cross the sandbox boundary${hint}`);
+        `strings, finite numbers, bigints, booleans, null) can cross the sandbox boundary${hint}`);
 }
 
 function special(v, path) {
@@ -60,7 +66,9 @@ export function toJson(value, path) {
         case 'number':
             if (!Number.isFinite(v))
                 throw refuse(where, String(v), '');
-            return JSON.stringify(v);
+            return Object.is(v, -0) ? '-0' : JSON.stringify(v);
+        case 'bigint':
+            return v.toString();
         case 'object':
             break;
         default:

@@ -23,7 +23,7 @@ import threading
 import traceback
 
 from sbx_channel import Channel, ChannelClosed, encode
-from sbx_json import SerializationError, check
+from sbx_json import HoldsBigInts, SerializationError, check, convert, loads
 from sbx_tools import PolicyDenied, SandboxToolError, ToolError, ValidationError, make_tools
 
 FILENAME = "main.py"
@@ -88,7 +88,12 @@ class Runner:
         fn = namespace.get(x["entry"])
         if not callable(fn):
             raise NameError(f"entry function {x['entry']!r} is not defined by the code")
-        value = fn(*(x.get("args") or []))
+        args = x.get("args") or []
+        if isinstance(x, HoldsBigInts):
+            # An integer of more digits than Python converts (sbx_json.loads): converted now,
+            # after the code, which may have raised the limit (sys.set_int_max_str_digits).
+            args = convert(args, "args")
+        value = fn(*args)
         if inspect.isawaitable(value):
             value = self.wait(value)
         return value
@@ -193,7 +198,7 @@ def warm_up():
         check(value, "result")
         encode(done("warmup", "ok", 0, result=value))
         describe(ValueError("warm-up"))
-        json.loads(json.dumps(value))
+        loads(json.dumps(value).encode())
         # The paths of an execute's start and end: reseeding (again at the execute), the
         # channel's reader thread, flushing.
         random.seed()

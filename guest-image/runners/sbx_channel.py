@@ -13,6 +13,8 @@ import socket
 import struct
 import threading
 
+import sbx_json
+
 # SBX_FRAME_MAX in host-agent/protocol/limits.h: the agent refuses anything longer.
 FRAME_MAX = 4 * 1024 * 1024
 
@@ -60,11 +62,13 @@ class Channel:
         return bool(select.select([self._sock], [], [], timeout)[0])
 
     def read(self):
-        """The next message; raises ChannelClosed at the end."""
+        """The next message; raises ChannelClosed at the end. An integer of more digits than
+        Python converts does not fail the message: it is left in it (sbx_json.loads), for the
+        one who uses that value to convert it (a tool result: the call; the args)."""
         (length,) = struct.unpack(">I", self._recv_exact(4))
         if length == 0 or length > FRAME_MAX:
             raise ChannelClosed()
-        return json.loads(self._recv_exact(length))
+        return sbx_json.loads(self._recv_exact(length))
 
     def send(self, frame):
         with self._send_lock:

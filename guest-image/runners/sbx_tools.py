@@ -8,7 +8,7 @@ import asyncio
 import threading
 
 from sbx_channel import ChannelClosed
-from sbx_json import SerializationError, check
+from sbx_json import HoldsBigInts, SerializationError, check, convert
 
 
 class SandboxToolError(Exception):
@@ -46,9 +46,16 @@ for _cls in (SandboxToolError, ToolError, ValidationError, PolicyDenied):
     _cls.__module__ = "builtins"
 
 
-def _outcome(msg):
+def _outcome(msg, tool):
     if msg.get("ok"):
-        return msg.get("result")
+        if not isinstance(msg, HoldsBigInts):
+            return msg.get("result")
+        # An integer of more digits than Python converts (sbx_json.loads): converted here,
+        # with the limit in force now, or this call fails, in the code that made it.
+        try:
+            return convert(msg.get("result"), "result")
+        except ValueError as e:
+            raise ValueError(f"tools.{tool._provider}.{tool._name}: {e}") from None
     err = msg.get("error") or {}
     cls = _BY_CODE.get(err.get("code"), SandboxToolError)
     raise cls(err.get("message", ""), err.get("code"), err.get("type"), err.get("stack"))
@@ -87,7 +94,7 @@ class Tool:
         box, ready = [], threading.Event()
         self._send(value, lambda msg: (box.append(msg), ready.set()))
         ready.wait()
-        return _outcome(box[0])
+        return _outcome(box[0], self)
 
     async def aio(self, input=None, /, **kwargs):
         value = _input(self._provider, self._name, input, kwargs)
@@ -99,7 +106,7 @@ class Tool:
                 future.set_result(msg)
 
         self._send(value, lambda msg: loop.call_soon_threadsafe(settle, msg))
-        return _outcome(await future)
+        return _outcome(await future, self)
 
 
 class _Namespace:

@@ -70,15 +70,20 @@ class Host:
             data += chunk
         return data
 
-    def recv(self):
-        """The next message, or None when the agent closed the connection."""
+    def recv_text(self):
+        """The next message's JSON text, or None when the agent closed the connection."""
         head = self._exact(4)
         if head is None:
             return None
         (n,) = struct.unpack(">I", head)
         body = self._exact(n)
         check(body is not None, "connection closed in the middle of a frame")
-        return json.loads(body)
+        return body.decode()
+
+    def recv(self):
+        """The next message, or None when the agent closed the connection."""
+        text = self.recv_text()
+        return None if text is None else json.loads(text)
 
     def expect(self, type_):
         msg = self.recv()
@@ -646,7 +651,8 @@ def test_serialization_error(agent):
     h = agent.connect()
     h.hello()
     for code, lang in [("NaN", "javascript"), ("({f: () => 1})", "javascript"),
-                       ("10n", "javascript"), ("const a = {}; a.self = a; a", "javascript"),
+                       ("Symbol('s')", "javascript"),
+                       ("const a = {}; a.self = a; a", "javascript"),
                        ("float('nan')", "python"), ("{1: 'int key'}", "python"),
                        ("object()", "python"), ("a = []\na.append(a)\na", "python"),
                        ("'nul\\0'", "python")]:
@@ -664,6 +670,67 @@ def test_serialization_error(agent):
     r = h.run("'y'.repeat(4 * 1024 * 1024 - 200)", "javascript")
     expect_ok(r)
     check(len(r.done["result"]) == 4 * 1024 * 1024 - 200, "a 4 MiB result arrives")
+
+
+def test_exact_numbers(agent):
+    """Numbers cross the whole way (runner, agent, host) as their text: -0, BigInt, ints of any
+    size, shortest doubles, in tool inputs, tool results, args and results; each language reads
+    a literal as it would anywhere (JS: 1234567890123456789 is 1234567890123456800). A tool
+    result with an int of more digits than Python converts fails that call only.
+    (runner_test.py tests the runners alone.) The texts are compared, not re-parsed: Python's
+    json here would read -0 as 0 and refuse 5000 digits."""
+    h = agent.connect()
+    h.hello()
+    big = "1" + "0" * 4999
+
+    def run_raw(code, language, answer, **fields):
+        exec_id = h.execute(code, language, tools=add_tool(("echo",)), **fields)
+        calls = []
+        while True:
+            text = h.recv_text()
+            check(text is not None, "connection closed before done")
+            msg = json.loads(text, parse_int=str)
+            if msg["type"] == "tool_call":
+                calls.append(text)
+                reply = (f'{{"type":"tool_result","id":"{exec_id}","call_id":{msg["call_id"]},'
+                         f'"ok":true,"result":{answer(msg)}}}').encode()
+                h.send_raw(struct.pack(">I", len(reply)) + reply)
+            elif msg["type"] == "done":
+                check(msg["status"] == "ok", "status ok", text[:3000])
+                return text, calls
+            else:
+                check(msg["type"] in ("started", "output"), "an expected message", text[:3000])
+
+    code = ("const r = await tools.calc.echo({z: -0, b: 1234567890123456789n, d: 0.1 + 0.2,"
+            " t: 5e-324});\n"
+            "[Object.is(r.z, -0), r.b, r.inf === Infinity, -0, 10n ** 30n, r.d]")
+    done, calls = run_raw(code, "javascript", lambda m: '{"z":-0,"b":1234567890123456789,'
+                          '"inf":1e400,"d":0.30000000000000004}')
+    check(len(calls) == 1 and '"input":{"z":-0,"b":1234567890123456789,'
+          '"d":0.30000000000000004,"t":5e-324}' in calls[0], "the JS input's text", calls)
+    check('"result":[true,1234567890123456800,true,-0,1000000000000000000000000000000,'
+          '0.30000000000000004]' in done, "the JS result's text", done)
+    code = ("import math\nr = tools.calc.echo({'z': -0.0, 'b': 10**4000})\n"
+            "out = [math.copysign(1, r['z']), r['b'] == 10**4000]\n"
+            "try:\n    tools.calc.echo({'big': True})\n"
+            "except ValueError as e:\n    out.append(str(e))\n"
+            "out + [-0.0, 2**70]")
+    done, calls = run_raw(code, "python", lambda m: f'{{"n":{big}}}' if "big" in m["input"]
+                          else f'{{"z":-0.0,"b":1{"0" * 4000}}}')
+    check(len(calls) == 2 and f'"input":{{"z":-0.0,"b":1{"0" * 4000}}}' in calls[0],
+          "the Python input's text", [c[:300] for c in calls])
+    message = ("tools.calc.echo: result['n'] is an integer of 5000 digits: Python converts "
+               "integers of at most 4300 digits to and from text (sys.get_int_max_str_digits());"
+               " raise the limit with sys.set_int_max_str_digits(n), or 0 for none")
+    check(f'"result":[-1.0,true,{json.dumps(message)},-0.0,1180591620717411303424]' in done,
+          "the Python result's text: the big int failed its call only", done[:3000])
+    # Args: the host's text, read by each language.
+    done, _ = run_raw("function main(a, b) { return [a, b]; }", "javascript", None,
+                      entry="main", args=[-0.0, 2**70])
+    check('"result":[-0,1.1805916207174113e+21]' in done, "JS args", done)
+    done, _ = run_raw("def main(a, b):\n    return [a, b]", "python", None,
+                      entry="main", args=[-0.0, 2**70])
+    check('"result":[-0.0,1180591620717411303424]' in done, "Python args", done)
 
 
 def test_second_connection(agent):

@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+"""The language runners on their own, without the agent: how values cross their side of the
+boundary. The host forwards each number literal as it is, so what a runner writes is what the
+other side reads: these tests look at the runner's bytes on the channel, not at a re-parsed
+copy (Python's json here would turn -0 into 0, and refuse to print 10**5000).
+
+Usage: runner_test.py RUNNERS_DIR TEST_NAME   (or "all")
+
+js_json and python_json test the serialisers directly (json.mjs via test-json.mjs on node;
+sbx_json and sbx_channel imported here). The others start a runner (node runner.mjs, python3
+runner.py) with one end of a socket pair as its fd 3 and play the agent: an execute (no ping:
+as for a runner spawned for an execute), tool results written as raw JSON text, the done.
+SBX_TEST_NODE and SBX_TEST_PYTHON choose the runtimes (default /usr/bin/node, /usr/bin/python3).
+"""
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+
+NODE = os.environ.get("SBX_TEST_NODE", "/usr/bin/node")
+PYTHON = os.environ.get("SBX_TEST_PYTHON", "/usr/bin/python3")
+HERE = os.path.dirname(os.path.abspath(__file__))
+TIMEOUT = 30  # seconds any single expected message may take (runtimes start slowly under load)
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, what, detail=""):
+    if not cond:
+        raise Failure(f"{what}\n{detail}" if detail else what)
+
+
+# A JSON reader for the test's side that keeps every number as its text (Python's own would
+# lose -0 and refuse more than 4300 digits): {"a": -0} reads as {"a": Num("-0")}.
+class Num(str):
+    pass
+
+
+def read_raw(text):
+    return json.loads(text, parse_int=Num, parse_float=Num, parse_constant=Num)
+
+
+def frame(text):
+    body = text.encode()
+    return struct.pack(">I", len(body)) + body
+
+
+# ---- a runner on a socket pair ---------------------------------------------------------------
+
+class Runner:
+    """One runner process, its fd 3 our socket's peer."""
+
+    def __init__(self, runners, language):
+        self.dir = tempfile.mkdtemp(prefix="sbx-runner-test-")
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(TIMEOUT)
+        argv = ([NODE, os.path.join(runners, "runner.mjs")] if language == "javascript"
+                else [PYTHON, os.path.join(runners, "runner.py")])
+        fd = theirs.fileno()
+        self.log_path = os.path.join(self.dir, "log")
+        with open(self.log_path, "wb") as log:
+            # fd 3 in the runner, as the agent gives it (dup2 makes it inheritable).
+            self.proc = subprocess.Popen(argv, cwd=self.dir, stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=log, close_fds=False,
+                                         preexec_fn=lambda: os.dup2(fd, 3))
+        theirs.close()
+        self.next_id = 1
+
+    def _exact(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            check(chunk, "the runner closed its channel", self.log())
+            data += chunk
+        return data
+
+    def recv(self):
+        """The next message's text."""
+        (n,) = struct.unpack(">I", self._exact(4))
+        return self._exact(n).decode()
+
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")[-3000:]
+
+    def run(self, execute, answers=None):
+        """Send @execute (a dict, or JSON text) and play the agent until the done: @answers maps a
+        tool name to the raw JSON text of its result (a string), or to a function of the call
+        (read_raw) returning the text of the whole tool_result's answer fields. Returns the
+        done's text and the calls' texts."""
+        if isinstance(execute, dict):
+            execute = json.dumps(dict({"type": "execute", "id": "x1", "tools": []}, **execute))
+        self.sock.sendall(frame(execute))
+        calls = []
+        while True:
+            text = self.recv()
+            msg = read_raw(text)
+            if msg["type"] == "done":
+                return text, calls
+            check(msg["type"] == "tool_call", "a tool_call or the done", text[:2000])
+            calls.append(text)
+            answer = (answers or {}).get(msg["tool"])
+            check(answer is not None, f"an answer for {msg['tool']}", text[:2000])
+            fields = answer(msg) if callable(answer) else f'"ok":true,"result":{answer}'
+            self.sock.sendall(frame(f'{{"type":"tool_result","id":"x1",'
+                                    f'"call_id":{msg["call_id"]},{fields}}}'))
+
+    def close(self):
+        """Close the channel (the JS runner waits for that after its done) and reap."""
+        self.sock.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise Failure("the runner did not exit once its channel was closed")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run(runners, language, execute, answers=None):
+    """One execution in a runner of its own: (done text, the done read raw, the call texts)."""
+    r = Runner(runners, language)
+    try:
+        execute = dict(execute, language=language) if isinstance(execute, dict) else execute
+        done, calls = r.run(execute, answers)
+    except (Failure, OSError) as e:
+        raise Failure(f"{e}\n--- runner output ---\n{r.log()}")
+    finally:
+        r.close()
+    return done, read_raw(done), calls
+
+
+def result_text(done):
+    """The text of the done's result member: the done is {...,"result":<text>,...}."""
+    start = done.index('"result":') + len('"result":')
+    value = json.JSONDecoder(parse_int=Num, parse_float=Num).raw_decode(done, start)
+    return done[start:value[1]]
+
+
+def expect_ok(done, msg, result_text_=None):
+    check(msg["status"] == "ok", "status ok", done[:3000])
+    if result_text_ is not None:
+        got = result_text(done)
+        check(got == result_text_, f"result text {result_text_[:300]}", got[:3000])
+
+
+def expect_error(done, msg, code, message=None, type_=None):
+    check(msg["status"] == "error", "status error", done[:3000])
+    err = msg["error"]
+    check(err["code"] == code, f"error code {code}", done[:3000])
+    if type_ is not None:
+        check(err["type"] == type_, f"error type {type_}", done[:3000])
+    if message is not None:
+        check(err["message"] == message, f"message {message!r}", done[:3000])
+
+
+def tools(*names):
+    return [{"provider": "calc", "name": n} for n in names]
+
+
+BIG = "1" + "0" * 4999  # 5000 digits: more than Python's default limit (4300)
+LIMIT_HINT = ("Python converts integers of at most 4300 digits to and from text "
+              "(sys.get_int_max_str_digits()); raise the limit with "
+              "sys.set_int_max_str_digits(n), or 0 for none")
+
+
+# ---- the tests -------------------------------------------------------------------------------
+
+def test_js_json(runners):
+    """json.mjs: toJson's numbers (-0, BigInt, shortest doubles) and refusals."""
+    p = subprocess.run([NODE, os.path.join(HERE, "test-json.mjs"), runners],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and p.stdout == "ok\n", "test-json.mjs passes",
+          p.stdout[-2000:] + p.stderr[-4000:])
+
+
+def test_python_json(runners):
+    """sbx_json: check() takes ints of any size up to Python's own limit, refuses beyond it at
+    the value's path; floats round-trip; loads() leaves a too-long int to convert()."""
+    sys.path.insert(0, runners)
+    sys.dont_write_bytecode = True  # nothing of ours in the runners' directory
+    import sbx_channel
+    import sbx_json
+    from sbx_json import SerializationError, check as sbx_check
+
+    def refused(value, path="result"):
+        try:
+            sbx_check(value, path)
+        except SerializationError as e:
+            return str(e)
+        return None
+
+    default = sys.get_int_max_str_digits()
+    check(default == 4300, f"Python's default limit is 4300 (here {default})")
+    for v in (0, 1, -1, 2**63, 2**70, -(2**70), 2**1024, 10**4000, -(10**4000), 10**4300 - 1,
+              -(10**4300 - 1), [2**70, {"a": 10**4000}]):
+        check(refused(v) is None, f"check() accepts {str(v)[:30]}...", refused(v))
+    check(refused({"a": [1, 10**5000]}) ==
+          f"result['a'][1] is an integer of more than 4300 digits: {LIMIT_HINT}",
+          "10**5000 refused at its path, naming the limit", refused({"a": [1, 10**5000]}))
+    check(refused(10**4300) and refused(-(10**4300)), "4301 digits refused")
+    # The bit-length shortcut agrees with Python's own conversion near the threshold, for
+    # several limits (0: none).
+    try:
+        for limit in (640, 1000, 4300):
+            sys.set_int_max_str_digits(limit)
+            for bits in range(int(3.31 * limit), int(3.34 * limit) + 3):
+                for v in (2**bits - 1, 2**bits, 2**bits + 1, -(2**bits), 10**limit - 1,
+                          10**limit):
+                    try:
+                        str(v)
+                        printable = True
+                    except ValueError:
+                        printable = False
+                    check((refused(v) is None) == printable,
+                          f"limit {limit}: check() of 2**{bits}-ish agrees with str()",
+                          refused(v))
+        sys.set_int_max_str_digits(0)
+        check(refused(10**20000) is None, "no limit: 10**20000 accepted")
+        sys.set_int_max_str_digits(640)
+        check(refused(10**640) == f"result is an integer of more than 640 digits: "
+              f"{LIMIT_HINT.replace('4300', '640')}", "the message names the limit in force")
+    finally:
+        sys.set_int_max_str_digits(default)
+
+    # Floats: the shortest round trip, -0.0 keeps its sign, inf and nan still refused.
+    for x in (-0.0, 0.1 + 0.2, 5e-324, 1.7976931348623157e308, 1e16, 2.0**-1074 * 3):
+        check(refused(x) is None, f"{x!r} accepted")
+        back = json.loads(json.dumps(x))
+        check(back == x and repr(back) == repr(x), f"{x!r} reads back as itself", repr(back))
+    check(json.dumps(-0.0) == "-0.0", "-0.0 printed with its sign")
+    body = sbx_channel.encode({"result": [-0.0, 2**70, 10**4000]})[4:].decode()
+    check(body == f'{{"result":[-0.0,1180591620717411303424,1{"0" * 4000}]}}',
+          "a frame carries -0.0 and big ints exactly", body[:200])
+    for x, what in ((float("inf"), "inf"), (float("-inf"), "-inf"), (float("nan"), "nan")):
+        check(refused([x]) == "result[0] is " + what + ": only JSON values (dict with str "
+              "keys, list, tuple, str, int, finite float, bool, None) can cross the sandbox "
+              "boundary", f"{what} refused", refused([x]))
+
+    # loads(): the fast path as json.loads; an int beyond the limit is left to convert().
+    msg = sbx_json.loads(b'{"a":-0.0,"b":1e400,"c":12345678901234567890123}')
+    check(type(msg) is dict and repr(msg["a"]) == "-0.0" and msg["b"] == float("inf")
+          and msg["c"] == 12345678901234567890123, "loads() as json.loads", repr(msg))
+    text = f'{{"ok":true,"result":{{"n":[-{BIG}],"m":7}}}}'.encode()
+    msg = sbx_json.loads(text)
+    check(isinstance(msg, sbx_json.HoldsBigInts) and msg["result"]["m"] == 7,
+          "a too-long int leaves the message readable", repr(msg)[:300])
+    try:
+        sbx_json.convert(msg["result"], "result")
+        raise Failure("convert() refuses an int beyond the limit")
+    except ValueError as e:
+        check(str(e) == f"result['n'][0] is an integer of 5000 digits: {LIMIT_HINT}",
+              "the message names the path, the digits, the limit", str(e))
+    try:
+        sys.set_int_max_str_digits(0)
+        check(sbx_json.convert(msg["result"], "result") == {"n": [-int(BIG)], "m": 7},
+              "convert() with the limit raised")
+    finally:
+        sys.set_int_max_str_digits(default)
+    try:
+        sbx_json.loads(b'{"a":')
+        raise Failure("loads() refuses bad JSON")
+    except json.JSONDecodeError:
+        pass
+
+
+def test_js_numbers(runners):
+    """The JS runner: -0 and BigInt in a tool input and in the result, exactly; a tool result's
+    and the args' numbers are what JSON.parse makes of them."""
+    code = ("const r = await tools.calc.echo({z: -0, big: 1234567890123456789n,"
+            " d: 0.1 + 0.2, t: 5e-324});\n"
+            "[Object.is(r.z, -0), r.big === 9007199254740992, r.inf === Infinity,"
+            " r.d === 0.1 + 0.2, r.t, -0, 2n ** 70n, [0.1, -0, 1e21]]")
+    done, msg, calls = run(runners, "javascript", {"code": code, "tools": tools("echo")},
+                           {"echo": '{"z":-0,"big":9007199254740993,"inf":1e400,'
+                                    '"d":0.30000000000000004,"t":5e-324}'})
+    expect_ok(done, msg, "[true,true,true,true,5e-324,-0,1180591620717411303424,"
+                         "[0.1,-0,1e+21]]")
+    check(len(calls) == 1 and '"input":{"z":-0,"big":1234567890123456789,'
+          '"d":0.30000000000000004,"t":5e-324}' in calls[0], "the input's exact text", calls)
+    # The args: JSON.parse of the execute.
+    execute = ('{"type":"execute","id":"x1","language":"javascript","tools":[],'
+               '"code":"function main(a, b, c) { return [Object.is(a, -0), b, c]; }",'
+               '"entry":"main","args":[-0,9007199254740993,-0.0]}')
+    done, msg, _ = run(runners, "javascript", execute)
+    expect_ok(done, msg, "[true,9007199254740992,-0]")
+    # NaN is still refused, naming what can cross.
+    done, msg, _ = run(runners, "javascript", {"code": "({a: [1n, NaN]})"})
+    expect_error(done, msg, "serialization_error",
+                 "result.a[1] is NaN: only JSON values (objects, arrays, strings, finite "
+                 "numbers, bigints, booleans, null) can cross the sandbox boundary")
+
+
+def test_python_numbers(runners):
+    """The Python runner: ints of any size (to Python's limit) and -0.0 in a tool input and in
+    the result, exactly; beyond the limit, a serialization error at the value's path."""
+    code = ("import math\n"
+            "r = tools.calc.echo({'z': -0.0, 'big': 2**70, 'huge': 10**4000, 'd': 0.1 + 0.2})\n"
+            "[math.copysign(1, r['z']), r['big'] == 2**70, r['huge'] == 10**4000,"
+            " r['d'] == 0.1 + 0.2, r['zi'], r['inf'] == math.inf, -0.0, -(2**70), 10**4000]")
+    echo = (f'{{"z":-0.0,"zi":-0,"big":1180591620717411303424,"huge":1{"0" * 4000},'
+            f'"d":0.30000000000000004,"inf":1e400}}')
+    done, msg, calls = run(runners, "python", {"code": code, "tools": tools("echo")},
+                           {"echo": echo})
+    expect_ok(done, msg, f'[-1.0,true,true,true,0,true,-0.0,-1180591620717411303424,'
+                         f'1{"0" * 4000}]')
+    check(len(calls) == 1 and f'"input":{{"z":-0.0,"big":1180591620717411303424,'
+          f'"huge":1{"0" * 4000},"d":0.30000000000000004}}' in calls[0],
+          "the input's exact text", [c[:300] for c in calls])
+    # Beyond the limit: refused at its path, in the result and in a tool input.
+    done, msg, _ = run(runners, "python", {"code": "{'a': [1, 10**5000]}"})
+    expect_error(done, msg, "serialization_error",
+                 f"result['a'][1] is an integer of more than 4300 digits: {LIMIT_HINT}")
+    code = ("try:\n    tools.calc.echo({'n': -(10**5000)})\n"
+            "except Exception as e:\n    out = [type(e).__name__, str(e)]\n"
+            "import sys\nsys.set_int_max_str_digits(0)\nout + [len(str(10**5000))]")
+    done, msg, calls = run(runners, "python", {"code": code, "tools": tools("echo")})
+    expect_ok(done, msg)
+    check(msg["result"] == ["SerializationError", "input['n'] is an integer of more than 4300 "
+                            f"digits: {LIMIT_HINT}", Num("5001")] and not calls,
+          "a too-long input refused in the code", done[:3000])
+    # With the limit raised, the result may hold it.
+    done, msg, _ = run(runners, "python",
+                       {"code": "import sys\nsys.set_int_max_str_digits(0)\n[10**5000]"})
+    expect_ok(done, msg, f"[1{'0' * 5000}]")
+
+
+def test_python_big_ints(runners):
+    """A tool result holding an integer of more digits than Python converts fails that call,
+    in the code (ValueError, at the call site), not the runner: later calls work, and with the
+    limit raised the same result reads. The same for the args of an entry."""
+    code = ("import asyncio, sys, traceback\nout = []\n"
+            "try:\n    tools.calc.big()\n"
+            "except ValueError as e:\n"
+            "    out.append(str(e))\n"
+            "    out.append(traceback.extract_tb(e.__traceback__)[0].lineno)\n"
+            "out.append(tools.calc.add({'a': 1, 'b': 2}))\n"
+            "try:\n    await tools.calc.big.aio()\n"
+            "except ValueError as e:\n    out.append(str(e)[:40])\n"
+            "sys.set_int_max_str_digits(0)\n"
+            "r = tools.calc.big()\n"
+            "out.append([len(str(r['n'][0])), r['m']])\nout")
+    def add(m):
+        return f'"ok":true,"result":{{"sum":{int(m["input"]["a"]) + int(m["input"]["b"])}}}'
+
+    answers = {"big": f'{{"n":[{BIG}],"m":7}}', "add": add}
+    done, msg, calls = run(runners, "python", {"code": code, "tools": tools("big", "add")},
+                           answers)
+    expect_ok(done, msg)
+    want = [f"tools.calc.big: result['n'][0] is an integer of 5000 digits: {LIMIT_HINT}",
+            Num("4"), {"sum": Num("3")}, "tools.calc.big: result['n'][0] is an int",
+            [Num("5000"), Num("7")]]
+    check(msg["result"] == want and len(calls) == 4, "the call fails, the runner goes on",
+          done[:3000])
+    # The args: converted after the code ran, which may raise the limit.
+    execute = {"entry": "main", "args": [1, 2]}
+    text = json.dumps(dict({"type": "execute", "id": "x1", "tools": [], "language": "python",
+                            "code": "import sys\nsys.set_int_max_str_digits(0)\n"
+                                    "def main(a, n):\n    return [a, len(str(n))]"},
+                           **execute)).replace('"args": [1, 2]', f'"args": [1, {BIG}]')
+    done, msg, _ = run(runners, "python", text)
+    expect_ok(done, msg, "[1,5000]")
+    text = text.replace("sys.set_int_max_str_digits(0)", "pass")
+    done, msg, _ = run(runners, "python", text)
+    expect_error(done, msg, "runtime_error",
+                 f"args[1] is an integer of 5000 digits: {LIMIT_HINT}", "ValueError")
+
+
+TESTS = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("test_")}
+
+
+def main():
+    if len(sys.argv) != 3 or (sys.argv[2] not in TESTS and sys.argv[2] != "all"):
+        print(f"usage: {sys.argv[0]} RUNNERS {{all|{'|'.join(TESTS)}}}", file=sys.stderr)
+        return 2
+    runners = os.path.abspath(sys.argv[1])
+    names = list(TESTS) if sys.argv[2] == "all" else [sys.argv[2]]
+    failed = 0
+    for name in names:
+        try:
+            TESTS[name](runners)
+            print(f"PASS {name}")
+        except (Failure, OSError, ValueError, subprocess.SubprocessError) as e:
+            failed += 1
+            print(f"FAIL {name}: {type(e).__name__}: {e}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
