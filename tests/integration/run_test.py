@@ -56,8 +56,9 @@ class Sandbox:
         self.profile = ["--profile", profile] if profile else []
         self.runtime = tempfile.mkdtemp(prefix="sbx-it-")
 
-    def run(self, code, lang, *extra, timeout=240, sample_rss=False):
-        env = dict(os.environ, XDG_RUNTIME_DIR=self.runtime, TMPDIR=self.runtime)
+    def run(self, code, lang, *extra, timeout=240, sample_rss=False, env_extra=None):
+        env = dict(os.environ, XDG_RUNTIME_DIR=self.runtime, TMPDIR=self.runtime,
+                   **(env_extra or {}))
         env.setdefault("SANDBOX_ACCEL", "tcg")
         argv = [self.binary, "run", "--lang", lang, "--json", *self.profile, *extra, "-"]
         start = time.monotonic()
@@ -83,6 +84,7 @@ class Sandbox:
         except ValueError:
             raise Failure("sandbox run --json printed no JSON",
                           f"rc={proc.returncode}\nstdout={out[:2000]!r}\nstderr={err[-4000:]!r}")
+        result["_raw"] = out.decode()
         result["_rc"] = proc.returncode
         result["_stderr"] = err.decode(errors="replace")
         result["_elapsed"] = elapsed
@@ -292,6 +294,171 @@ def test_serial_port_private(sbx):
     lines = r["stdout"].split()
     check(len(lines) == 2 and all(w in ("EACCES", "EBUSY", "EPERM") for w in lines),
           "the port cannot be opened by guest code", repr(r["stdout"]))
+
+
+# ---- exact JSON values (docs/protocol.md, "Numbers") -------------------------------------------
+
+ECHO = os.path.join(HERE, "echo")
+sys.path.insert(0, ECHO)
+import exact_values  # noqa: E402
+from json_raw import member_text  # noqa: E402
+
+
+class EchoTools:
+    """A catalog of the three provider kinds, each with an `echo` tool that answers with the
+    exact text it was sent and logs that text: "cmd" (command, also `numbers`), "mcp" (MCP over
+    stdio), "http" (POST to a local endpoint on 127.0.0.1, started here, its PID tracked)."""
+
+    def __init__(self, sbx):
+        self.dir = tempfile.mkdtemp(prefix="sbx-echo-")
+        self.log = os.path.join(self.dir, "echo.log")
+        self.http = subprocess.Popen([sys.executable, os.path.join(ECHO, "echo-http"), self.log],
+                                     stdout=subprocess.PIPE)
+        port = int(self.http.stdout.readline())
+        catalog = {"providers": {
+            "cmd": {"kind": "command", "command": [os.path.join(ECHO, "echo-command")],
+                    "tools": {"echo": {}, "numbers": {}}},
+            "mcp": {"kind": "mcp", "command": [sys.executable, os.path.join(ECHO, "echo-mcp")],
+                    "env": {"ECHO_LOG": self.log}},
+            "http": {"kind": "http", "tools": {
+                "echo": {"method": "POST", "url": f"http://127.0.0.1:{port}/echo"}}},
+        }}
+        self.catalog = os.path.join(self.dir, "tools.json")
+        with open(self.catalog, "w") as f:
+            json.dump(catalog, f)
+        self.env = {"ECHO_LOG": self.log}
+
+    def received(self):
+        """The texts the tools were sent, one a call, in order."""
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return f.read().split("\n")[:-1]  # not splitlines(): U+2028 is no line end here
+
+    def close(self):
+        self.http.kill()
+        self.http.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def js_to_json(values):
+    """What the JS runner's own toJson prints for JSON.parse of each text (node on the host)."""
+    script = ("import {toJson} from " + json.dumps(os.path.join(TOP, "guest-image", "runners",
+                                                                "json.mjs")) + ";\n"
+              "import {readFileSync} from 'fs';\n"
+              "const texts = JSON.parse(readFileSync(0, 'utf8'));\n"
+              "process.stdout.write(toJson(texts.map(t => JSON.parse(t)), 'result'));\n")
+    p = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True,
+                       input=json.dumps(values).encode(), timeout=60, check=True)
+    return p.stdout.decode()
+
+
+def round_trip(sbx, lang, provider):
+    """Generated values guest -> echo tool -> guest, compared exactly in the guest (its own
+    parser's value, kinds and -0 included) and on the host (the result, and for Python what the
+    tool was sent)."""
+    values = exact_values.texts()
+    echo = EchoTools(sbx)
+    try:
+        r = sbx.run(exact_values.program(lang, provider, values), lang, "--tools", echo.catalog,
+                    env_extra=echo.env)
+        received = echo.received()
+    finally:
+        echo.close()
+    expect_ok(r)
+    check(r["stdout"] == f"checked {len(values)} bad []\n",
+          f"{lang} -> {provider} -> {lang}: every value back unchanged", r["stdout"][:2000])
+    check(len(received) == len(values), f"the tool got {len(values)} calls",
+          f"{len(received)}")
+    if lang == "python":
+        for text, got in zip(values, received):
+            check(exact_values.same(json.loads(got)["v"], json.loads(text)),
+                  "the tool got the value the guest sent", f"{text} -> {got}")
+        check(exact_values.same(r["result"], [json.loads(t) for t in values]),
+              "the program's value, exactly", r["_raw"][:2000])
+    else:
+        want = js_to_json(values)
+        got = member_text(r["_raw"], "result")
+        check(got == want, "the program's value is the runner's own text, unchanged",
+              f"want {want[:1500]}\ngot  {got[:1500]}")
+
+
+def test_json_round_trip_python_command(sbx):
+    round_trip(sbx, "python", "cmd")
+
+
+def test_json_round_trip_python_mcp(sbx):
+    round_trip(sbx, "python", "mcp")
+
+
+def test_json_round_trip_python_http(sbx):
+    round_trip(sbx, "python", "http")
+
+
+def test_json_round_trip_js_command(sbx):
+    round_trip(sbx, "javascript", "cmd")
+
+
+def test_json_round_trip_js_mcp(sbx):
+    round_trip(sbx, "javascript", "mcp")
+
+
+def test_json_round_trip_js_http(sbx):
+    round_trip(sbx, "javascript", "http")
+
+
+def test_json_cases_python(sbx):
+    """The cases of the issue, Python: 0.1 + 0.2 and 2**70 as the program's value; big and
+    negative ints as a tool's input; a tool's numbers beyond a double as the guest sees them."""
+    code = ('r = tools.cmd.numbers({})\n'
+            'print(repr(r))\n'
+            'x = tools.cmd.echo({"id": 1234567890123456789, "n": -9007199254740993})\n'
+            '{"sum": 0.1 + 0.2, "big": 2**70, "x": x}')
+    echo = EchoTools(sbx)
+    try:
+        r = sbx.run(code, "python", "--tools", echo.catalog, env_extra=echo.env)
+        received = echo.received()
+    finally:
+        echo.close()
+    expect_ok(r)
+    check(r["stdout"] == "{'a': 9007199254740993, 'b': 12345678901234567890, 'c': inf, "
+          "'e': -0.0}\n", "Python gets the tool's numbers as its json makes them", r["stdout"])
+    check(received == ['{"id":1234567890123456789,"n":-9007199254740993}'],
+          "the tool gets the ints exactly", repr(received))
+    check(member_text(r["_raw"], "result") ==
+          '{"sum":0.30000000000000004,"big":1180591620717411303424,'
+          '"x":{"id":1234567890123456789,"n":-9007199254740993}}',
+          "the program's value, exactly", r["_raw"][:2000])
+    calls = member_text(r["_raw"], "tool_calls")
+    check('"result":{"a":9007199254740993,"b":12345678901234567890,"c":1e400,"e":-0.0}' in calls
+          and '"input":{"id":1234567890123456789,"n":-9007199254740993}' in calls,
+          "the record holds what crossed, exactly", calls[:2000])
+
+
+def test_json_cases_js(sbx):
+    """The cases of the issue, JavaScript: what JSON.parse makes of the tool's own text, BigInt
+    inputs sent exactly, 0.1 + 0.2 as the program's value."""
+    code = ("const r = await tools.cmd.numbers({});\n"
+            "const t = JSON.parse('{\"a\": 9007199254740993, \"b\": 12345678901234567890, "
+            "\"c\": 1e400, \"e\": -0.0}');\n"
+            "console.log(Object.is(r.a, t.a), Object.is(r.b, t.b), r.c === Infinity, "
+            "Object.is(r.e, -0), r.a === 9007199254740992);\n"
+            "const x = await tools.cmd.echo({id: 1234567890123456789n, n: -9007199254740993n});\n"
+            "({sum: 0.1 + 0.2, x})")
+    echo = EchoTools(sbx)
+    try:
+        r = sbx.run(code, "javascript", "--tools", echo.catalog, env_extra=echo.env)
+        received = echo.received()
+    finally:
+        echo.close()
+    expect_ok(r)
+    check(r["stdout"] == "true true true true true\n",
+          "JavaScript gets what its own JSON.parse makes of the tool's text", r["stdout"])
+    check(received == ['{"id":1234567890123456789,"n":-9007199254740993}'],
+          "BigInts reach the tool exactly", repr(received))
+    check(member_text(r["_raw"], "result") ==
+          '{"sum":0.30000000000000004,"x":{"id":1234567890123456800,"n":-9007199254740992}}',
+          "the program's value, exactly", r["_raw"][:2000])
 
 
 TESTS = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}

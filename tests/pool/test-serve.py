@@ -238,6 +238,12 @@ def body(serve, sock, rt, env):
           rep.get("start") == "pool", f"tool call through serve: rc {rc} out {out!r} err {err!r}")
     claimed = status(sock)["claimed_total"]
     check(claimed == 5, f"5 VMs claimed, got {claimed}")
+    # The report crosses the client unchanged: numbers no double holds keep their text.
+    rc, out, err = run(env, '{"sum": 0.1 + 0.2, "big": 2**70, "neg": -0.0, "n": -9007199254740993}',
+                       "python", "--json")
+    check(rc == 0 and '"result":{"sum":0.30000000000000004,"big":1180591620717411303424,'
+          '"neg":-0.0,"n":-9007199254740993}' in out,
+          f"exact numbers through serve: rc {rc} out {out!r} err {err!r}")
     # MCP tools: the server starts and lists its tools while the request claims a VM; one that
     # never answers initialize fails the request (the loop goes on serving).
     mcp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mcp")
