@@ -104,11 +104,11 @@ typedef struct AgentOptions {
 } AgentOptions;
 
 typedef enum {
-    CONN_NONE,    /* no host connected */
-    CONN_HELLO,   /* connected, waiting for hello */
+    CONN_NONE,     /* no host connected */
+    CONN_HELLO,    /* connected, waiting for hello */
     CONN_GREETING, /* hello handled; hello_ok waits for the pre-started runners (bounded) */
-    CONN_READY,   /* hello answered */
-    CONN_CLOSING, /* an error frame is leaving; nothing more is read */
+    CONN_READY,    /* hello answered */
+    CONN_CLOSING,  /* an error frame is leaving; nothing more is read */
 } ConnState;
 
 typedef struct Exec {
@@ -124,7 +124,7 @@ typedef struct Exec {
     int64_t kill_deadline_ms;  /* EXIT_GRACE_MS after the runner's done; 0: none */
     int64_t drain_deadline_ms; /* DRAIN_GRACE_MS after exit or the last byte; 0: none */
     bool cancelled;
-    bool early;   /* done sent on the runner's done, before its exit (exec.c, finish_early) */
+    bool early; /* done sent on the runner's done, before its exit (exec.c, finish_early) */
     bool have_done;
     SbxDone done; /* the runner's own report (status, result, error) */
     bool failed;

@@ -54,7 +54,7 @@ void done_build(const Exec *e, int64_t now, SbxMsg *out, DoneText *text)
     out->type = SBX_MSG_DONE;
     d->id = e->id;
     /* Reported on the runner's done, before its exit: the status it said it exits with. */
-    d->exit_code = e->early                 ? e->done.exit_code
+    d->exit_code = e->early                ? e->done.exit_code
                    : WIFEXITED(e->wstatus) ? WEXITSTATUS(e->wstatus)
                                            : -1;
     d->duration_ms = (uint64_t)(now - e->start_ms);

@@ -77,9 +77,9 @@ int link_flush(Link *l)
     while (l->head) {
         LinkFrame *f = l->head;
         /* A port is non-blocking by its open flags; SIGPIPE is ignored (pid1.c). */
-        ssize_t n = l->device ? write(l->fd, f->data + f->off, f->len - f->off)
-                              : send(l->fd, f->data + f->off, f->len - f->off,
-                                     MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n =
+            l->device ? write(l->fd, f->data + f->off, f->len - f->off)
+                      : send(l->fd, f->data + f->off, f->len - f->off, MSG_NOSIGNAL | MSG_DONTWAIT);
 
         if (n < 0 && errno == EINTR)
             continue;

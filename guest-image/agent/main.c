@@ -103,13 +103,14 @@ static int parse_options(int argc, char **argv, AgentOptions *o)
 int main(int argc, char **argv)
 {
     Agent a = {
-        .opt = {
-            .vsock_port = SBX_AGENT_PORT,
-            .runners_dir = "/opt/sandbox/runners",
-            .node = "/usr/bin/node",
-            .python = "/usr/bin/python3",
-            .prestart = true,
-        },
+        .opt =
+            {
+                .vsock_port = SBX_AGENT_PORT,
+                .runners_dir = "/opt/sandbox/runners",
+                .node = "/usr/bin/node",
+                .python = "/usr/bin/python3",
+                .prestart = true,
+            },
         .pid1 = getpid() == 1,
         .listen_fd = -1,
         .signal_fd = -1,

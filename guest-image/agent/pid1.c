@@ -72,8 +72,7 @@ static void reap(Agent *a)
         if (pid > 0) {
             exec_runner_exited(a, pid, status);
             prestart_reaped(a, pid);
-        }
-        else if (pid < 0 && errno != EINTR)
+        } else if (pid < 0 && errno != EINTR)
             return;
     }
 }

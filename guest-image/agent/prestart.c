@@ -131,9 +131,9 @@ static void warm_drain(Prestart *p)
         /* A few bytes are expected; the bound keeps a runner gone wrong from holding us. */
         for (int r = 0; r < 16 && p->pipes[s] >= 0 && (n = read(p->pipes[s], buf, sizeof(buf))) > 0;
              r++) {
-            SbxMsg m = {.type = SBX_MSG_OUTPUT,
-                        .output = {.id = "warmup", .stream = (SbxStream)s, .data = buf,
-                                   .len = (size_t)n}};
+            SbxMsg m = {
+                .type = SBX_MSG_OUTPUT,
+                .output = {.id = "warmup", .stream = (SbxStream)s, .data = buf, .len = (size_t)n}};
             uint8_t *frame = NULL;
             size_t len = 0;
 
@@ -193,7 +193,7 @@ void prestart_on_events(Agent *a, SbxLanguage lang)
         if (r == 0)
             return;
         if (r < 0) {
-            drop(p, r == -EPIPE       ? "it closed its channel"
+            drop(p, r == -EPIPE     ? "it closed its channel"
                     : r == -EBADMSG ? "bad frame on its channel"
                                     : "its channel failed");
             return;

@@ -98,8 +98,8 @@ static void port_open(Agent *a)
         agent_log("virtio-serial port %s: %m (trying again)", a->serial_dev);
         safe_close(fd);
         a->serial_fd = -1;
-        a->serial_retry_wait_ms = a->serial_retry_wait_ms ? a->serial_retry_wait_ms * 2
-                                                          : SERIAL_RETRY_FIRST_MS;
+        a->serial_retry_wait_ms =
+            a->serial_retry_wait_ms ? a->serial_retry_wait_ms * 2 : SERIAL_RETRY_FIRST_MS;
         if (a->serial_retry_wait_ms > SERIAL_RETRY_MAX_MS)
             a->serial_retry_wait_ms = SERIAL_RETRY_MAX_MS;
         a->serial_retry_ms = now_ms() + a->serial_retry_wait_ms;

@@ -30,12 +30,8 @@
 #define CHILD_FD_BASE 10
 
 static const char *const runner_env[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin",
-    "HOME=/tmp",
-    "LANG=C.UTF-8",
-    "PYTHONUNBUFFERED=1",
-    "PYTHONDONTWRITEBYTECODE=1",
-    NULL,
+    "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1",
+    "PYTHONDONTWRITEBYTECODE=1",         NULL,
 };
 
 /* QEMU's hypervisor signature (CPUID leaf 0x40000000) when it emulates the CPU (TCG). */

@@ -94,8 +94,7 @@ static void print_pending(const cJSON *a)
     const cJSON *input = cJSON_GetObjectItemCaseSensitive(a, "input");
     const cJSON *waiting = cJSON_GetObjectItemCaseSensitive(a, "waiting_ms");
     const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(a, "timeout_ms");
-    g_autofree char *in =
-        input != NULL ? sbx_json_print(input) : g_strdup(str(a, "input_excerpt"));
+    g_autofree char *in = input != NULL ? sbx_json_print(input) : g_strdup(str(a, "input_excerpt"));
 
     printf("%s\t%s.%s\t%s\twaiting %.0f s of %.0f s\t%.200s%s\n", str(a, "id"), str(a, "provider"),
            str(a, "tool"), str(a, "origin"),

@@ -65,7 +65,7 @@ typedef struct {
     SbxProfile *profile;
     SbxImage *image;
     SbxSnapshot *snapshot; /* restore from it; NULL with --cold */
-    SbxCatalog *catalog;     /* checked, until the tools are built from it */
+    SbxCatalog *catalog;   /* checked, until the tools are built from it */
     SbxTools *tools;
     gboolean tools_ready;    /* MCP servers started and listed, in parallel with the VM start */
     char *tools_error;       /* they could not be */

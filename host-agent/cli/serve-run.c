@@ -31,10 +31,10 @@ struct ServeRun {
     SbxStatus failure_status;
     gboolean finished;
     gboolean reported;
-    gint64 t_received; /* monotonic us */
-    gint64 claim_us;   /* request received to VM in hand */
-    gint64 boot_us;    /* the VM's restore, done before the claim */
-    gint64 hello_us;   /* the VM's hello (with the warm-up), done before the claim */
+    gint64 t_received;   /* monotonic us */
+    gint64 claim_us;     /* request received to VM in hand */
+    gint64 boot_us;      /* the VM's restore, done before the claim */
+    gint64 hello_us;     /* the VM's hello (with the warm-up), done before the claim */
     gint64 hello_age_us; /* hello_ok to the claim: how long the VM waited, handshaken */
     gboolean warmed;     /* the VM's runners warmed up again before it was offered */
     gboolean prestarted; /* the VM was restored in a pre-started QEMU */
@@ -108,14 +108,14 @@ static char *done_message(ServeRun *run)
      * The report, first with where the VM came from, how long the claim took and the time
      * from the request's arrival to this frame.
      */
-    g_string_append_printf(out,
-                           ",\"report\":{\"start\":\"pool\",\"claim_ms\":%" G_GINT64_FORMAT
-                           ",\"serve_ms\":%" G_GINT64_FORMAT ",\"hello_ms\":%" G_GINT64_FORMAT
-                           ",\"hello_age_ms\":%" G_GINT64_FORMAT ",\"warmed\":%s,\"prestarted\":%s%s%s}",
-                           run->claim_us / 1000, (g_get_monotonic_time() - run->t_received) / 1000,
-                           run->hello_us / 1000, run->hello_age_us / 1000,
-                           run->warmed ? "true" : "false", run->prestarted ? "true" : "false",
-                           report[1] == '}' ? "" : ",", report + 1);
+    g_string_append_printf(
+        out,
+        ",\"report\":{\"start\":\"pool\",\"claim_ms\":%" G_GINT64_FORMAT
+        ",\"serve_ms\":%" G_GINT64_FORMAT ",\"hello_ms\":%" G_GINT64_FORMAT
+        ",\"hello_age_ms\":%" G_GINT64_FORMAT ",\"warmed\":%s,\"prestarted\":%s%s%s}",
+        run->claim_us / 1000, (g_get_monotonic_time() - run->t_received) / 1000,
+        run->hello_us / 1000, run->hello_age_us / 1000, run->warmed ? "true" : "false",
+        run->prestarted ? "true" : "false", report[1] == '}' ? "" : ",", report + 1);
     return g_string_free(out, FALSE);
 }
 

@@ -721,8 +721,8 @@ static gboolean parse_sizes(const Serve *srv, const char *option, char **opts, g
         while (i < n && strcmp(names[i], name) != 0)
             i++;
         if (i == n)
-            return bad_value(error, "%s %s: \"%s\" is not a pooled profile (--profile)", option,
-                             *o, name);
+            return bad_value(error, "%s %s: \"%s\" is not a pooled profile (--profile)", option, *o,
+                             name);
         if (given[i])
             return bad_value(error, "%s %s=N given twice", option, name);
         given[i] = TRUE;
@@ -755,8 +755,7 @@ static gboolean parse_options(Serve *srv, int argc, char **argv, GError **error)
          "for one (repeatable)",
          "[NAME=]N"},
         {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
-         "Offer pooled VMs without the runners' warm-up after the restore (for comparison)",
-         NULL},
+         "Offer pooled VMs without the runners' warm-up after the restore (for comparison)", NULL},
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GOptionContext) oc =

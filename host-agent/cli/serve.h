@@ -7,9 +7,9 @@
 
 #include <gio/gio.h>
 
+#include "approvals.h"
 #include "cli/cli.h"
 #include "pool-vm.h"
-#include "approvals.h"
 #include "protocol/message.h"
 
 /*

@@ -22,7 +22,7 @@ struct SbxPoolVm {
     SbxPoolVmFactory *f;
     SbxVm *vm;
     GCancellable *cancel;
-    SbxSession *session; /* handshaken with the agent; NULL before, and once taken */
+    SbxSession *session;   /* handshaken with the agent; NULL before, and once taken */
     gint64 hello_start_us; /* monotonic: the start's end, hello sent */
     gint64 hello_us;       /* hello sent to hello_ok (with the warm-up) */
     gboolean lost;         /* broken or not answering: reported, no more pings */

@@ -25,8 +25,8 @@ struct SbxPool {
     guint check_source;
     guint dispatch_source;
     guint backoff_source;
-    guint delay_source;  /* the refill held back after a claim (cfg.refill_delay_ms) */
-    gint64 quiet_until;  /* monotonic us: no refill for the pool's size before this */
+    guint delay_source; /* the refill held back after a claim (cfg.refill_delay_ms) */
+    gint64 quiet_until; /* monotonic us: no refill for the pool's size before this */
     SbxPoolStats counters;
 };
 

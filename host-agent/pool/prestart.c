@@ -108,8 +108,7 @@ void sbx_prestart_set_free(SbxPrestartSet *set)
     g_free(set);
 }
 
-SbxVm *sbx_prestart_set_take(SbxPrestartSet *set, GAsyncReadyCallback callback,
-                             gpointer user_data)
+SbxVm *sbx_prestart_set_take(SbxPrestartSet *set, GAsyncReadyCallback callback, gpointer user_data)
 {
     Entry *e = NULL;
 

@@ -38,8 +38,7 @@ void sbx_prestart_set_free(SbxPrestartSet *set);
  * owns it and resumes it with sbx_vm_prestart_resume(); its start's outcome goes to @callback
  * (as for sbx_vm_start_async: G_IO_ERROR_CANCELLED if freed meanwhile).
  */
-SbxVm *sbx_prestart_set_take(SbxPrestartSet *set, GAsyncReadyCallback callback,
-                             gpointer user_data);
+SbxVm *sbx_prestart_set_take(SbxPrestartSet *set, GAsyncReadyCallback callback, gpointer user_data);
 
 /** QEMU PIDs of the pre-started VMs waiting at the hold (for status and tests). */
 GArray *sbx_prestart_set_pids(SbxPrestartSet *set);

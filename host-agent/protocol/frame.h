@@ -37,8 +37,8 @@ void sbx_frame_reader_clear(SbxFrameReader *r);
  * Errors (the stream is then unusable): -EMSGSIZE if a header announces more than max_len,
  * -EBADMSG if it announces 0 bytes, -ENOMEM.
  */
-ssize_t sbx_frame_reader_feed(SbxFrameReader *r, const uint8_t *buf, size_t len,
-                              char **ret_frame, size_t *ret_len);
+ssize_t sbx_frame_reader_feed(SbxFrameReader *r, const uint8_t *buf, size_t len, char **ret_frame,
+                              size_t *ret_len);
 
 /** True if @r holds part of a frame (used to tell a clean EOF from a cut one). */
 int sbx_frame_reader_pending(const SbxFrameReader *r);

@@ -203,12 +203,12 @@ static char *scan_number(Scan *sc)
         exp_start = i;
         i = skip_digits(s, sc->len, i);
         if (i - exp_start > SBX_JSON_EXPONENT_DIGITS)
-            return sbx_strdup_printf("byte %zu: a number's exponent has more than %d digits",
-                                     start, SBX_JSON_EXPONENT_DIGITS);
+            return sbx_strdup_printf("byte %zu: a number's exponent has more than %d digits", start,
+                                     SBX_JSON_EXPONENT_DIGITS);
     }
     /* "01", "1.2.3", "1e5e5", "1-2": the token goes on where the grammar ended it. */
-    if (i < sc->len && (is_digit(s[i]) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
-                        s[i] == '+' || s[i] == '-'))
+    if (i < sc->len &&
+        (is_digit(s[i]) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' || s[i] == '+' || s[i] == '-'))
         goto bad;
     sc->i = i - 1;
     return NULL;
@@ -236,9 +236,9 @@ bool sbx_json_prescan(const char *text, size_t len, int max_depth, char **ret_er
              * byte order mark, and the text helpers of json.c, which read the text as JSON's
              * grammar has it, would then cut it in the wrong places. */
             if (!sc.in_string)
-                return fail(ret_error,
-                            sbx_strdup_printf("byte %zu: not JSON (non-ASCII outside a string)",
-                                              sc.i));
+                return fail(
+                    ret_error,
+                    sbx_strdup_printf("byte %zu: not JSON (non-ASCII outside a string)", sc.i));
             n = utf8_seq_len(sc.s + sc.i, len - sc.i);
 
             if (n == 0)

@@ -1,6 +1,6 @@
 /*
- * Checks on JSON text that cJSON does not make itself (json.c adds those on the tree). Internal to the protocol
- * module (it is the only user of cJSON for the protocol).
+ * Checks on JSON text that cJSON does not make itself (json.c adds those on the tree). Internal to
+ * the protocol module (it is the only user of cJSON for the protocol).
  */
 #pragma once
 

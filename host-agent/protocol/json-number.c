@@ -43,7 +43,7 @@ static void set_digits(SbxDecimal *out, const char *ip, size_t il, const char *f
 {
     size_t total = il + fl, f = 0, l;
 
-#define D(k) ((k) < il ? ip[(k)] : fp[(k) - il])
+#define D(k) ((k) < il ? ip[(k)] : fp[(k)-il])
     while (f < total && D(f) == '0')
         f++;
     if (f == total) {

@@ -203,8 +203,8 @@ cJSON *sbx_json_parse(const char *text, size_t len, int max_depth, char **ret_er
     return root;
 }
 
-const char *sbx_json_error_where(const char *text, size_t len, const char *why,
-                                 unsigned *ret_line, unsigned *ret_col)
+const char *sbx_json_error_where(const char *text, size_t len, const char *why, unsigned *ret_line,
+                                 unsigned *ret_col)
 {
     size_t at = 0;
     int skip = 0;
@@ -284,7 +284,7 @@ char *sbx_json_member_text(const char *text, size_t len, const cJSON *root, cons
     for (size_t k = 0;; k++) {
         size_t start;
 
-        i = skip_string(&c, skip_space(&c, i));  /* the name */
+        i = skip_string(&c, skip_space(&c, i));    /* the name */
         i = skip_space(&c, skip_space(&c, i) + 1); /* past the ':' */
         start = i;
         i = skip_value(&c, i);

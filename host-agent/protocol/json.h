@@ -39,8 +39,8 @@ cJSON *sbx_json_parse(const char *text, size_t len, int max_depth, char **ret_er
  * *@ret_col (1-based) of the byte its "byte N: " prefix names, and the reason after the prefix.
  * A reason without a position (a duplicate name) leaves line and column 0 and is returned whole.
  */
-const char *sbx_json_error_where(const char *text, size_t len, const char *why,
-                                 unsigned *ret_line, unsigned *ret_col);
+const char *sbx_json_error_where(const char *text, size_t len, const char *why, unsigned *ret_line,
+                                 unsigned *ret_col);
 
 /**
  * Compact JSON text of @item (malloc'd): no whitespace between tokens, strings as UTF-8 with
@@ -69,8 +69,7 @@ char *sbx_json_normalize(const char *text, size_t len, int max_depth, char **ret
  * bytes) by sbx_json_parse(): the bytes that stood there, minified (malloc'd). NULL when out of
  * memory, or when @member is not a member of @root.
  */
-char *sbx_json_member_text(const char *text, size_t len, const cJSON *root,
-                           const cJSON *member);
+char *sbx_json_member_text(const char *text, size_t len, const cJSON *root, const cJSON *member);
 
 /** The literal of the number node @item ("12345678901234567890"), or NULL (made in memory). */
 const char *sbx_json_number_text(const cJSON *item);

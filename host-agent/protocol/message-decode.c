@@ -356,8 +356,7 @@ static void decode_execute(Dec *d, const cJSON *o, SbxExecute *m)
     if (get_number(d, o, "time_us", OPTIONAL, 1, (int64_t)SBX_JSON_INT_MAX, &v))
         m->time_us = v;
     if (member(d, o, "entropy", OPTIONAL))
-        get_base64(d, o, "entropy", SBX_ENTROPY_MIN, SBX_ENTROPY_MAX, &m->entropy,
-                   &m->entropy_len);
+        get_base64(d, o, "entropy", SBX_ENTROPY_MIN, SBX_ENTROPY_MAX, &m->entropy, &m->entropy_len);
 }
 
 static void decode_output(Dec *d, const cJSON *o, SbxOutput *m)

@@ -80,9 +80,9 @@ typedef struct {
 
 typedef struct {
     uint32_t version;
-    char *token;              /* the hello's token */
-    char *agent;              /* agent name and version, e.g. "sandbox-agent 0.1.0" */
-    char **languages;         /* NULL-terminated, e.g. {"javascript", "python", NULL} */
+    char *token;      /* the hello's token */
+    char *agent;      /* agent name and version, e.g. "sandbox-agent 0.1.0" */
+    char **languages; /* NULL-terminated, e.g. {"javascript", "python", NULL} */
 } SbxHelloOk;
 
 /* One tool of the namespace, as the guest sees it (identifiers, already sanitised). */
@@ -93,7 +93,7 @@ typedef struct {
 } SbxToolDecl;
 
 typedef struct {
-    char *id;           /* execution id chosen by the host */
+    char *id; /* execution id chosen by the host */
     SbxLanguage language;
     char *code;         /* source text */
     char *entry;        /* optional: name of a function to call with args */
@@ -143,7 +143,7 @@ typedef struct {
 typedef struct {
     char *id;
     SbxStatus status;
-    char *result_json;     /* optional: the value of the program (JSON), when status is ok */
+    char *result_json; /* optional: the value of the program (JSON), when status is ok */
     bool has_error;
     SbxError error;        /* when has_error */
     int32_t exit_code;     /* the runtime's exit status; -1 when killed by a signal */

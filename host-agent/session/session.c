@@ -60,8 +60,8 @@ struct SbxSession {
     gint64 hello_us;
     SbxSessionReadyFunc handshake_func;
     gpointer handshake_data;
-    guint32 ping_seq;     /* the outstanding ping's seq (0: none); its pong is expected */
-    guint32 ping_last;    /* the last seq used */
+    guint32 ping_seq;              /* the outstanding ping's seq (0: none); its pong is expected */
+    guint32 ping_last;             /* the last seq used */
     SbxSessionReadyFunc ping_func; /* NULL once answered, failed or withdrawn */
     gpointer ping_data;
     GSource *ping_timer;
@@ -829,8 +829,7 @@ gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GErr
 }
 
 gboolean sbx_session_handshake_async(SbxSession *session, gboolean warm_up,
-                                     SbxSessionReadyFunc func, gpointer user_data,
-                                     GError **error)
+                                     SbxSessionReadyFunc func, gpointer user_data, GError **error)
 {
     SbxSession *s = session;
 

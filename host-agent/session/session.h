@@ -159,16 +159,14 @@ SbxSession *sbx_session_new(int fd, const SbxSessionCallbacks *callbacks, gpoint
  * Returns FALSE (and @func never runs) if the session is not new or hello cannot be sent.
  */
 gboolean sbx_session_handshake_async(SbxSession *session, gboolean warm_up,
-                                     SbxSessionReadyFunc func, gpointer user_data,
-                                     GError **error);
+                                     SbxSessionReadyFunc func, gpointer user_data, GError **error);
 
 /**
  * Ping the agent of a handshaken, idle session: @func runs once, when the pong comes
  * (@error NULL) or when it does not within SBX_SESSION_PING_TIMEOUT_MS or the channel breaks.
  * Returns FALSE when not idle or a ping is outstanding (@func never runs then).
  */
-gboolean sbx_session_ping_async(SbxSession *session, SbxSessionReadyFunc func,
-                                gpointer user_data);
+gboolean sbx_session_ping_async(SbxSession *session, SbxSessionReadyFunc func, gpointer user_data);
 
 /** Withdraw the outstanding ping's function (its pong is still accepted). No-op if none. */
 void sbx_session_ping_cancel(SbxSession *session);

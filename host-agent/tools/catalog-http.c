@@ -415,7 +415,8 @@ static void append_query(GString *url, const cJSON *input)
 gboolean sbx_http_build_request(const SbxHttpEndpoint *ep, const char *input_json, char **ret_url,
                                 char **ret_body, GError **error)
 {
-    g_autoptr(cJSON) input = sbx_json_parse(input_json, strlen(input_json), SBX_JSON_DEPTH_MAX, NULL);
+    g_autoptr(cJSON) input =
+        sbx_json_parse(input_json, strlen(input_json), SBX_JSON_DEPTH_MAX, NULL);
     g_autoptr(GString) url = g_string_new(NULL);
 
     if (!cJSON_IsObject(input)) {

@@ -464,8 +464,7 @@ static gboolean parse_kind(const cJSON *obj, SbxCatalogProvider *prov, const cha
         return TRUE;
     }
     invalid(error, origin, at,
-            "unsupported provider kind \"%.64s\" (supported: command, mcp, http)",
-            v->valuestring);
+            "unsupported provider kind \"%.64s\" (supported: command, mcp, http)", v->valuestring);
     return FALSE;
 }
 

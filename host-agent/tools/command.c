@@ -130,7 +130,9 @@ static char *parse_stdout(CommandCall *c, GError **error)
     if (out == NULL || strlen(out) > SBX_TOOL_RESULT_MAX) {
         g_set_error(error, SBX_TOOL_ERROR, SBX_ERR_TOOL,
                     "tool \"%s\" did not print one JSON value on stdout: %s", c->tool,
-                    why != NULL ? why : out != NULL ? "larger than 1 MiB" : "out of memory");
+                    why != NULL   ? why
+                    : out != NULL ? "larger than 1 MiB"
+                                  : "out of memory");
         free(why);
         free(out);
         return NULL;

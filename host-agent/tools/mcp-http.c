@@ -50,7 +50,7 @@ typedef struct {
     GHashTable *requests; /* &HttpReq.id -> HttpReq* (our requests; notifications are not kept) */
     guint notifying;      /* notification POSTs not yet answered */
     guint unanswered;     /* notification POSTs sent or held, not yet answered */
-    GQueue held;          /* Held*: sent while `notifying`, in order (at most the calls in flight) */
+    GQueue held; /* Held*: sent while `notifying`, in order (at most the calls in flight) */
 } Http;
 
 typedef struct {
@@ -273,9 +273,9 @@ static void http_send(SbxMcpTransport *base, const char *json, gint64 id)
     Http *t = (Http *)base;
 
     if (id < 0 && t->unanswered >= FIRE_AND_FORGET_MAX) {
-        g_autofree char *why = g_strdup_printf(
-            "the server left more than %d notifications and answers unacknowledged",
-            FIRE_AND_FORGET_MAX);
+        g_autofree char *why =
+            g_strdup_printf("the server left more than %d notifications and answers unacknowledged",
+                            FIRE_AND_FORGET_MAX);
         sbx_mcp_client_closed(t->base.client, why);
         return;
     }
@@ -415,8 +415,8 @@ SbxMcpTransport *sbx_mcp_http_new(const SbxCatalogProvider *config, GError **err
      */
     g_autoptr(GProxyResolver) proxy = env_proxy_resolver();
     t->session = soup_session_new_with_options("timeout", 0, "idle-timeout", 0, "proxy-resolver",
-                                               proxy, "max-conns-per-host", CONNS_MAX,
-                                               "max-conns", CONNS_MAX, NULL);
+                                               proxy, "max-conns-per-host", CONNS_MAX, "max-conns",
+                                               CONNS_MAX, NULL);
     t->requests = g_hash_table_new(g_int64_hash, g_int64_equal);
     return &t->base;
 }

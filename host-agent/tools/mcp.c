@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "mcp-client.h"
-#include "mcp-wire.h"
 #include "mcp-transports.h"
+#include "mcp-wire.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
 #include "provider.h"

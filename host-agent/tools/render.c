@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "namespace.h"
-#include "tools-error.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
+#include "tools-error.h"
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 

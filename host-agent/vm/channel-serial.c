@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "jsonfile.h"
-#include "qemu.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
+#include "qemu.h"
 
 /* How often a connect looks at the port's state while it waits: host-side only, cheap. */
 #define SERIAL_WAIT_POLL_MS 2

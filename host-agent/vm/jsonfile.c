@@ -41,7 +41,8 @@ static cJSON *parse_object(const char *name, const char *text, gsize len, GQuark
     guint line, col;
 
     if (!root) {
-        const char *rest = why ? sbx_json_error_where(text, len, why, &line, &col) : "out of memory";
+        const char *rest =
+            why ? sbx_json_error_where(text, len, why, &line, &col) : "out of memory";
         if (why && line > 0)
             g_set_error(error, domain, code, "%s: line %u column %u: %s", name, line, col, rest);
         else

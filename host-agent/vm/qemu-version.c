@@ -49,8 +49,8 @@ static char *ask(const char *path, GError **error)
     g_autofree char *out = NULL;
     int status = 0;
 
-    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out,
-                      NULL, &status, error))
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL,
+                      &status, error))
         return NULL;
     if (!g_spawn_check_wait_status(status, NULL) || !out || !*out || *out == '\n') {
         g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_SNAPSHOT, "%s --version failed", path);

@@ -9,9 +9,9 @@
 
 #include "jsonfile.h"
 #include "logring.h"
-#include "vm-error.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
+#include "vm-error.h"
 
 /* One read(); the socket buffer is about this size. */
 #define READ_CHUNK (16 * 1024)

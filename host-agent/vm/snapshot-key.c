@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "jsonfile.h"
-#include "qemu.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
+#include "qemu.h"
 
 static char *sha256_hex(const char *data, gsize len)
 {
@@ -18,8 +18,7 @@ static char *sha256_hex(const char *data, gsize len)
 
 void sbx_snapshot_inputs_compute(SbxSnapshotInputs *out, const char *image_id,
                                  const char *profile_name, const char *profile_text,
-                                 gsize profile_len, const char *qemu_version,
-                                 const char *recipe)
+                                 gsize profile_len, const char *qemu_version, const char *recipe)
 {
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
 

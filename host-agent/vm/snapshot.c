@@ -81,8 +81,8 @@ static gboolean fail(GError **error, const char *fmt, ...)
 /* ---- inputs -------------------------------------------------------------------------------- */
 
 /* The inputs of @profile + @image on this host; @cache (may be NULL) keeps QEMU's version. */
-static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image,
-                               const char *cache, SbxSnapshotInputs *out, GError **error)
+static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image, const char *cache,
+                               SbxSnapshotInputs *out, GError **error)
 {
     g_autofree char *version = NULL, *text = NULL, *recipe = NULL;
     gsize len = 0;
@@ -362,8 +362,9 @@ static gboolean quiesce_channel(SbxVm *vm, GError **error)
     }
     while (!sbx_vm_channel_quiesced(vm)) {
         if (g_get_monotonic_time() > deadline)
-            return fail(error, "the guest agent did not reopen its channel within %d ms of the "
-                               "host closing it",
+            return fail(error,
+                        "the guest agent did not reopen its channel within %d ms of the "
+                        "host closing it",
                         QUIESCE_MS);
         loop_sleep(UNPLUG_POLL_MS);
     }

@@ -79,8 +79,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxSnapshot, sbx_snapshot_free)
  */
 void sbx_snapshot_inputs_compute(SbxSnapshotInputs *out, const char *image_id,
                                  const char *profile_name, const char *profile_text,
-                                 gsize profile_len, const char *qemu_version,
-                                 const char *recipe);
+                                 gsize profile_len, const char *qemu_version, const char *recipe);
 
 /**
  * Compare @recorded (from a snapshot at @dir) with @current. FALSE with SBX_VM_ERROR_SNAPSHOT

@@ -17,10 +17,10 @@
 
 #include "channel.h"
 #include "jsonfile.h"
-#include "qemu.h"
-#include "ramfile.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
+#include "qemu.h"
+#include "ramfile.h"
 
 /* Between query-migrate polls: the state (~0.3 MB with x-ignore-shared) loads in ~5-10 ms. */
 #define MIGRATE_POLL_MS 2

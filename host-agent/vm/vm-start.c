@@ -374,8 +374,8 @@ static void on_probe(GObject *source, GAsyncResult *res, gpointer data)
                g_error_matches(error, G_IO_ERROR, G_IO_ERROR_TIMED_OUT) ||
                g_error_matches(error, G_IO_ERROR, G_IO_ERROR_NOT_FOUND)) {
         /* Not listening yet (still booting). A dead bridge is noticed by its exit watch. */
-        vm->retry_timer = g_timeout_add(vm->snapshot ? PROBE_RETRY_RESTORE_MS : PROBE_RETRY_MS,
-                                        on_retry, vm);
+        vm->retry_timer =
+            g_timeout_add(vm->snapshot ? PROBE_RETRY_RESTORE_MS : PROBE_RETRY_MS, on_retry, vm);
     } else {
         sbx_vm_fail_start(vm, g_steal_pointer(&error));
     }
@@ -388,8 +388,8 @@ void sbx_vm_probe(SbxVm *vm)
 
 static void probe(SbxVm *vm)
 {
-    sbx_vm_channel_connect_async(vm, SBX_AGENT_PORT, PROBE_ATTEMPT_MS, vm->start_cancel,
-                                 on_probe, vm);
+    sbx_vm_channel_connect_async(vm, SBX_AGENT_PORT, PROBE_ATTEMPT_MS, vm->start_cancel, on_probe,
+                                 vm);
 }
 
 static void on_handshake(GObject *source, GAsyncResult *res, gpointer data)

@@ -71,8 +71,9 @@ SbxVm *sbx_vm_new(const SbxProfile *profile, const SbxImage *image, const SbxVmO
         vm->snapshot = opts->snapshot;
     }
     if (vm->cid < 3)
-        vm->cid = sbx_profile_channel(profile) == SBX_CHANNEL_VSOCK_KERNEL ? sbx_vm_kernel_pick_cid()
-                                                                : next_cid();
+        vm->cid = sbx_profile_channel(profile) == SBX_CHANNEL_VSOCK_KERNEL
+                      ? sbx_vm_kernel_pick_cid()
+                      : next_cid();
     return vm;
 }
 

@@ -327,12 +327,9 @@ static void test_language_not_offered(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_handshake_ping_run),
-        cmocka_unit_test(test_ping_timeout),
-        cmocka_unit_test(test_stray_pong),
-        cmocka_unit_test(test_handshake_bad_token),
-        cmocka_unit_test(test_handshake_hang_up),
-        cmocka_unit_test(test_language_not_offered),
+        cmocka_unit_test(test_handshake_ping_run), cmocka_unit_test(test_ping_timeout),
+        cmocka_unit_test(test_stray_pong),         cmocka_unit_test(test_handshake_bad_token),
+        cmocka_unit_test(test_handshake_hang_up),  cmocka_unit_test(test_language_not_offered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -112,8 +112,8 @@ static void test_call_ok(void **state)
     assert_null(o.error);
     /* The input reaches the tool as the guest wrote it: \u00e9 stays an escape, never a
      * re-print (docs/protocol.md, "Numbers" and the text of values). */
-    assert_string_equal(o.result,
-                        "{\"tool\":\"echo\",\"input\":{\"a\":\"\\u00e9\\n\",\"b\":[true,null,1.5]}}");
+    assert_string_equal(
+        o.result, "{\"tool\":\"echo\",\"input\":{\"a\":\"\\u00e9\\n\",\"b\":[true,null,1.5]}}");
     outcome_clear(&o);
     call_sync(tools, "my_tools", "do_it", "[]", &o);
     assert_string_equal(o.result, "{\"tool\":\"do.it\",\"input\":[]}");

@@ -546,15 +546,24 @@ static void test_messages(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_catalog),         cmocka_unit_test(test_framing),
-        cmocka_unit_test(test_messages),        cmocka_unit_test(test_discovery),
-        cmocka_unit_test(test_filter),          cmocka_unit_test(test_calls),
-        cmocka_unit_test(test_many_in_flight),  cmocka_unit_test(test_bad_json_and_wrong_id),
-        cmocka_unit_test(test_server_requests), cmocka_unit_test(test_oversized),
-        cmocka_unit_test(test_timeout_cancels), cmocka_unit_test(test_startup_timeout),
-        cmocka_unit_test(test_server_dies),     cmocka_unit_test(test_free_while_starting),
-        cmocka_unit_test(test_cancel_notifies), cmocka_unit_test(test_nameless),
-        cmocka_unit_test(test_server_dies_stderr_held), cmocka_unit_test(test_http),
+        cmocka_unit_test(test_catalog),
+        cmocka_unit_test(test_framing),
+        cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_discovery),
+        cmocka_unit_test(test_filter),
+        cmocka_unit_test(test_calls),
+        cmocka_unit_test(test_many_in_flight),
+        cmocka_unit_test(test_bad_json_and_wrong_id),
+        cmocka_unit_test(test_server_requests),
+        cmocka_unit_test(test_oversized),
+        cmocka_unit_test(test_timeout_cancels),
+        cmocka_unit_test(test_startup_timeout),
+        cmocka_unit_test(test_server_dies),
+        cmocka_unit_test(test_free_while_starting),
+        cmocka_unit_test(test_cancel_notifies),
+        cmocka_unit_test(test_nameless),
+        cmocka_unit_test(test_server_dies_stderr_held),
+        cmocka_unit_test(test_http),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

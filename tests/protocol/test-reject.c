@@ -93,8 +93,8 @@ static void test_missing_field(void **state)
 
 static void test_call_id_range(void **state)
 {
-    static const char *const bad[] = {"1.5",   "-1",   "0",    "4294967296", "1e300",
-                                      "1e400", "true", "null", "\"1\"",
+    static const char *const bad[] = {"1.5", "-1", "0", "4294967296", "1e300", "1e400", "true",
+                                      "null", "\"1\"",
                                       /* a double reads this as 1; the literal is no integer */
                                       "1.0000000000000001"};
     const char *want = "tool_call.call_id: expected an integer 1..4294967295";
@@ -459,11 +459,18 @@ static void test_unknown_fields_and_compact_json(void **state)
 /* Numbers must be RFC 8259 literals: what the host forwards, the reader's own parser takes. */
 static void test_number_grammar(void **state)
 {
-    static const char *const bad[] = {"01", "-01", "1.", "-.5", ".5", "+1", "1e", "1e+",
-                                      "1.e5", "0x10", "1-2", "1e5e5", "1.2.3", "-", "--1",
-                                      "Infinity", "NaN", "1e1234567890123456789"};
-    static const char *const good[] = {"0", "-0", "0.0", "-0.0", "1e400", "-1e400", "1E+2",
-                                       "1e-400", "123456789012345678901234567890",
+    static const char *const bad[] = {
+        "01",   "-01", "1.",    "-.5",   ".5", "+1",  "1e",       "1e+", "1.e5",
+        "0x10", "1-2", "1e5e5", "1.2.3", "-",  "--1", "Infinity", "NaN", "1e1234567890123456789"};
+    static const char *const good[] = {"0",
+                                       "-0",
+                                       "0.0",
+                                       "-0.0",
+                                       "1e400",
+                                       "-1e400",
+                                       "1E+2",
+                                       "1e-400",
+                                       "123456789012345678901234567890",
                                        "1e000000000000000000000000000001"};
     SbxMsg m;
 
@@ -471,8 +478,9 @@ static void test_number_grammar(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char *s = NULL;
 
-        assert_true(asprintf(&s, "{\"type\":\"tool_call\",\"id\":\"x\",\"call_id\":1,"
-                                 "\"provider\":\"p\",\"tool\":\"t\",\"input\":[%s]}",
+        assert_true(asprintf(&s,
+                             "{\"type\":\"tool_call\",\"id\":\"x\",\"call_id\":1,"
+                             "\"provider\":\"p\",\"tool\":\"t\",\"input\":[%s]}",
                              bad[i]) > 0);
         expect_reject(s, "message: ");
         free(s);
@@ -480,8 +488,9 @@ static void test_number_grammar(void **state)
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         char *s = NULL, *want = NULL;
 
-        assert_true(asprintf(&s, "{\"type\":\"tool_call\",\"id\":\"x\",\"call_id\":1,"
-                                 "\"provider\":\"p\",\"tool\":\"t\",\"input\":[ %s ]}",
+        assert_true(asprintf(&s,
+                             "{\"type\":\"tool_call\",\"id\":\"x\",\"call_id\":1,"
+                             "\"provider\":\"p\",\"tool\":\"t\",\"input\":[ %s ]}",
                              good[i]) > 0);
         assert_true(asprintf(&want, "[%s]", good[i]) > 0);
         expect_accept(s, &m);

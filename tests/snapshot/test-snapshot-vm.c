@@ -371,8 +371,7 @@ static void check_concurrent(const SbxProfile *p, const SbxImage *img, const Sbx
 }
 
 /* A pre-started restore held before its state load (vm-prestart.c). */
-static SbxVm *start_held(const SbxProfile *p, const SbxImage *img, const SbxSnapshot *snap,
-                         Wait *w)
+static SbxVm *start_held(const SbxProfile *p, const SbxImage *img, const SbxSnapshot *snap, Wait *w)
 {
     SbxVmOptions o = {.snapshot = snap, .boot_timeout_ms = RESTORE_TIMEOUT_MS};
     SbxVm *vm = sbx_vm_new(p, img, &o);

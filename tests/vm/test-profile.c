@@ -100,9 +100,10 @@ static void test_defaults(void **state)
 static void test_all_fields(void **state)
 {
     g_autofree char *path = write_profile(
-        "full.json", "{\"name\": \"full\", \"description\": \"d\", \"machine\": \"q35\", "
-                     "\"accel\": \"tcg\", \"cpu\": \"max\", \"cpus\": 2, \"memory_mib\": 512, "
-                     "\"kernel_cmdline_extra\": \"sandbox.debug=1\", \"channel\": \"virtio-serial\"}");
+        "full.json",
+        "{\"name\": \"full\", \"description\": \"d\", \"machine\": \"q35\", "
+        "\"accel\": \"tcg\", \"cpu\": \"max\", \"cpus\": 2, \"memory_mib\": 512, "
+        "\"kernel_cmdline_extra\": \"sandbox.debug=1\", \"channel\": \"virtio-serial\"}");
     g_autoptr(GError) error = NULL;
     g_autoptr(SbxProfile) p = sbx_profile_load(path, &error);
 

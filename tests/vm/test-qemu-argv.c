@@ -174,7 +174,8 @@ static void test_serial(void **state)
         expect(t, "-object",
                "memory-backend-file,id=pc.ram,size=256M,mem-path=/proc/self/fd/5,share=on");
         /* The restore maps the snapshot's RAM file copy-on-write. */
-        expect(r, "-object", "memory-backend-file,id=pc.ram,size=256M,mem-path=/snap/ram,share=off");
+        expect(r, "-object",
+               "memory-backend-file,id=pc.ram,size=256M,mem-path=/snap/ram,share=off");
         expect(r, "-incoming", "defer");
     }
 }
@@ -207,8 +208,8 @@ static void test_vsock_kernel(void **state)
 static void test_bridge_snapshot_layout(void **state)
 {
     g_autoptr(SbxProfile) m = profile(SBX_MACHINE_MICROVM);
-    SbxQemuRuntime restore = {.ram_path = "/proc/self/fd/5", .snapshot_layout = TRUE,
-                              .no_vsock = TRUE, .incoming = TRUE};
+    SbxQemuRuntime restore = {
+        .ram_path = "/proc/self/fd/5", .snapshot_layout = TRUE, .no_vsock = TRUE, .incoming = TRUE};
     g_auto(GStrv) r = argv_rt(m, &restore);
 
     (void)state;
