@@ -13,7 +13,9 @@
 /**
  * Check JSON text before cJSON sees it: valid UTF-8 (no overlong forms, surrogates or code
  * points above U+10FFFF), no control characters other than tab, LF and CR outside strings and
- * none inside, no \u0000 escape (cJSON would silently cut the string there), every number an
+ * none inside, escapes only as RFC 8259 spells them (a bad `\u` escape is code point 0 to cJSON,
+ * which would cut the string there), no \u0000 escape (likewise), nothing but ASCII outside
+ * strings (a byte order mark: cJSON skips it, the walk beside the tree would not), every number an
  * RFC 8259 literal with an exponent of at most SBX_JSON_EXPONENT_DIGITS digits, nesting at most
  * @max_depth, at most SBX_JSON_VALUES_MAX values. The rest of the grammar is cJSON's to check.
  * Returns true, or false with *@ret_error set to a malloc'd reason (if @ret_error is non-NULL).
