@@ -1,6 +1,7 @@
 """JSON values for the exact-JSON tests (run_test.py, json_* tests): their texts, generated
 from a fixed seed so a failure is reproducible, and a comparison that tells apart what `==`
 does not (1 and 1.0, 0.0 and -0.0, key order)."""
+import inspect
 import json
 import math
 import random
@@ -79,19 +80,7 @@ def same(a, b):
 
 # Guest code: each text parsed by the guest's own JSON parser, sent as {"v": value} to the echo
 # tool, the answer compared in the guest (kinds and -0 included); the answers are the result.
-PYTHON = """import json, math
-texts = json.loads(TEXTS)
-def same(a, b):
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return a == b and math.copysign(1, a) == math.copysign(1, b)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return a == b
-bad, out = [], []
+PYTHON = "import json, math\ntexts = json.loads(TEXTS)\n" + inspect.getsource(same) + """bad, out = [], []
 for i, t in enumerate(texts):
     v = json.loads(t)
     r = tools.PROVIDER.echo({"v": v})["v"]

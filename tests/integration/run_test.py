@@ -309,7 +309,7 @@ class EchoTools:
     exact text it was sent and logs that text: "cmd" (command, also `numbers`), "mcp" (MCP over
     stdio), "http" (POST to a local endpoint on 127.0.0.1, started here, its PID tracked)."""
 
-    def __init__(self, sbx):
+    def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="sbx-echo-")
         self.log = os.path.join(self.dir, "echo.log")
         self.http = subprocess.Popen([sys.executable, os.path.join(ECHO, "echo-http"), self.log],
@@ -353,18 +353,22 @@ def js_to_json(values):
     return p.stdout.decode()
 
 
+def run_with_echo(sbx, code, lang):
+    """Run @code with the echo tools; the report and the texts the tools were sent."""
+    echo = EchoTools()
+    try:
+        r = sbx.run(code, lang, "--tools", echo.catalog, env_extra=echo.env)
+        return r, echo.received()
+    finally:
+        echo.close()
+
+
 def round_trip(sbx, lang, provider):
     """Generated values guest -> echo tool -> guest, compared exactly in the guest (its own
     parser's value, kinds and -0 included) and on the host (the result, and for Python what the
     tool was sent)."""
     values = exact_values.texts()
-    echo = EchoTools(sbx)
-    try:
-        r = sbx.run(exact_values.program(lang, provider, values), lang, "--tools", echo.catalog,
-                    env_extra=echo.env)
-        received = echo.received()
-    finally:
-        echo.close()
+    r, received = run_with_echo(sbx, exact_values.program(lang, provider, values), lang)
     expect_ok(r)
     check(r["stdout"] == f"checked {len(values)} bad []\n",
           f"{lang} -> {provider} -> {lang}: every value back unchanged", r["stdout"][:2000])
@@ -414,12 +418,7 @@ def test_json_cases_python(sbx):
             'print(repr(r))\n'
             'x = tools.cmd.echo({"id": 1234567890123456789, "n": -9007199254740993})\n'
             '{"sum": 0.1 + 0.2, "big": 2**70, "x": x}')
-    echo = EchoTools(sbx)
-    try:
-        r = sbx.run(code, "python", "--tools", echo.catalog, env_extra=echo.env)
-        received = echo.received()
-    finally:
-        echo.close()
+    r, received = run_with_echo(sbx, code, "python")
     expect_ok(r)
     check(r["stdout"] == "{'a': 9007199254740993, 'b': 12345678901234567890, 'c': inf, "
           "'e': -0.0}\n", "Python gets the tool's numbers as its json makes them", r["stdout"])
@@ -445,12 +444,7 @@ def test_json_cases_js(sbx):
             "Object.is(r.e, -0), r.a === 9007199254740992);\n"
             "const x = await tools.cmd.echo({id: 1234567890123456789n, n: -9007199254740993n});\n"
             "({sum: 0.1 + 0.2, x})")
-    echo = EchoTools(sbx)
-    try:
-        r = sbx.run(code, "javascript", "--tools", echo.catalog, env_extra=echo.env)
-        received = echo.received()
-    finally:
-        echo.close()
+    r, received = run_with_echo(sbx, code, "javascript")
     expect_ok(r)
     check(r["stdout"] == "true true true true true\n",
           "JavaScript gets what its own JSON.parse makes of the tool's text", r["stdout"])

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 #include <glib/gstdio.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -462,15 +463,31 @@ static void use_serial(Fx *fx)
     assert_non_null(fx->profile);
 }
 
-/* Write @msg to @fd and read it back (the fake's agent echoes). */
+/*
+ * Write @msg to @fd and read it back (the fake's agent echoes), within 10 s. The main loop runs
+ * while it waits: the fake QEMU may still be writing QMP events (serial-flap sends 401), and a
+ * host that stopped reading them would leave it blocked in that write, never echoing: the hang
+ * test_serial_flapping had under load.
+ */
 static void expect_echo(int fd, const char *msg)
 {
+    gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
     char buf[64] = "";
     size_t got = 0;
 
     assert_int_equal(write(fd, msg, strlen(msg)), (ssize_t)strlen(msg));
     while (got < strlen(msg)) {
-        ssize_t n = read(fd, buf + got, sizeof buf - 1 - got);
+        struct pollfd p = {fd, POLLIN, 0};
+        ssize_t n;
+
+        if (g_get_monotonic_time() > deadline)
+            fail_msg("no echo of \"%s\" within 10 s (got \"%s\")", msg, buf);
+        if (poll(&p, 1, 10) <= 0) {
+            while (g_main_context_iteration(NULL, FALSE))
+                ;
+            continue;
+        }
+        n = read(fd, buf + got, sizeof buf - 1 - got);
         assert_true(n > 0);
         got += (size_t)n;
     }
