@@ -626,6 +626,33 @@ static int reap_orphan(GPid pid)
     return -1;
 }
 
+/*
+ * Reap the zombies re-parented to us besides QEMU and the bridge: already dead, so this ends
+ * nothing. Seen under load in the ASan build: a helper task a sanitized fake forks (LSan's
+ * tracer at exit) outlives its parent for a moment. A live orphan is left for the teardown's
+ * check, which fails on it.
+ */
+static void reap_dead_orphans(void)
+{
+    g_autoptr(GDir) d = g_dir_open("/proc", 0, NULL);
+    const char *name;
+
+    while ((name = g_dir_read_name(d))) {
+        g_autofree char *path = g_strdup_printf("/proc/%s/stat", name);
+        g_autofree char *stat = NULL;
+        const char *close_paren;
+        char state = 0;
+        int ppid = 0;
+
+        if (!g_ascii_isdigit(name[0]) || !g_file_get_contents(path, &stat, NULL, NULL))
+            continue;
+        close_paren = strrchr(stat, ')');
+        if (close_paren && sscanf(close_paren + 2, "%c %d", &state, &ppid) == 2 &&
+            ppid == getpid() && state == 'Z')
+            waitpid(atoi(name), NULL, WNOHANG);
+    }
+}
+
 /* Remove a runtime dir that a killed process could not clean (its sockets). */
 static void remove_tree(const char *dir)
 {
@@ -665,6 +692,7 @@ static void test_children_die_with_parent(void **state)
     /* PR_SET_PDEATHSIG: both get SIGKILL when their parent dies. */
     assert_int_equal(reap_orphan(qemu), SIGKILL);
     assert_int_equal(reap_orphan(bridge), SIGKILL);
+    reap_dead_orphans();
     prctl(PR_SET_CHILD_SUBREAPER, 0);
     {
         g_autoptr(GDir) d = g_dir_open(fx->parent, 0, NULL);
