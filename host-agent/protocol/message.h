@@ -3,8 +3,9 @@
  *
  * The only place that touches JSON for the protocol: nothing outside this module sees a cJSON
  * value. Arbitrary JSON values (tool input, tool result, the execution's result) travel as
- * validated, compact JSON text (`*_json` fields). Pure C: no I/O, no GLib, so the static guest
- * agent links it too.
+ * validated JSON text (`*_json` fields): the sender's own text less the whitespace between
+ * tokens, never re-printed, so every number keeps its literal (json.h). Pure C: no I/O, no
+ * GLib, so the static guest agent links it too.
  *
  * Ownership: every pointer in an SbxMsg is malloc'd and owned by the message;
  * sbx_msg_clear() frees them all. Optional strings are NULL when absent.
