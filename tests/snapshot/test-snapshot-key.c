@@ -84,8 +84,8 @@ static void test_json_refused(void **state)
                          "{\"format\":1}",
                          "{\"format\":\"x\"}",
                          "not json",
-                         "{\"format\":\"a\",\"qemu_version\":\"b\",\"image_id\":\"c\","
-                         "\"profile_sha256\":\"d\",\"recipe_sha256\":\"e\"}"};
+                         ("{\"format\":\"a\",\"qemu_version\":\"b\",\"image_id\":\"c\","
+                          "\"profile_sha256\":\"d\",\"recipe_sha256\":\"e\"}")};
     (void)state;
     for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
         SbxSnapshotInputs in;

@@ -227,9 +227,11 @@ static void test_file_name_rules(void **state)
 static void test_load_named(void **state)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *path = write_profile("good.json", "{\"name\": \"good\", \"machine\": "
-                                                       "\"q35\", \"memory_mib\": 256}");
-    g_autoptr(SbxProfile) p = sbx_profile_load_named(tmpdir, "good", &error);
+    g_autoptr(SbxProfile) p = NULL;
+
+    g_free(write_profile("good.json", "{\"name\": \"good\", \"machine\": \"q35\", "
+                                      "\"memory_mib\": 256}"));
+    p = sbx_profile_load_named(tmpdir, "good", &error);
 
     (void)state;
     assert_non_null(p);
@@ -244,9 +246,10 @@ static void test_load_named(void **state)
 static void test_default_dir_from_env(void **state)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *path = write_profile("envp.json", "{\"name\": \"envp\", \"machine\": "
-                                                       "\"q35\", \"memory_mib\": 256}");
     g_autoptr(SbxProfile) p = NULL;
+
+    g_free(write_profile("envp.json", "{\"name\": \"envp\", \"machine\": \"q35\", "
+                                      "\"memory_mib\": 256}"));
 
     (void)state;
     g_setenv("SANDBOX_PROFILES_DIR", tmpdir, TRUE);
