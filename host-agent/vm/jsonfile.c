@@ -33,8 +33,8 @@ static int read_bounded(int fd, gsize max_bytes, char **ret_buf, gsize *ret_len)
     return 0;
 }
 
-static cJSON *parse_object(const char *name, const char *text, gsize len, GQuark domain, int code,
-                           GError **error)
+cJSON *sbx_json_object_parse(const char *name, const char *text, gsize len, GQuark domain, int code,
+                             GError **error)
 {
     g_autofree char *why = NULL;
     cJSON *root = sbx_json_parse(text, len, SBX_JSON_DEPTH_MAX, &why);
@@ -89,5 +89,5 @@ cJSON *sbx_json_file_load(const char *path, gsize max_bytes, GQuark domain, int 
         g_set_error(error, domain, code, "%s: read: %s", path, g_strerror(-r));
         return NULL;
     }
-    return parse_object(name, text, len, domain, code, error);
+    return sbx_json_object_parse(name, text, len, domain, code, error);
 }

@@ -47,7 +47,8 @@
 #define PROFILE_MEMORY_MAX 16384
 
 typedef struct {
-    const char *file; /* base name of the file, for error messages */
+    const char *file;     /* what errors name: the file's base name, or "<name>.json" */
+    const char *expected; /* the name the profile must have (its file's), NULL for any */
     SbxProfile *p;
 } Ctx;
 
@@ -238,25 +239,70 @@ static gboolean check_required(Ctx *ctx, guint32 seen, GError **error)
 /* The name must match the file name, so that load_named("x") finds the profile named "x". */
 static gboolean check_name(Ctx *ctx, GError **error)
 {
-    g_autofree char *stem = g_strndup(ctx->file, strlen(ctx->file) - strlen(".json"));
-
-    if (!g_str_equal(stem, ctx->p->name)) {
+    if (ctx->expected && !g_str_equal(ctx->expected, ctx->p->name)) {
         g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE,
                     "%s: name: \"%s\" differs from the file name (expected \"%s\")", ctx->file,
-                    ctx->p->name, stem);
+                    ctx->p->name, ctx->expected);
         return FALSE;
     }
     return TRUE;
 }
 
+/* Validate the members of @root (a JSON object) into a new profile (path not set). */
+static SbxProfile *profile_from_object(Ctx *ctx, const cJSON *root, GError **error)
+{
+    g_autoptr(SbxProfile) p = g_new0(SbxProfile, 1);
+    guint32 seen = 0;
+    const cJSON *member;
+
+    ctx->p = p;
+    p->accel = SBX_ACCEL_AUTO;
+    p->cpus = 1;
+    p->cmdline_extra = g_strdup("");
+    cJSON_ArrayForEach(member, root)
+    {
+        if (!parse_member(ctx, member, &seen, error))
+            return NULL;
+    }
+    if (!check_required(ctx, seen, error) || !check_name(ctx, error))
+        return NULL;
+    return g_steal_pointer(&p);
+}
+
+/* Parse @len bytes of @text as one JSON object, as a profile file is. */
+static cJSON *parse_object(const char *file, const char *text, gsize len, GError **error)
+{
+    if (len > PROFILE_FILE_MAX) {
+        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE, "%s: larger than %d bytes", file,
+                    PROFILE_FILE_MAX);
+        return NULL;
+    }
+    return sbx_json_object_parse(file, text, len, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE, error);
+}
+
+SbxProfile *sbx_profile_parse(const char *name, const char *text, gsize len, GError **error)
+{
+    g_autofree char *file = name ? g_strconcat(name, ".json", NULL) : g_strdup("profile");
+    g_autoptr(cJSON) root = NULL;
+    Ctx ctx = {file, name, NULL};
+
+    if (name && !simple_token(name, PROFILE_NAME_MAX)) {
+        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE,
+                    "invalid profile name \"%s\": expected 1..64 characters [A-Za-z0-9_.-]",
+                    g_utf8_validate(name, -1, NULL) ? name : "?");
+        return NULL;
+    }
+    root = parse_object(file, text, len, error);
+    return root ? profile_from_object(&ctx, root, error) : NULL;
+}
+
 SbxProfile *sbx_profile_load(const char *path, GError **error)
 {
     g_autofree char *file = g_path_get_basename(path);
-    g_autoptr(SbxProfile) p = g_new0(SbxProfile, 1);
+    g_autofree char *stem = NULL;
     g_autoptr(cJSON) root = NULL;
-    Ctx ctx = {file, p};
-    guint32 seen = 0;
-    const cJSON *member;
+    Ctx ctx = {file, NULL, NULL};
+    SbxProfile *p;
 
     if (!g_str_has_suffix(file, ".json") || strlen(file) <= strlen(".json")) {
         g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE,
@@ -266,18 +312,12 @@ SbxProfile *sbx_profile_load(const char *path, GError **error)
     root = sbx_json_file_load(path, PROFILE_FILE_MAX, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE, error);
     if (!root)
         return NULL;
-    p->path = g_strdup(path);
-    p->accel = SBX_ACCEL_AUTO;
-    p->cpus = 1;
-    p->cmdline_extra = g_strdup("");
-    cJSON_ArrayForEach(member, root)
-    {
-        if (!parse_member(&ctx, member, &seen, error))
-            return NULL;
-    }
-    if (!check_required(&ctx, seen, error) || !check_name(&ctx, error))
-        return NULL;
-    return g_steal_pointer(&p);
+    stem = g_strndup(file, strlen(file) - strlen(".json"));
+    ctx.expected = stem;
+    p = profile_from_object(&ctx, root, error);
+    if (p)
+        p->path = g_strdup(path);
+    return p;
 }
 
 SbxProfile *sbx_profile_load_named(const char *dir, const char *name, GError **error)

@@ -32,8 +32,17 @@ typedef enum {
     SBX_CHANNEL_VSOCK_KERNEL,
 } SbxChannelKind;
 
-/** Load and validate a profile file. */
+/** Load and validate a profile file: the checks of sbx_profile_parse(), named by the file. */
 SbxProfile *sbx_profile_load(const char *path, GError **error);
+
+/**
+ * Parse and validate a profile from @len bytes of @text (need not be NUL-terminated; at most
+ * 64 KiB, like a file), as sbx_profile_load() does with a file's: strict JSON, every field
+ * known and valid. @name is the name the profile is stored under (a file's name less ".json"):
+ * its "name" must equal it, and errors start with "@name.json: ". NULL accepts any valid name
+ * (a profile not stored yet) and errors start with "profile: ". The result has no path.
+ */
+SbxProfile *sbx_profile_parse(const char *name, const char *text, gsize len, GError **error);
 
 /** Find a profile by name ("q35", "microvm") in @dir (NULL = the installed qemu-profiles/). */
 SbxProfile *sbx_profile_load_named(const char *dir, const char *name, GError **error);
@@ -46,7 +55,7 @@ char **sbx_profile_list(const char *dir, GError **error);
 
 const char *sbx_profile_name(const SbxProfile *profile);
 
-/** The file the profile was loaded from. */
+/** The file the profile was loaded from; NULL for one from sbx_profile_parse(). */
 const char *sbx_profile_path(const SbxProfile *profile);
 
 SbxMachine sbx_profile_machine(const SbxProfile *profile);

@@ -258,6 +258,48 @@ static void test_default_dir_from_env(void **state)
     assert_non_null(p);
 }
 
+/* sbx_profile_parse: the checks of a file, on bytes that need no NUL, under a name or none. */
+static void test_parse_from_bytes(void **state)
+{
+    static const char text[] = "{" BASE ", \"cpus\": 2}trailing bytes, not part of the input";
+    static const char bad_cpus[] = "{" BASE ", \"cpus\": 0}";
+    gsize len = strlen("{" BASE ", \"cpus\": 2}");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxProfile) p = sbx_profile_parse("bad", text, len, &error);
+
+    (void)state;
+    assert_non_null(p);
+    assert_null(sbx_profile_path(p));
+    assert_string_equal(sbx_profile_name(p), "bad");
+    assert_int_equal(p->cpus, 2);
+    g_clear_pointer(&p, sbx_profile_free);
+    p = sbx_profile_parse(NULL, text, len, &error); /* any name */
+    assert_non_null(p);
+    assert_null(sbx_profile_parse("other", text, len, &error));
+    assert_non_null(strstr(error->message, "other.json: name: \"bad\" differs"));
+    g_clear_error(&error);
+    assert_null(sbx_profile_parse(NULL, text, len + 1, &error));
+    assert_non_null(strstr(error->message, "profile: line 1 column"));
+    g_clear_error(&error);
+    assert_null(sbx_profile_parse(NULL, bad_cpus, strlen(bad_cpus), &error));
+    assert_non_null(strstr(error->message, "profile: cpus: expected an integer 1..64"));
+    g_clear_error(&error);
+    assert_null(sbx_profile_parse("../x", text, len, &error));
+    assert_non_null(strstr(error->message, "invalid profile name"));
+}
+
+/* A parsed text over the size limit of a file is refused alike, before parsing. */
+static void test_parse_oversize(void **state)
+{
+    g_autofree char *pad = g_strnfill(70 * 1024, ' ');
+    g_autofree char *text = g_strdup_printf("{" BASE "}%s", pad);
+    g_autoptr(GError) error = NULL;
+
+    (void)state;
+    assert_null(sbx_profile_parse("bad", text, strlen(text), &error));
+    assert_non_null(strstr(error->message, "bad.json: larger than 65536 bytes"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -272,6 +314,8 @@ int main(void)
         cmocka_unit_test(test_file_name_rules),
         cmocka_unit_test(test_load_named),
         cmocka_unit_test(test_default_dir_from_env),
+        cmocka_unit_test(test_parse_from_bytes),
+        cmocka_unit_test(test_parse_oversize),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
