@@ -38,6 +38,10 @@ struct SbxVm {
     int channel_fd;
     char *tail;            /* the last sbx_vm_console_tail() */
     char *shutdown_reason; /* from QEMU's SHUTDOWN event, e.g. "guest-shutdown" */
+    /* One query-status in flight for STOP events at a time, one more if a STOP came while it
+     * was: a QEMU flooding STOPs must not queue a command each (vm.c). */
+    gboolean status_asked;
+    gboolean stop_again;
     gint64 qemu_start_us;
     gint64 boot_us;
     GCancellable *life_cancel; /* our own QMP queries; cancelled at teardown */

@@ -284,6 +284,20 @@ static gboolean dead_run_state(const char *status)
     return FALSE;
 }
 
+static void on_status_after_stop(GObject *source, GAsyncResult *res, gpointer data);
+
+/* Ask @qmp (@vm's) why the guest stopped, unless a question is out already (then once more
+ * after it). */
+static void ask_status(SbxVm *vm, SbxQmp *qmp)
+{
+    if (vm->status_asked) {
+        vm->stop_again = TRUE;
+        return;
+    }
+    vm->status_asked = TRUE;
+    sbx_qmp_execute_async(qmp, "query-status", NULL, 0, vm->life_cancel, on_status_after_stop, vm);
+}
+
 /* The answer to the query-status sent after a STOP event. */
 static void on_status_after_stop(GObject *source, GAsyncResult *res, gpointer data)
 {
@@ -297,6 +311,11 @@ static void on_status_after_stop(GObject *source, GAsyncResult *res, gpointer da
     (void)source;
     if (!json)
         return; /* cancelled (@vm may be gone), or QMP broke: that path reports */
+    vm->status_asked = FALSE;
+    if (vm->stop_again) { /* a STOP after our question: its answer may predate it */
+        vm->stop_again = FALSE;
+        ask_status(vm, vm->qmp);
+    }
     obj = sbx_json_parse(json, strlen(json), SBX_JSON_DEPTH_MAX, NULL);
     status = cJSON_GetObjectItemCaseSensitive(obj, "status");
     if (!cJSON_IsString(status) || !dead_run_state(status->valuestring))
@@ -319,8 +338,7 @@ void sbx_vm_on_qmp_event(SbxQmp *qmp, const char *event, const char *data_json, 
      * waits. Ask why it stopped, so such a VM fails now rather than at the boot deadline.
      */
     if (g_str_equal(event, "STOP")) {
-        sbx_qmp_execute_async(qmp, "query-status", NULL, 0, vm->life_cancel, on_status_after_stop,
-                              vm);
+        ask_status(vm, qmp);
         return;
     }
     sbx_vm_channel_on_event(vm, event, data_json);

@@ -10,6 +10,8 @@
  *   die-after-boot  agent up, then 300 ms later a SHUTDOWN event (guest-reset) and exit 0
  *   flood-console   write 1 MiB to the console, then as ok
  *   internal-error  after the handshake, a STOP event; query-status says internal-error
+ *   stop-flood      after the handshake, 500 STOP events; query-status says running, and the
+ *                   console counts the query-status commands received ("query-status N")
  *                   (what QEMU does on a KVM emulation failure: it stops, it does not exit)
  * With a virtio-serial profile (-chardev socket,id=agent,path=P,server=on) it listens on P, and
  * "the agent" is an echo: at boot it opens the port (QMP VSERPORT_CHANGE open=true), echoes what
@@ -183,9 +185,18 @@ static int answer(const char *line)
                  "\"no such command\"}, \"id\": %d}\r\n",
                  id);
     say(qmp_fd, reply);
-    if (strstr(line, "\"qmp_capabilities\"") && !strcmp(mode, "internal-error"))
-        say(qmp_fd, "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
-                    "\"STOP\"}\r\n");
+    if (strstr(line, "\"qmp_capabilities\"") &&
+        (!strcmp(mode, "internal-error") || !strcmp(mode, "stop-flood")))
+        for (int i = 0; i < (strcmp(mode, "stop-flood") ? 1 : 500); i++)
+            say(qmp_fd, "{\"timestamp\": {\"seconds\": 1, \"microseconds\": 2}, \"event\": "
+                        "\"STOP\"}\r\n");
+    if (strstr(line, "\"query-status\"") && !strcmp(mode, "stop-flood")) {
+        static int queries;
+        char count[64];
+
+        snprintf(count, sizeof count, "fake-qemu: query-status %d\n", ++queries);
+        say(con_fd, count);
+    }
     return 0;
 }
 

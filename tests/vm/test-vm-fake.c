@@ -215,6 +215,26 @@ static void test_guest_stopped_by_qemu(void **state)
     expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_STOPPED, "internal-error");
 }
 
+/* A QEMU flooding STOP events gets one query-status at a time (and one more for the STOPs that
+ * came while it was out), not one each: 500 STOPs, at most a few questions. */
+static void test_stop_flood(void **state)
+{
+    Fx *fx = *state;
+    gboolean never = FALSE;
+    const char *tail, *last;
+    int queries = 0;
+
+    g_setenv("FAKE_QEMU_MODE", "stop-flood", TRUE);
+    assert_true(start(fx, 0));
+    run_until(&never, 500);
+    tail = sbx_vm_console_tail(fx->vm);
+    last = g_strrstr(tail, "query-status ");
+    assert_non_null(last);
+    queries = atoi(last + strlen("query-status "));
+    if (queries < 1 || queries > 4)
+        fail_msg("%d query-status commands for 500 STOP events", queries);
+}
+
 static void test_qmp_silent(void **state)
 {
     Fx *fx = *state;
@@ -723,6 +743,7 @@ static int run_all(void)
         T(test_qemu_fails_at_once),
         T(test_boot_timeout),
         T(test_guest_stopped_by_qemu),
+        T(test_stop_flood),
         T(test_qmp_silent),
         T(test_bridge_exits),
         T(test_bridge_garbage),
