@@ -66,6 +66,9 @@ static const cJSON *resolve_ref(const Render *r, const char *ref)
         return NULL;
     }
     const cJSON *node = r->root;
+    if (ref[1] == '\0') {
+        return node; /* "#": g_strsplit("") is empty, it has no parts[0] to skip */
+    }
     g_auto(GStrv) parts = g_strsplit(ref + 1, "/", 0);
     for (gsize i = 1; parts[i] != NULL && node != NULL; i++) {
         GString *seg = g_string_new(parts[i]);

@@ -195,6 +195,11 @@ static void test_ref(void **state)
     /* the recursive $ref stops at the depth bound */
     expect_in(ts, "next?: unknown; }");
     g_assert_cmpuint(strlen(ts), <, 2000);
+
+    /* "#" is the whole schema (fuzz-catalog found it read past g_strsplit's empty result) */
+    g_autofree char *self = render_schema(
+        "{\"type\": \"object\", \"properties\": {\"me\": {\"$ref\": \"#\"}}}", SBX_RENDER_TS);
+    expect_in(self, "me?: { me?: { me?: ");
 }
 
 static void test_unknown_schema(void **state)
