@@ -366,7 +366,10 @@ static gboolean get_tool_filter(const cJSON *obj, SbxCatalogProvider *prov, cons
     return TRUE;
 }
 
-/* `url`: an http or https URL (loopback or not: the user's choice, as with any server). */
+/*
+ * `url`: an http or https URL with a host (loopback or not: the user's choice, as with any
+ * server). Without a host ("https:x") libsoup makes no request of it (soup_message_new() NULL).
+ */
 static gboolean get_url(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
                         const char *where, GError **error)
 {
@@ -376,9 +379,11 @@ static gboolean get_url(const cJSON *obj, SbxCatalogProvider *prov, const char *
         return FALSE;
     }
     g_autoptr(GUri) uri = prov->url != NULL ? g_uri_parse(prov->url, G_URI_FLAGS_NONE, NULL) : NULL;
-    if (prov->url != NULL && (uri == NULL || (g_strcmp0(g_uri_get_scheme(uri), "http") != 0 &&
-                                              g_strcmp0(g_uri_get_scheme(uri), "https") != 0))) {
-        invalid(error, origin, at, "expected an http:// or https:// URL");
+    const char *host = uri != NULL ? g_uri_get_host(uri) : NULL;
+    if (prov->url != NULL && (uri == NULL || host == NULL || host[0] == '\0' ||
+                              (g_strcmp0(g_uri_get_scheme(uri), "http") != 0 &&
+                               g_strcmp0(g_uri_get_scheme(uri), "https") != 0))) {
+        invalid(error, origin, at, "expected an http:// or https:// URL with a host");
         return FALSE;
     }
     return TRUE;

@@ -464,6 +464,9 @@ static void test_catalog(void **state)
     expect_catalog_error("{\"kind\": \"mcp\", \"command\": [\"x\"], \"url\": \"http://a/\"}",
                          "exactly one of");
     expect_catalog_error("{\"kind\": \"mcp\", \"url\": \"ftp://a/\"}", "http:// or https://");
+    /* No host: libsoup makes no request of it (fuzz-catalog found `sandbox tools` crashing). */
+    expect_catalog_error("{\"kind\": \"mcp\", \"url\": \"https:cp\"}", "URL with a host");
+    expect_catalog_error("{\"kind\": \"mcp\", \"url\": \"http:///mcp\"}", "URL with a host");
     expect_catalog_error(
         "{\"kind\": \"mcp\", \"url\": \"http://a/\", \"headers\": {\"X\": \"a\\nb\"}}",
         "without control characters");
