@@ -9,15 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cJSON.h>
-
 #include "cli/cli.h"
 #include "cli/serve-client.h"
+#include "cli/serve-proto.h"
 #include "protocol/frame.h"
-#include "protocol/json.h"
 #include "protocol/limits.h"
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
 /* The server answers from its main loop; 5 s covers a loaded host without hanging a script. */
 #define APPROVALS_ANSWER_MS 5000
@@ -26,23 +22,23 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 #define APPROVALS_EXIT_REFUSED 1
 
 /*
- * Read one frame (the answer) within @deadline_us (monotonic), in chunks: the server closes
- * nothing, but sends nothing else on this connection either.
+ * Read one frame (the answer) within @deadline_us (monotonic), in chunks, and decode it into
+ * @msg: the server closes nothing, but sends nothing else on this connection either. FALSE if
+ * none came in time or it is no message.
  */
-static cJSON *read_answer(int fd, gint64 deadline_us)
+static gboolean read_answer(int fd, gint64 deadline_us, SbxServeMsg *msg)
 {
     SbxFrameReader r;
-    cJSON *msg = NULL;
     guint8 buf[64 * 1024];
-    gboolean over = FALSE;
+    gboolean over = FALSE, got = FALSE, ok = FALSE;
 
     sbx_frame_reader_init(&r, SBX_FRAME_MAX);
-    while (msg == NULL && !over) {
+    while (!got && !over) {
         struct pollfd q = {.fd = fd, .events = POLLIN};
         int left = (int)((deadline_us - g_get_monotonic_time()) / 1000);
         ssize_t n = left > 0 && poll(&q, 1, left) > 0 ? read(fd, buf, sizeof(buf)) : -1;
         over = n <= 0;
-        for (gsize off = 0; n > 0 && off < (gsize)n && msg == NULL;) {
+        for (gsize off = 0; n > 0 && off < (gsize)n && !got;) {
             char *payload = NULL;
             size_t plen = 0;
             ssize_t used = sbx_frame_reader_feed(&r, buf + off, n - off, &payload, &plen);
@@ -50,57 +46,52 @@ static cJSON *read_answer(int fd, gint64 deadline_us)
                 over = TRUE;
                 break;
             }
-            msg = payload != NULL ? sbx_json_parse(payload, plen, SBX_JSON_DEPTH_MAX, NULL) : NULL;
-            over = payload != NULL && msg == NULL;
+            got = payload != NULL;
+            ok = got && sbx_serve_proto_msg_decode(payload, plen, msg);
             free(payload);
             off += used;
         }
     }
     sbx_frame_reader_clear(&r);
-    return msg;
+    return ok;
 }
 
-/* Send @request, read the answer; NULL (and a message) if there is no server or no answer. */
-static cJSON *ask(const char *verb, const char *request)
+/* Send @request and read the answer into @answer; FALSE (and a message) if there is no server
+ * or no answer. */
+static gboolean ask(const char *verb, const char *request, SbxServeMsg *answer)
 {
     int fd = sbx_serve_client_connect();
-    cJSON *answer = NULL;
+    gboolean ok = FALSE;
 
     if (fd < 0) {
         fprintf(stderr,
                 "sandbox %s: no `sandbox serve` answers (approvals live in the server; "
                 "socket: $SANDBOX_SERVE_SOCKET or the default, docs/pool.md)\n",
                 verb);
-        return NULL;
+        return FALSE;
     }
     if (sbx_serve_client_send(fd, request)) {
-        answer = read_answer(fd, g_get_monotonic_time() + APPROVALS_ANSWER_MS * 1000ll);
+        ok = read_answer(fd, g_get_monotonic_time() + APPROVALS_ANSWER_MS * 1000ll, answer);
     }
     close(fd);
-    if (answer == NULL) {
+    if (!ok) {
         fprintf(stderr, "sandbox %s: the server did not answer\n", verb);
     }
-    return answer;
+    return ok;
 }
 
-static const char *str(const cJSON *obj, const char *key)
+static const char *str(const char *s)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    return cJSON_IsString(v) ? v->valuestring : "?";
+    return s != NULL ? s : "?";
 }
 
-static void print_pending(const cJSON *a)
+static void print_pending(const SbxServePending *a)
 {
-    const cJSON *input = cJSON_GetObjectItemCaseSensitive(a, "input");
-    const cJSON *waiting = cJSON_GetObjectItemCaseSensitive(a, "waiting_ms");
-    const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(a, "timeout_ms");
-    g_autofree char *in = input != NULL ? sbx_json_print(input) : g_strdup(str(a, "input_excerpt"));
+    const char *in = a->input_json != NULL ? a->input_json : str(a->input_excerpt);
 
-    printf("%s\t%s.%s\t%s\twaiting %.0f s of %.0f s\t%.200s%s\n", str(a, "id"), str(a, "provider"),
-           str(a, "tool"), str(a, "origin"),
-           cJSON_IsNumber(waiting) ? waiting->valuedouble / 1000 : 0,
-           cJSON_IsNumber(timeout) ? timeout->valuedouble / 1000 : 0, in != NULL ? in : "",
-           in != NULL && strlen(in) > 200 ? "..." : "");
+    printf("%s\t%s.%s\t%s\twaiting %.0f s of %.0f s\t%.200s%s\n", str(a->id), str(a->provider),
+           str(a->tool), str(a->origin), a->waiting_ms / 1000.0, a->timeout_ms / 1000.0, in,
+           strlen(in) > 200 ? "..." : "");
 }
 
 static int approvals_start(SbxCli *cli, int argc, char **argv)
@@ -114,23 +105,19 @@ static int approvals_start(SbxCli *cli, int argc, char **argv)
         fprintf(stderr, "usage: sandbox approvals [--json]\n");
         return SBX_EXIT_USAGE;
     }
-    g_autoptr(cJSON) answer = ask("approvals", "{\"type\":\"approvals\"}");
-    const cJSON *pending = cJSON_GetObjectItemCaseSensitive(answer, "pending");
-    const cJSON *a;
-    if (!cJSON_IsArray(pending)) {
+    g_auto(SbxServeMsg) answer = {0};
+    if (!ask("approvals", "{\"type\":\"approvals\"}", &answer) || answer.pending_json == NULL) {
         return SBX_EXIT_SANDBOX;
     }
     if (json) {
-        g_autofree char *text = sbx_json_print(pending);
-        puts(text);
+        puts(answer.pending_json);
         return 0;
     }
-    if (cJSON_GetArraySize(pending) == 0) {
+    if (answer.n_pending == 0) {
         fprintf(stderr, "no tool call waits for an approval\n");
     }
-    cJSON_ArrayForEach(a, pending)
-    {
-        print_pending(a);
+    for (gsize i = 0; i < answer.n_pending; i++) {
+        print_pending(&answer.pending[i]);
     }
     return 0;
 }
@@ -145,7 +132,7 @@ static gboolean id_valid(const char *id)
             return FALSE;
         }
     }
-    return len > 0 && len <= 64;
+    return len > 0 && len <= SBX_SERVE_APPROVAL_ID_MAX;
 }
 
 static int decide(const char *verb, int argc, char **argv)
@@ -156,16 +143,15 @@ static int decide(const char *verb, int argc, char **argv)
     }
     g_autoptr(GString) req = g_string_new(NULL);
     g_string_printf(req, "{\"type\":\"%s\",\"id\":\"%s\"}", verb, argv[1]);
-    g_autoptr(cJSON) answer = ask(verb, req->str);
-    if (answer == NULL) {
+    g_auto(SbxServeMsg) answer = {0};
+    if (!ask(verb, req->str, &answer)) {
         return SBX_EXIT_SANDBOX;
     }
-    const char *type = str(answer, "type");
-    if (strcmp(type, "error") == 0) {
-        fprintf(stderr, "sandbox %s: %s\n", verb, str(answer, "message"));
+    if (answer.type == SBX_SERVE_MSG_ERROR) {
+        fprintf(stderr, "sandbox %s: %s\n", verb, str(answer.message));
         return APPROVALS_EXIT_REFUSED;
     }
-    printf("%s %s\n", type, argv[1]);
+    printf("%s %s\n", answer.type_name, argv[1]);
     return 0;
 }
 

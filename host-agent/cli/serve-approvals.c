@@ -5,8 +5,6 @@
  */
 #include <string.h>
 
-#include <cJSON.h>
-
 #include "cli/report.h"
 #include "cli/serve.h"
 
@@ -66,34 +64,35 @@ static void list(ServeConn *conn, SbxApprovals *approvals)
     sbx_serve_conn_send(conn, m->str, m->len);
 }
 
-static void decide(ServeConn *conn, SbxApprovals *approvals, const cJSON *msg, gboolean approve)
+/* An `approve` or `deny` (@req->id checked by serve-proto.c, unless @req->bad says why not). */
+static void decide(ServeConn *conn, SbxApprovals *approvals, const SbxServeRequest *req)
 {
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+    gboolean approve = req->type == SBX_SERVE_REQ_APPROVE;
 
-    if (!cJSON_IsString(id) || strlen(id->valuestring) > 64) {
-        send_error(conn, "bad_request", "id: the approval's id (a string)");
+    if (req->bad != NULL) {
+        send_error(conn, "bad_request", req->bad);
         return;
     }
-    if (!sbx_approvals_decide(approvals, id->valuestring, approve)) {
+    if (!sbx_approvals_decide(approvals, req->id, approve)) {
         g_autofree char *why = g_strdup_printf(
-            "no pending approval \"%s\" (answered, timed out, or its run ended)", id->valuestring);
+            "no pending approval \"%s\" (answered, timed out, or its run ended)", req->id);
         send_error(conn, "not_found", why);
         return;
     }
     g_autoptr(GString) m = g_string_new(NULL);
     g_string_append_printf(m, "{\"type\":\"%s\",\"id\":", approve ? "approved" : "denied");
-    sbx_json_append_string(m, id->valuestring, strlen(id->valuestring));
+    sbx_json_append_string(m, req->id, strlen(req->id));
     g_string_append_c(m, '}');
     sbx_serve_conn_send(conn, m->str, m->len);
 }
 
-gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals, const char *type,
-                                    const struct cJSON *msg)
+gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals,
+                                    const SbxServeRequest *req)
 {
-    if (strcmp(type, "approvals") == 0) {
+    if (req->type == SBX_SERVE_REQ_APPROVALS) {
         list(conn, approvals);
-    } else if (strcmp(type, "approve") == 0 || strcmp(type, "deny") == 0) {
-        decide(conn, approvals, msg, strcmp(type, "approve") == 0);
+    } else if (req->type == SBX_SERVE_REQ_APPROVE || req->type == SBX_SERVE_REQ_DENY) {
+        decide(conn, approvals, req);
     } else {
         return FALSE;
     }

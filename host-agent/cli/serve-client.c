@@ -12,18 +12,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cJSON.h>
 #include <glib-unix.h>
 
 #include "cli/report.h"
 #include "cli/serve-client.h"
+#include "cli/serve-proto.h"
 #include "cli/serve.h"
-#include "protocol/base64.h"
 #include "protocol/frame.h"
-#include "protocol/json.h"
 #include "protocol/limits.h"
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
 typedef struct {
     SbxCli *cli;
@@ -68,16 +64,19 @@ static gboolean send_frame(int fd, const char *json, gsize len)
     return sbx_frame_encode(json, len, &frame, &flen) == 0 && write_all(fd, frame, flen);
 }
 
-/* Read one frame, waiting at most @timeout_ms in all (blocking; before the loop runs). */
-static cJSON *read_frame_blocking(int fd, int timeout_ms)
+/*
+ * Read one frame and decode it into @msg, waiting at most @timeout_ms in all (blocking; before
+ * the loop runs). FALSE if none came in time or it is no message.
+ */
+static gboolean read_frame_blocking(int fd, int timeout_ms, SbxServeMsg *msg)
 {
     SbxFrameReader r;
     gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000ll;
-    cJSON *msg = NULL;
+    gboolean got = FALSE, ok = FALSE;
     guint8 b;
 
     sbx_frame_reader_init(&r, SBX_FRAME_MAX);
-    while (msg == NULL) {
+    while (!got) {
         struct pollfd q = {.fd = fd, .events = POLLIN};
         int left = (int)((deadline - g_get_monotonic_time()) / 1000);
         char *payload = NULL;
@@ -88,15 +87,13 @@ static cJSON *read_frame_blocking(int fd, int timeout_ms)
             break;
         }
         if (payload != NULL) {
-            msg = sbx_json_parse(payload, plen, SBX_JSON_DEPTH_MAX, NULL);
+            got = TRUE;
+            ok = sbx_serve_proto_msg_decode(payload, plen, msg);
             free(payload);
-            if (msg == NULL) {
-                break;
-            }
         }
     }
     sbx_frame_reader_clear(&r);
-    return msg;
+    return ok;
 }
 
 static int connect_server(void)
@@ -126,20 +123,15 @@ static int connect_server(void)
 static gboolean server_fits(int fd, const char *profile)
 {
     static const char status[] = "{\"type\":\"status\"}";
-    g_autoptr(cJSON) msg = NULL;
-    const cJSON *p;
+    g_auto(SbxServeMsg) msg = {0};
 
-    if (!send_frame(fd, status, strlen(status))) {
+    if (!send_frame(fd, status, strlen(status)) ||
+        !read_frame_blocking(fd, SBX_SERVE_CLIENT_PROBE_MS, &msg) ||
+        msg.type != SBX_SERVE_MSG_STATUS || msg.profile == NULL) {
         return FALSE;
     }
-    msg = read_frame_blocking(fd, SBX_SERVE_CLIENT_PROBE_MS);
-    p = cJSON_GetObjectItemCaseSensitive(msg, "profile");
-    if (!cJSON_IsString(p)) {
-        return FALSE;
-    }
-    return profile == NULL || strcmp(profile, p->valuestring) == 0 ||
-           cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
-               cJSON_GetObjectItemCaseSensitive(msg, "profiles"), profile));
+    return profile == NULL || strcmp(profile, msg.profile) == 0 ||
+           g_strv_contains((const char *const *)msg.profiles, profile);
 }
 
 static char *run_message(const SbxServeClientRequest *req)
@@ -181,73 +173,52 @@ static void finish_failed(Client *c, const char *message, SbxStatus status, int 
     sbx_cli_quit(c->cli, code);
 }
 
-static void on_output(Client *c, const cJSON *msg)
+static void on_output(Client *c, const SbxServeMsg *msg)
 {
-    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(msg, "stream");
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(msg, "data");
-    g_autofree guint8 *bytes = NULL;
-    size_t len = 0;
-    SbxStream s = SBX_STREAM_STDOUT;
+    SbxStream s = msg->stream;
 
-    if (!cJSON_IsString(stream) || !cJSON_IsString(data) ||
-        sbx_base64_decode(data->valuestring, strlen(data->valuestring), &bytes, &len) < 0) {
-        return;
+    if (msg->data == NULL) {
+        return; /* not base64, or no stream: ignored */
     }
-    if (strcmp(stream->valuestring, "stderr") == 0) {
-        s = SBX_STREAM_STDERR;
-    }
-    if (!c->out_dead[s] &&
-        !write_all(s == SBX_STREAM_STDOUT ? STDOUT_FILENO : STDERR_FILENO, bytes, len)) {
+    if (!c->out_dead[s] && !write_all(s == SBX_STREAM_STDOUT ? STDOUT_FILENO : STDERR_FILENO,
+                                      msg->data, msg->data_len)) {
         c->out_dead[s] = TRUE; /* e.g. `| head`: keep running, drop the rest */
     }
 }
 
-/* The server's done frame (@payload, @len bytes, parsed as @msg): the report is printed as the
- * server sent it, never re-printed. */
-static void on_done(Client *c, const char *payload, gsize len, const cJSON *msg)
+/* The server's done frame: the report is printed as the server sent it, never re-printed. */
+static void on_done(Client *c, const SbxServeMsg *msg)
 {
-    const cJSON *code = cJSON_GetObjectItemCaseSensitive(msg, "exit_code");
-    const cJSON *summary = cJSON_GetObjectItemCaseSensitive(msg, "summary");
-    const cJSON *report = cJSON_GetObjectItemCaseSensitive(msg, "report");
-    int rc = cJSON_IsNumber(code) && code->valueint >= 0 && code->valueint <= 255
-                 ? code->valueint
-                 : SBX_EXIT_SANDBOX;
-
     if (c->json) {
-        char *text =
-            cJSON_IsObject(report) ? sbx_json_member_text(payload, len, msg, report) : NULL;
-        if (text != NULL) {
-            puts(text);
+        if (msg->report_json != NULL) {
+            puts(msg->report_json);
             fflush(stdout);
         }
-        free(text);
-    } else if (cJSON_IsString(summary)) {
-        fputs(summary->valuestring, stderr);
+    } else if (msg->summary != NULL) {
+        fputs(msg->summary, stderr);
     }
-    sbx_cli_quit(c->cli, rc);
+    sbx_cli_quit(c->cli, msg->exit_code >= 0 ? msg->exit_code : SBX_EXIT_SANDBOX);
 }
 
 /* One frame from the server. FALSE: the run is over (done or broken). */
 static gboolean on_frame(Client *c, const char *payload, gsize len)
 {
-    g_autoptr(cJSON) msg = sbx_json_parse(payload, len, SBX_JSON_DEPTH_MAX, NULL);
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(msg, "type");
+    g_auto(SbxServeMsg) msg = {0};
 
-    if (!cJSON_IsString(type)) {
+    if (!sbx_serve_proto_msg_decode(payload, len, &msg)) {
         finish_failed(c, "the server sent a broken frame", SBX_STATUS_CRASH, SBX_EXIT_SANDBOX);
         return FALSE;
     }
-    if (strcmp(type->valuestring, "output") == 0) {
-        on_output(c, msg);
+    if (msg.type == SBX_SERVE_MSG_OUTPUT) {
+        on_output(c, &msg);
         return TRUE;
     }
-    if (strcmp(type->valuestring, "done") == 0) {
-        on_done(c, payload, len, msg);
+    if (msg.type == SBX_SERVE_MSG_DONE) {
+        on_done(c, &msg);
         return FALSE;
     }
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(msg, "message");
     g_autofree char *why = g_strdup_printf("the server refused the request: %s",
-                                           cJSON_IsString(m) ? m->valuestring : "no reason");
+                                           msg.message != NULL ? msg.message : "no reason");
     finish_failed(c, why, SBX_STATUS_CRASH, SBX_EXIT_SANDBOX);
     return FALSE;
 }

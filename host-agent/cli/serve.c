@@ -18,17 +18,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cJSON.h>
 #include <glib-unix.h>
 
 #include "cli/report.h"
+#include "cli/serve-proto.h"
 #include "cli/serve.h"
 #include "prestart.h"
 #include "protocol/frame.h"
-#include "protocol/json.h"
 #include "protocol/limits.h"
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
 /* Default pool size: two ready VMs cover back-to-back requests while a third restores. */
 #define SERVE_POOL_DEFAULT 2
@@ -276,21 +273,6 @@ void sbx_serve_run_finished(Serve *srv, ServeConn *conn, ServeRun *run)
     maybe_quit(srv);
 }
 
-static gboolean get_uint(const cJSON *obj, const char *name, guint64 max, guint64 *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-
-    if (v == NULL || cJSON_IsNull(v)) {
-        return TRUE; /* keep the default */
-    }
-    int64_t n;
-    if (!sbx_json_int64(v, &n) || n < 1 || (guint64)n > max) {
-        return FALSE;
-    }
-    *out = (guint64)n;
-    return TRUE;
-}
-
 /* The index of the pooled profile @name in @index; FALSE if it is not pooled. */
 static gboolean find_profile(Serve *srv, const char *name, guint *index)
 {
@@ -303,47 +285,11 @@ static gboolean find_profile(Serve *srv, const char *name, guint *index)
     return FALSE;
 }
 
-/* Check a `run` message into @req; NULL on success, else what is wrong. */
-static const char *parse_run(Serve *srv, const cJSON *msg, ServeRunRequest *req)
-{
-    const cJSON *lang = cJSON_GetObjectItemCaseSensitive(msg, "language");
-    const cJSON *code = cJSON_GetObjectItemCaseSensitive(msg, "code");
-    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(msg, "tools");
-    const cJSON *profile = cJSON_GetObjectItemCaseSensitive(msg, "profile");
-    guint64 timeout = SBX_SESSION_TIMEOUT_DEFAULT_MS, limit = SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
-
-    if (!cJSON_IsString(lang) || sbx_language_from_name(lang->valuestring, &req->language) < 0) {
-        return "language: javascript or python";
-    }
-    if (!cJSON_IsString(code) || strlen(code->valuestring) == 0 ||
-        !g_utf8_validate(code->valuestring, -1, NULL)) {
-        return "code: a non-empty UTF-8 string";
-    }
-    if (tools != NULL && !cJSON_IsNull(tools) &&
-        (!cJSON_IsString(tools) || !g_path_is_absolute(tools->valuestring))) {
-        return "tools: an absolute path or null";
-    }
-    if (!get_uint(msg, "timeout_ms", 86400000, &timeout) ||
-        !get_uint(msg, "output_limit", 1024ull * 1024 * 1024, &limit)) {
-        return "timeout_ms (1..86400000) and output_limit (1..2^30) are integers";
-    }
-    if (profile != NULL && !cJSON_IsNull(profile) &&
-        (!cJSON_IsString(profile) || !find_profile(srv, profile->valuestring, &req->profile))) {
-        return NULL; /* checked by the caller: unavailable, not bad */
-    }
-    req->code = g_strdup(code->valuestring);
-    req->tools_path = cJSON_IsString(tools) ? g_strdup(tools->valuestring) : NULL;
-    req->timeout_ms = (guint)timeout;
-    req->output_limit = limit;
-    req->collect = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "collect"));
-    return NULL;
-}
-
-static void handle_run(ServeConn *conn, const cJSON *msg)
+/* A `run` request (decoded by serve-proto.c; its strings are taken). */
+static void handle_run(ServeConn *conn, SbxServeRun *run, const char *bad)
 {
     Serve *srv = conn->srv;
     ServeRunRequest req = {0};
-    const char *bad;
 
     if (conn->run != NULL) {
         send_error(conn, "bad_request", "one request at a time per connection");
@@ -353,15 +299,21 @@ static void handle_run(ServeConn *conn, const cJSON *msg)
         send_error(conn, "unavailable", "the server is shutting down");
         return;
     }
-    bad = parse_run(srv, msg, &req);
     if (bad != NULL) {
         send_error(conn, "bad_request", bad);
         return;
     }
-    if (req.code == NULL) {
+    if (run->profile_not_name ||
+        (run->profile != NULL && !find_profile(srv, run->profile, &req.profile))) {
         send_error(conn, "unavailable", "this server does not pool that profile");
         return;
     }
+    req.language = run->language;
+    req.code = g_steal_pointer(&run->code);
+    req.tools_path = g_steal_pointer(&run->tools_path);
+    req.timeout_ms = run->timeout_ms;
+    req.output_limit = run->output_limit;
+    req.collect = run->collect;
     conn->run = sbx_serve_run_new(srv, conn, &req);
     srv->runs = g_list_prepend(srv->runs, conn->run);
     conn->queued = TRUE;
@@ -450,20 +402,19 @@ static void handle_status(ServeConn *conn)
 /* One frame from the client. FALSE: it broke the protocol, drop it. */
 static gboolean handle_frame(ServeConn *conn, const char *payload, gsize len)
 {
-    g_autoptr(cJSON) msg = sbx_json_parse(payload, len, SBX_JSON_DEPTH_MAX, NULL);
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(msg, "type");
+    g_auto(SbxServeRequest) req = {0};
 
-    if (!cJSON_IsObject(msg) || !cJSON_IsString(type)) {
+    if (!sbx_serve_proto_request_decode(payload, len, &req)) {
         return FALSE;
     }
-    if (strcmp(type->valuestring, "run") == 0) {
-        handle_run(conn, msg);
-    } else if (strcmp(type->valuestring, "status") == 0) {
+    if (req.type == SBX_SERVE_REQ_RUN) {
+        handle_run(conn, &req.run, req.bad);
+    } else if (req.type == SBX_SERVE_REQ_STATUS) {
         handle_status(conn);
-    } else if (sbx_serve_approval_message(conn, conn->srv->approvals, type->valuestring, msg)) {
+    } else if (sbx_serve_approval_message(conn, conn->srv->approvals, &req)) {
         /* answered */
     } else {
-        send_error(conn, "bad_request", "unknown message type");
+        send_error(conn, "bad_request", req.bad);
     }
     return TRUE;
 }

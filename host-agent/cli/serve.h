@@ -9,6 +9,7 @@
 
 #include "approvals.h"
 #include "cli/cli.h"
+#include "cli/serve-proto.h"
 #include "pool-vm.h"
 #include "protocol/message.h"
 
@@ -81,13 +82,12 @@ void sbx_serve_run_free(ServeRun *run);
 void sbx_serve_request_clear(ServeRunRequest *req);
 
 /* serve-approvals.c */
-struct cJSON;
 /**
- * Answer the client message @msg of type @type if it is about approvals (`approvals`,
- * `approve`, `deny`: docs/pool.md). FALSE if @type is another type.
+ * Answer the client request @req if it is about approvals (`approvals`, `approve`, `deny`:
+ * docs/pool.md). FALSE if it is of another type.
  */
-gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals, const char *type,
-                                    const struct cJSON *msg);
+gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals,
+                                    const SbxServeRequest *req);
 
 /* serve-path.c, shared with the client */
 /**

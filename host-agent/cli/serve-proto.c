@@ -1,0 +1,332 @@
+/*
+ * Decoding the frames of `sandbox serve`'s client protocol (serve-proto.h): the checks of a
+ * client's request, and the fields of a server's message. The only file of the serve protocol
+ * that looks into JSON.
+ */
+#include "cli/serve-proto.h"
+
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "protocol/base64.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
+#include "session/session.h"
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
+
+static const struct {
+    const char *name;
+    SbxServeRequestType type;
+} request_types[] = {
+    {"run", SBX_SERVE_REQ_RUN},
+    {"status", SBX_SERVE_REQ_STATUS},
+    {"approvals", SBX_SERVE_REQ_APPROVALS},
+    {"approve", SBX_SERVE_REQ_APPROVE},
+    {"deny", SBX_SERVE_REQ_DENY},
+};
+
+static const struct {
+    const char *name;
+    SbxServeMsgType type;
+} msg_types[] = {
+    {"status", SBX_SERVE_MSG_STATUS},       {"output", SBX_SERVE_MSG_OUTPUT},
+    {"done", SBX_SERVE_MSG_DONE},           {"error", SBX_SERVE_MSG_ERROR},
+    {"approvals", SBX_SERVE_MSG_APPROVALS}, {"approved", SBX_SERVE_MSG_APPROVED},
+    {"denied", SBX_SERVE_MSG_DENIED},
+};
+
+/* The JSON object of @payload and its string `type`, or NULL: no message. */
+static cJSON *parse_message(const char *payload, gsize len, const char **ret_type)
+{
+    cJSON *msg = sbx_json_parse(payload, len, SBX_JSON_DEPTH_MAX, NULL);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(msg, "type");
+
+    if (!cJSON_IsObject(msg) || !cJSON_IsString(type)) {
+        cJSON_Delete(msg);
+        return NULL;
+    }
+    *ret_type = type->valuestring;
+    return msg;
+}
+
+/* A copy of member @name of @obj if it is a string, else NULL. */
+static char *dup_string(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    return cJSON_IsString(v) ? g_strdup(v->valuestring) : NULL;
+}
+
+/* ---- requests (client -> server) ------------------------------------------------------ */
+
+/* An optional integer member from 1 to @max into @out; absent or null keeps the default. */
+static gboolean get_uint(const cJSON *obj, const char *name, guint64 max, guint64 *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        return TRUE;
+    }
+    int64_t n;
+    if (!sbx_json_int64(v, &n) || n < 1 || (guint64)n > max) {
+        return FALSE;
+    }
+    *out = (guint64)n;
+    return TRUE;
+}
+
+/* Check a `run` message into @run; NULL on success, else what is wrong. */
+static const char *decode_run(const cJSON *msg, SbxServeRun *run)
+{
+    const cJSON *lang = cJSON_GetObjectItemCaseSensitive(msg, "language");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(msg, "code");
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(msg, "tools");
+    const cJSON *profile = cJSON_GetObjectItemCaseSensitive(msg, "profile");
+    guint64 timeout = SBX_SESSION_TIMEOUT_DEFAULT_MS, limit = SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
+
+    if (!cJSON_IsString(lang) || sbx_language_from_name(lang->valuestring, &run->language) < 0) {
+        return "language: javascript or python";
+    }
+    if (!cJSON_IsString(code) || strlen(code->valuestring) == 0 ||
+        !g_utf8_validate(code->valuestring, -1, NULL)) {
+        return "code: a non-empty UTF-8 string";
+    }
+    if (tools != NULL && !cJSON_IsNull(tools) &&
+        (!cJSON_IsString(tools) || !g_path_is_absolute(tools->valuestring))) {
+        return "tools: an absolute path or null";
+    }
+    if (!get_uint(msg, "timeout_ms", SBX_SERVE_TIMEOUT_MAX_MS, &timeout) ||
+        !get_uint(msg, "output_limit", SBX_SERVE_OUTPUT_LIMIT_MAX, &limit)) {
+        return "timeout_ms (1..86400000) and output_limit (1..2^30) are integers";
+    }
+    run->code = g_strdup(code->valuestring);
+    run->tools_path = cJSON_IsString(tools) ? g_strdup(tools->valuestring) : NULL;
+    run->timeout_ms = (guint)timeout;
+    run->output_limit = limit;
+    run->collect = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "collect"));
+    run->profile = cJSON_IsString(profile) ? g_strdup(profile->valuestring) : NULL;
+    run->profile_not_name = profile != NULL && !cJSON_IsNull(profile) && !cJSON_IsString(profile);
+    return NULL;
+}
+
+/* The id of an `approve` or `deny`; NULL on success, else what is wrong. */
+static const char *decode_id(const cJSON *msg, char **ret_id)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+
+    if (!cJSON_IsString(id) || strlen(id->valuestring) > SBX_SERVE_APPROVAL_ID_MAX) {
+        return "id: the approval's id (a string)";
+    }
+    *ret_id = g_strdup(id->valuestring);
+    return NULL;
+}
+
+gboolean sbx_serve_proto_request_decode(const char *payload, gsize len, SbxServeRequest *ret)
+{
+    const char *type = NULL;
+
+    memset(ret, 0, sizeof(*ret));
+    g_autoptr(cJSON) msg = parse_message(payload, len, &type);
+    if (msg == NULL) {
+        return FALSE;
+    }
+    ret->type = SBX_SERVE_REQ_UNKNOWN;
+    for (gsize i = 0; i < G_N_ELEMENTS(request_types); i++) {
+        if (strcmp(type, request_types[i].name) == 0) {
+            ret->type = request_types[i].type;
+            break;
+        }
+    }
+    switch (ret->type) {
+    case SBX_SERVE_REQ_RUN:
+        ret->bad = decode_run(msg, &ret->run);
+        break;
+    case SBX_SERVE_REQ_APPROVE:
+    case SBX_SERVE_REQ_DENY:
+        ret->bad = decode_id(msg, &ret->id);
+        break;
+    case SBX_SERVE_REQ_UNKNOWN:
+        ret->bad = "unknown message type";
+        break;
+    default: /* status, approvals: no fields */
+        break;
+    }
+    return TRUE;
+}
+
+void sbx_serve_proto_request_clear(SbxServeRequest *req)
+{
+    g_free(req->run.code);
+    g_free(req->run.tools_path);
+    g_free(req->run.profile);
+    g_free(req->id);
+    memset(req, 0, sizeof(*req));
+}
+
+/* ---- messages (server -> client) ------------------------------------------------------ */
+
+/* The keys of `profiles` whose values are objects: the profiles the server pools. */
+static void decode_status(const cJSON *msg, SbxServeMsg *m)
+{
+    const cJSON *profiles = cJSON_GetObjectItemCaseSensitive(msg, "profiles");
+    GPtrArray *names = g_ptr_array_new();
+    const cJSON *p;
+
+    m->profile = dup_string(msg, "profile");
+    if (cJSON_IsObject(profiles)) {
+        cJSON_ArrayForEach(p, profiles)
+        {
+            if (cJSON_IsObject(p)) {
+                g_ptr_array_add(names, g_strdup(p->string));
+            }
+        }
+    }
+    g_ptr_array_add(names, NULL);
+    m->profiles = (char **)g_ptr_array_free(names, FALSE);
+}
+
+static void decode_output(const cJSON *msg, SbxServeMsg *m)
+{
+    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(msg, "stream");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(msg, "data");
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+
+    if (!cJSON_IsString(stream) || !cJSON_IsString(data) ||
+        sbx_base64_decode(data->valuestring, strlen(data->valuestring), &bytes, &len) < 0) {
+        return;
+    }
+    m->stream = strcmp(stream->valuestring, "stderr") == 0 ? SBX_STREAM_STDERR : SBX_STREAM_STDOUT;
+    m->data = g_memdup2(bytes, len != 0 ? len : 1);
+    m->data_len = len;
+    free(bytes);
+}
+
+/* The report is kept as the server's text: `sandbox run --json` prints it, never re-printed. */
+static void decode_done(const char *payload, gsize len, const cJSON *msg, SbxServeMsg *m)
+{
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(msg, "exit_code");
+    const cJSON *report = cJSON_GetObjectItemCaseSensitive(msg, "report");
+    int64_t rc;
+
+    m->exit_code = sbx_json_int64(code, &rc) && rc >= 0 && rc <= 255 ? (int)rc : -1;
+    m->summary = dup_string(msg, "summary");
+    if (cJSON_IsObject(report)) {
+        char *text = sbx_json_member_text(payload, len, msg, report);
+        m->report_json = g_strdup(text);
+        free(text);
+    }
+}
+
+/* A member that is an integer in int64's range, else 0. */
+static gint64 get_int64(const cJSON *obj, const char *name)
+{
+    int64_t n;
+
+    return sbx_json_int64(cJSON_GetObjectItemCaseSensitive(obj, name), &n) ? n : 0;
+}
+
+static void decode_pending(const cJSON *a, SbxServePending *p)
+{
+    const cJSON *input = cJSON_GetObjectItemCaseSensitive(a, "input");
+
+    if (!cJSON_IsObject(a)) {
+        return;
+    }
+    p->id = dup_string(a, "id");
+    p->provider = dup_string(a, "provider");
+    p->tool = dup_string(a, "tool");
+    if (input != NULL) {
+        char *text = sbx_json_print(input); /* numbers keep their literals */
+        p->input_json = g_strdup(text);
+        free(text);
+    }
+    p->input_excerpt = dup_string(a, "input_excerpt");
+    p->origin = dup_string(a, "origin");
+    p->waiting_ms = get_int64(a, "waiting_ms");
+    p->timeout_ms = get_int64(a, "timeout_ms");
+}
+
+static void decode_approvals(const char *payload, gsize len, const cJSON *msg, SbxServeMsg *m)
+{
+    const cJSON *pending = cJSON_GetObjectItemCaseSensitive(msg, "pending");
+    const cJSON *a;
+
+    if (!cJSON_IsArray(pending)) {
+        return;
+    }
+    char *text = sbx_json_member_text(payload, len, msg, pending);
+    m->pending_json = g_strdup(text);
+    free(text);
+    m->pending = g_new0(SbxServePending, cJSON_GetArraySize(pending));
+    cJSON_ArrayForEach(a, pending)
+    {
+        decode_pending(a, &m->pending[m->n_pending++]);
+    }
+}
+
+gboolean sbx_serve_proto_msg_decode(const char *payload, gsize len, SbxServeMsg *ret)
+{
+    const char *type = NULL;
+
+    memset(ret, 0, sizeof(*ret));
+    ret->exit_code = -1;
+    g_autoptr(cJSON) msg = parse_message(payload, len, &type);
+    if (msg == NULL) {
+        return FALSE;
+    }
+    ret->type = SBX_SERVE_MSG_OTHER;
+    for (gsize i = 0; i < G_N_ELEMENTS(msg_types); i++) {
+        if (strcmp(type, msg_types[i].name) == 0) {
+            ret->type = msg_types[i].type;
+            break;
+        }
+    }
+    ret->type_name = g_strdup(type);
+    ret->message = dup_string(msg, "message");
+    if (ret->type == SBX_SERVE_MSG_STATUS) {
+        decode_status(msg, ret);
+    } else if (ret->type == SBX_SERVE_MSG_OUTPUT) {
+        decode_output(msg, ret);
+    } else if (ret->type == SBX_SERVE_MSG_DONE) {
+        decode_done(payload, len, msg, ret);
+    } else if (ret->type == SBX_SERVE_MSG_ERROR) {
+        ret->code = dup_string(msg, "code");
+    } else if (ret->type == SBX_SERVE_MSG_APPROVALS) {
+        decode_approvals(payload, len, msg, ret);
+    } else if (ret->type == SBX_SERVE_MSG_APPROVED || ret->type == SBX_SERVE_MSG_DENIED) {
+        ret->id = dup_string(msg, "id");
+    }
+    return TRUE;
+}
+
+static void pending_clear(SbxServePending *p)
+{
+    g_free(p->id);
+    g_free(p->provider);
+    g_free(p->tool);
+    g_free(p->input_json);
+    g_free(p->input_excerpt);
+    g_free(p->origin);
+}
+
+void sbx_serve_proto_msg_clear(SbxServeMsg *msg)
+{
+    g_free(msg->type_name);
+    g_free(msg->message);
+    g_free(msg->code);
+    g_free(msg->profile);
+    g_strfreev(msg->profiles);
+    g_free(msg->data);
+    g_free(msg->summary);
+    g_free(msg->report_json);
+    g_free(msg->pending_json);
+    for (gsize i = 0; i < msg->n_pending; i++) {
+        pending_clear(&msg->pending[i]);
+    }
+    g_free(msg->pending);
+    g_free(msg->id);
+    memset(msg, 0, sizeof(*msg));
+}

@@ -1,0 +1,126 @@
+/*
+ * The client protocol of `sandbox serve` (docs/pool.md, "Client protocol"), decoded: one frame's
+ * payload into a typed request (the server's side, serve.c and serve-approvals.c) or into a
+ * typed message (the clients' side, serve-client.c and approvals.c). Pure: no I/O, no server
+ * state (whether a profile is pooled is the server's to check); cJSON stays inside.
+ *
+ * Ownership: every pointer in an SbxServeRequest or SbxServeMsg is owned by it and freed by its
+ * clear function; optional strings are NULL when absent.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "protocol/message.h"
+
+/* A run's wall-clock timeout, at most a day: a request is a program run, not a service. */
+#define SBX_SERVE_TIMEOUT_MAX_MS 86400000
+
+/* A run's output limit, at most 1 GiB: streamed to the client, or collected for its report. */
+#define SBX_SERVE_OUTPUT_LIMIT_MAX (1024ull * 1024 * 1024)
+
+/* An approval id: the server's counters are far shorter; longer is no id of ours. */
+#define SBX_SERVE_APPROVAL_ID_MAX 64
+
+typedef enum {
+    SBX_SERVE_REQ_RUN,
+    SBX_SERVE_REQ_STATUS,
+    SBX_SERVE_REQ_APPROVALS,
+    SBX_SERVE_REQ_APPROVE,
+    SBX_SERVE_REQ_DENY,
+    SBX_SERVE_REQ_UNKNOWN, /* a `type` the server does not know (bad is set) */
+} SbxServeRequestType;
+
+/* A `run` request's fields, checked. */
+typedef struct {
+    SbxLanguage language;
+    char *code;           /* non-empty UTF-8 */
+    char *tools_path;     /* absolute, or NULL */
+    guint timeout_ms;     /* 1..SBX_SERVE_TIMEOUT_MAX_MS (default SBX_SESSION_TIMEOUT_DEFAULT_MS) */
+    guint64 output_limit; /* 1..SBX_SERVE_OUTPUT_LIMIT_MAX (default: the session's) */
+    gboolean collect;     /* true: output into the report (`--json`), not streamed */
+    char *profile;        /* the profile's name, or NULL: the server's default */
+    /* `profile` was neither null nor a string: no server pools it (`unavailable`, not bad). */
+    gboolean profile_not_name;
+} SbxServeRun;
+
+typedef struct {
+    SbxServeRequestType type;
+    /* Static text: why the message's fields are wrong (answered `bad_request`), or NULL. */
+    const char *bad;
+    SbxServeRun run; /* type RUN, when bad is NULL */
+    char *id; /* types APPROVE and DENY, when bad is NULL: at most SBX_SERVE_APPROVAL_ID_MAX */
+} SbxServeRequest;
+
+/**
+ * Decode the client's frame @payload (@len bytes) into *@ret (cleared first). FALSE if it is no
+ * message at all (not a JSON object with a string `type`: the client broke the protocol, and
+ * its connection is closed); TRUE otherwise, with @ret->bad set when a field is wrong or the
+ * type unknown. Free with sbx_serve_proto_request_clear() in either case.
+ */
+gboolean sbx_serve_proto_request_decode(const char *payload, gsize len, SbxServeRequest *ret);
+
+/** Free what @req holds and zero it. */
+void sbx_serve_proto_request_clear(SbxServeRequest *req);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SbxServeRequest, sbx_serve_proto_request_clear)
+
+typedef enum {
+    SBX_SERVE_MSG_STATUS,
+    SBX_SERVE_MSG_OUTPUT,
+    SBX_SERVE_MSG_DONE,
+    SBX_SERVE_MSG_ERROR,
+    SBX_SERVE_MSG_APPROVALS,
+    SBX_SERVE_MSG_APPROVED,
+    SBX_SERVE_MSG_DENIED,
+    SBX_SERVE_MSG_OTHER, /* a type this client does not know (type_name says which) */
+} SbxServeMsgType;
+
+/* One entry of an `approvals` answer's `pending` (fields NULL or 0 when missing). */
+typedef struct {
+    char *id;
+    char *provider;
+    char *tool;
+    char *input_json;    /* the call's input, its JSON text as the server sent it */
+    char *input_excerpt; /* instead of input_json: the start of a long input's text */
+    char *origin;        /* which client's run made the call */
+    gint64 waiting_ms;
+    gint64 timeout_ms;
+} SbxServePending;
+
+typedef struct {
+    SbxServeMsgType type;
+    char *type_name; /* `type` as sent */
+    char *message;   /* `message` if a string: an error's (kept for any type the client shows) */
+    char *code;      /* error: `code` if a string */
+    /* status: the default profile (NULL if `profile` is no string) and the keys of `profiles`
+     * whose values are objects (NULL-terminated, empty when none) */
+    char *profile;
+    char **profiles;
+    /* output: the bytes of `data`, or NULL when `stream` or `data` is no string or `data` is no
+     * canonical base64 (such a frame is ignored); `stream` stderr if "stderr", else stdout */
+    SbxStream stream;
+    guint8 *data;
+    gsize data_len;
+    /* done */
+    int exit_code;     /* 0..255, or -1 when missing, not an integer or out of range */
+    char *summary;     /* what a streamed run prints on stderr at the end, or NULL */
+    char *report_json; /* `report` if an object: its text as the server sent it (minified) */
+    /* approvals: `pending` if an array: its text as sent (minified), and its entries */
+    char *pending_json;
+    SbxServePending *pending;
+    gsize n_pending;
+    /* approved, denied */
+    char *id;
+} SbxServeMsg;
+
+/**
+ * Decode the server's frame @payload (@len bytes) into *@ret (cleared first). FALSE if it is no
+ * message (not a JSON object with a string `type`: the stream is broken); TRUE otherwise, with
+ * the fields of its type that are present and well-formed. Free with sbx_serve_proto_msg_clear() in
+ * either case.
+ */
+gboolean sbx_serve_proto_msg_decode(const char *payload, gsize len, SbxServeMsg *ret);
+
+/** Free what @msg holds and zero it. */
+void sbx_serve_proto_msg_clear(SbxServeMsg *msg);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SbxServeMsg, sbx_serve_proto_msg_clear)

@@ -1,0 +1,233 @@
+/*
+ * Fuzz target: the client protocol of `sandbox serve` (cli/serve-proto.c), both directions. The
+ * input is decoded whole as a client's request (what serve.c acts on) and as a server's message
+ * (what `sandbox run` and `sandbox approvals` act on); then, read as a byte stream, it goes
+ * through the frame reader (protocol/frame.h) whole and in fragments whose sizes come from the
+ * input's bytes, and each frame is decoded both ways too.
+ * Checks: a request and a message decode from the same payloads (a JSON object with a string
+ * `type`); an accepted request holds what the server relies on (a known language, non-empty
+ * UTF-8 code, an absolute tools path, numbers in range, an id of at most 64 bytes) and a refused
+ * one says why and holds nothing; a message's fields are in range (exit code, stream) and its
+ * texts kept as sent (report, pending list) are JSON of the right kind; fragmenting a stream
+ * changes neither its frames nor where it breaks. Everything is freed (ASan).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "../protocol/fuzz.h"
+#include "cli/serve-proto.h"
+#include "protocol/frame.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
+
+/* Streams of more frames than this are cut: the checks per frame are what matters. */
+#define FUZZ_FRAMES_MAX 64
+
+/* @text parses as a JSON object. */
+static gboolean is_json_object(const char *text)
+{
+    cJSON *v = sbx_json_parse(text, strlen(text), SBX_JSON_DEPTH_MAX, NULL);
+    gboolean ok = cJSON_IsObject(v);
+
+    cJSON_Delete(v);
+    return ok;
+}
+
+static void check_run(const SbxServeRequest *req)
+{
+    const SbxServeRun *run = &req->run;
+
+    if (req->bad != NULL) {
+        FUZZ_CHECK(run->code == NULL && run->tools_path == NULL && run->profile == NULL);
+        return;
+    }
+    FUZZ_CHECK(run->language < SBX_LANG__COUNT);
+    FUZZ_CHECK(run->code != NULL && run->code[0] != '\0' && g_utf8_validate(run->code, -1, NULL));
+    FUZZ_CHECK(run->tools_path == NULL || g_path_is_absolute(run->tools_path));
+    FUZZ_CHECK(run->timeout_ms >= 1 && run->timeout_ms <= SBX_SERVE_TIMEOUT_MAX_MS);
+    FUZZ_CHECK(run->output_limit >= 1 && run->output_limit <= SBX_SERVE_OUTPUT_LIMIT_MAX);
+    FUZZ_CHECK(!run->profile_not_name || run->profile == NULL);
+}
+
+/* Decode @payload as a client's request; TRUE if it is a message. */
+static gboolean check_request(const char *payload, size_t len)
+{
+    g_auto(SbxServeRequest) req = {0};
+
+    if (!sbx_serve_proto_request_decode(payload, len, &req)) {
+        FUZZ_CHECK(req.bad == NULL && req.run.code == NULL && req.id == NULL);
+        return FALSE;
+    }
+    switch (req.type) {
+    case SBX_SERVE_REQ_RUN:
+        check_run(&req);
+        break;
+    case SBX_SERVE_REQ_APPROVE:
+    case SBX_SERVE_REQ_DENY:
+        FUZZ_CHECK((req.bad == NULL) == (req.id != NULL));
+        FUZZ_CHECK(req.id == NULL || strlen(req.id) <= SBX_SERVE_APPROVAL_ID_MAX);
+        break;
+    case SBX_SERVE_REQ_UNKNOWN:
+        FUZZ_CHECK(req.bad != NULL);
+        break;
+    case SBX_SERVE_REQ_STATUS:
+    case SBX_SERVE_REQ_APPROVALS:
+        FUZZ_CHECK(req.bad == NULL);
+        break;
+    default:
+        FUZZ_CHECK(!"a request type out of range");
+    }
+    return TRUE;
+}
+
+static void check_pending(const SbxServeMsg *msg)
+{
+    FUZZ_CHECK(msg->pending_json != NULL || (msg->pending == NULL && msg->n_pending == 0));
+    if (msg->pending_json != NULL) {
+        cJSON *list =
+            sbx_json_parse(msg->pending_json, strlen(msg->pending_json), SBX_JSON_DEPTH_MAX, NULL);
+        FUZZ_CHECK(cJSON_IsArray(list) && (gsize)cJSON_GetArraySize(list) == msg->n_pending);
+        cJSON_Delete(list);
+    }
+    for (gsize i = 0; i < msg->n_pending; i++) {
+        const char *in = msg->pending[i].input_json;
+        /* Any JSON value: parse it whatever its type. */
+        cJSON *v = in != NULL ? sbx_json_parse(in, strlen(in), SBX_JSON_DEPTH_MAX, NULL) : NULL;
+        FUZZ_CHECK(in == NULL || v != NULL);
+        cJSON_Delete(v);
+    }
+}
+
+/* What a server message named @name is (docs/pool.md, "Client protocol"). */
+static SbxServeMsgType type_of(const char *name)
+{
+    static const char *const names[] = {
+        [SBX_SERVE_MSG_STATUS] = "status",       [SBX_SERVE_MSG_OUTPUT] = "output",
+        [SBX_SERVE_MSG_DONE] = "done",           [SBX_SERVE_MSG_ERROR] = "error",
+        [SBX_SERVE_MSG_APPROVALS] = "approvals", [SBX_SERVE_MSG_APPROVED] = "approved",
+        [SBX_SERVE_MSG_DENIED] = "denied",
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS(names); i++) {
+        if (strcmp(name, names[i]) == 0) {
+            return (SbxServeMsgType)i;
+        }
+    }
+    return SBX_SERVE_MSG_OTHER;
+}
+
+/* Decode @payload as a server's message; TRUE if it is a message. */
+static gboolean check_message(const char *payload, size_t len)
+{
+    g_auto(SbxServeMsg) msg = {0};
+
+    if (!sbx_serve_proto_msg_decode(payload, len, &msg)) {
+        FUZZ_CHECK(msg.type_name == NULL && msg.data == NULL && msg.report_json == NULL);
+        return FALSE;
+    }
+    FUZZ_CHECK(msg.type_name != NULL);
+    FUZZ_CHECK(msg.exit_code >= -1 && msg.exit_code <= 255);
+    FUZZ_CHECK(msg.exit_code == -1 || msg.type == SBX_SERVE_MSG_DONE);
+    switch (msg.type) {
+    case SBX_SERVE_MSG_STATUS:
+        FUZZ_CHECK(msg.profiles != NULL);
+        break;
+    case SBX_SERVE_MSG_OUTPUT:
+        FUZZ_CHECK(msg.stream < SBX_STREAM__COUNT);
+        FUZZ_CHECK(msg.data != NULL || msg.data_len == 0);
+        FUZZ_CHECK(msg.data_len <= len); /* base64 is longer than its bytes */
+        break;
+    case SBX_SERVE_MSG_DONE:
+        FUZZ_CHECK(msg.report_json == NULL || is_json_object(msg.report_json));
+        FUZZ_CHECK(msg.report_json == NULL || strlen(msg.report_json) <= len);
+        break;
+    case SBX_SERVE_MSG_APPROVALS:
+        check_pending(&msg);
+        break;
+    default:
+        break;
+    }
+    FUZZ_CHECK(msg.type == type_of(msg.type_name));
+    return TRUE;
+}
+
+static void check_payload(const char *payload, size_t len)
+{
+    gboolean req = check_request(payload, len);
+    gboolean msg = check_message(payload, len);
+
+    FUZZ_CHECK(req == msg); /* both need exactly a JSON object with a string `type` */
+}
+
+/* What a frame reader made of a stream. */
+typedef struct {
+    GPtrArray *frames; /* GBytes */
+    ssize_t error;     /* the reader's error, 0 if none */
+    gboolean pending;  /* a frame was cut at the end */
+} Stream;
+
+/* The frames of @data (up to FUZZ_FRAMES_MAX): fed whole, or @fragmented in pieces of 1 to 13
+ * bytes, the k-th piece's size from byte k of @data. */
+static Stream read_stream(const uint8_t *data, size_t size, gboolean fragmented)
+{
+    Stream s = {.frames = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref)};
+    SbxFrameReader r;
+    size_t off = 0;
+
+    sbx_frame_reader_init(&r, SBX_FRAME_MAX);
+    for (size_t k = 0; off < size && s.frames->len < FUZZ_FRAMES_MAX; k++) {
+        size_t piece = fragmented ? 1 + (size_t)(data[k % size] % 13) : size - off;
+        size_t end = MIN(size, off + piece);
+        while (off < end && s.frames->len < FUZZ_FRAMES_MAX) {
+            char *payload = NULL;
+            size_t plen = 0;
+            ssize_t used = sbx_frame_reader_feed(&r, data + off, end - off, &payload, &plen);
+            if (used < 0) {
+                FUZZ_CHECK(used == -EMSGSIZE || used == -EBADMSG);
+                s.error = used;
+                goto out;
+            }
+            FUZZ_CHECK(used > 0 && (size_t)used <= end - off);
+            off += used;
+            if (payload != NULL) {
+                FUZZ_CHECK(plen >= 1 && plen <= SBX_FRAME_MAX && payload[plen] == '\0');
+                g_ptr_array_add(s.frames, g_bytes_new_take(payload, plen));
+            }
+        }
+    }
+out:
+    s.pending = sbx_frame_reader_pending(&r);
+    sbx_frame_reader_clear(&r);
+    return s;
+}
+
+static void check_stream(const uint8_t *data, size_t size)
+{
+    Stream whole = read_stream(data, size, FALSE);
+    Stream pieces = read_stream(data, size, TRUE);
+
+    FUZZ_CHECK(whole.frames->len == pieces.frames->len);
+    for (guint i = 0; i < whole.frames->len; i++) {
+        FUZZ_CHECK(g_bytes_equal(whole.frames->pdata[i], pieces.frames->pdata[i]));
+        gsize plen;
+        const char *payload = g_bytes_get_data(whole.frames->pdata[i], &plen);
+        check_payload(payload, plen);
+    }
+    FUZZ_CHECK(whole.error == pieces.error);
+    if (whole.error == 0 && whole.frames->len < FUZZ_FRAMES_MAX) {
+        FUZZ_CHECK(whole.pending == pieces.pending); /* a cut frame is cut either way */
+    }
+    g_ptr_array_unref(whole.frames);
+    g_ptr_array_unref(pieces.frames);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    check_payload((const char *)data, size);
+    if (size > 0) {
+        check_stream(data, size);
+    }
+    return 0;
+}

@@ -1,0 +1,430 @@
+/*
+ * The decoders of `sandbox serve`'s client protocol (cli/serve-proto.c): each request kind
+ * accepted with its defaults, each refusal with the text the server answers, frames that are no
+ * message at all; and each server message the clients read (status, output, done, error,
+ * approvals, approved, denied, another type).
+ */
+/* cmocka needs these first */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "cli/serve-proto.h"
+#include "session/session.h"
+
+/* Decode @json as a client's request; it must be a message. */
+static void request(const char *json, SbxServeRequest *req)
+{
+    if (!sbx_serve_proto_request_decode(json, strlen(json), req)) {
+        fail_msg("not a message: %s", json);
+    }
+}
+
+/* @json is a request of @type refused with @why. */
+static void expect_bad(const char *json, SbxServeRequestType type, const char *why)
+{
+    g_auto(SbxServeRequest) req = {0};
+
+    request(json, &req);
+    assert_int_equal(req.type, type);
+    if (req.bad == NULL || strcmp(req.bad, why) != 0) {
+        fail_msg("%s: expected \"%s\", got \"%s\"", json, why, req.bad ? req.bad : "(accepted)");
+    }
+    assert_null(req.run.code);
+    assert_null(req.id);
+}
+
+static void test_run_defaults(void **state)
+{
+    g_auto(SbxServeRequest) req = {0};
+    (void)state;
+
+    request("{\"type\":\"run\",\"language\":\"python\",\"code\":\"print(1)\"}", &req);
+    assert_int_equal(req.type, SBX_SERVE_REQ_RUN);
+    assert_null(req.bad);
+    assert_int_equal(req.run.language, SBX_LANG_PYTHON);
+    assert_string_equal(req.run.code, "print(1)");
+    assert_null(req.run.tools_path);
+    assert_int_equal(req.run.timeout_ms, SBX_SESSION_TIMEOUT_DEFAULT_MS);
+    assert_int_equal(req.run.output_limit, SBX_SESSION_OUTPUT_LIMIT_DEFAULT);
+    assert_false(req.run.collect);
+    assert_null(req.run.profile);
+    assert_false(req.run.profile_not_name);
+}
+
+/* Every field, as `sandbox run` sends them (serve-client.c), and nulls for the defaults. */
+static void test_run_fields(void **state)
+{
+    g_auto(SbxServeRequest) req = {0};
+    g_auto(SbxServeRequest) nulls = {0};
+    (void)state;
+
+    request("{\"type\":\"run\",\"language\":\"javascript\",\"code\":\"console.log('é')\","
+            "\"tools\":\"/abs/tools.json\",\"profile\":\"microvm-serial\",\"timeout_ms\":86400000,"
+            "\"output_limit\":1073741824,\"collect\":true}",
+            &req);
+    assert_null(req.bad);
+    assert_int_equal(req.run.language, SBX_LANG_JAVASCRIPT);
+    assert_string_equal(req.run.code, "console.log('é')");
+    assert_string_equal(req.run.tools_path, "/abs/tools.json");
+    assert_string_equal(req.run.profile, "microvm-serial");
+    assert_int_equal(req.run.timeout_ms, SBX_SERVE_TIMEOUT_MAX_MS);
+    assert_int_equal(req.run.output_limit, SBX_SERVE_OUTPUT_LIMIT_MAX);
+    assert_true(req.run.collect);
+
+    request("{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"tools\":null,"
+            "\"profile\":null,\"timeout_ms\":null,\"output_limit\":null,\"collect\":1}",
+            &nulls);
+    assert_null(nulls.bad);
+    assert_null(nulls.run.tools_path);
+    assert_null(nulls.run.profile);
+    assert_false(nulls.run.profile_not_name);
+    assert_int_equal(nulls.run.timeout_ms, SBX_SESSION_TIMEOUT_DEFAULT_MS);
+    assert_false(nulls.run.collect); /* only true is true */
+}
+
+/* Numbers are decided on their literal (sbx_json_int64): 1e3 is 1000, 1.0 is 1, 1.5 is not. */
+static void test_run_numbers(void **state)
+{
+    g_auto(SbxServeRequest) req = {0};
+    (void)state;
+
+    request("{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"timeout_ms\":1e3,"
+            "\"output_limit\":1.0}",
+            &req);
+    assert_null(req.bad);
+    assert_int_equal(req.run.timeout_ms, 1000);
+    assert_int_equal(req.run.output_limit, 1);
+}
+
+/* A profile that is not a string is not pooled anywhere: `unavailable`, as a name not pooled. */
+static void test_run_profile_not_name(void **state)
+{
+    g_auto(SbxServeRequest) req = {0};
+    (void)state;
+
+    request("{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"profile\":7}", &req);
+    assert_null(req.bad);
+    assert_null(req.run.profile);
+    assert_true(req.run.profile_not_name);
+}
+
+static void test_run_refused(void **state)
+{
+    static const char numbers[] =
+        "timeout_ms (1..86400000) and output_limit (1..2^30) are integers";
+    static const struct {
+        const char *json;
+        const char *why;
+    } cases[] = {
+        {"{\"type\":\"run\"}", "language: javascript or python"},
+        {"{\"type\":\"run\",\"language\":\"cobol\",\"code\":\"1\"}",
+         "language: javascript or python"},
+        {"{\"type\":\"run\",\"language\":1,\"code\":\"1\"}", "language: javascript or python"},
+        {"{\"type\":\"run\",\"language\":\"python\"}", "code: a non-empty UTF-8 string"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"\"}",
+         "code: a non-empty UTF-8 string"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":[\"1\"]}",
+         "code: a non-empty UTF-8 string"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"tools\":\"rel/path\"}",
+         "tools: an absolute path or null"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"tools\":5}",
+         "tools: an absolute path or null"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"timeout_ms\":-1}", numbers},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"timeout_ms\":0}", numbers},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"timeout_ms\":86400001}",
+         numbers},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"timeout_ms\":1.5}", numbers},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"timeout_ms\":\"100\"}",
+         numbers},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"output_limit\":1073741825}",
+         numbers},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\","
+         "\"output_limit\":18446744073709551617}",
+         numbers},
+    };
+    (void)state;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        expect_bad(cases[i].json, SBX_SERVE_REQ_RUN, cases[i].why);
+    }
+}
+
+static void test_other_requests(void **state)
+{
+    g_autofree char *id64 = g_strnfill(64, '7');
+    g_autofree char *ok64 = g_strdup_printf("{\"type\":\"deny\",\"id\":\"%s\"}", id64);
+    g_autofree char *bad65 = g_strdup_printf("{\"type\":\"approve\",\"id\":\"%s8\"}", id64);
+    static const char bad_id[] = "id: the approval's id (a string)";
+    (void)state;
+
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"status\"}", &req);
+        assert_int_equal(req.type, SBX_SERVE_REQ_STATUS);
+        assert_null(req.bad);
+    }
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"approvals\",\"extra\":1}", &req);
+        assert_int_equal(req.type, SBX_SERVE_REQ_APPROVALS);
+        assert_null(req.bad);
+    }
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"approve\",\"id\":\"3\"}", &req);
+        assert_int_equal(req.type, SBX_SERVE_REQ_APPROVE);
+        assert_null(req.bad);
+        assert_string_equal(req.id, "3");
+    }
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request(ok64, &req);
+        assert_int_equal(req.type, SBX_SERVE_REQ_DENY);
+        assert_null(req.bad);
+        assert_string_equal(req.id, id64);
+    }
+    expect_bad("{\"type\":\"approve\"}", SBX_SERVE_REQ_APPROVE, bad_id);
+    expect_bad("{\"type\":\"deny\",\"id\":5}", SBX_SERVE_REQ_DENY, bad_id);
+    expect_bad(bad65, SBX_SERVE_REQ_APPROVE, bad_id);
+    expect_bad("{\"type\":\"nope\"}", SBX_SERVE_REQ_UNKNOWN, "unknown message type");
+    expect_bad("{\"type\":\"\"}", SBX_SERVE_REQ_UNKNOWN, "unknown message type");
+}
+
+/* Not a JSON object with a string `type`: the server closes the connection. */
+static void test_not_messages(void **state)
+{
+    static const char *const cases[] = {
+        "not json",
+        "[1,2]",
+        "{}",
+        "{\"type\":5}",
+        "{\"type\":null}",
+        "\"run\"",
+        "{\"type\":\"run\",\"type\":\"status\"}", /* a name twice */
+        "{\"type\":\"status\"} {}",
+        "{\"type\":\"st\\u0000atus\"}",
+    };
+    (void)state;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        SbxServeRequest req;
+        SbxServeMsg msg;
+        assert_false(sbx_serve_proto_request_decode(cases[i], strlen(cases[i]), &req));
+        assert_false(sbx_serve_proto_msg_decode(cases[i], strlen(cases[i]), &msg));
+        sbx_serve_proto_request_clear(&req);
+        sbx_serve_proto_msg_clear(&msg);
+    }
+    SbxServeRequest req;
+    assert_false(sbx_serve_proto_request_decode("", 0, &req)); /* an empty payload */
+    sbx_serve_proto_request_clear(&req);
+}
+
+/* ---- the server's messages ------------------------------------------------------------ */
+
+static void message(const char *json, SbxServeMsg *msg)
+{
+    if (!sbx_serve_proto_msg_decode(json, strlen(json), msg)) {
+        fail_msg("not a message: %s", json);
+    }
+}
+
+static void test_status(void **state)
+{
+    g_auto(SbxServeMsg) msg = {0};
+    g_auto(SbxServeMsg) old = {0};
+    (void)state;
+
+    message("{\"type\":\"status\",\"profile\":\"q35-serial\",\"pool_size\":2,\"ready\":2,"
+            "\"ready_pids\":[1,2],\"profiles\":{\"q35-serial\":{\"profile\":\"q35-serial\"},"
+            "\"microvm-serial\":{\"ready\":1},\"odd\":3}}",
+            &msg);
+    assert_int_equal(msg.type, SBX_SERVE_MSG_STATUS);
+    assert_string_equal(msg.type_name, "status");
+    assert_string_equal(msg.profile, "q35-serial");
+    assert_int_equal(g_strv_length(msg.profiles), 2); /* "odd" is no profile's status */
+    assert_string_equal(msg.profiles[0], "q35-serial");
+    assert_string_equal(msg.profiles[1], "microvm-serial");
+
+    /* A server before per-profile pools: no `profiles`. */
+    message("{\"type\":\"status\",\"profile\":7}", &old);
+    assert_null(old.profile);
+    assert_non_null(old.profiles);
+    assert_null(old.profiles[0]);
+}
+
+static void test_output(void **state)
+{
+    (void)state;
+    {
+        g_auto(SbxServeMsg) msg = {0};
+        message("{\"type\":\"output\",\"stream\":\"stdout\",\"data\":\"aGVsbG8K\"}", &msg);
+        assert_int_equal(msg.type, SBX_SERVE_MSG_OUTPUT);
+        assert_int_equal(msg.stream, SBX_STREAM_STDOUT);
+        assert_int_equal(msg.data_len, 6);
+        assert_memory_equal(msg.data, "hello\n", 6);
+    }
+    {
+        g_auto(SbxServeMsg) msg = {0};
+        message("{\"type\":\"output\",\"stream\":\"stderr\",\"data\":\"\"}", &msg);
+        assert_int_equal(msg.stream, SBX_STREAM_STDERR);
+        assert_non_null(msg.data); /* empty, but there */
+        assert_int_equal(msg.data_len, 0);
+    }
+    {
+        g_auto(SbxServeMsg) msg = {0};
+        message("{\"type\":\"output\",\"stream\":\"other\",\"data\":\"AA==\"}", &msg);
+        assert_int_equal(msg.stream, SBX_STREAM_STDOUT); /* anything but stderr */
+        assert_int_equal(msg.data_len, 1);
+    }
+    static const char *const ignored[] = {
+        "{\"type\":\"output\",\"stream\":\"stdout\",\"data\":\"aGVsbG8\"}", /* not padded */
+        "{\"type\":\"output\",\"stream\":\"stdout\",\"data\":\"aGVs bG8K\"}",
+        "{\"type\":\"output\",\"stream\":\"stdout\"}",
+        "{\"type\":\"output\",\"stream\":1,\"data\":\"AA==\"}",
+        "{\"type\":\"output\",\"data\":\"AA==\"}",
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(ignored); i++) {
+        g_auto(SbxServeMsg) msg = {0};
+        message(ignored[i], &msg);
+        assert_int_equal(msg.type, SBX_SERVE_MSG_OUTPUT);
+        assert_null(msg.data);
+    }
+}
+
+static void test_done(void **state)
+{
+    g_auto(SbxServeMsg) msg = {0};
+    (void)state;
+
+    /* The report is the server's text, minified: 1.50 and the escape stay as they were. */
+    message("{\"type\":\"done\",\"exit_code\":3,\"summary\":\"sandbox: error\\n\",\n"
+            "  \"report\": {\"start\": \"pool\", \"x\": 1.50, \"s\": \"\\u00e9\"}}",
+            &msg);
+    assert_int_equal(msg.type, SBX_SERVE_MSG_DONE);
+    assert_int_equal(msg.exit_code, 3);
+    assert_string_equal(msg.summary, "sandbox: error\n");
+    assert_string_equal(msg.report_json, "{\"start\":\"pool\",\"x\":1.50,\"s\":\"\\u00e9\"}");
+
+    static const struct {
+        const char *json;
+        int code;
+    } codes[] = {
+        {"{\"type\":\"done\",\"exit_code\":0}", 0},
+        {"{\"type\":\"done\",\"exit_code\":255}", 255},
+        {"{\"type\":\"done\",\"exit_code\":125.0}", 125},
+        {"{\"type\":\"done\",\"exit_code\":256}", -1},
+        {"{\"type\":\"done\",\"exit_code\":-1}", -1},
+        {"{\"type\":\"done\",\"exit_code\":3.5}", -1},
+        {"{\"type\":\"done\",\"exit_code\":\"0\"}", -1},
+        {"{\"type\":\"done\",\"exit_code\":4294967296}", -1},
+        {"{\"type\":\"done\",\"report\":[1],\"summary\":2}", -1},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(codes); i++) {
+        g_auto(SbxServeMsg) m = {0};
+        message(codes[i].json, &m);
+        assert_int_equal(m.exit_code, codes[i].code);
+        assert_null(m.report_json);
+        assert_null(m.summary);
+    }
+}
+
+static void test_error_and_other(void **state)
+{
+    (void)state;
+    {
+        g_auto(SbxServeMsg) msg = {0};
+        message("{\"type\":\"error\",\"code\":\"unavailable\",\"message\":\"this server does not "
+                "pool that profile\"}",
+                &msg);
+        assert_int_equal(msg.type, SBX_SERVE_MSG_ERROR);
+        assert_string_equal(msg.code, "unavailable");
+        assert_string_equal(msg.message, "this server does not pool that profile");
+    }
+    {
+        g_auto(SbxServeMsg) msg = {0};
+        message("{\"type\":\"error\"}", &msg);
+        assert_null(msg.code);
+        assert_null(msg.message);
+    }
+    {
+        g_auto(SbxServeMsg) msg = {0};
+        message("{\"type\":\"later\",\"message\":\"why\"}", &msg);
+        assert_int_equal(msg.type, SBX_SERVE_MSG_OTHER);
+        assert_string_equal(msg.type_name, "later");
+        assert_string_equal(msg.message, "why");
+    }
+}
+
+static void test_approvals(void **state)
+{
+    g_auto(SbxServeMsg) msg = {0};
+    (void)state;
+
+    message("{\"type\":\"approvals\",\"pending\":[{\"id\":\"3\",\"provider\":\"github\","
+            "\"tool\":\"delete_repo\",\"input\":{\"owner\":\"me\",\"n\":1.0},"
+            "\"origin\":\"sandbox run, pid 4242\",\"waiting_ms\":4120,\"timeout_ms\":60000}, "
+            "{\"id\":\"4\",\"input_excerpt\":\"{\\\"big\\\":\",\"waiting_ms\":1.5}, 7]}",
+            &msg);
+    assert_int_equal(msg.type, SBX_SERVE_MSG_APPROVALS);
+    assert_string_equal(msg.pending_json,
+                        "[{\"id\":\"3\",\"provider\":\"github\",\"tool\":\"delete_repo\","
+                        "\"input\":{\"owner\":\"me\",\"n\":1.0},\"origin\":\"sandbox run, pid "
+                        "4242\",\"waiting_ms\":4120,\"timeout_ms\":60000},{\"id\":\"4\","
+                        "\"input_excerpt\":\"{\\\"big\\\":\",\"waiting_ms\":1.5},7]");
+    assert_int_equal(msg.n_pending, 3);
+    SbxServePending *a = &msg.pending[0], *b = &msg.pending[1], *c = &msg.pending[2];
+    assert_string_equal(a->id, "3");
+    assert_string_equal(a->provider, "github");
+    assert_string_equal(a->tool, "delete_repo");
+    assert_string_equal(a->input_json, "{\"owner\":\"me\",\"n\":1.0}");
+    assert_null(a->input_excerpt);
+    assert_string_equal(a->origin, "sandbox run, pid 4242");
+    assert_int_equal(a->waiting_ms, 4120);
+    assert_int_equal(a->timeout_ms, 60000);
+    assert_string_equal(b->id, "4");
+    assert_null(b->input_json);
+    assert_string_equal(b->input_excerpt, "{\"big\":");
+    assert_int_equal(b->waiting_ms, 0); /* not an integer */
+    assert_null(b->provider);
+    assert_null(c->id); /* not an object */
+
+    g_auto(SbxServeMsg) none = {0};
+    message("{\"type\":\"approvals\",\"pending\":{}}", &none);
+    assert_null(none.pending_json);
+    assert_int_equal(none.n_pending, 0);
+}
+
+static void test_approved_denied(void **state)
+{
+    g_auto(SbxServeMsg) yes = {0};
+    g_auto(SbxServeMsg) no = {0};
+    (void)state;
+
+    message("{\"type\":\"approved\",\"id\":\"3\"}", &yes);
+    assert_int_equal(yes.type, SBX_SERVE_MSG_APPROVED);
+    assert_string_equal(yes.id, "3");
+    message("{\"type\":\"denied\",\"id\":3}", &no);
+    assert_int_equal(no.type, SBX_SERVE_MSG_DENIED);
+    assert_string_equal(no.type_name, "denied");
+    assert_null(no.id);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_run_defaults),    cmocka_unit_test(test_run_fields),
+        cmocka_unit_test(test_run_numbers),     cmocka_unit_test(test_run_profile_not_name),
+        cmocka_unit_test(test_run_refused),     cmocka_unit_test(test_other_requests),
+        cmocka_unit_test(test_not_messages),    cmocka_unit_test(test_status),
+        cmocka_unit_test(test_output),          cmocka_unit_test(test_done),
+        cmocka_unit_test(test_error_and_other), cmocka_unit_test(test_approvals),
+        cmocka_unit_test(test_approved_denied),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
