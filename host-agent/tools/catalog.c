@@ -662,6 +662,29 @@ SbxCatalog *sbx_catalog_load(const char *path, GError **error)
     return sbx_catalog_parse(text, len, path, dir, error);
 }
 
+gboolean sbx_catalog_build_namespace(const SbxCatalog *catalog, SbxNamespace *ns, GError **error)
+{
+    gsize n = catalog->n_providers;
+    g_autofree const char **provs = g_new0(const char *, n + 1);
+    g_autofree const char *const **tools = g_new0(const char *const *, n + 1);
+    g_autoptr(GPtrArray) lists = g_ptr_array_new_with_free_func(g_free);
+    for (gsize i = 0; i < n; i++) {
+        const SbxCatalogProvider *p = &catalog->providers[i];
+        const char **names = g_new0(const char *, p->n_tools + 1);
+        for (gsize j = 0; j < p->n_tools; j++) {
+            names[j] = p->tools[j].name;
+        }
+        g_ptr_array_add(lists, names);
+        provs[i] = p->name;
+        tools[i] = names;
+    }
+    if (!sbx_namespace_build(ns, provs, tools, n, error)) {
+        g_prefix_error(error, "%s: ", catalog->origin);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 SbxCatalog *sbx_catalog_new_empty(void)
 {
     SbxCatalog *cat = g_new0(SbxCatalog, 1);

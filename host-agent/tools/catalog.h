@@ -8,6 +8,7 @@
 
 #include <glib.h>
 
+#include "namespace.h"
 #include "policy.h"
 #include "schema.h"
 
@@ -96,6 +97,12 @@ SbxCatalog *sbx_catalog_load(const char *path, GError **error);
  */
 SbxCatalog *sbx_catalog_parse(const char *text, gsize len, const char *origin, const char *base_dir,
                               GError **error);
+
+/**
+ * Fill @ns (new, empty) with the catalog's providers and tools: the identifiers guest code
+ * uses. Errors (a name no identifier can stand for) start with the catalog's origin.
+ */
+gboolean sbx_catalog_build_namespace(const SbxCatalog *catalog, SbxNamespace *ns, GError **error);
 
 /** A catalog with no providers (`sandbox run` without --tools). */
 SbxCatalog *sbx_catalog_new_empty(void);

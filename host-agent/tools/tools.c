@@ -58,30 +58,6 @@ static void call_data_free(gpointer p)
     g_free(cd);
 }
 
-static gboolean build_namespace(SbxTools *t, GError **error)
-{
-    gsize n = t->catalog->n_providers;
-    g_autofree const char **provs = g_new0(const char *, n + 1);
-    g_autofree const char *const **tools = g_new0(const char *const *, n + 1);
-    g_autoptr(GPtrArray) lists = g_ptr_array_new_with_free_func(g_free);
-
-    for (gsize i = 0; i < n; i++) {
-        const SbxCatalogProvider *p = &t->catalog->providers[i];
-        const char **names = g_new0(const char *, p->n_tools + 1);
-        for (gsize j = 0; j < p->n_tools; j++) {
-            names[j] = p->tools[j].name;
-        }
-        g_ptr_array_add(lists, names);
-        provs[i] = p->name;
-        tools[i] = names;
-    }
-    if (!sbx_namespace_build(t->ns, provs, tools, n, error)) {
-        g_prefix_error(error, "%s: ", t->catalog->origin);
-        return FALSE;
-    }
-    return TRUE;
-}
-
 static void build_decls(SbxTools *t)
 {
     gsize total = 0;
@@ -115,7 +91,7 @@ static SbxTools *tools_new(SbxCatalog *catalog, gboolean listing_only, GError **
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)sbx_provider_free);
     t->warnings = g_ptr_array_new_with_free_func(g_free);
     g_ptr_array_add(t->warnings, NULL);
-    if (!build_namespace(t, error)) {
+    if (!sbx_catalog_build_namespace(t->catalog, t->ns, error)) {
         return NULL;
     }
     for (gsize i = 0; i < catalog->n_providers; i++) {
@@ -241,7 +217,7 @@ static void start_complete(Start *st)
     if (total > SBX_TOOLS_MAX) {
         g_set_error(&error, SBX_TOOL_ERROR, SBX_ERR_TOOL, "%s: more than %d tools in all",
                     t->catalog->origin, SBX_TOOLS_MAX);
-    } else if (build_namespace(t, &error)) {
+    } else if (sbx_catalog_build_namespace(t->catalog, t->ns, &error)) {
         build_decls(t);
     }
     start_report(st, error);

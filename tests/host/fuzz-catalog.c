@@ -142,24 +142,10 @@ static void check_provider(const SbxCatalogProvider *prov)
 /* The namespace as tools.c and render.c build it; a valid catalog always has one. */
 static SbxNamespace *build_namespace(const SbxCatalog *cat)
 {
-    gsize n = cat->n_providers;
-    g_autofree const char **provs = g_new0(const char *, n + 1);
-    g_autofree const char *const **tools = g_new0(const char *const *, n + 1);
-    g_autoptr(GPtrArray) lists = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GError) error = NULL;
     SbxNamespace *ns = sbx_namespace_new();
 
-    for (gsize i = 0; i < n; i++) {
-        const SbxCatalogProvider *p = &cat->providers[i];
-        const char **names = g_new0(const char *, p->n_tools + 1);
-        for (gsize j = 0; j < p->n_tools; j++) {
-            names[j] = p->tools[j].name;
-        }
-        g_ptr_array_add(lists, names);
-        provs[i] = p->name;
-        tools[i] = names;
-    }
-    FUZZ_CHECK(sbx_namespace_build(ns, provs, tools, n, &error));
+    FUZZ_CHECK(sbx_catalog_build_namespace(cat, ns, &error));
     return ns;
 }
 
