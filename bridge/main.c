@@ -1,6 +1,7 @@
 /*
  * sandbox-bridge: a vhost-user-vsock device back-end, one process per VM. This file holds
- * only the options, the signals and the loop; see bridge.h for the rest.
+ * only the options, the signals, the seccomp filter's installation and the loop; see bridge.h
+ * for the rest.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "bridge.h"
+#include "seccomp-filter.h"
 
 static void on_signal(struct watch *w, uint32_t events)
 {
@@ -59,6 +61,13 @@ static int run(const struct options *o)
         fprintf(stderr, "sandbox-bridge: signals: %s\n", strerror(-r));
     if (r == 0)
         r = loop_watch(&b.loop, &sig_w, sig_fd, EPOLLIN, on_signal, &b);
+    /*
+     * Everything that needs more than the loop's system calls (binding the sockets, the
+     * signalfd, epoll) is done: from here on only the allow-list, before the first byte from
+     * QEMU or the guest, and before READY so that whoever waits for it gets a confined bridge.
+     */
+    if (r == 0 && (r = bridge_seccomp_install(o->seccomp)) < 0)
+        fprintf(stderr, "sandbox-bridge: seccomp: %s\n", strerror(-r));
     if (r < 0) {
         bridge_stop(&b);
         if (sig_fd >= 0)

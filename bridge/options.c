@@ -14,14 +14,18 @@
 const char *options_usage(void)
 {
     return "usage: sandbox-bridge --vhost-user PATH --uds PATH --guest-cid N [--ready-fd FD]\n"
-           "                      [--max-conns N] [--conn-buf BYTES] [--verbose]\n"
+           "                      [--max-conns N] [--conn-buf BYTES] [--seccomp=kill|log]\n"
+           "                      [--verbose]\n"
            "  --vhost-user PATH  listen here for QEMU's vhost-user-vsock connection\n"
            "  --uds PATH         listen here for host clients (\"CONNECT <port>\\n\");\n"
            "                     guest connections to host port P go to PATH_P\n"
            "  --guest-cid N      the guest's vsock CID (3 .. 4294967294)\n"
-           "  --ready-fd FD      write \"READY\\n\" here once both sockets listen, then close it\n"
+           "  --ready-fd FD      write \"READY\\n\" here once both sockets listen and seccomp is\n"
+           "                     on, then close it\n"
            "  --max-conns N      connections per VM (default 64, max 4096)\n"
            "  --conn-buf BYTES   buffer per connection and direction (default 262144)\n"
+           "  --seccomp=kill     a system call outside the bridge's allow-list kills it (default)\n"
+           "  --seccomp=log      let it through and have the kernel log it (development only)\n"
            "  --verbose          log the vhost-user conversation and statistics to stderr\n";
 }
 
@@ -82,6 +86,17 @@ static int set_number(int opt, const char *arg, struct options *o, char *err, si
     return fail(err, errlen, "internal: unknown option", NULL);
 }
 
+static int set_seccomp(const char *arg, struct options *o, char *err, size_t errlen)
+{
+    if (strcmp(arg, "kill") == 0)
+        o->seccomp = BRIDGE_SECCOMP_KILL;
+    else if (strcmp(arg, "log") == 0)
+        o->seccomp = BRIDGE_SECCOMP_LOG;
+    else
+        return fail(err, errlen, "--seccomp: '%s' is neither kill nor log", arg);
+    return 0;
+}
+
 int options_parse(int argc, char **argv, struct options *o, char *err, size_t errlen)
 {
     static const struct option longopts[] = {
@@ -91,6 +106,7 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
         {"ready-fd", required_argument, NULL, 'r'},
         {"max-conns", required_argument, NULL, 'm'},
         {"conn-buf", required_argument, NULL, 'b'},
+        {"seccomp", required_argument, NULL, 's'},
         {"verbose", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -107,6 +123,8 @@ int options_parse(int argc, char **argv, struct options *o, char *err, size_t er
             o->vhost_user_path = optarg;
         else if (opt == 'u')
             o->uds_path = optarg;
+        else if (opt == 's')
+            r = set_seccomp(optarg, o, err, errlen);
         else if (opt == 'V')
             o->verbose = true;
         else if (opt == 'h')

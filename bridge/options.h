@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "seccomp-filter.h"
+
 /*
  * Default connection limit per VM: a sandbox runs one agent stream plus a few tool streams;
  * 64 leaves headroom and caps what a guest can make us buffer at 64 * 2 * conn_buf (32 MiB).
@@ -31,6 +33,7 @@ struct options {
     unsigned max_conns;
     uint32_t conn_buf;
     bool verbose;
+    enum bridge_seccomp_mode seccomp; /* action for a system call outside the allow-list */
 };
 
 /**

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # sandbox-bridge as a process: bad arguments exit 2 with a message, an existing socket path
 # is refused (and left alone), READY arrives on --ready-fd once both sockets listen, SIGTERM
-# and SIGINT exit 0 and remove both sockets, and a vhost-user peer that connects and leaves
-# ends the bridge with exit 0. Processes started here are killed by PID; the temp dir goes.
+# and SIGINT exit 0 and remove both sockets, a vhost-user peer that connects and leaves
+# ends the bridge with exit 0, and from READY on the bridge runs under its seccomp filter with
+# no_new_privs (in both --seccomp modes). Processes started here are killed by PID; the temp
+# dir goes.
 #
 # usage: cli-test.sh BRIDGE
 set -euo pipefail
@@ -36,6 +38,7 @@ expect_exit 2 "missing --guest-cid" --vhost-user "$v" --uds "$u"
 expect_exit 2 "not a CID" --vhost-user "$v" --uds "$u" --guest-cid 2
 expect_exit 2 "unknown option" --vhost-user "$v" --uds "$u" --guest-cid 3 --nope
 expect_exit 2 "is not open" --vhost-user "$v" --uds "$u" --guest-cid 3 --ready-fd 97
+expect_exit 2 "neither kill nor log" --vhost-user "$v" --uds "$u" --guest-cid 3 --seccomp=off
 expect_exit 0 "usage" --help
 touch "$u"
 expect_exit 1 "already exists" --vhost-user "$v" --uds "$u" --guest-cid 3
@@ -43,16 +46,27 @@ expect_exit 1 "already exists" --vhost-user "$v" --uds "$u" --guest-cid 3
     bad "refusal touched the paths"
 rm -f "$u"
 
-# start_bridge: runs it in the background with --ready-fd; waits for READY.
+# start_bridge [ARGS...]: runs it in the background with --ready-fd; waits for READY.
 start_bridge() {
     rm -f "$tmp/ready" && mkfifo "$tmp/ready"
-    "$bridge" --vhost-user "$v" --uds "$u" --guest-cid 3 --ready-fd 3 3>"$tmp/ready" &
+    "$bridge" --vhost-user "$v" --uds "$u" --guest-cid 3 --ready-fd 3 "$@" 3>"$tmp/ready" &
     bpid=$!
     pids+=("$bpid")
     if [ "$(timeout 10 head -n 1 "$tmp/ready")" = READY ] && [ -S "$v" ] && [ -S "$u" ]; then
         ok "READY after both sockets listen"
     else
         bad "no READY"
+    fi
+}
+
+# expect_confined: the filter is in place by READY (Seccomp 2 = filter mode).
+expect_confined() {
+    local st
+    st=$(grep -E '^(Seccomp|NoNewPrivs):' "/proc/$bpid/status" | tr -s ' \t' ' ' | tr '\n' ' ')
+    if [ "$st" = "NoNewPrivs: 1 Seccomp: 2 " ]; then
+        ok "confined: $st"
+    else
+        bad "not confined: '$st'"
     fi
 }
 
@@ -68,8 +82,10 @@ stop_with() { # stop_with SIGNAL
 }
 
 start_bridge
+expect_confined
 stop_with TERM
-start_bridge
+start_bridge --seccomp=log
+expect_confined
 stop_with INT
 
 # A front-end that connects and goes away: "the VM is gone", exit 0.

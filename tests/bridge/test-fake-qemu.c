@@ -2,8 +2,9 @@
  * The sandbox-bridge binary against a fake QEMU: this test is the vhost-user front-end (guest
  * RAM in a memfd, eventfds for kicks and interrupts) and, through fake-guest.c on that shared
  * RAM, the guest's virtio driver. It proves the process end to end without booting anything,
- * then plays a hostile guest (garbage rings, lying descriptors, packet floods) and checks the
- * bridge survives with bounded memory and still exits cleanly.
+ * both ways (a host client connecting in, the guest connecting out to <uds>_<port>) under the
+ * bridge's seccomp filter, then plays a hostile guest (garbage rings, lying descriptors, packet
+ * floods) and checks the bridge survives with bounded memory and still exits cleanly.
  *
  * usage: test-fake-qemu PATH-TO-SANDBOX-BRIDGE
  */
@@ -98,18 +99,32 @@ static int wait_exit(pid_t pid, int timeout_ms)
     return -1;
 }
 
-static long rss_kb(pid_t pid)
+/* A numeric field of /proc/PID/status ("VmRSS", "Seccomp", ...), -1 if absent. */
+static long status_field(pid_t pid, const char *name)
 {
     char path[64], line[256];
     snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
     FILE *fp = fopen(path, "r");
-    long kb = -1;
+    long v = -1;
+    size_t n = strlen(name);
     while (fp && fgets(line, sizeof(line), fp))
-        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+        if (strncmp(line, name, n) == 0 && line[n] == ':' && sscanf(line + n + 1, "%ld", &v) == 1)
             break;
     if (fp)
         fclose(fp);
-    return kb;
+    return v;
+}
+
+static long rss_kb(pid_t pid)
+{
+    return status_field(pid, "VmRSS");
+}
+
+/* The bridge runs under its seccomp filter (mode 2) with no_new_privs (bridge/seccomp-filter.c). */
+static void assert_confined(pid_t pid)
+{
+    assert_int_equal(status_field(pid, "Seccomp"), 2);
+    assert_int_equal(status_field(pid, "NoNewPrivs"), 1);
 }
 
 /* ---- vhost-user front-end ----------------------------------------------------------------- */
@@ -312,6 +327,8 @@ static void test_end_to_end(void **state)
     close(c);
     assert_int_equal(guest_recv(f, &h, NULL, 0), VIRTIO_VSOCK_OP_SHUTDOWN);
     guest_send(f, 1234, hp, VIRTIO_VSOCK_OP_RST, NULL, 0);
+    /* All of that went through the seccomp allow-list, which is still in place. */
+    assert_confined(f->pid);
     /* The front-end leaves: the bridge exits 0 and removes its sockets. */
     close(f->sock);
     f->sock = -1;
@@ -319,6 +336,53 @@ static void test_end_to_end(void **state)
     f->pid = 0;
     assert_int_equal(access(f->vu, F_OK), -1);
     assert_int_equal(access(f->uds, F_OK), -1);
+}
+
+static int unix_listen(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path) < (int)sizeof(sa.sun_path));
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(s, 4), 0);
+    return s;
+}
+
+/* The guest connects out to host port 5000: relayed to <uds>_5000 both ways, then closed. */
+static void test_guest_to_host(void **state)
+{
+    struct fx *f = *state;
+    char path[160];
+    snprintf(path, sizeof(path), "%s_5000", f->uds);
+    int l = unix_listen(path);
+    fg_post_rx(&f->g, 16, 4096);
+    kick(f, FG_RX);
+    guest_send(f, 700, 5000, VIRTIO_VSOCK_OP_REQUEST, NULL, 0);
+    struct virtio_vsock_hdr h;
+    char buf[128];
+    assert_int_equal(guest_recv(f, &h, NULL, 0), VIRTIO_VSOCK_OP_RESPONSE);
+    assert_int_equal(le32toh(h.dst_port), 700);
+    assert_int_equal(le32toh(h.src_port), 5000);
+    struct pollfd p = {.fd = l, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(c >= 0);
+    guest_send(f, 700, 5000, VIRTIO_VSOCK_OP_RW, "ping\n", 0);
+    assert_true(read_line(c, buf, sizeof(buf)) > 0);
+    assert_string_equal(buf, "ping\n");
+    assert_int_equal(write(c, "pong\n", 5), 5);
+    assert_int_equal(guest_recv(f, &h, buf, sizeof(buf)), VIRTIO_VSOCK_OP_RW);
+    assert_string_equal(buf, "pong\n");
+    close(c);
+    assert_int_equal(guest_recv(f, &h, NULL, 0), VIRTIO_VSOCK_OP_SHUTDOWN);
+    guest_send(f, 700, 5000, VIRTIO_VSOCK_OP_RST, NULL, 0);
+    close(l);
+    unlink(path);
+    assert_confined(f->pid);
+    close(f->sock);
+    f->sock = -1;
+    assert_int_equal(wait_exit(f->pid, 5000), 0);
+    f->pid = 0;
 }
 
 static uint32_t rnd(uint64_t *s)
@@ -429,6 +493,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_end_to_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_guest_to_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile_guest, setup, teardown),
     };
     return cmocka_run_group_tests_name("bridge-fake-qemu", tests, NULL, NULL);

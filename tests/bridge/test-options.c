@@ -34,6 +34,7 @@ static void test_minimal(void **state)
     assert_int_equal(o.max_conns, OPT_DEFAULT_MAX_CONNS);
     assert_int_equal(o.conn_buf, OPT_DEFAULT_CONN_BUF);
     assert_false(o.verbose);
+    assert_int_equal(o.seccomp, BRIDGE_SECCOMP_KILL);
 }
 
 static void test_all(void **state)
@@ -41,7 +42,8 @@ static void test_all(void **state)
     (void)state;
     char *argv[] = {"b",           "--vhost-user", "/v",         "--uds",     "/u",
                     "--guest-cid", "4294967294",   "--ready-fd", "7",         "--max-conns",
-                    "10",          "--conn-buf",   "65536",      "--verbose", NULL};
+                    "10",          "--conn-buf",   "65536",      "--verbose", "--seccomp=log",
+                    NULL};
     struct options o;
     assert_int_equal(parse(argv, ARGC(argv), &o), 0);
     assert_int_equal(o.guest_cid, 4294967294u);
@@ -49,6 +51,30 @@ static void test_all(void **state)
     assert_int_equal(o.max_conns, 10);
     assert_int_equal(o.conn_buf, 65536);
     assert_true(o.verbose);
+    assert_int_equal(o.seccomp, BRIDGE_SECCOMP_LOG);
+}
+
+static void test_seccomp(void **state)
+{
+    (void)state;
+    struct options o;
+    char *kill[] = {"b", "--vhost-user", "/v",   "--uds", "/u", "--guest-cid",
+                    "3", "--seccomp",    "kill", NULL};
+    assert_int_equal(parse(kill, ARGC(kill), &o), 0);
+    assert_int_equal(o.seccomp, BRIDGE_SECCOMP_KILL);
+    /* The last one wins, like every other option. */
+    char *both[] = {"b",
+                    "--vhost-user",
+                    "/v",
+                    "--uds",
+                    "/u",
+                    "--guest-cid",
+                    "3",
+                    "--seccomp=log",
+                    "--seccomp=kill",
+                    NULL};
+    assert_int_equal(parse(both, ARGC(both), &o), 0);
+    assert_int_equal(o.seccomp, BRIDGE_SECCOMP_KILL);
 }
 
 static void test_help(void **state)
@@ -80,6 +106,10 @@ static void test_bad_values(void **state)
     expect_bad("--conn-buf", "67108865");
     expect_bad("--conn-buf", "99999999999999999999999");
     expect_bad("--ready-fd", "-1");
+    expect_bad("--seccomp", "off");
+    expect_bad("--seccomp", "");
+    expect_bad("--seccomp", "LOG");
+    expect_bad("--seccomp", NULL);
     expect_bad("--bogus", NULL);
     expect_bad("extra-argument", NULL);
 }
@@ -121,6 +151,7 @@ int main(void)
         cmocka_unit_test(test_minimal), cmocka_unit_test(test_all),
         cmocka_unit_test(test_help),    cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_missing), cmocka_unit_test(test_path_too_long),
+        cmocka_unit_test(test_seccomp),
     };
     return cmocka_run_group_tests_name("bridge-options", tests, NULL, NULL);
 }
