@@ -277,8 +277,33 @@ static gboolean get_ms(const cJSON *obj, const char *key, guint *ret, const char
 }
 
 /*
+ * A variable name for a tool process's environment (`env`, `env_pass`): 1..4096 bytes without
+ * '=' or a control character, and never one of the http provider's secrets.
+ */
+static gboolean check_env_name(const char *name, const char *origin, const char *where,
+                               GError **error)
+{
+    gboolean ok = name[0] != '\0' && strlen(name) <= SBX_CATALOG_ARG_LEN_MAX;
+    for (const char *p = name; *p != '\0'; p++) {
+        ok = ok && *p != '=' && (unsigned char)*p >= 0x20 && *p != 0x7f;
+    }
+    if (!ok) {
+        invalid(error, origin, where, "not a variable name");
+        return FALSE;
+    }
+    if (g_str_has_prefix(name, SBX_CATALOG_SECRET_ENV_PREFIX)) {
+        invalid(error, origin, where,
+                "%s* variables hold the http provider's secrets and are never given to a tool "
+                "process (use ${secret:NAME} in an http provider's headers)",
+                SBX_CATALOG_SECRET_ENV_PREFIX);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/*
  * An object of strings as a flat list: "NAME=value" entries (@env) or name, value pairs
- * (HTTP headers). Names: non-empty, no '=' (env) or an HTTP token (headers); values: at most
+ * (HTTP headers). Names: check_env_name() (env) or an HTTP token (headers); values: at most
  * SBX_CATALOG_ARG_LEN_MAX bytes, no control character (a CR or LF would split a header).
  */
 static gboolean get_pairs(const cJSON *obj, const char *key, gboolean env, gsize max, char ***ret,
@@ -305,11 +330,13 @@ static gboolean get_pairs(const cJSON *obj, const char *key, gboolean env, gsize
         g_autofree char *m_at = path_join(at, m->string);
         gboolean name_ok = m->string[0] != '\0' && strlen(m->string) <= SBX_CATALOG_ARG_LEN_MAX;
         for (const char *p = m->string; *p != '\0'; p++) {
-            name_ok = name_ok && (env ? *p != '=' && (unsigned char)*p >= 0x20
-                                      : g_ascii_isalnum(*p) || strchr("!#$%&'*+-.^_`|~", *p));
+            name_ok = name_ok && (g_ascii_isalnum(*p) || strchr("!#$%&'*+-.^_`|~", *p));
         }
-        if (!name_ok) {
-            invalid(error, origin, m_at, env ? "not a variable name" : "not a header name");
+        if (env && !check_env_name(m->string, origin, m_at, error)) {
+            return FALSE;
+        }
+        if (!env && !name_ok) {
+            invalid(error, origin, m_at, "not a header name");
             return FALSE;
         }
         gboolean value_ok = cJSON_IsString(m) && strlen(m->valuestring) <= SBX_CATALOG_ARG_LEN_MAX;
@@ -332,6 +359,62 @@ static gboolean get_pairs(const cJSON *obj, const char *key, gboolean env, gsize
     g_ptr_array_add(out, NULL);
     *ret = (char **)g_ptr_array_free(g_steal_pointer(&out), FALSE);
     return TRUE;
+}
+
+/*
+ * `env_pass`: names of host variables a tool process gets too (when set on the host), besides
+ * the allow-list (child.h). Unique, and not also in `env` (parsed first): one place says where a
+ * variable comes from.
+ */
+static gboolean get_env_pass(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
+                             const char *where, GError **error)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "env_pass");
+    g_autofree char *at = path_join(where, "env_pass");
+    const cJSON *a;
+    gsize i = 0;
+
+    if (v == NULL) {
+        return TRUE;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > SBX_CATALOG_ENV_MAX) {
+        invalid(error, origin, at, "expected an array of at most %d variable names",
+                SBX_CATALOG_ENV_MAX);
+        return FALSE;
+    }
+    prov->env_pass = g_new0(char *, cJSON_GetArraySize(v) + 1);
+    cJSON_ArrayForEach(a, v)
+    {
+        g_autofree char *a_at = g_strdup_printf("%s[%" G_GSIZE_FORMAT "]", at, i);
+        if (!cJSON_IsString(a)) {
+            invalid(error, origin, a_at, "expected a variable name");
+            return FALSE;
+        }
+        if (!check_env_name(a->valuestring, origin, a_at, error)) {
+            return FALSE;
+        }
+        if (g_strv_contains((const char *const *)prov->env_pass, a->valuestring)) {
+            invalid(error, origin, a_at, "%s is named twice", a->valuestring);
+            return FALSE;
+        }
+        for (char **e = prov->env; e != NULL && *e != NULL; e++) {
+            gsize len = strlen(a->valuestring);
+            if (strncmp(*e, a->valuestring, len) == 0 && (*e)[len] == '=') {
+                invalid(error, origin, a_at, "%s is also set in \"env\"", a->valuestring);
+                return FALSE;
+            }
+        }
+        prov->env_pass[i++] = g_strdup(a->valuestring);
+    }
+    return TRUE;
+}
+
+/* `env` then `env_pass`: a tool process's environment beyond the allow-list. */
+static gboolean get_env(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
+                        const char *where, GError **error)
+{
+    return get_pairs(obj, "env", TRUE, SBX_CATALOG_ENV_MAX, &prov->env, origin, where, error) &&
+           get_env_pass(obj, prov, origin, where, error);
 }
 
 /* `tools`: the names of the listed tools to expose (the rest are hidden from the guest). */
@@ -397,10 +480,9 @@ static gboolean get_url(const cJSON *obj, SbxCatalogProvider *prov, const char *
 static gboolean parse_mcp_provider(const cJSON *obj, SbxCatalogProvider *prov, const char *base_dir,
                                    const char *origin, const char *where, GError **error)
 {
-    static const char *const known[] = {"kind",  "command",    "env",
-                                        "cwd",   "url",        "headers",
-                                        "tools", "timeout_ms", "startup_timeout_ms",
-                                        NULL};
+    static const char *const known[] = {
+        "kind",  "command",    "env",     "env_pass",           "cwd", "url",
+        "tools", "timeout_ms", "headers", "startup_timeout_ms", NULL};
     const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(obj, "command");
     g_autofree char *cmd_at = path_join(where, "command");
     g_autofree char *cwd = NULL;
@@ -413,7 +495,7 @@ static gboolean parse_mcp_provider(const cJSON *obj, SbxCatalogProvider *prov, c
         !get_url(obj, prov, origin, where, error) ||
         !get_tool_filter(obj, prov, origin, where, error) ||
         !get_string(obj, "cwd", SBX_CATALOG_ARG_LEN_MAX, &cwd, origin, where, error) ||
-        !get_pairs(obj, "env", TRUE, SBX_CATALOG_ENV_MAX, &prov->env, origin, where, error) ||
+        !get_env(obj, prov, origin, where, error) ||
         !get_pairs(obj, "headers", FALSE, SBX_CATALOG_HEADERS_MAX, &prov->headers, origin, where,
                    error)) {
         return FALSE;
@@ -424,8 +506,9 @@ static gboolean parse_mcp_provider(const cJSON *obj, SbxCatalogProvider *prov, c
                 "and \"url\" (streamable HTTP)");
         return FALSE;
     }
-    if (prov->url != NULL && (cwd != NULL || prov->env != NULL)) {
-        invalid(error, origin, where, "\"cwd\" and \"env\" are for a \"command\" server");
+    if (prov->url != NULL && (cwd != NULL || prov->env != NULL || prov->env_pass != NULL)) {
+        invalid(error, origin, where,
+                "\"cwd\", \"env\" and \"env_pass\" are for a \"command\" server");
         return FALSE;
     }
     if (cmd != NULL && prov->headers != NULL) {
@@ -482,14 +565,16 @@ static gboolean parse_command(const cJSON *obj, SbxCatalogProvider *prov, const 
         invalid(error, origin, where, "missing field \"command\" (required for kind command)");
         return FALSE;
     }
-    return parse_argv(cmd, prov, base_dir, origin, cmd_at, error);
+    return parse_argv(cmd, prov, base_dir, origin, cmd_at, error) &&
+           get_env(obj, prov, origin, where, error);
 }
 
 static gboolean parse_provider(const cJSON *obj, SbxCatalogProvider *prov, gsize *total,
                                const char *base_dir, const char *origin, const char *where,
                                GError **error)
 {
-    static const char *const known[] = {"kind", "command", "timeout_ms", "tools", NULL};
+    static const char *const known[] = {"kind",       "command", "env", "env_pass",
+                                        "timeout_ms", "tools",   NULL};
 
     if (!check_name(obj->string, origin, where, error)) {
         return FALSE;
@@ -713,6 +798,7 @@ static void provider_clear(SbxCatalogProvider *prov)
     sbx_http_endpoint_free(prov->http);
     g_strfreev(prov->command);
     g_strfreev(prov->env);
+    g_strfreev(prov->env_pass);
     g_free(prov->url);
     g_strfreev(prov->headers);
     g_strfreev(prov->only_tools);

@@ -41,9 +41,18 @@
  */
 #define SBX_CATALOG_STARTUP_TIMEOUT_DEFAULT_MS 20000
 
-/* Environment variables and HTTP headers of an MCP provider: configuration, not data. */
+/*
+ * Environment variables of a tool process (`env`, and `env_pass` names) and HTTP headers of an
+ * MCP provider: configuration, not data.
+ */
 #define SBX_CATALOG_ENV_MAX 256
 #define SBX_CATALOG_HEADERS_MAX 64
+
+/*
+ * Variables of this prefix hold the http provider's secrets (secrets.h): no tool process ever
+ * gets one, and a catalog that names one in `env` or `env_pass` is refused.
+ */
+#define SBX_CATALOG_SECRET_ENV_PREFIX "SANDBOX_SECRET_"
 
 typedef enum {
     SBX_PROVIDER_COMMAND, /* a local program: one process per call, JSON on stdin/stdout */
@@ -67,14 +76,20 @@ typedef struct {
 typedef struct {
     char *name; /* real name, as in the file */
     SbxProviderKind kind;
-    char **command;   /* kind command: argv (NULL-terminated); argv[0] made absolute if relative */
-    char *workdir;    /* kind command: working directory (the catalog file's directory) */
-    guint timeout_ms; /* per call */
+    char **command; /* kind command: argv (NULL-terminated); argv[0] made absolute if relative */
+    char *workdir;  /* kind command: working directory (the catalog file's directory) */
+    /*
+     * kind command and mcp stdio: the process's environment beyond the allow-list (child.h):
+     * "NAME=value" entries (`env`), and names of host variables passed on (`env_pass`); NULL if
+     * none. Never a SBX_CATALOG_SECRET_ENV_PREFIX name, never a name in both.
+     */
+    char **env;
+    char **env_pass;
+    guint timeout_ms;      /* per call */
     SbxHttpEndpoint *http; /* kind http: headers of every tool (method and url unset) */
     SbxCatalogTool *tools; /* kind mcp: empty until the server listed them (tools.c) */
     gsize n_tools;
-    /* kind mcp (parse_mcp_provider): `command` (stdio) or `url` (streamable HTTP) */
-    char **env;               /* stdio: "NAME=value" entries added to the environment, or NULL */
+    /* kind mcp (parse_mcp_provider): `command` (stdio, with `env`) or `url` (streamable HTTP) */
     char *url;                /* streamable HTTP endpoint, or NULL */
     char **headers;           /* HTTP: name, value, name, value, ... (NULL-terminated), or NULL */
     guint startup_timeout_ms; /* start, initialize and list */

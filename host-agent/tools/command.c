@@ -5,21 +5,24 @@
  * a tool_error whose message quotes the end of stderr. Everything is asynchronous on the main
  * loop: no call ever blocks it.
  *
- * The program runs in its own process group with PR_SET_PDEATHSIG: a timeout, an oversized
- * output or a cancellation kills the whole group, and the process is always reaped (through
- * g_subprocess_wait_async) before the call completes. The host process must ignore SIGPIPE: a
- * program that exits without reading its stdin makes our write fail with EPIPE.
+ * A call first takes one of the host's tool process slots (tool-slots.h), waiting in a queue
+ * if none is free; its timeout and cancellation run from the start, the wait included. The
+ * program starts as tool-proc.h says (an allow-listed environment, its own process group,
+ * PR_SET_PDEATHSIG, rlimits): a timeout, an oversized output or a cancellation kills the whole
+ * group, and the process is always reaped (through g_subprocess_wait_async) before the call
+ * completes and releases its slot. The host process must ignore SIGPIPE: a program that exits
+ * without reading its stdin makes our write fail with EPIPE.
  */
 #include <cJSON.h>
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <unistd.h>
 
 #include "protocol/json.h"
 #include "protocol/limits.h"
 #include "provider.h"
+#include "tool-proc.h"
+#include "tool-slots.h"
 #include "tools-error.h"
 
 /* The end of stderr kept for the error message: the last lines are the ones that explain. */
@@ -32,21 +35,27 @@ typedef struct {
     SbxProvider base;
     char **argv;
     char *workdir;
+    char **envp; /* tool-proc.h: built once, from the host agent's environment at creation */
     guint timeout_ms;
 } CommandProvider;
 
 typedef enum { ABORT_NONE, ABORT_TIMEOUT, ABORT_OVERFLOW, ABORT_CANCELLED } AbortReason;
 
 typedef struct {
+    const CommandProvider *provider; /* outlives its calls */
+    GTask *task;                     /* borrowed: alive while an operation is pending */
     char *tool;
     guint timeout_ms;
+    SbxToolSlotWait *wait; /* queued for a slot, or NULL */
+    SbxToolSlot *slot;     /* held from before the spawn until the call completes */
+    GError *start_error;   /* no slot, or the spawn failed: no process */
     GSubprocess *proc;
     pid_t pid;
     GCancellable *io_cancel;   /* stops our reads and writes once the call is abandoned */
     GCancellable *cancellable; /* the caller's */
     gulong cancel_handler;
     GSource *timer; /* the per-call timeout */
-    guint pending;  /* async operations still running: stdin, stdout, stderr, wait */
+    guint pending;  /* async operations still running: the slot, or stdin, stdout, stderr, wait */
     AbortReason abort;
     GBytes *request;
     GByteArray *out;
@@ -58,6 +67,9 @@ typedef struct {
 static void call_free(gpointer p)
 {
     CommandCall *c = p;
+    g_assert(c->wait == NULL); /* the wait is an operation: the call completed after it */
+    sbx_tool_slot_release(c->slot);
+    g_clear_error(&c->start_error);
     g_clear_object(&c->proc);
     g_clear_object(&c->io_cancel);
     g_clear_object(&c->cancellable);
@@ -79,10 +91,28 @@ static void kill_group(CommandCall *c)
     }
 }
 
+static void op_done(GTask *task);
+
+static gboolean on_wait_left(gpointer data)
+{
+    op_done(data);
+    return G_SOURCE_REMOVE;
+}
+
 static void call_abort(CommandCall *c, AbortReason why)
 {
     if (c->abort == ABORT_NONE) {
         c->abort = why;
+    }
+    if (c->wait != NULL) {
+        /* Out of the queue; the call completes from the main loop, not from inside a
+         * cancellable's handler (which cannot disconnect itself). */
+        sbx_tool_slot_wait_cancel(c->wait);
+        c->wait = NULL;
+        GSource *idle = g_idle_source_new();
+        g_source_set_callback(idle, on_wait_left, c->task, NULL); /* the wait's reference */
+        g_source_attach(idle, g_main_context_get_thread_default());
+        g_source_unref(idle);
     }
     kill_group(c);
     g_cancellable_cancel(c->io_cancel);
@@ -159,12 +189,22 @@ static void call_complete(GTask *task)
     if (c->pid > 0) {
         kill(-c->pid, SIGKILL);
     }
+    /* The process is gone: the next call may have its slot. */
+    sbx_tool_slot_release(g_steal_pointer(&c->slot));
 
     switch (c->abort) {
     case ABORT_CANCELLED:
         g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "tool call cancelled");
         return;
     case ABORT_TIMEOUT:
+        if (c->proc == NULL && c->start_error == NULL) {
+            g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
+                                    "tool \"%s\" timed out after %u ms waiting to start: the "
+                                    "host's %u tool process slots (%s) stayed taken",
+                                    c->tool, c->timeout_ms, sbx_tool_slots_cap(NULL),
+                                    SBX_TOOL_PROCS_ENV);
+            return;
+        }
         g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
                                 "tool \"%s\" timed out after %u ms", c->tool, c->timeout_ms);
         return;
@@ -175,6 +215,10 @@ static void call_complete(GTask *task)
         return;
     case ABORT_NONE:
         break;
+    }
+    if (c->start_error != NULL) {
+        g_task_return_error(task, g_steal_pointer(&c->start_error));
+        return;
     }
     if (!g_subprocess_get_successful(c->proc)) {
         g_task_return_error(task, exit_error(c));
@@ -275,21 +319,9 @@ static void on_cancelled(GCancellable *cancellable, gpointer data)
     call_abort(data, ABORT_CANCELLED);
 }
 
-static void child_setup(gpointer data)
-{
-    (void)data;
-    /* Async-signal-safe only: runs between fork and exec. */
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-}
-
 static GSubprocess *spawn(const CommandProvider *p, GError **error)
 {
-    g_autoptr(GSubprocessLauncher) l =
-        g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
-                                  G_SUBPROCESS_FLAGS_STDERR_PIPE);
-    g_subprocess_launcher_set_cwd(l, p->workdir);
-    g_subprocess_launcher_set_child_setup(l, child_setup, NULL, NULL);
+    g_autoptr(GSubprocessLauncher) l = sbx_tool_launcher_new(p->workdir, p->envp);
     return g_subprocess_launcher_spawnv(l, (const char *const *)p->argv, error);
 }
 
@@ -311,7 +343,7 @@ static GBytes *build_request(const char *tool, const char *input_json)
 /* Start the four operations; each holds a task reference until it ends. */
 static void start_ops(GTask *task, CommandCall *c)
 {
-    c->pending = 4;
+    c->pending += 4;
     gsize len = 0;
     const void *data = g_bytes_get_data(c->request, &len);
     g_output_stream_write_all_async(g_subprocess_get_stdin_pipe(c->proc), data, len,
@@ -322,6 +354,39 @@ static void start_ops(GTask *task, CommandCall *c)
     g_subprocess_wait_async(c->proc, NULL, on_wait, g_object_ref(task));
 }
 
+/*
+ * The slot operation ends: with a slot, the process starts and its four operations take over
+ * the call; without (@error), or if the spawn fails, the call completes with the reason.
+ * Consumes the slot operation's task reference.
+ */
+static void start_process(GTask *task, SbxToolSlot *slot, const GError *error)
+{
+    CommandCall *c = g_task_get_task_data(task);
+    g_autoptr(GError) local = NULL;
+
+    c->slot = slot;
+    c->proc = slot != NULL ? spawn(c->provider, &local) : NULL;
+    if (c->proc == NULL) {
+        c->start_error =
+            g_error_new(SBX_TOOL_ERROR, SBX_ERR_TOOL, "cannot start provider \"%s\": %s",
+                        c->provider->base.name, error != NULL ? error->message : local->message);
+        op_done(task);
+        return;
+    }
+    /* NULL if GLib's worker already reaped it: then there is nothing left to kill. */
+    const char *ident = g_subprocess_get_identifier(c->proc);
+    c->pid = ident != NULL ? atoi(ident) : 0;
+    start_ops(task, c);
+    op_done(task);
+}
+
+static void on_slot(SbxToolSlot *slot, const GError *error, gpointer data)
+{
+    CommandCall *c = g_task_get_task_data(data);
+    c->wait = NULL;
+    start_process(data, slot, error);
+}
+
 static void command_call_async(SbxProvider *provider, const char *tool, const char *input_json,
                                GCancellable *cancellable, GAsyncReadyCallback callback,
                                gpointer user_data)
@@ -330,9 +395,12 @@ static void command_call_async(SbxProvider *provider, const char *tool, const ch
     g_autoptr(GTask) task = g_task_new(NULL, cancellable, callback, user_data);
     g_autoptr(GError) error = NULL;
     CommandCall *c = g_new0(CommandCall, 1);
+    SbxToolSlot *slot = NULL;
 
     g_task_set_source_tag(task, command_call_async);
     g_task_set_task_data(task, c, call_free);
+    c->provider = p;
+    c->task = task;
     c->tool = g_strdup(tool);
     c->timeout_ms = p->timeout_ms;
     c->io_cancel = g_cancellable_new();
@@ -343,17 +411,22 @@ static void command_call_async(SbxProvider *provider, const char *tool, const ch
         g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "tool call cancelled");
         return;
     }
-    c->proc = c->request != NULL ? spawn(p, &error) : NULL;
-    if (c->proc == NULL) {
+    if (c->request == NULL) {
         g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
-                                "cannot start provider \"%s\": %s", provider->name,
-                                error != NULL ? error->message : "out of memory");
+                                "cannot start provider \"%s\": out of memory", provider->name);
         return;
     }
-    /* NULL if GLib's worker already reaped it: then there is nothing left to kill. */
-    const char *ident = g_subprocess_get_identifier(c->proc);
-    c->pid = ident != NULL ? atoi(ident) : 0;
-    start_ops(task, c);
+    /* The slot operation: the wait in the queue, then the start. */
+    c->pending = 1;
+    if (!sbx_tool_slot_acquire(on_slot, g_object_ref(task), &slot, &c->wait, &error)) {
+        start_process(task, NULL, error);
+    } else if (slot != NULL) {
+        start_process(task, slot, NULL);
+    }
+    if (c->pending == 0) { /* completed already: it could not start */
+        return;
+    }
+    /* From the call's start, not the process's: a queued call honours them too. */
     c->timer = g_timeout_source_new(c->timeout_ms);
     g_source_set_callback(c->timer, on_timeout, c, NULL);
     g_source_attach(c->timer, g_main_context_get_thread_default());
@@ -374,6 +447,7 @@ static void command_free(SbxProvider *provider)
 {
     CommandProvider *p = (CommandProvider *)provider;
     g_strfreev(p->argv);
+    g_strfreev(p->envp);
     g_free(p->workdir);
     g_free(p->base.name);
     g_free(p);
@@ -385,13 +459,18 @@ static const SbxProviderOps command_ops = {
     .free = command_free,
 };
 
-SbxProvider *sbx_command_provider_new(const SbxCatalogProvider *config)
+SbxProvider *sbx_command_provider_new(const SbxCatalogProvider *config, GError **error)
 {
+    if (sbx_tool_slots_cap(error) == 0) { /* a bad SANDBOX_TOOL_PROCS: say so before any call */
+        return NULL;
+    }
     CommandProvider *p = g_new0(CommandProvider, 1);
+    g_auto(GStrv) host = g_get_environ();
     p->base.ops = &command_ops;
     p->base.name = g_strdup(config->name);
     p->argv = g_strdupv(config->command);
     p->workdir = g_strdup(config->workdir);
+    p->envp = sbx_tool_environ(config, host);
     p->timeout_ms = config->timeout_ms;
     return &p->base;
 }

@@ -3,7 +3,10 @@
  * execution's tools). Messages are lines on its stdin and stdout; its stderr is kept as a
  * bounded tail for error messages.
  *
- * The child runs in its own process group with PR_SET_PDEATHSIG, like a command provider's.
+ * The child starts like a command provider's (tool-proc.h: an allow-listed environment plus the
+ * catalog's `env_pass` and `env`, its own process group, PR_SET_PDEATHSIG, rlimits). It takes no
+ * tool process slot (tool-slots.h): it lives as long as the execution's tools, their number is
+ * the catalog's, not the guest's to grow, and a slot held that long would starve command tools.
  * Freeing the transport kills the whole group with SIGKILL; GSubprocess's child watch (on GLib's
  * worker thread) reaps it even if our main loop is about to end. A server that exits or closes
  * its stdout fails every pending call with its exit status and the end of its stderr.
@@ -11,11 +14,10 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <unistd.h>
 
 #include "mcp-transports.h"
 #include "mcp-wire.h"
+#include "tool-proc.h"
 
 /* The end of stderr kept for error messages: the last lines are the ones that explain. */
 #define STDERR_TAIL_MAX (4 * 1024)
@@ -310,26 +312,11 @@ static const SbxMcpTransportOps stdio_ops = {
     .free = stdio_free,
 };
 
-static void child_setup(gpointer data)
-{
-    (void)data;
-    /* Async-signal-safe only: runs between fork and exec. */
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-}
-
 SbxMcpTransport *sbx_mcp_stdio_new(const SbxCatalogProvider *config, GError **error)
 {
-    g_autoptr(GSubprocessLauncher) l =
-        g_subprocess_launcher_new(G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
-                                  G_SUBPROCESS_FLAGS_STDERR_PIPE);
-
-    g_subprocess_launcher_set_cwd(l, config->workdir);
-    g_subprocess_launcher_set_child_setup(l, child_setup, NULL, NULL);
-    for (char **e = config->env; e != NULL && *e != NULL; e++) {
-        g_auto(GStrv) kv = g_strsplit(*e, "=", 2);
-        g_subprocess_launcher_setenv(l, kv[0], kv[1], TRUE);
-    }
+    g_auto(GStrv) host = g_get_environ();
+    g_auto(GStrv) envp = sbx_tool_environ(config, host);
+    g_autoptr(GSubprocessLauncher) l = sbx_tool_launcher_new(config->workdir, envp);
     GSubprocess *proc =
         g_subprocess_launcher_spawnv(l, (const char *const *)config->command, error);
     if (proc == NULL) {

@@ -7,7 +7,7 @@ SbxProvider *sbx_provider_new(const SbxCatalogProvider *config, GError **error)
 {
     switch (config->kind) {
     case SBX_PROVIDER_COMMAND:
-        return sbx_command_provider_new(config);
+        return sbx_command_provider_new(config, error);
     case SBX_PROVIDER_MCP:
         return sbx_mcp_provider_new(config, error);
     case SBX_PROVIDER_HTTP:

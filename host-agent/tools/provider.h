@@ -61,8 +61,11 @@ char *sbx_provider_call_finish(SbxProvider *provider, GAsyncResult *result, GErr
 /** Free @provider. No call may be in flight. Accepts NULL. */
 void sbx_provider_free(SbxProvider *provider);
 
-/** The command provider (command.c). */
-SbxProvider *sbx_command_provider_new(const SbxCatalogProvider *config);
+/**
+ * The command provider (command.c). Fails (SBX_CATALOG_ERROR) when SANDBOX_TOOL_PROCS is not a
+ * valid cap (tool-slots.h).
+ */
+SbxProvider *sbx_command_provider_new(const SbxCatalogProvider *config, GError **error);
 
 /**
  * The MCP provider (mcp.c): a stdio server is started at once; nothing is sent before

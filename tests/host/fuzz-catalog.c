@@ -10,8 +10,9 @@
  * ([A-Za-z_][A-Za-z0-9_]*, not reserved) and maps back to it; the rendered types name every
  * provider and tool; the policy decides as its rules say (the first match, then the default, at
  * least approve when destructive) and a name's escaped glob matches it; an http tool's template
- * filled at call time is the URL checked at load time; a header's secrets all expand. Nothing
- * may crash or leak.
+ * filled at call time is the URL checked at load time; a header's secrets all expand; a tool
+ * process's environment (`env`, `env_pass`) never holds a SANDBOX_SECRET_* variable nor one the
+ * catalog did not name or allow, and holds what it named. Nothing may crash or leak.
  */
 #include <string.h>
 
@@ -22,6 +23,7 @@
 #include "policy.h"
 #include "protocol/limits.h"
 #include "render.h"
+#include "tool-proc.h"
 #include "tools-error.h"
 
 #define ORIGIN "fuzz.json"
@@ -95,6 +97,55 @@ static gboolean soup_would_send(const char *url)
            host != NULL && host[0] != '\0';
 }
 
+/*
+ * A tool process's environment from the catalog (`env`, `env_pass`): valid names, never one of
+ * the http provider's secrets, no name in both, none twice in `env_pass`; and the environment
+ * built from it has no secret whatever the host holds.
+ */
+static void check_env(const SbxCatalogProvider *prov)
+{
+    g_autoptr(GHashTable) names = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+
+    for (char **e = prov->env; e != NULL && *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+        FUZZ_CHECK(eq != NULL && eq != *e);
+        char *name = g_strndup(*e, eq - *e);
+        FUZZ_CHECK(!g_str_has_prefix(name, SBX_CATALOG_SECRET_ENV_PREFIX));
+        FUZZ_CHECK(g_hash_table_add(names, name)); /* object members are unique */
+    }
+    for (char **n = prov->env_pass; n != NULL && *n != NULL; n++) {
+        FUZZ_CHECK(**n != '\0' && strchr(*n, '=') == NULL);
+        FUZZ_CHECK(!g_str_has_prefix(*n, SBX_CATALOG_SECRET_ENV_PREFIX));
+        FUZZ_CHECK(g_hash_table_add(names, g_strdup(*n)));
+    }
+    FUZZ_CHECK(g_hash_table_size(names) <= 2 * SBX_CATALOG_ENV_MAX);
+
+    /* The process's environment, from a host that holds a secret, a stray variable, and every
+     * `env_pass` name. */
+    g_auto(GStrv) host = g_new0(char *, 1);
+    host = g_environ_setenv(host, "SANDBOX_SECRET_TOKEN", "s", TRUE);
+    host = g_environ_setenv(host, "SBX_FUZZ_STRAY", "x", TRUE);
+    host = g_environ_setenv(host, "HOME", "/home/h", TRUE);
+    for (char **n = prov->env_pass; n != NULL && *n != NULL; n++) {
+        host = g_environ_setenv(host, *n, "passed", TRUE);
+    }
+    g_auto(GStrv) env = sbx_tool_environ(prov, host);
+    for (char **e = env; *e != NULL; e++) {
+        FUZZ_CHECK(!g_str_has_prefix(*e, SBX_CATALOG_SECRET_ENV_PREFIX));
+    }
+    FUZZ_CHECK(g_environ_getenv(env, "SBX_FUZZ_STRAY") == NULL ||
+               g_hash_table_contains(names, "SBX_FUZZ_STRAY"));
+    FUZZ_CHECK(g_environ_getenv(env, "HOME") != NULL);
+    for (char **e = prov->env; e != NULL && *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+        g_autofree char *name = g_strndup(*e, eq - *e);
+        FUZZ_CHECK(g_strcmp0(g_environ_getenv(env, name), eq + 1) == 0); /* `env` wins */
+    }
+    for (char **n = prov->env_pass; n != NULL && *n != NULL; n++) {
+        FUZZ_CHECK(g_strcmp0(g_environ_getenv(env, *n), "passed") == 0);
+    }
+}
+
 /* The fields of @prov's kind, and only those. */
 static void check_provider(const SbxCatalogProvider *prov)
 {
@@ -111,23 +162,23 @@ static void check_provider(const SbxCatalogProvider *prov)
     case SBX_PROVIDER_COMMAND:
         FUZZ_CHECK(prov->command != NULL && prov->http == NULL && prov->url == NULL);
         FUZZ_CHECK(strcmp(prov->workdir, BASE_DIR) == 0);
+        check_env(prov);
         break;
     case SBX_PROVIDER_MCP:
         FUZZ_CHECK((prov->command == NULL) != (prov->url == NULL)); /* exactly one */
         FUZZ_CHECK(prov->url == NULL || soup_would_send(prov->url));
-        FUZZ_CHECK(prov->url == NULL || prov->env == NULL);
+        FUZZ_CHECK(prov->url == NULL || (prov->env == NULL && prov->env_pass == NULL));
         FUZZ_CHECK(prov->command == NULL || prov->headers == NULL);
         FUZZ_CHECK(prov->headers == NULL || g_strv_length(prov->headers) % 2 == 0);
         FUZZ_CHECK(prov->n_tools == 0); /* listed by the server, later */
-        for (char **e = prov->env; e != NULL && *e != NULL; e++) {
-            FUZZ_CHECK(strchr(*e, '=') != NULL && **e != '=');
-        }
+        check_env(prov);
         for (char **t = prov->only_tools; t != NULL && *t != NULL; t++) {
             FUZZ_CHECK(name_ok(*t));
         }
         break;
     case SBX_PROVIDER_HTTP:
         FUZZ_CHECK(prov->http != NULL && prov->command == NULL && prov->url == NULL);
+        FUZZ_CHECK(prov->env == NULL && prov->env_pass == NULL);
         break;
     default:
         FUZZ_CHECK(!"a provider kind out of range");

@@ -317,7 +317,7 @@ class EchoTools:
         port = int(self.http.stdout.readline())
         catalog = {"providers": {
             "cmd": {"kind": "command", "command": [os.path.join(ECHO, "echo-command")],
-                    "tools": {"echo": {}, "numbers": {}}},
+                    "env": {"ECHO_LOG": self.log}, "tools": {"echo": {}, "numbers": {}}},
             "mcp": {"kind": "mcp", "command": [sys.executable, os.path.join(ECHO, "echo-mcp")],
                     "env": {"ECHO_LOG": self.log}},
             "http": {"kind": "http", "tools": {

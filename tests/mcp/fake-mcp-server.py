@@ -14,6 +14,8 @@
               stderr open for 5 s (then exits by itself)
   nameless    page 2 also lists 100 entries without a valid name and a tool "bin" whose
               description is 4096 bytes of invalid UTF-8
+  env         echo answers with the server's environment and rlimits as JSON text
+              ({"env": {...}, "core": [soft, hard], "nofile": [soft, hard]}) whatever the input
 
 Tools: echo ({"text": string}) -> structuredContent {"echo": text}; fail -> isError;
 slow -> answers after 2 s unless cancelled; cancelled -> the ids notifications/cancelled named;
@@ -21,6 +23,7 @@ die (mode die).
 """
 import json
 import os
+import resource
 import subprocess
 import sys
 import threading
@@ -80,7 +83,13 @@ def call_tool(mid, params):
                          % mid + "x" * (9 * 1024 * 1024) + '"}]}}\n')
         sys.stdout.flush()
         return
-    if name == "echo":
+    if name == "echo" and MODE == "env":
+        text = json.dumps({"env": dict(os.environ),
+                           "core": resource.getrlimit(resource.RLIMIT_CORE),
+                           "nofile": resource.getrlimit(resource.RLIMIT_NOFILE)})
+        answer(mid, {"content": [{"type": "text", "text": text}],
+                     "structuredContent": {"echo": text}})
+    elif name == "echo":
         answer(mid, {"content": [{"type": "text", "text": args.get("text", "")}],
                      "structuredContent": {"echo": args.get("text", "")}})
     elif name == "fail":

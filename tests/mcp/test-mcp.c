@@ -9,11 +9,14 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "mcp-wire.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 #include "tools-error.h"
 #include "tools.h"
 
@@ -352,6 +355,58 @@ static void test_cancel_notifies(void **state)
     stop(&c);
 }
 
+/* The string member @key of the JSON object @obj ("" if none). */
+static const char *member_string(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/*
+ * A stdio server's environment is the allow-list plus the catalog's `env_pass` and `env`: no
+ * SANDBOX_SECRET_*, no other variable of ours (tool-proc.h); and its rlimits.
+ */
+static void test_env(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+
+    g_setenv("SANDBOX_SECRET_MCP_TOKEN", "hunter3", TRUE);
+    g_setenv("SBX_MCP_RANDOM", "x", TRUE);
+    g_setenv("SBX_MCP_PASSED", "passed on", TRUE);
+    assert_true(start(&c, "env",
+                      ", \"env\": {\"SBX_MCP_SET\": \"set\"}, \"env_pass\": [\"SBX_MCP_PASSED\"]"));
+    g_autofree char *r = call(&c, "echo", "{\"text\":\"\"}");
+    cJSON *outer = sbx_json_parse(r, strlen(r), SBX_JSON_DEPTH_MAX, NULL);
+    assert_non_null(outer);
+    const char *text = member_string(outer, "echo");
+    cJSON *got = sbx_json_parse(text, strlen(text), SBX_JSON_DEPTH_MAX, NULL);
+    assert_non_null(got);
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(got, "env");
+    assert_true(cJSON_IsObject(env));
+    assert_null(cJSON_GetObjectItemCaseSensitive(env, "SANDBOX_SECRET_MCP_TOKEN"));
+    assert_null(cJSON_GetObjectItemCaseSensitive(env, "SBX_MCP_RANDOM"));
+    assert_string_equal(member_string(env, "SBX_MCP_PASSED"), "passed on");
+    assert_string_equal(member_string(env, "SBX_MCP_SET"), "set");
+    /* python3 may be a pyenv shim, which puts its own directory first. */
+    assert_true(g_str_has_suffix(member_string(env, "PATH"), g_getenv("PATH")));
+    assert_string_equal(member_string(env, "HOME"), g_getenv("HOME"));
+    assert_null(strstr(r, "hunter3"));
+    /* No core dumps; at most 1024 files open unless it raises that (to at most 4096). */
+    const cJSON *core = cJSON_GetObjectItemCaseSensitive(got, "core");
+    assert_string_equal(cJSON_GetArrayItem(core, 0)->valuestring, "0");
+    assert_string_equal(cJSON_GetArrayItem(core, 1)->valuestring, "0");
+    const cJSON *nofile = cJSON_GetObjectItemCaseSensitive(got, "nofile");
+    assert_true(atoi(cJSON_GetArrayItem(nofile, 0)->valuestring) <= 1024);
+    assert_true(atoi(cJSON_GetArrayItem(nofile, 1)->valuestring) <= 4096);
+    cJSON_Delete(got);
+    cJSON_Delete(outer);
+    g_unsetenv("SANDBOX_SECRET_MCP_TOKEN");
+    g_unsetenv("SBX_MCP_RANDOM");
+    g_unsetenv("SBX_MCP_PASSED");
+    stop(&c);
+}
+
 /* Streamable HTTP against tests/mcp/fake-mcp-http.py on 127.0.0.1. */
 static void test_http(void **state)
 {
@@ -567,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_nameless),
         cmocka_unit_test(test_server_dies_stderr_held),
         cmocka_unit_test(test_http),
+        cmocka_unit_test(test_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
