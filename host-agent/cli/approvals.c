@@ -1,15 +1,21 @@
 /*
  * `sandbox approvals [--json]`, `sandbox approve ID`, `sandbox deny ID`: the approvals of tool
  * calls waiting in `sandbox serve` (docs/tools.md, "Approvals"; messages: docs/pool.md). Each
- * verb is one request and one answer on the server's socket, before the main loop runs.
+ * verb is one request and one answer on the server's socket, before the main loop runs
+ * (`sandbox approvals` asks once more for each input too long for the list, to show it whole).
+ * What a person reads is escaped for a terminal (escape.h): inputs and origins come from
+ * programs.
  */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/escape.h"
+#include "cli/input-view.h"
 #include "cli/serve-client.h"
 #include "cli/serve-proto.h"
 #include "protocol/frame.h"
@@ -20,6 +26,12 @@
 
 /* The answer is not one that was asked for (not found, bad request). */
 #define APPROVALS_EXIT_REFUSED 1
+
+/*
+ * An input this short (escaped) is listed on its approval's line, as one line of compact JSON;
+ * a longer one below it, pretty-printed and folded, whole.
+ */
+#define APPROVALS_INLINE_MAX 200
 
 /*
  * Read one frame (the answer) within @deadline_us (monotonic), in chunks, and decode it into
@@ -80,18 +92,79 @@ static gboolean ask(const char *verb, const char *request, SbxServeMsg *answer)
     return ok;
 }
 
+/* Ids are the server's counters: letters, digits, `-`, `_` (so they go into JSON as is). */
+static gboolean id_valid(const char *id)
+{
+    gsize len = strlen(id);
+
+    for (const char *p = id; *p != '\0'; p++) {
+        if (!g_ascii_isalnum(*p) && *p != '-' && *p != '_') {
+            return FALSE;
+        }
+    }
+    return len > 0 && len <= SBX_SERVE_APPROVAL_ID_MAX;
+}
+
 static const char *str(const char *s)
 {
     return s != NULL ? s : "?";
 }
 
-static void print_pending(const SbxServePending *a)
+/*
+ * The input of @a whole (a new string), fetched alone when the list had only its start
+ * (`input_excerpt`: the list of every approval must fit one frame). NULL if it cannot be had:
+ * the approval is no longer pending, or the server is one that does not send it alone.
+ */
+static char *whole_input(const SbxServePending *a)
 {
-    const char *in = a->input_json != NULL ? a->input_json : str(a->input_excerpt);
+    if (a->input_json != NULL) {
+        return g_strdup(a->input_json);
+    }
+    if (a->id == NULL || !id_valid(a->id)) {
+        return NULL;
+    }
+    g_autofree char *req = g_strdup_printf("{\"type\":\"approvals\",\"id\":\"%s\"}", a->id);
+    g_auto(SbxServeMsg) answer = {0};
+    if (!ask("approvals", req, &answer) || answer.n_pending != 1 ||
+        g_strcmp0(answer.pending[0].id, a->id) != 0 || answer.pending[0].input_json == NULL) {
+        return NULL;
+    }
+    return g_strdup(answer.pending[0].input_json);
+}
 
-    printf("%s\t%s.%s\t%s\twaiting %.0f s of %.0f s\t%.200s%s\n", str(a->id), str(a->provider),
-           str(a->tool), str(a->origin), a->waiting_ms / 1000.0, a->timeout_ms / 1000.0, in,
-           strlen(in) > 200 ? "..." : "");
+/* The lines about @a: a header, and its input on it if short, else below it, whole. */
+static void print_pending(const SbxServePending *a, guint width)
+{
+    g_autofree char *head = g_strdup_printf("%s\t%s.%s\t%s\twaiting %.0f s of %.0f s", str(a->id),
+                                            str(a->provider), str(a->tool), str(a->origin),
+                                            a->waiting_ms / 1000.0, a->timeout_ms / 1000.0);
+    g_autofree char *safe_head = sbx_escape(head, -1, SBX_ESCAPE_TEXT);
+    g_autofree char *input = whole_input(a);
+    const char *shown = input != NULL ? input : str(a->input_excerpt);
+    g_autofree char *flat = sbx_escape(shown, -1, SBX_ESCAPE_TEXT);
+
+    if (input != NULL && strlen(flat) <= APPROVALS_INLINE_MAX) {
+        printf("%s\t%s\n", safe_head, flat);
+        return;
+    }
+    g_autofree char *view = sbx_input_view(shown, strlen(shown), width, "  ", NULL);
+    printf("%s\n%s", safe_head, view);
+    if (input == NULL) {
+        printf("  (only the first %" G_GSIZE_FORMAT
+               " bytes: the server did not send the rest, or the call stopped waiting)\n",
+               strlen(shown));
+    }
+}
+
+/* The width to fold to: the terminal's, or 0 (not folded) when stdout is none. */
+static guint out_width(void)
+{
+    struct winsize ws = {0};
+
+    if (!isatty(STDOUT_FILENO) || ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0) {
+        return 0;
+    }
+    return ws.ws_col;
 }
 
 static int approvals_start(SbxCli *cli, int argc, char **argv)
@@ -110,29 +183,21 @@ static int approvals_start(SbxCli *cli, int argc, char **argv)
         return SBX_EXIT_SANDBOX;
     }
     if (json) {
-        puts(answer.pending_json);
+        /* Exact in a pipe; on a terminal DEL and C1 controls as JSON escapes (the same JSON). */
+        g_autofree char *text = isatty(STDOUT_FILENO)
+                                    ? sbx_escape(answer.pending_json, -1, SBX_ESCAPE_JSON)
+                                    : g_strdup(answer.pending_json);
+        puts(text);
         return 0;
     }
     if (answer.n_pending == 0) {
         fprintf(stderr, "no tool call waits for an approval\n");
     }
+    guint width = out_width();
     for (gsize i = 0; i < answer.n_pending; i++) {
-        print_pending(&answer.pending[i]);
+        print_pending(&answer.pending[i], width);
     }
     return 0;
-}
-
-/* Ids are the server's counters: letters, digits, `-`, `_` (so they go into JSON as is). */
-static gboolean id_valid(const char *id)
-{
-    gsize len = strlen(id);
-
-    for (const char *p = id; *p != '\0'; p++) {
-        if (!g_ascii_isalnum(*p) && *p != '-' && *p != '_') {
-            return FALSE;
-        }
-    }
-    return len > 0 && len <= SBX_SERVE_APPROVAL_ID_MAX;
 }
 
 static int decide(const char *verb, int argc, char **argv)

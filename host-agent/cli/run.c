@@ -10,12 +10,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/out.h"
 #include "cli/outcome.h"
 #include "cli/prompt.h"
 #include "cli/relay.h"
@@ -76,11 +76,11 @@ typedef struct {
     SbxSession *session;
     GCancellable *cancel; /* the VM start and the tool calls */
     gboolean vm_started;
-    gboolean finished;                    /* the execution ended, or never could start */
-    gboolean reported;                    /* the end was printed and the loop told to quit */
-    const SbxRunResult *result;           /* owned by the session */
-    char *failure;                        /* the sandbox failed before an execution result */
-    gboolean out_dead[SBX_STREAM__COUNT]; /* our stdout/stderr is gone: drop output */
+    gboolean finished;          /* the execution ended, or never could start */
+    gboolean reported;          /* the end was printed and the loop told to quit */
+    const SbxRunResult *result; /* owned by the session */
+    char *failure;              /* the sandbox failed before an execution result */
+    SbxOut *out;                /* our stdout and stderr, never blocking the loop (out.h) */
 } RunCtx;
 
 /* ---- exit and report ---------------------------------------------------------------------- */
@@ -91,9 +91,11 @@ static void print_summary(RunCtx *ctx)
     const SbxRunResult *r = ctx->result;
     g_autofree char *text = sbx_outcome_summary(r, ctx->failure, ctx->output_limit);
 
-    fputs(text, stderr);
+    sbx_out_text(ctx->out, SBX_STREAM_STDERR, text);
     if (ctx->debug && ctx->vm != NULL && r != NULL && r->status != SBX_STATUS_OK) {
-        fprintf(stderr, "sandbox: guest console (last lines):\n%s\n", sbx_vm_console_tail(ctx->vm));
+        g_autofree char *tail = g_strdup_printf("sandbox: guest console (last lines):\n%s\n",
+                                                sbx_vm_console_tail(ctx->vm));
+        sbx_out_text(ctx->out, SBX_STREAM_STDERR, tail);
     }
 }
 
@@ -125,10 +127,9 @@ static void print_report(RunCtx *ctx)
     g_autofree char *json = sbx_report_json(&rep);
     /* Which start it was, as the report's first member (the report is one JSON object). */
     g_assert(json[0] == '{');
-    fprintf(stdout, "{\"start\":\"%s\"%s", ctx->cold ? "cold" : "restore",
-            json[1] == '}' ? "" : ",");
-    fputs(json + 1, stdout);
-    fflush(stdout);
+    g_autofree char *text = g_strdup_printf("{\"start\":\"%s\"%s%s", ctx->cold ? "cold" : "restore",
+                                            json[1] == '}' ? "" : ",", json + 1);
+    sbx_out_json(ctx->out, SBX_STREAM_STDOUT, text, strlen(text));
 }
 
 /* Quit once the execution is over and every provider process has been reaped. */
@@ -149,11 +150,11 @@ static void maybe_finish(RunCtx *ctx)
         print_summary(ctx);
     }
     if (ctx->debug && ctx->result != NULL) {
-        fprintf(stderr,
-                "sandbox: %s %" G_GINT64_FORMAT " ms, execution %" G_GUINT64_FORMAT
-                " ms, status %s\n",
-                ctx->cold ? "cold boot" : "restore", start_us(ctx) / 1000, ctx->result->duration_ms,
-                sbx_status_name(ctx->result->status));
+        g_autofree char *times = g_strdup_printf(
+            "sandbox: %s %" G_GINT64_FORMAT " ms, execution %" G_GUINT64_FORMAT " ms, status %s\n",
+            ctx->cold ? "cold boot" : "restore", start_us(ctx) / 1000, ctx->result->duration_ms,
+            sbx_status_name(ctx->result->status));
+        sbx_out_text(ctx->out, SBX_STREAM_STDERR, times);
     }
     sbx_cli_quit(ctx->cli, code);
 }
@@ -175,38 +176,14 @@ static void fail(RunCtx *ctx, const char *message)
 
 /* ---- session callbacks -------------------------------------------------------------------- */
 
-/* Write all of @data to @fd (blocking; waits if the fd is non-blocking). FALSE if it is gone. */
-static gboolean write_all(int fd, const guint8 *data, gsize len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, data, len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0 && errno == EAGAIN) {
-            struct pollfd p = {.fd = fd, .events = POLLOUT};
-            poll(&p, 1, -1);
-            continue;
-        }
-        if (n < 0) {
-            return FALSE;
-        }
-        data += n;
-        len -= n;
-    }
-    return TRUE;
-}
-
+/* Queued, never written here: a reader that does not keep up must not stop the loop. */
 static void on_output(SbxSession *s, SbxStream stream, const guint8 *data, gsize len,
                       gpointer user_data)
 {
     RunCtx *ctx = user_data;
     (void)s;
 
-    if (!ctx->out_dead[stream] &&
-        !write_all(stream == SBX_STREAM_STDOUT ? STDOUT_FILENO : STDERR_FILENO, data, len)) {
-        ctx->out_dead[stream] = TRUE; /* e.g. `| head`: keep running, drop the rest */
-    }
+    sbx_out_guest(ctx->out, stream, data, len);
 }
 
 static void on_tool_settled(gpointer user_data)
@@ -314,7 +291,8 @@ static void on_tools_ready(SbxTools *tools, const GError *error, gpointer user_d
     RunCtx *ctx = user_data;
 
     for (const char *const *w = sbx_tools_warnings(tools); *w != NULL; w++) {
-        fprintf(stderr, "sandbox: warning: %s\n", *w);
+        g_autofree char *text = g_strdup_printf("sandbox: warning: %s\n", *w);
+        sbx_out_text(ctx->out, SBX_STREAM_STDERR, text);
     }
     if (error != NULL) {
         ctx->tools_error = g_strdup_printf("cannot start the tools: %s", error->message);
@@ -563,6 +541,7 @@ static gboolean try_serve(RunCtx *ctx)
         .output_limit = ctx->output_limit,
         .profile = ctx->profile_name,
         .json = ctx->json,
+        .out = ctx->out,
     };
 
     return !ctx->cold && !ctx->debug && !ctx->no_serve && sbx_serve_client_try(ctx->cli, &req);
@@ -579,6 +558,8 @@ static int run_start(SbxCli *cli, int argc, char **argv)
         fprintf(stderr, "sandbox run: %s\n", error->message);
         return SBX_EXIT_USAGE;
     }
+    /* From here on stdout and stderr are written through it, never blocking the loop. */
+    ctx->out = sbx_out_new();
     if (try_serve(ctx)) {
         return -1;
     }
@@ -638,6 +619,8 @@ static void run_cleanup(SbxCli *cli)
     sbx_snapshot_free(ctx->snapshot);
     sbx_image_free(ctx->image);
     sbx_profile_free(ctx->profile);
+    /* Last: nothing of the run is left while a slow reader takes the rest (bounded). */
+    sbx_out_free(ctx->out);
     g_clear_object(&ctx->cancel);
     g_free(ctx->failure);
     g_free(ctx->code);

@@ -7,6 +7,7 @@
 
 #include "cli/report.h"
 #include "cli/serve.h"
+#include "protocol/limits.h"
 
 /*
  * Input shown per pending approval. A call's input may be 1 MiB and up to
@@ -15,6 +16,13 @@
  * JSON text (`input_excerpt`).
  */
 #define APPROVAL_INPUT_SHOWN_MAX (4 * 1024)
+
+/*
+ * Input sent whole when one approval is asked for by its id (`sandbox approvals` fetches each
+ * long input so, to show it whole). The tools refuse inputs over 1 MiB (SBX_TOOL_INPUT_MAX)
+ * before anyone is asked; this only keeps the answer within one frame whatever happens.
+ */
+#define APPROVAL_INPUT_ALONE_MAX (SBX_FRAME_MAX / 2)
 
 static void send_error(ServeConn *conn, const char *code, const char *message)
 {
@@ -27,7 +35,8 @@ static void send_error(ServeConn *conn, const char *code, const char *message)
     sbx_serve_conn_send(conn, m->str, m->len);
 }
 
-static void append_pending(GString *m, const SbxApproval *a)
+/* @a as an entry of `pending`, its input whole if it is at most @input_max bytes. */
+static void append_pending(GString *m, const SbxApproval *a, gsize input_max)
 {
     gsize len = strlen(a->input_json);
 
@@ -37,7 +46,7 @@ static void append_pending(GString *m, const SbxApproval *a)
     sbx_json_append_string(m, a->provider, strlen(a->provider));
     g_string_append(m, ",\"tool\":");
     sbx_json_append_string(m, a->tool, strlen(a->tool));
-    if (len <= APPROVAL_INPUT_SHOWN_MAX) {
+    if (len <= input_max) {
         g_string_append_printf(m, ",\"input\":%s", a->input_json); /* checked compact JSON */
     } else {
         g_string_append(m, ",\"input_excerpt\":");
@@ -51,14 +60,21 @@ static void append_pending(GString *m, const SbxApproval *a)
                            (g_get_monotonic_time() - a->since_us) / 1000, a->timeout_ms);
 }
 
-static void list(ServeConn *conn, SbxApprovals *approvals)
+/* Every pending approval (@id NULL), or approval @id alone (none if it is not pending). */
+static void list(ServeConn *conn, SbxApprovals *approvals, const char *id)
 {
     g_autoptr(GPtrArray) pending = sbx_approvals_pending(approvals);
     g_autoptr(GString) m = g_string_new("{\"type\":\"approvals\",\"pending\":[");
+    gboolean first = TRUE;
 
     for (guint i = 0; i < pending->len; i++) {
-        g_string_append(m, i > 0 ? "," : "");
-        append_pending(m, pending->pdata[i]);
+        const SbxApproval *a = pending->pdata[i];
+        if (id != NULL && strcmp(a->id, id) != 0) {
+            continue;
+        }
+        g_string_append(m, first ? "" : ",");
+        append_pending(m, a, id != NULL ? APPROVAL_INPUT_ALONE_MAX : APPROVAL_INPUT_SHOWN_MAX);
+        first = FALSE;
     }
     g_string_append(m, "]}");
     sbx_serve_conn_send(conn, m->str, m->len);
@@ -89,8 +105,10 @@ static void decide(ServeConn *conn, SbxApprovals *approvals, const SbxServeReque
 gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals,
                                     const SbxServeRequest *req)
 {
-    if (req->type == SBX_SERVE_REQ_APPROVALS) {
-        list(conn, approvals);
+    if (req->type == SBX_SERVE_REQ_APPROVALS && req->bad != NULL) {
+        send_error(conn, "bad_request", req->bad);
+    } else if (req->type == SBX_SERVE_REQ_APPROVALS) {
+        list(conn, approvals, req->id);
     } else if (req->type == SBX_SERVE_REQ_APPROVE || req->type == SBX_SERVE_REQ_DENY) {
         decide(conn, approvals, req);
     } else {

@@ -27,7 +27,7 @@ typedef struct {
     guint source;
     gboolean json;
     SbxFrameReader reader;
-    gboolean out_dead[SBX_STREAM__COUNT];
+    SbxOut *out; /* never blocks the loop (out.h): the run's end is seen on time */
 } Client;
 
 static Client *client;
@@ -165,25 +165,21 @@ static void finish_failed(Client *c, const char *message, SbxStatus status, int 
     if (c->json) {
         SbxReport rep = {.failure = message, .failure_status = status, .boot_ms = -1};
         g_autofree char *json = sbx_report_json(&rep);
-        printf("{\"start\":\"pool\",%s", json + 1);
-        fflush(stdout);
+        g_autofree char *text = g_strdup_printf("{\"start\":\"pool\",%s", json + 1);
+        sbx_out_json(c->out, SBX_STREAM_STDOUT, text, strlen(text));
     } else {
-        fprintf(stderr, "sandbox: %s\n", message);
+        g_autofree char *text = g_strdup_printf("sandbox: %s\n", message);
+        sbx_out_text(c->out, SBX_STREAM_STDERR, text);
     }
     sbx_cli_quit(c->cli, code);
 }
 
 static void on_output(Client *c, const SbxServeMsg *msg)
 {
-    SbxStream s = msg->stream;
-
     if (msg->data == NULL) {
         return; /* not base64, or no stream: ignored */
     }
-    if (!c->out_dead[s] && !write_all(s == SBX_STREAM_STDOUT ? STDOUT_FILENO : STDERR_FILENO,
-                                      msg->data, msg->data_len)) {
-        c->out_dead[s] = TRUE; /* e.g. `| head`: keep running, drop the rest */
-    }
+    sbx_out_guest(c->out, msg->stream, msg->data, msg->data_len);
 }
 
 /* The server's done frame: the report is printed as the server sent it, never re-printed. */
@@ -191,11 +187,11 @@ static void on_done(Client *c, const SbxServeMsg *msg)
 {
     if (c->json) {
         if (msg->report_json != NULL) {
-            puts(msg->report_json);
-            fflush(stdout);
+            g_autofree char *text = g_strdup_printf("%s\n", msg->report_json);
+            sbx_out_json(c->out, SBX_STREAM_STDOUT, text, strlen(text));
         }
     } else if (msg->summary != NULL) {
-        fputs(msg->summary, stderr);
+        sbx_out_text(c->out, SBX_STREAM_STDERR, msg->summary);
     }
     sbx_cli_quit(c->cli, msg->exit_code >= 0 ? msg->exit_code : SBX_EXIT_SANDBOX);
 }
@@ -288,6 +284,7 @@ gboolean sbx_serve_client_try(SbxCli *cli, const SbxServeClientRequest *req)
     client->cli = cli;
     client->fd = fd;
     client->json = req->json;
+    client->out = req->out;
     sbx_frame_reader_init(&client->reader, SBX_FRAME_MAX);
     client->source = g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_readable, client);
     cli->on_signal = on_signal;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cli/cli.h"
+#include "cli/out.h"
 #include "protocol/message.h"
 
 /*
@@ -21,6 +22,7 @@ typedef struct {
     guint64 output_limit;
     const char *profile; /* or NULL: the server's */
     gboolean json;
+    SbxOut *out; /* where the run's output, summary and report go; outlives the client */
 } SbxServeClientRequest;
 
 /**

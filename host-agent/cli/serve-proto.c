@@ -147,10 +147,17 @@ gboolean sbx_serve_proto_request_decode(const char *payload, gsize len, SbxServe
     case SBX_SERVE_REQ_DENY:
         ret->bad = decode_id(msg, &ret->id);
         break;
+    case SBX_SERVE_REQ_APPROVALS:
+        /* Optional: that approval alone, with its whole input (docs/cli.md, `sandbox approvals`).
+         */
+        if (cJSON_GetObjectItemCaseSensitive(msg, "id") != NULL) {
+            ret->bad = decode_id(msg, &ret->id);
+        }
+        break;
     case SBX_SERVE_REQ_UNKNOWN:
         ret->bad = "unknown message type";
         break;
-    default: /* status, approvals: no fields */
+    default: /* status: no fields */
         break;
     }
     return TRUE;

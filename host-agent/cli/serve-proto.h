@@ -49,7 +49,11 @@ typedef struct {
     /* Static text: why the message's fields are wrong (answered `bad_request`), or NULL. */
     const char *bad;
     SbxServeRun run; /* type RUN, when bad is NULL */
-    char *id; /* types APPROVE and DENY, when bad is NULL: at most SBX_SERVE_APPROVAL_ID_MAX */
+    /*
+     * When bad is NULL, at most SBX_SERVE_APPROVAL_ID_MAX bytes: types APPROVE and DENY (always)
+     * and APPROVALS (optional: list that approval alone, its input whole; NULL: all of them).
+     */
+    char *id;
 } SbxServeRequest;
 
 /**

@@ -73,8 +73,11 @@ static gboolean check_request(const char *payload, size_t len)
         FUZZ_CHECK(req.bad != NULL);
         break;
     case SBX_SERVE_REQ_STATUS:
-    case SBX_SERVE_REQ_APPROVALS:
         FUZZ_CHECK(req.bad == NULL);
+        break;
+    case SBX_SERVE_REQ_APPROVALS: /* an optional id */
+        FUZZ_CHECK(req.bad == NULL || req.id == NULL);
+        FUZZ_CHECK(req.id == NULL || strlen(req.id) <= SBX_SERVE_APPROVAL_ID_MAX);
         break;
     default:
         FUZZ_CHECK(!"a request type out of range");

@@ -1,0 +1,111 @@
+/*
+ * The approval messages of `sandbox serve` (host-agent/cli/serve-approvals.c), decoded as
+ * `sandbox approvals` decodes them (serve-proto.c): the list carries a long input as its start
+ * only, and `{"type":"approvals","id":ID}` carries that approval alone with its input whole;
+ * an id not pending gives an empty list, a malformed one bad_request.
+ */
+/* cmocka needs these first */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "approvals.h"
+#include "cli/serve-proto.h"
+#include "cli/serve.h"
+
+/* The frames "sent" to the client: serve.c's sending, played here. */
+static GPtrArray *sent;
+
+gboolean sbx_serve_conn_send(ServeConn *conn, const char *json, gsize len)
+{
+    (void)conn;
+    g_ptr_array_add(sent, g_strndup(json, len));
+    return TRUE;
+}
+
+static void never(SbxApprovalOutcome outcome, gpointer data)
+{
+    (void)outcome;
+    (void)data;
+}
+
+/* Ask @request and decode the one answer into @msg. */
+static void ask(SbxApprovals *approvals, const char *request, SbxServeMsg *msg)
+{
+    g_auto(SbxServeRequest) req = {0};
+
+    g_ptr_array_set_size(sent, 0);
+    assert_true(sbx_serve_proto_request_decode(request, strlen(request), &req));
+    assert_true(sbx_serve_approval_message(NULL, approvals, &req));
+    assert_int_equal(sent->len, 1);
+    const char *answer = sent->pdata[0];
+    assert_true(sbx_serve_proto_msg_decode(answer, strlen(answer), msg));
+}
+
+static void test_whole_input_by_id(void **state)
+{
+    SbxApprovals *approvals = sbx_approvals_new();
+    g_autoptr(GString) big = g_string_new("{\"text\":\"");
+    (void)state;
+
+    for (int i = 0; i < 1000; i++) {
+        g_string_append_printf(big, "%04d,", i);
+    }
+    g_string_append(big, "\"}");
+    g_autofree char *id_big = g_strdup(sbx_approvals_request(
+        approvals, "files", "write", big->str, "sandbox run, pid 1", 60000, NULL, never, NULL));
+    g_autofree char *id_small = g_strdup(sbx_approvals_request(
+        approvals, "api", "guarded", "{\"p\":1}", NULL, 60000, NULL, never, NULL));
+    {
+        g_auto(SbxServeMsg) all = {0};
+        ask(approvals, "{\"type\":\"approvals\"}", &all);
+        assert_int_equal(all.n_pending, 2);
+        assert_null(all.pending[0].input_json);
+        assert_int_equal(strlen(all.pending[0].input_excerpt), 4096);
+        assert_string_equal(all.pending[1].input_json, "{\"p\":1}");
+    }
+    {
+        g_auto(SbxServeMsg) one = {0};
+        g_autofree char *req = g_strdup_printf("{\"type\":\"approvals\",\"id\":\"%s\"}", id_big);
+        ask(approvals, req, &one);
+        assert_int_equal(one.n_pending, 1);
+        assert_string_equal(one.pending[0].id, id_big);
+        assert_string_equal(one.pending[0].input_json, big->str); /* whole */
+        assert_null(one.pending[0].input_excerpt);
+        assert_string_equal(one.pending[0].origin, "sandbox run, pid 1");
+    }
+    {
+        g_auto(SbxServeMsg) none = {0};
+        ask(approvals, "{\"type\":\"approvals\",\"id\":\"4242\"}", &none);
+        assert_int_equal(none.type, SBX_SERVE_MSG_APPROVALS);
+        assert_int_equal(none.n_pending, 0);
+    }
+    {
+        g_auto(SbxServeMsg) bad = {0};
+        ask(approvals, "{\"type\":\"approvals\",\"id\":5}", &bad);
+        assert_int_equal(bad.type, SBX_SERVE_MSG_ERROR);
+        assert_string_equal(bad.code, "bad_request");
+    }
+    assert_true(sbx_approvals_decide(approvals, id_big, FALSE));
+    assert_true(sbx_approvals_decide(approvals, id_small, FALSE));
+    while (g_main_context_iteration(NULL, FALSE)) {
+        /* the decisions call back from the loop */
+    }
+    sbx_approvals_free(approvals);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_whole_input_by_id),
+    };
+    sent = g_ptr_array_new_with_free_func(g_free);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    g_ptr_array_free(sent, TRUE);
+    return failed;
+}
