@@ -10,6 +10,7 @@
  *   calls.c   tool call ids              pid1.c    signals, reaping, power-off
  *   entropy.c kernel RNG and clock       link.c    framed non-blocking endpoint
  *   prestart.c runners started ahead of their execute (one per language, used once)
+ *   seccomp.c the syscall filter of every runner (io_uring refused)
  */
 #pragma once
 
@@ -282,6 +283,13 @@ int spawn_runner(const AgentOptions *o, SbxLanguage lang, pid_t *ret_pid, int *r
  * @nkeep processes of @keep (pre-started runners still waiting) are spared.
  */
 void spawn_kill_all(const AgentOptions *o, pid_t pgid, const pid_t *keep, size_t nkeep);
+
+/* seccomp.c */
+/**
+ * Set no_new_privs and install the runner's syscall filter (io_uring_* fail with ENOSYS) on the
+ * calling process; inherited across fork and exec, never removable. Returns 0 or -errno.
+ */
+int seccomp_runner_install(void);
 
 /* prestart.c */
 /** Start one runner per available language (unless --no-prestart) and ping each. */

@@ -1,7 +1,7 @@
 /*
  * Starting a runner: `node runner.mjs` or `python3 runner.py` in its own process group, as the
  * unprivileged user when configured, with a minimal environment, cwd /tmp, stdin /dev/null,
- * stdout and stderr on pipes, and fd 3 the runner channel.
+ * stdout and stderr on pipes, fd 3 the runner channel, and the syscall filter of seccomp.c.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -156,6 +156,9 @@ child(const AgentOptions *o, const char *const *argv, int fds[4], int status_fd,
     if (child_fds(fds) < 0 || child_identity(o->run_as) < 0)
         child_fail(status_fd);
     if (chdir("/tmp") < 0 && chdir("/") < 0)
+        child_fail(status_fd);
+    /* Once it is its user, before exec: guest code never runs without the filter (seccomp.c). */
+    if (seccomp_runner_install() < 0)
         child_fail(status_fd);
     /* Die with the agent (after setuid, which clears this); matters when it is not PID 1. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -19,12 +19,22 @@ typedef struct SbxChild SbxChild;
 /** Called once when the child exits by itself; @wait_status as from waitpid(). */
 typedef void (*SbxChildExitFunc)(SbxChild *child, int wait_status, gpointer user_data);
 
-/* File descriptors for the child. The caller keeps (and later closes) its own copies. */
+/* File descriptors and more for the child. The caller keeps (and later closes) its copies. */
 typedef struct {
     int stderr_fd;         /* becomes fd 2; -1 = /dev/null */
     const int *source_fds; /* each becomes target_fds[i] in the child */
     const int *target_fds;
     gsize n_fds;
+    const char *const *envp;      /* the child's environment; NULL: the agent's */
+    void (*setup)(gpointer data); /* more async-signal-safe steps in the child, after ours */
+    gpointer setup_data;
+    /*
+     * A launcher (bubblewrap) runs the real program as its child and reports that one's pid
+     * as JSON ({"child-pid": N}) on this pipe (our read end; taken, closed on free); -1: none.
+     * The child is then killed through that pid too, and an exit status of 128 + N from the
+     * launcher means the program was killed by signal N.
+     */
+    int launcher_info_fd;
 } SbxChildFds;
 
 /**
@@ -41,6 +51,12 @@ void sbx_child_watch(SbxChild *child, SbxChildExitFunc func, gpointer user_data)
 
 /** The pid while it is not reaped; 0 after. */
 GPid sbx_child_pid(const SbxChild *child);
+
+/**
+ * The real program's pid as the host sees it: the one the launcher reported (read now if it
+ * has not been yet), else sbx_child_pid(). 0 once reaped.
+ */
+GPid sbx_child_program_pid(SbxChild *child);
 
 /** Human text for a wait status: "exited with status 1", "killed by signal 9 (Killed)". */
 char *sbx_child_describe_status(int wait_status);

@@ -77,12 +77,20 @@ char *sbx_qemu_kernel_cmdline_full(const SbxProfile *profile, guint tsc_khz,
                              : "";
 
     /*
+     * q35 without PIT (Q35_DEVICES_OFF) still announces a PC-compatible interrupt setup, so the
+     * kernel checks that the PIT's IRQ 0 arrives and panics ("IO-APIC + timer doesn't work!")
+     * unless told not to; the local APIC timer is what it uses anyway. microvm without the
+     * i8259 has no legacy IRQs and skips the check.
+     */
+    const char *timer = profile->machine == SBX_MACHINE_Q35 ? " no_timer_check" : "";
+
+    /*
      * console=ttyS0: the serial port is the only console (-nodefaults). quiet: printing to an
      * emulated UART costs boot time. panic=-1: a panicking guest resets at once, and with
      * -no-reboot QEMU then exits instead of hanging. tsc_early_khz: see tsc.h.
      */
-    return g_strdup_printf("console=ttyS0 quiet panic=-1 tsc_early_khz=%u%s%s%s", tsc_khz, native,
-                           *profile->cmdline_extra ? " " : "", profile->cmdline_extra);
+    return g_strdup_printf("console=ttyS0 quiet panic=-1 tsc_early_khz=%u%s%s%s%s", tsc_khz, timer,
+                           native, *profile->cmdline_extra ? " " : "", profile->cmdline_extra);
 }
 
 char *sbx_qemu_escape_opt(const char *s)
@@ -122,6 +130,24 @@ static gboolean hotplug_layout(const SbxProfile *p, const SbxQemuRuntime *rt)
     return rt->snapshot_layout && p->channel == SBX_CHANNEL_VSOCK_BRIDGE;
 }
 
+/*
+ * Built-in devices of each machine that no profile needs, switched off: less device code a
+ * hostile guest can reach, less to emulate and to save in a snapshot. What is left, and why
+ * each piece is needed: tests/vm/devices.txt (test-devices fails on anything else).
+ *   vmport, i8042: the VMware backdoor port and vmmouse; the PS/2 controller (keyboard, mouse,
+ *     and port92 with it). No input devices.
+ *   smbus, sata: ICH9's SMBus with 8 EEPROMs, its AHCI controller. The disk is virtio-blk.
+ *   pit (with the PC speaker), hpet: the guest keeps time with the TSC (tsc_early_khz) and
+ *     the local APIC timer, calibrated against the TSC; on q35 no_timer_check (see
+ *     sbx_qemu_kernel_cmdline_full).
+ *   pic: the two i8259s. Interrupts go through the IO-APIC and MSI-X.
+ * Kept although unused: the RTC, because without it the guest kernel polls a CMOS that is not
+ * there for ~2 s under TCG (microvm could drop it); q35's two i8257 DMA controllers, which
+ * QEMU 7.2 always creates.
+ */
+#define Q35_DEVICES_OFF "vmport=off,smbus=off,sata=off,pit=off,hpet=off,i8042=off,pic=off"
+#define MICROVM_DEVICES_OFF "pit=off,pic=off"
+
 /* Machine, accelerator, CPUs and RAM. */
 static void add_machine(GPtrArray *argv, const SbxProfile *p, const SbxQemuRuntime *rt)
 {
@@ -131,9 +157,9 @@ static void add_machine(GPtrArray *argv, const SbxProfile *p, const SbxQemuRunti
      * without a backend, or a saved state does not load into this VM ("Unknown ramblock").
      */
     if (rt->ram_path) {
-        /* A file we made: a snapshot's RAM is the file, saved apart from the device state.
-         * share=off maps it MAP_PRIVATE: clones read the snapshot's pages from the page cache
-         * (shared by all of them) and copy only the pages they write; the file never changes. */
+        /* A memfd we made (our fd 5): a template's RAM, saved apart from the device state, or
+         * a restore's. share=off maps it MAP_PRIVATE: clones read the snapshot's pages from
+         * one sealed memfd (shared by all of them) and copy only the pages they write. */
         g_autofree char *ram = sbx_qemu_escape_opt(rt->ram_path);
         addf(argv, "-object", "memory-backend-file,id=pc.ram,size=%uM,mem-path=%s,share=%s",
              p->memory_mib, ram, rt->ram_private ? "off" : "on");
@@ -143,6 +169,11 @@ static void add_machine(GPtrArray *argv, const SbxProfile *p, const SbxQemuRunti
     /* microvm has PCIe only on request; the bridge's snapshot layout needs it for hot-plug. */
     addf(argv, "-machine", "%s%s,memory-backend=pc.ram", sbx_machine_name(p->machine),
          hotplug_layout(p, rt) && p->machine == SBX_MACHINE_MICROVM ? ",pcie=on" : "");
+    /* QEMU merges a second -machine into the first: the built-in devices we switch off. */
+    add(argv, "-machine",
+        p->machine == SBX_MACHINE_MICROVM ? MICROVM_DEVICES_OFF : Q35_DEVICES_OFF);
+    /* kvmvapic: patches a 32-bit Windows guest's TPR accesses; Linux never needs it. */
+    add(argv, "-global", "apic-common.vapic=off");
     addf(argv, "-m", "%uM", p->memory_mib); /* QEMU refuses a backend of another size */
     add(argv, "-accel", rt->accel == SBX_ACCEL_KVM ? "kvm" : "tcg");
     if (p->cpu)
@@ -260,6 +291,14 @@ char **sbx_qemu_argv(const SbxProfile *profile, const SbxImage *image, const Sbx
     add(argv, "-no-user-config", NULL);
     add(argv, "-display", "none");
     add(argv, "-no-reboot", NULL);
+    /*
+     * QEMU's own seccomp filter, part of the jail (jail.h): no obsolete syscalls, no set*uid,
+     * no fork/exec (a restore loads its state from an fd, not through exec:), no scheduler or
+     * affinity changes. Not in a snapshot's recipe: it changes no device state.
+     */
+    if (rt->sandbox)
+        add(argv, "-sandbox",
+            "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
     add_machine(argv, profile, rt);
     add_boot(argv, profile, image, rt);
     add_channels(argv, profile, rt);

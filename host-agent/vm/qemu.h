@@ -32,6 +32,7 @@ typedef struct {
     gboolean snapshot_layout;
     gboolean no_vsock;
     gboolean incoming;
+    gboolean sandbox; /* QEMU's own seccomp filter (-sandbox), part of the jail */
 } SbxQemuRuntime;
 
 /* QEMU ids of the hot-pluggable vsock pieces (snapshot layout). */

@@ -2,6 +2,7 @@
 #include "qmp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glib-unix.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -45,6 +46,8 @@ struct SbxQmp {
     gsize in_start;   /* bytes of @in handled already, dropped at the end of process_input() */
     gsize in_scanned; /* bytes of @in handled or known to hold no newline */
     GString *out;
+    int out_fd; /* an fd to pass with the byte at out_fd_at of @out (getfd); -1: none */
+    gsize out_fd_at;
     gboolean greeted;
     gboolean negotiated;
     gboolean closed;
@@ -84,6 +87,8 @@ static void qmp_unref(SbxQmp *q)
     g_hash_table_unref(q->pending);
     g_string_free(q->in, TRUE);
     g_string_free(q->out, TRUE);
+    if (q->out_fd >= 0)
+        close(q->out_fd);
     g_free(q->version);
     g_free(q);
 }
@@ -139,13 +144,45 @@ static void break_connection(SbxQmp *q, GError *error)
 
 static gboolean on_writable(int fd, GIOCondition cond, gpointer data);
 
+/* send() of @len bytes with @fd attached (SCM_RIGHTS) to the first; @fd < 0: none. */
+static ssize_t send_with_fd(int sock, const char *data, gsize len, int fd)
+{
+    union {
+        struct cmsghdr hdr;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } control = {0};
+    struct iovec iov = {(void *)data, len};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    struct cmsghdr *c;
+
+    if (fd < 0)
+        return send(sock, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof control.buf;
+    c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* Send what is queued; wait for POLLOUT if the socket is full. */
 static void flush(SbxQmp *q)
 {
     while (!q->closed && q->out->len > 0) {
-        ssize_t n = send(q->fd, q->out->str, q->out->len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        gboolean with_fd = q->out_fd >= 0 && q->out_fd_at == 0;
+        gsize len =
+            q->out_fd >= 0 && q->out_fd_at > 0 ? MIN(q->out->len, q->out_fd_at) : q->out->len;
+        ssize_t n = send_with_fd(q->fd, q->out->str, len, with_fd ? q->out_fd : -1);
         if (n > 0) {
             g_string_erase(q->out, 0, n);
+            if (with_fd) {
+                close(q->out_fd); /* QEMU has its own now */
+                q->out_fd = -1;
+            } else if (q->out_fd >= 0) {
+                q->out_fd_at -= (gsize)n;
+            }
             continue;
         }
         if (n < 0 && errno == EINTR)
@@ -426,6 +463,7 @@ SbxQmp *sbx_qmp_new(int fd)
     q->fd = fd;
     q->in = g_string_new(NULL);
     q->out = g_string_new(NULL);
+    q->out_fd = -1;
     q->pending = g_hash_table_new(g_int64_hash, g_int64_equal);
     g_unix_set_fd_nonblocking(fd, TRUE, NULL);
     q->in_watch = g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_readable, q);
@@ -503,9 +541,9 @@ static gboolean parse_args(const char *args_json, cJSON **ret, GError **error)
     return TRUE;
 }
 
-void sbx_qmp_execute_async(SbxQmp *qmp, const char *command, const char *args_json,
-                           guint timeout_ms, GCancellable *cancellable,
-                           GAsyncReadyCallback callback, gpointer user_data)
+static void execute(SbxQmp *qmp, const char *command, const char *args_json, int fd,
+                    guint timeout_ms, GCancellable *cancellable, GAsyncReadyCallback callback,
+                    gpointer user_data)
 {
     g_autoptr(GTask) task = g_task_new(NULL, cancellable, callback, user_data);
     g_autoptr(GError) error = NULL;
@@ -523,6 +561,16 @@ void sbx_qmp_execute_async(SbxQmp *qmp, const char *command, const char *args_js
         g_task_return_error(task, g_steal_pointer(&error));
         return;
     }
+    if (fd >= 0) {
+        /* One at a time: the only user passes one fd per save. */
+        if (qmp->out_fd >= 0 || (qmp->out_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+            cJSON_Delete(args);
+            g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_BUSY,
+                                    "QMP: cannot pass a file descriptor now");
+            return;
+        }
+        qmp->out_fd_at = qmp->out->len;
+    }
     p = g_new0(Pending, 1);
     p->command = g_strdup(command);
     p->task = g_object_ref(task);
@@ -531,6 +579,20 @@ void sbx_qmp_execute_async(SbxQmp *qmp, const char *command, const char *args_js
     qmp_ref(qmp);
     send_command(qmp, command, args, p);
     qmp_unref(qmp);
+}
+
+void sbx_qmp_execute_async(SbxQmp *qmp, const char *command, const char *args_json,
+                           guint timeout_ms, GCancellable *cancellable,
+                           GAsyncReadyCallback callback, gpointer user_data)
+{
+    execute(qmp, command, args_json, -1, timeout_ms, cancellable, callback, user_data);
+}
+
+void sbx_qmp_execute_with_fd_async(SbxQmp *qmp, const char *command, const char *args_json, int fd,
+                                   guint timeout_ms, GCancellable *cancellable,
+                                   GAsyncReadyCallback callback, gpointer user_data)
+{
+    execute(qmp, command, args_json, fd, timeout_ms, cancellable, callback, user_data);
 }
 
 char *sbx_qmp_execute_finish(SbxQmp *qmp, GAsyncResult *result, GError **error)

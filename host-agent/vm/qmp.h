@@ -58,6 +58,14 @@ void sbx_qmp_execute_async(SbxQmp *qmp, const char *command, const char *args_js
                            GAsyncReadyCallback callback, gpointer user_data);
 
 /**
+ * The same, passing a copy of @fd with the command (SCM_RIGHTS), as `getfd` wants: QEMU keeps
+ * it under the name the arguments give. One such command in flight at a time.
+ */
+void sbx_qmp_execute_with_fd_async(SbxQmp *qmp, const char *command, const char *args_json, int fd,
+                                   guint timeout_ms, GCancellable *cancellable,
+                                   GAsyncReadyCallback callback, gpointer user_data);
+
+/**
  * The command's "return" value as compact JSON text (caller frees), or NULL with an error:
  * SBX_VM_ERROR_QMP with QEMU's class and description for an error reply, G_IO_ERROR_TIMED_OUT,
  * G_IO_ERROR_CLOSED, G_IO_ERROR_CANCELLED, or the error that broke the connection.

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,19 +29,28 @@ static gboolean fail_errno(GError **error, int err, const char *what, const char
 
 int sbx_ramfile_new(guint64 size, GError **error)
 {
-    int fd = open(SBX_RAMFILE_DIR, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    /* A memfd: nameless like an O_TMPFILE in /dev/shm, and sealable (sbx_ramfile_seal). A
+     * jailed QEMU opens it again through /proc/self/fd: a memfd's mode lets it. */
+    int fd = memfd_create("sbx-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
     if (fd < 0) {
-        fail_errno(error, errno, "cannot create a RAM file in", SBX_RAMFILE_DIR);
+        fail_errno(error, errno, "cannot create a RAM file:", "memfd_create");
         return -1;
     }
     if (ftruncate(fd, (off_t)size) < 0) {
         int e = errno;
         close(fd);
-        fail_errno(error, e, "cannot size a RAM file in", SBX_RAMFILE_DIR);
+        fail_errno(error, e, "cannot size a RAM file:", "ftruncate");
         return -1;
     }
     return fd;
+}
+
+gboolean sbx_ramfile_seal(int fd, GError **error)
+{
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+        return fail_errno(error, errno, "cannot seal a RAM file:", "F_ADD_SEALS");
+    return TRUE;
 }
 
 static gboolean all_zero(const guint8 *p, gsize len)

@@ -1,17 +1,17 @@
 /*
- * Guest RAM files for snapshots: anonymous files in /dev/shm (O_TMPFILE: they have no name, so
- * nothing is left behind whatever happens to this process) and sparse copies between them and
- * a snapshot's `ram` file. Internal to host-agent/vm.
+ * Guest RAM files for snapshots: memfds (shmem, so QEMU and the bridge share pages; nameless,
+ * so nothing is left behind whatever happens to this process; sealable) and sparse copies
+ * between them and a snapshot's `ram` file. Internal to host-agent/vm.
  */
 #pragma once
 
 #include <glib.h>
 
-/* Where the RAM of running snapshot VMs lives: tmpfs, so QEMU and the bridge share pages. */
-#define SBX_RAMFILE_DIR "/dev/shm"
-
-/** A new nameless file of @size bytes (a hole) in SBX_RAMFILE_DIR; fd or -1 with @error. */
+/** A new memfd of @size bytes (a hole), sealable; fd or -1 with @error. */
 int sbx_ramfile_new(guint64 size, GError **error);
+
+/** Seal @fd (from sbx_ramfile_new) against writes, resizing and further seals. */
+gboolean sbx_ramfile_seal(int fd, GError **error);
 
 /**
  * Copy the data of the file at @src into @fd at the same offsets (holes are skipped; @fd is

@@ -33,6 +33,7 @@
 #include "protocol/message.h"
 #include "qemu.h"
 #include "ramfile.h"
+#include "snapshot-verify.h"
 #include "tsc.h"
 #include "vm-private.h"
 
@@ -63,7 +64,9 @@ struct SbxSnapshot {
     char *ram;
     SbxSnapshotInputs inputs;
     gboolean made;
-    int use_fd; /* inputs.json, flock LOCK_SH while open: not collected; -1 if none */
+    int use_fd;      /* inputs.json, flock LOCK_SH while open: not collected; -1 if none */
+    int *shared_ram; /* the sealed memfd restores map copy-on-write (vm-start.c); -1: none yet.
+                      * Behind a pointer: kept by restores of a const snapshot. */
 };
 
 static gboolean fail(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -106,6 +109,9 @@ static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image,
 static SbxSnapshot *open_checked(const char *dir, const SbxSnapshotInputs *current, GError **error)
 {
     g_autoptr(SbxSnapshot) snap = g_new0(SbxSnapshot, 1);
+
+    snap->shared_ram = g_new(int, 1);
+    *snap->shared_ram = -1;
     g_autofree char *path = g_build_filename(dir, "inputs.json", NULL);
     g_autofree char *text = NULL;
     gsize len = 0;
@@ -133,6 +139,8 @@ static SbxSnapshot *open_checked(const char *dir, const SbxSnapshotInputs *curre
         fail(error, "snapshot %s: state.bin or ram is missing", dir);
         return NULL;
     }
+    if (!sbx_snapshot_digests_check(dir, error))
+        return NULL;
     snap->use_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (snap->use_fd < 0 || flock(snap->use_fd, LOCK_SH) < 0) {
         fail(error, "snapshot %s: cannot lock inputs.json: %s", dir, g_strerror(errno));
@@ -195,6 +203,34 @@ static char *qmp(SbxVm *vm, const char *cmd, const char *args, GError **error)
     Wait w = {0};
 
     sbx_vm_qmp_execute_async(vm, cmd, args, 0, NULL, on_qmp, &w);
+    wait_for(&w);
+    if (!w.ok) {
+        g_propagate_prefixed_error(error, w.error, "%s: ", cmd);
+        return NULL;
+    }
+    return w.ret;
+}
+
+static void on_qmp_fd(GObject *src, GAsyncResult *res, gpointer data)
+{
+    Wait *w = data;
+
+    (void)src;
+    w->ret = sbx_qmp_execute_finish(NULL, res, &w->error);
+    w->ok = w->ret != NULL;
+    w->done = TRUE;
+}
+
+/* qmp() passing a copy of @fd with the command (getfd). */
+static char *qmp_fd(SbxVm *vm, const char *cmd, const char *args, int fd, GError **error)
+{
+    Wait w = {0};
+
+    if (!vm->qmp) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_CLOSED, "%s: the VM is not running", cmd);
+        return NULL;
+    }
+    sbx_qmp_execute_with_fd_async(vm->qmp, cmd, args, fd, 0, NULL, on_qmp_fd, &w);
     wait_for(&w);
     if (!w.ok) {
         g_propagate_prefixed_error(error, w.error, "%s: ", cmd);
@@ -394,21 +430,25 @@ static gboolean save(SbxVm *vm, const char *tmp, GError **error)
 {
     g_autofree char *state = g_build_filename(tmp, "state.bin", NULL);
     g_autofree char *ram = g_build_filename(tmp, "ram", NULL);
-    g_autofree char *quoted = g_shell_quote(state);
-    g_autofree char *uri = g_strdup_printf("exec:cat > %s", quoted);
-    g_autofree char *uri_json = g_strescape(uri, NULL);
-    g_autofree char *args = g_strdup_printf("{\"uri\":\"%s\"}", uri_json);
-    g_autofree char *r1 = NULL, *r2 = NULL, *r3 = NULL;
+    g_autofree char *r1 = NULL, *r2 = NULL, *r3 = NULL, *r4 = NULL;
+    int out;
 
     /* The bridge's vhost-user-vsock cannot be saved: unplugged, and plugged after a restore.
      * The other channels are saved with the VM. */
     if (sbx_vm_channel_is_bridge(vm) ? !unplug_vsock(vm, error) : !quiesce_channel(vm, error))
         return FALSE;
-    if (!(r1 = qmp(vm, "stop", NULL, error)) ||
+    /* The state goes to a file we open and pass: QEMU runs with -sandbox spawn=deny (no
+     * exec: migration) in a jail that cannot see the snapshot directory. */
+    out = open(state, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0)
+        return fail(error, "cannot create %s: %s", state, g_strerror(errno));
+    r4 = qmp_fd(vm, "getfd", "{\"fdname\":\"state\"}", out, error);
+    close(out);
+    if (!r4 || !(r1 = qmp(vm, "stop", NULL, error)) ||
         !(r2 = qmp(vm, "migrate-set-capabilities",
                    "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":true}]}",
                    error)) ||
-        !(r3 = qmp(vm, "migrate", args, error)) || !wait_migration(vm, error))
+        !(r3 = qmp(vm, "migrate", "{\"uri\":\"fd:state\"}", error)) || !wait_migration(vm, error))
         return FALSE;
     return sbx_ramfile_save(sbx_vm_ram_fd(vm), ram, error);
 }
@@ -448,7 +488,9 @@ static gboolean make_in(const SbxProfile *profile, const SbxImage *image,
         }
         return FALSE;
     }
-    return g_file_set_contents_full(inputs_path, json, -1, G_FILE_SET_CONTENTS_NONE, 0600, error);
+    /* inputs.json last: it marks the snapshot complete, digests included. */
+    return sbx_snapshot_digests_write(tmp, error) &&
+           g_file_set_contents_full(inputs_path, json, -1, G_FILE_SET_CONTENTS_NONE, 0600, error);
 }
 
 static void rm_rf(const char *dir)
@@ -615,8 +657,8 @@ SbxSnapshot *sbx_snapshot_ensure(const SbxProfile *profile, const SbxImage *imag
         return NULL;
     dir = g_build_filename(cache, current.key, NULL);
     done = g_build_filename(dir, "inputs.json", NULL);
-    if (g_mkdir_with_parents(cache, 0700) < 0) {
-        fail(error, "cannot create %s: %s", cache, g_strerror(errno));
+    if (!sbx_snapshot_cache_check(cache, error)) {
+        /* nothing more: an unsafe cache is not used */
     } else if (!g_file_test(done, G_FILE_TEST_EXISTS)) {
         made = make(profile, image, &current, cache, dir, opts, error);
         if (made)
@@ -655,10 +697,24 @@ gboolean sbx_snapshot_was_made(const SbxSnapshot *snap)
     return snap->made;
 }
 
+int sbx_snapshot_shared_ram(const SbxSnapshot *snap)
+{
+    return *snap->shared_ram >= 0 ? fcntl(*snap->shared_ram, F_DUPFD_CLOEXEC, 3) : -1;
+}
+
+void sbx_snapshot_keep_shared_ram(const SbxSnapshot *snap, int fd)
+{
+    if (*snap->shared_ram < 0)
+        *snap->shared_ram = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
 void sbx_snapshot_free(SbxSnapshot *snap)
 {
     if (!snap)
         return;
+    if (*snap->shared_ram >= 0)
+        close(*snap->shared_ram);
+    g_free(snap->shared_ram);
     if (snap->use_fd >= 0)
         close(snap->use_fd);
     g_free(snap->dir);

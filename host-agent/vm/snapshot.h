@@ -28,7 +28,7 @@ typedef struct {
 } SbxSnapshotInputs;
 
 /* Bumped when the files of a snapshot or the way one is made change. */
-#define SBX_SNAPSHOT_FORMAT "sbx-snapshot-1"
+#define SBX_SNAPSHOT_FORMAT "sbx-snapshot-2"
 
 typedef struct {
     const char *cache_dir; /* NULL = $SANDBOX_SNAPSHOT_DIR or <build>/snapshots */
@@ -62,6 +62,15 @@ const char *sbx_snapshot_ram_path(const SbxSnapshot *snap);
 
 /** The inputs recorded in the snapshot. */
 const SbxSnapshotInputs *sbx_snapshot_inputs(const SbxSnapshot *snap);
+
+/**
+ * The snapshot's RAM as a sealed memfd (a new fd, the caller's), once a restore filled it and
+ * gave it with sbx_snapshot_keep_shared_ram(); -1 before. Restores map it copy-on-write.
+ */
+int sbx_snapshot_shared_ram(const SbxSnapshot *snap);
+
+/** Keep a copy of @fd (sealed, holding the snapshot's RAM) for later restores, if none yet. */
+void sbx_snapshot_keep_shared_ram(const SbxSnapshot *snap, int fd);
 
 /** Whether sbx_snapshot_ensure() made it (TRUE) or found it cached. */
 gboolean sbx_snapshot_was_made(const SbxSnapshot *snap);

@@ -21,4 +21,5 @@ typedef enum {
     SBX_VM_ERROR_BOOT_TIMEOUT,  /* the guest agent did not accept a connection in time */
     SBX_VM_ERROR_STOPPED,       /* QEMU stopped the guest for good (e.g. a KVM internal error) */
     SBX_VM_ERROR_SNAPSHOT,      /* a snapshot is missing, damaged, or made from other inputs */
+    SBX_VM_ERROR_JAIL,          /* the jail cannot be had (no bwrap, no free uid, bad settings) */
 } SbxVmError;

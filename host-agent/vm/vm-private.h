@@ -4,10 +4,15 @@
  */
 #pragma once
 
+#include "cgroup.h"
 #include "child.h"
+#include "jail.h"
 #include "logring.h"
 #include "qmp.h"
 #include "vm.h"
+
+/* QEMU's fd for a restore's state.bin (read-only): migrate-incoming fd:6 (vm-restore.c). */
+#define SBX_QEMU_STATE_FD 6
 
 typedef enum {
     VM_NEW,      /* described, nothing started */
@@ -29,6 +34,8 @@ struct SbxVm {
     char *runtime_dir;
     char *vhost_user_path; /* the bridge's vhost-user socket (QEMU connects) */
     char *uds_path;        /* the bridge's hybrid-vsock socket (we connect) */
+    SbxJail *jail;         /* QEMU's and the bridge's (jail.h); freed after both are gone */
+    SbxCgroup *cgroup;     /* theirs too (cgroup.h): memory, pids, CPU weight; NULL if none */
     SbxChild *bridge;
     SbxChild *qemu;
     SbxLogRing *console;
@@ -50,6 +57,7 @@ struct SbxVm {
     const SbxSnapshot *snapshot; /* restore from it */
     gboolean template_vm;        /* snapshot layout with vsock, RAM in ram_fd: to be saved */
     int ram_fd;                  /* nameless RAM file in /dev/shm; -1 = memfd RAM */
+    int state_fd;                /* the snapshot's state.bin, read-only, QEMU's fd 6 (restore) */
     gboolean bridge_detached;    /* vsock removed for a save: the bridge's exit is expected */
     guint poll_timer;            /* query-migrate polling */
     SbxVmRestoreTimes restore_times;
@@ -58,6 +66,7 @@ struct SbxVm {
      * state load waits for it (virtio's state load reads the rings in guest RAM). */
     gboolean ram_copied;
     gboolean ram_wanted; /* the restore chain waits for the copy */
+    gboolean ram_seal;   /* the copy is the snapshot's shared RAM: seal and keep it when done */
     /* Pre-started (vm-prestart.c): hold before the state load until resumed. */
     gboolean prestart_hold; /* hold when the state load is due */
     gboolean prestart_held; /* holding now */

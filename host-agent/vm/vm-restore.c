@@ -185,14 +185,9 @@ static void load_state(SbxVm *vm)
 
 void sbx_vm_restore_load_state(SbxVm *vm)
 {
-    g_autoptr(cJSON) args = cJSON_CreateObject();
-    g_autofree char *quoted = g_shell_quote(sbx_snapshot_state_path(vm->snapshot));
-    g_autofree char *uri = g_strdup_printf("exec:cat %s", quoted);
-
-    /* exec: runs a shell in QEMU's process group: killed with QEMU (child.c). */
-    cJSON_AddStringToObject(args, "uri", uri);
-    g_autofree char *text = sbx_json_print(args);
-    run(vm, "migrate-incoming", text, on_incoming);
+    /* QEMU's fd 6 is state.bin, opened read-only by us (vm-start.c): no exec: under the
+     * -sandbox's spawn=deny, and the jail does not see the snapshot directory. */
+    run(vm, "migrate-incoming", "{\"uri\":\"fd:" G_STRINGIFY(SBX_QEMU_STATE_FD) "\"}", on_incoming);
 }
 
 static void on_caps(SbxVm *vm, const char *ret)
@@ -246,6 +241,13 @@ static void on_ram_copied(GObject *src, GAsyncResult *res, gpointer data)
         sbx_vm_fail_start(vm, error);
         return;
     }
+    /* Sealed before the guest runs a single instruction (the state loads after this). */
+    if (vm->ram_seal && !sbx_ramfile_seal(vm->ram_fd, &error)) {
+        sbx_vm_fail_start(vm, error);
+        return;
+    }
+    if (vm->ram_seal)
+        sbx_snapshot_keep_shared_ram(vm->snapshot, vm->ram_fd);
     vm->ram_copied = TRUE;
     if (vm->ram_wanted)
         load_state(vm);

@@ -19,6 +19,7 @@
 
 #include "channel.h"
 #include "paths.h"
+#include "profile-private.h"
 #include "protocol/limits.h"
 #include "qemu.h"
 #include "ramfile.h"
@@ -57,6 +58,7 @@
 #define QEMU_QMP_FD 3
 #define QEMU_CONSOLE_FD 4
 #define QEMU_RAM_FD 5
+#define JAIL_INFO_FD 9                  /* bubblewrap's --info-fd: the jailed program's pid */
 #define QEMU_RAM_PATH "/proc/self/fd/5" /* QEMU opens its own fd 5: the nameless RAM file */
 
 /*
@@ -77,17 +79,43 @@ static gboolean fail(GError **error, int code, const char *fmt, ...)
     return FALSE;
 }
 
-/* The private runtime dir (0700) and the socket paths in it. */
-static gboolean make_runtime_dir(SbxVm *vm, GError **error)
+/*
+ * The parent of the VM's runtime dir. As root, the jail's uid must reach it: an explicit
+ * parent it cannot reach is an error; $XDG_RUNTIME_DIR (often /run/user/0, 0700) gives way
+ * to /tmp. A path too long for the sockets in it is an error first.
+ */
+static char *runtime_parent(SbxVm *vm, GError **error)
 {
     g_autofree char *parent =
         vm->runtime_parent ? g_strdup(vm->runtime_parent) : sbx_paths_runtime_parent();
-    g_autofree char *tmpl = g_build_filename(parent, "sbx-vm-XXXXXX", NULL);
 
-    if (strlen(tmpl) + strlen("/vhost-user.sock") > SOCKET_PATH_MAX)
-        return fail(error, SBX_VM_ERROR_CONFIG,
-                    "runtime directory %s: path too long for Unix sockets (max %zu bytes)", parent,
-                    SOCKET_PATH_MAX - strlen("/sbx-vm-XXXXXX/vhost-user.sock"));
+    if (strlen(parent) + strlen("/sbx-vm-XXXXXX/vhost-user.sock") > SOCKET_PATH_MAX) {
+        fail(error, SBX_VM_ERROR_CONFIG,
+             "runtime directory %s: path too long for Unix sockets (max %zu bytes)", parent,
+             SOCKET_PATH_MAX - strlen("/sbx-vm-XXXXXX/vhost-user.sock"));
+        return NULL;
+    }
+    if (sbx_jail_can_reach(vm->jail, parent))
+        return g_steal_pointer(&parent);
+    if (vm->runtime_parent) {
+        fail(error, SBX_VM_ERROR_CONFIG,
+             "runtime directory %s: the VM's jail (another uid) cannot reach it: every "
+             "directory on the way needs o+x",
+             parent);
+        return NULL;
+    }
+    return g_strdup("/tmp");
+}
+
+/* The private runtime dir (0700, the jail's uid's) and the socket paths in it. */
+static gboolean make_runtime_dir(SbxVm *vm, GError **error)
+{
+    g_autofree char *parent = runtime_parent(vm, error);
+    g_autofree char *tmpl = NULL;
+
+    if (!parent)
+        return FALSE;
+    tmpl = g_build_filename(parent, "sbx-vm-XXXXXX", NULL);
     if (!g_mkdtemp_full(tmpl, 0700)) {
         int e = errno;
         return fail(error, SBX_VM_ERROR_CONFIG, "cannot create a runtime directory in %s: %s",
@@ -109,6 +137,74 @@ static gboolean make_pipe(int fds[2], GError **error)
 
 static gboolean on_ready_readable(int fd, GIOCondition cond, gpointer data);
 
+/*
+ * In the child between fork and exec (async-signal-safe; @data is the parent's VM as fork
+ * copied it): into the VM's cgroup while still privileged, then the jail's last steps. A child
+ * that cannot join must not run without its limits.
+ */
+static void child_setup(gpointer data)
+{
+    const SbxVm *vm = data;
+
+    if (vm->cgroup && sbx_cgroup_join_self(vm->cgroup) < 0)
+        _exit(125);
+    sbx_jail_child_setup(vm->jail);
+}
+
+/*
+ * Start @argv in the VM's jail (jail.h): bwrap around it, the jail's environment, its uid and
+ * rlimits in the child, and bwrap's report of the program's pid on one more fd. @fds gets the
+ * info pipe added; @ro_paths are bound read-only besides /usr and the program.
+ */
+static SbxChild *spawn_jailed(SbxVm *vm, const char *const *argv, const SbxChildFds *fds,
+                              const char *const *ro_paths, const char *what, GError **error)
+{
+    const char *devices[3] = {NULL, NULL, NULL};
+    SbxJailSpec spec = {.binary = argv[0],
+                        .runtime_dir = vm->runtime_dir,
+                        .ro_paths = ro_paths,
+                        .devices = devices,
+                        .info_fd = JAIL_INFO_FD};
+    int sources[8], targets[8], info[2];
+    SbxChildFds all = *fds;
+    guint n = 0;
+
+    g_assert(fds->n_fds < G_N_ELEMENTS(sources));
+    all.setup = child_setup;
+    all.setup_data = vm;
+    if (!sbx_jail_enabled(vm->jail))
+        return sbx_child_spawn(argv, &all, what, error);
+    /* bwrap would say "Can't find source path": say what an unjailed start says. */
+    g_autofree char *found = g_find_program_in_path(argv[0]);
+    if (!found) {
+        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_SPAWN,
+                    "cannot start %s (%s): no such executable", what, argv[0]);
+        return NULL;
+    }
+    if (vm->accel == SBX_ACCEL_KVM)
+        devices[n++] = "/dev/kvm";
+    if (sbx_profile_channel(vm->profile) == SBX_CHANNEL_VSOCK_KERNEL)
+        devices[n++] = "/dev/vhost-vsock";
+    g_auto(GStrv) jailed = sbx_jail_argv(vm->jail, &spec, argv);
+    g_auto(GStrv) envp = sbx_jail_envp(vm->jail);
+    if (!make_pipe(info, error))
+        return NULL;
+    for (gsize i = 0; i < fds->n_fds; i++) {
+        sources[i] = fds->source_fds[i];
+        targets[i] = fds->target_fds[i];
+    }
+    sources[fds->n_fds] = info[1];
+    targets[fds->n_fds] = JAIL_INFO_FD;
+    all.source_fds = sources;
+    all.target_fds = targets;
+    all.n_fds = fds->n_fds + 1;
+    all.envp = (const char *const *)envp;
+    all.launcher_info_fd = info[0];
+    SbxChild *child = sbx_child_spawn((const char *const *)jailed, &all, what, error);
+    close(info[1]);
+    return child;
+}
+
 static gboolean spawn_bridge(SbxVm *vm, GError **error)
 {
     g_autofree char *bridge = sbx_paths_bridge();
@@ -120,7 +216,8 @@ static gboolean spawn_bridge(SbxVm *vm, GError **error)
                           NULL};
     const int target = BRIDGE_READY_FD;
     int ready[2], err[2];
-    SbxChildFds fds = {.source_fds = &ready[1], .target_fds = &target, .n_fds = 1};
+    SbxChildFds fds = {
+        .source_fds = &ready[1], .target_fds = &target, .n_fds = 1, .launcher_info_fd = -1};
 
     if (!make_pipe(ready, error))
         return FALSE;
@@ -130,7 +227,7 @@ static gboolean spawn_bridge(SbxVm *vm, GError **error)
         return FALSE;
     }
     fds.stderr_fd = err[1];
-    vm->bridge = sbx_child_spawn(argv, &fds, "the vsock bridge", error);
+    vm->bridge = spawn_jailed(vm, argv, &fds, NULL, "the vsock bridge", error);
     close(ready[1]);
     close(err[1]);
     /* Ours from here: freed by the teardown whatever happens next. */
@@ -207,25 +304,31 @@ static gboolean spawn_qemu(SbxVm *vm, GError **error)
                          .snapshot_layout = vm->template_vm || vm->snapshot,
                          .no_vsock = vm->snapshot != NULL && bridge,
                          .incoming = vm->snapshot != NULL};
-    const int targets[] = {QEMU_QMP_FD, QEMU_CONSOLE_FD, QEMU_RAM_FD};
-    int sources[3];
+    int targets[4] = {QEMU_QMP_FD, QEMU_CONSOLE_FD};
+    int sources[4];
     SbxChildFds fds = {
-        .source_fds = sources, .target_fds = targets, .n_fds = vm->ram_fd >= 0 ? 3 : 2};
+        .source_fds = sources, .target_fds = targets, .n_fds = 2, .launcher_info_fd = -1};
+    const char *ro_paths[] = {vm->image->dir, NULL};
     QemuFds f;
 
-    /* A restore without the bridge maps the snapshot's RAM file itself, copy-on-write. */
-    if (vm->snapshot && !bridge) {
-        rt.ram_path = sbx_snapshot_ram_path(vm->snapshot);
-        rt.ram_private = TRUE;
-    }
+    /* A restore without the bridge maps the snapshot's sealed RAM copy-on-write (clone_ram). */
+    rt.ram_private = vm->snapshot && !bridge;
+    rt.sandbox = sbx_jail_enabled(vm->jail);
     if (!sbx_tsc_host_khz(&rt.tsc_khz, NULL, error) || !make_qemu_fds(&f, error))
         return FALSE;
     argv = sbx_qemu_argv(vm->profile, vm->image, &rt);
     sources[0] = f.qmp[1];
     sources[1] = f.con[1];
-    sources[2] = vm->ram_fd;
+    if (vm->ram_fd >= 0) {
+        sources[fds.n_fds] = vm->ram_fd;
+        targets[fds.n_fds++] = QEMU_RAM_FD;
+    }
+    if (vm->state_fd >= 0) {
+        sources[fds.n_fds] = vm->state_fd;
+        targets[fds.n_fds++] = SBX_QEMU_STATE_FD;
+    }
     fds.stderr_fd = f.err[1];
-    vm->qemu = sbx_child_spawn((const char *const *)argv, &fds, "QEMU", error);
+    vm->qemu = spawn_jailed(vm, (const char *const *)argv, &fds, ro_paths, "QEMU", error);
     close(f.qmp[1]);
     close(f.con[1]);
     close(f.err[1]);
@@ -429,6 +532,45 @@ static gboolean on_user_cancel(GCancellable *cancellable, gpointer data)
     return G_SOURCE_REMOVE;
 }
 
+/* A VM's cgroup: vm-<agent pid>-<n>, so that a later agent can tell a dead agent's. */
+#define VM_CGROUP_PREFIX "vm-"
+
+/*
+ * The VM's cgroup (cgroup.h): its memory, pids and CPU weight. A host without a writable
+ * hierarchy runs VMs without one, after one warning per process.
+ */
+static gboolean make_cgroup(SbxVm *vm, GError **error)
+{
+    static guint counter;
+    static gboolean swept;
+    g_autofree char *name = g_strdup_printf(VM_CGROUP_PREFIX "%d-%u", (int)getpid(), counter++);
+    g_autoptr(GError) local = NULL;
+    SbxCgroupLimits limits;
+
+    sbx_cgroup_limits_for_vm(&limits, (guint64)sbx_profile_memory_mib(vm->profile) << 20,
+                             vm->profile->cpus, vm->accel == SBX_ACCEL_TCG);
+    vm->cgroup = sbx_cgroup_new(name, &limits, &local);
+    if (vm->cgroup && !swept) {
+        swept = TRUE; /* those of agents that were killed: once per process */
+        sbx_cgroup_sweep_stale(vm->cgroup, VM_CGROUP_PREFIX);
+    }
+    if (vm->cgroup || sbx_cgroup_warn_once(local))
+        return TRUE;
+    g_propagate_error(error, g_steal_pointer(&local));
+    return FALSE;
+}
+
+/* The snapshot's state.bin, opened read-only here and handed to QEMU as an fd. */
+static gboolean open_state(SbxVm *vm, GError **error)
+{
+    const char *path = sbx_snapshot_state_path(vm->snapshot);
+
+    vm->state_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (vm->state_fd < 0)
+        return fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot open %s: %s", path, g_strerror(errno));
+    return TRUE;
+}
+
 static gboolean prepare(SbxVm *vm, GError **error)
 {
     if (!sbx_qemu_resolve_accel(vm->profile, &vm->accel, error))
@@ -440,20 +582,40 @@ static gboolean prepare(SbxVm *vm, GError **error)
         if (vm->ram_fd < 0)
             return FALSE;
     }
-    return make_runtime_dir(vm, error) && sbx_vm_channel_prepare(vm, error);
+    if (vm->snapshot && !open_state(vm, error))
+        return FALSE;
+    vm->jail = sbx_jail_new(error);
+    if (!vm->jail || !make_cgroup(vm, error))
+        return FALSE;
+    if (vm->accel == SBX_ACCEL_KVM && !sbx_jail_add_device(vm->jail, "/dev/kvm", error))
+        return FALSE;
+    if (sbx_profile_channel(vm->profile) == SBX_CHANNEL_VSOCK_KERNEL &&
+        !sbx_jail_add_device(vm->jail, "/dev/vhost-vsock", error))
+        return FALSE;
+    return make_runtime_dir(vm, error) && sbx_jail_own_dir(vm->jail, vm->runtime_dir, error) &&
+           sbx_vm_channel_prepare(vm, error);
 }
 
 /*
- * A restore's own copy of the snapshot's RAM (the bridge maps it: no sharing between VMs): a
- * nameless file of the full size now, filled by a worker thread while the bridge and QEMU start.
+ * The RAM a restore starts from, filled by a worker thread while the bridge and QEMU start:
+ * - over the bridge, the VM's own copy (the bridge maps it shared: no sharing between VMs);
+ * - otherwise the snapshot's shared copy, which QEMU maps copy-on-write: a memfd sealed
+ *   against writes once filled, so no QEMU, compromised or not, can change what later VMs
+ *   start from (QEMU 7.2 cannot map a read-only file copy-on-write: it opens mem-path
+ *   read-write). The first restore of a snapshot object fills and seals it; later ones (a
+ *   server's) take it as it is.
  */
 static gboolean clone_ram(SbxVm *vm, GError **error)
 {
     if (!vm->snapshot)
         return TRUE;
     if (!sbx_vm_channel_is_bridge(vm)) {
-        vm->ram_copied = TRUE; /* QEMU maps the snapshot's file copy-on-write: nothing to copy */
-        return TRUE;
+        vm->ram_fd = sbx_snapshot_shared_ram(vm->snapshot);
+        if (vm->ram_fd >= 0) {
+            vm->ram_copied = TRUE;
+            return TRUE;
+        }
+        vm->ram_seal = TRUE;
     }
     vm->ram_fd = sbx_ramfile_new((guint64)sbx_profile_memory_mib(vm->profile) << 20, error);
     if (vm->ram_fd < 0)

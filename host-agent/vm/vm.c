@@ -61,6 +61,7 @@ SbxVm *sbx_vm_new(const SbxProfile *profile, const SbxImage *image, const SbxVmO
     vm->channel_fd = -1;
     vm->ready_fd = -1;
     vm->ram_fd = -1;
+    vm->state_fd = -1;
     vm->state = VM_NEW;
     vm->life_cancel = g_cancellable_new();
     if (opts) {
@@ -112,6 +113,9 @@ void sbx_vm_teardown(SbxVm *vm)
     sbx_child_kill(vm->bridge, REAP_WAIT_MS);
     g_clear_pointer(&vm->qemu, sbx_child_free);
     g_clear_pointer(&vm->bridge, sbx_child_free);
+    /* Anything left in the cgroup is killed; then the uid is free again: nothing runs as it. */
+    g_clear_pointer(&vm->cgroup, sbx_cgroup_free);
+    g_clear_pointer(&vm->jail, sbx_jail_free);
     if (vm->console)
         sbx_log_ring_finish(vm->console);
     if (vm->qemu_err)
@@ -128,6 +132,9 @@ void sbx_vm_teardown(SbxVm *vm)
     if (vm->ram_fd >= 0)
         close(vm->ram_fd);
     vm->ram_fd = -1;
+    if (vm->state_fd >= 0)
+        close(vm->state_fd);
+    vm->state_fd = -1;
     if (vm->runtime_dir)
         remove_runtime_dir(vm->runtime_dir);
     g_clear_pointer(&vm->runtime_dir, g_free);
@@ -461,12 +468,12 @@ int sbx_vm_connect_port_finish(SbxVm *vm, GAsyncResult *result, GError **error)
 
 GPid sbx_vm_qemu_pid(SbxVm *vm)
 {
-    return vm->qemu ? sbx_child_pid(vm->qemu) : 0;
+    return vm->qemu ? sbx_child_program_pid(vm->qemu) : 0;
 }
 
 GPid sbx_vm_bridge_pid(SbxVm *vm)
 {
-    return vm->bridge ? sbx_child_pid(vm->bridge) : 0;
+    return vm->bridge ? sbx_child_program_pid(vm->bridge) : 0;
 }
 
 const char *sbx_vm_runtime_dir(SbxVm *vm)

@@ -110,7 +110,10 @@ void sbx_vm_connect_port_async(SbxVm *vm, guint32 port, guint timeout_ms, GCance
 /** The connected socket fd (blocking, close-on-exec, caller owns it) or -1 with @error. */
 int sbx_vm_connect_port_finish(SbxVm *vm, GAsyncResult *result, GError **error);
 
-/** PIDs of QEMU and of the bridge while they run; 0 when not running. */
+/**
+ * PIDs of QEMU and of the bridge while they run, as the host sees them (in the jail each is
+ * pid 1 of its own namespaces, under bubblewrap); 0 when not running.
+ */
 GPid sbx_vm_qemu_pid(SbxVm *vm);
 GPid sbx_vm_bridge_pid(SbxVm *vm);
 

@@ -11,10 +11,10 @@ import subprocess
 import time
 
 
-def start_serve(sandbox, sock, *args, cwd=None):
+def start_serve(sandbox, sock, *args, cwd=None, env=None):
     """`sandbox serve --socket SOCK ARGS...` (stderr dropped); stop it with stop_serve()."""
     return subprocess.Popen([sandbox, "serve", "--socket", sock, *args],
-                            env=dict(os.environ, SANDBOX_SERVE_SOCKET=sock),
+                            env=dict(env or os.environ, SANDBOX_SERVE_SOCKET=sock),
                             stderr=subprocess.DEVNULL, cwd=cwd)
 
 

@@ -17,11 +17,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jail-check.h"
 #include "jsonfile.h"
 #include "paths.h"
 #include "protocol/frame.h"
 #include "protocol/message.h"
 #include "session.h"
+#include "snapshot-verify.h"
 #include "snapshot.h"
 #include "vm.h"
 
@@ -180,6 +182,18 @@ static void restore_one(const SbxProfile *p, const SbxImage *img, const SbxSnaps
     identity_of(vm, id);
     GPid q = sbx_vm_qemu_pid(vm), b = sbx_vm_bridge_pid(vm);
     g_autofree char *dir = g_strdup(sbx_vm_runtime_dir(vm));
+    /* A restored VM is jailed like a booted one (docs/vm.md, "The jail"). */
+    g_autoptr(GString) why = g_string_new(NULL);
+    SbxJailExpect e = {.seccomp = TRUE,
+                       .image_dir = img->dir,
+                       .runtime_dir = dir,
+                       .cgroup = sbx_test_cgroups_writable()};
+    if (g_strcmp0(g_getenv("SANDBOX_JAIL"), "off") != 0) {
+        sbx_test_jailed(q, &e, why);
+        if (b)
+            sbx_test_jailed(b, &e, why);
+        CHECK(why->len == 0, "restored VM not jailed:\n%s", why->str);
+    }
     sbx_vm_free(vm);
     CHECK(!pid_alive(q) && !pid_alive(b), "QEMU %d or bridge %d still there", q, b);
     CHECK(!g_file_test(dir, G_FILE_TEST_EXISTS), "runtime dir %s left", dir);
@@ -234,12 +248,18 @@ static char *copy_snapshot(const SbxSnapshot *snap, const char *field, const cha
     }
     if (link(sbx_snapshot_ram_path(snap), ram) < 0)
         CHECK(symlink(sbx_snapshot_ram_path(snap), ram) == 0, "link ram");
+    /* The digests as made (docs/snapshot.md, "Integrity"): a replaced state no longer fits. */
+    g_autofree char *digests = g_build_filename(sbx_snapshot_dir(snap), "digests", NULL);
+    g_autofree char *digests_copy = g_build_filename(dir, "digests", NULL);
+    g_autofree char *text = NULL;
+    CHECK(g_file_get_contents(digests, &text, &len, NULL), "read digests");
+    CHECK(g_file_set_contents(digests_copy, text, (gssize)len, NULL), "write digests");
     return dir;
 }
 
 static void remove_copy(const char *dir)
 {
-    const char *names[] = {"ram", "state.bin", "inputs.json"};
+    const char *names[] = {"ram", "state.bin", "inputs.json", "digests", "verified"};
 
     for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
         g_autofree char *p = g_build_filename(dir, names[i], NULL);
@@ -272,6 +292,15 @@ static void check_damaged(const SbxProfile *p, const SbxImage *img, const SbxSna
     guint shm_before = shm_entries();
     Wait w = {0};
 
+    /* Changed after it was made: refused before anything starts. */
+    CHECK(!bad && g_error_matches(error, SBX_VM_ERROR, SBX_VM_ERROR_SNAPSHOT) &&
+              strstr(error->message, "state.bin is not what was made"),
+          "a changed state.bin was not refused: %s", error ? error->message : "opened");
+    printf("changed state refused: %.100s\n", error->message);
+    g_clear_error(&error);
+    /* Made that way (digests of the damaged file): QEMU refuses it at the restore. */
+    CHECK(sbx_snapshot_digests_write(dir, &error), "digests: %s", error->message);
+    bad = sbx_snapshot_open(dir, p, img, &error);
     CHECK(bad, "open: %s", error->message);
     SbxVmOptions o = {.snapshot = bad, .boot_timeout_ms = RESTORE_TIMEOUT_MS};
     SbxVm *vm = sbx_vm_new(p, img, &o);

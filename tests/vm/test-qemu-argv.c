@@ -75,7 +75,7 @@ static void expect_common(char **argv)
     expect(argv, "-smp", "1");
     expect(argv, "-kernel", "/img/vmlinux");
     expect(argv, "-initrd", "/img/initramfs.cpio");
-    expect(argv, "-append", "console=ttyS0 quiet panic=-1 tsc_early_khz=2599998");
+    expect(argv, "-global", "apic-common.vapic=off");
     expect(argv, "-drive", "file=/img,,x/rootfs.erofs,if=none,id=root,format=raw,readonly=on");
     expect(argv, "-chardev", "socket,id=qmp,fd=3,server=off");
     expect(argv, "-mon", "chardev=qmp,mode=control");
@@ -93,6 +93,10 @@ static void test_q35(void **state)
     (void)state;
     expect_common(argv);
     expect(argv, "-machine", "q35,memory-backend=pc.ram");
+    /* The built-in devices no profile needs, off (test-devices checks what is left). */
+    expect(argv, "-machine", "vmport=off,smbus=off,sata=off,pit=off,hpet=off,i8042=off,pic=off");
+    /* Without the PIT the kernel's IRQ 0 check would panic. */
+    expect(argv, "-append", "console=ttyS0 quiet panic=-1 tsc_early_khz=2599998 no_timer_check");
     expect(argv, "-device", "virtio-blk-pci,drive=root");
     expect(argv, "-device", "vhost-user-vsock-pci,chardev=vsock");
     assert_false(has(argv, "-device", "virtio-blk-device,drive=root,bus=virtio-mmio-bus.1"));
@@ -106,6 +110,9 @@ static void test_microvm(void **state)
     (void)state;
     expect_common(argv);
     expect(argv, "-machine", "microvm,memory-backend=pc.ram");
+    expect(argv, "-machine", "pit=off,pic=off");
+    /* No i8259, no legacy IRQs: the kernel skips the timer check by itself. */
+    expect(argv, "-append", "console=ttyS0 quiet panic=-1 tsc_early_khz=2599998");
     /* Never virtio-mmio-bus.0: it gets no interrupts. */
     expect(argv, "-device", "virtio-blk-device,drive=root,bus=virtio-mmio-bus.1");
     expect(argv, "-device", "vhost-user-vsock-device,chardev=vsock,bus=virtio-mmio-bus.2");
@@ -214,6 +221,8 @@ static void test_bridge_snapshot_layout(void **state)
 
     (void)state;
     expect(r, "-machine", "microvm,pcie=on,memory-backend=pc.ram");
+    expect(r, "-machine", "pit=off,pic=off"); /* the snapshot's devices are the cold boot's */
+    expect(r, "-global", "apic-common.vapic=off");
     expect(r, "-device", "pcie-root-port,id=vsock-port,bus=pcie.0,chassis=1");
     expect(r, "-object",
            "memory-backend-file,id=pc.ram,size=256M,mem-path=/proc/self/fd/5,share=on");
@@ -238,7 +247,8 @@ static void test_profile_options(void **state)
     expect(argv, "-m", "1024M");
     expect(argv, "-object", "memory-backend-memfd,id=pc.ram,size=1024M,share=on");
     expect(argv, "-append",
-           "console=ttyS0 quiet panic=-1 tsc_early_khz=2599998 sandbox.debug=1 init_on_free=1");
+           "console=ttyS0 quiet panic=-1 tsc_early_khz=2599998 no_timer_check sandbox.debug=1 "
+           "init_on_free=1");
 }
 
 static void test_escape(void **state)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jail-check.h"
 #include "paths.h"
 #include "protocol/frame.h"
 #include "protocol/message.h"
@@ -124,6 +125,27 @@ static gboolean pid_gone(GPid pid)
     return !g_file_test(path, G_FILE_TEST_EXISTS);
 }
 
+/* QEMU and the bridge (when the profile has one) run in the VM's jail, each with its seccomp. */
+static gboolean check_jail(const char *name, GPid qemu, GPid bridge, const SbxImage *image,
+                           const char *rundir)
+{
+    g_autoptr(GString) why = g_string_new(NULL);
+    SbxJailExpect e = {.seccomp = TRUE,
+                       .image_dir = image->dir,
+                       .runtime_dir = rundir,
+                       .cgroup = sbx_test_cgroups_writable()};
+
+    if (g_strcmp0(g_getenv("SANDBOX_JAIL"), "off") == 0)
+        return TRUE;
+    sbx_test_jailed(qemu, &e, why);
+    if (bridge)
+        sbx_test_jailed(bridge, &e, why);
+    CHECK(why->len == 0, "%s: not jailed:\n%s", name, why->str);
+    printf("%s: QEMU%s jailed (uid, caps, NoNewPrivs, seccomp, namespaces, root, env, fds%s)\n",
+           name, bridge ? " and the bridge" : "", e.cgroup ? ", cgroup" : "");
+    return TRUE;
+}
+
 static gboolean boot_one(const char *name, const SbxImage *image, double *ret_boot_s)
 {
     g_autoptr(GError) error = NULL;
@@ -146,6 +168,8 @@ static gboolean boot_one(const char *name, const SbxImage *image, double *ret_bo
     qemu = sbx_vm_qemu_pid(vm);
     bridge = sbx_vm_bridge_pid(vm);
     rundir = g_strdup(sbx_vm_runtime_dir(vm));
+    if (!check_jail(name, qemu, bridge, image, rundir))
+        return FALSE;
     fd = sbx_vm_take_channel(vm);
     CHECK(fd >= 0, "%s: no channel", name);
     *ret_boot_s = (double)sbx_vm_boot_us(vm) / 1e6;
@@ -162,6 +186,8 @@ static gboolean boot_one(const char *name, const SbxImage *image, double *ret_bo
     g_clear_pointer(&vm, sbx_vm_free);
     CHECK(pid_gone(qemu) && pid_gone(bridge), "%s: a child survived sbx_vm_free", name);
     CHECK(!g_file_test(rundir, G_FILE_TEST_EXISTS), "%s: %s not removed", name, rundir);
+    g_autoptr(GString) left = g_string_new(NULL);
+    CHECK(sbx_test_no_vm_cgroups(left), "%s: %s", name, left->str);
     return TRUE;
 }
 
