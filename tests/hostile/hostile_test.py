@@ -1,0 +1,751 @@
+#!/usr/bin/env python3
+"""The hostile-guest suite (issue 11, point 6): guest code that attacks the host through the
+sandbox, and a host that loses the sandbox's processes; real VMs through `sandbox run` and
+`sandbox serve`. What each scenario does and asserts: README.md.
+
+Usage: hostile_test.py SANDBOX SCENARIO [--as-nobody]
+
+--as-nobody: when run as root, re-run the scenario as `nobody` (setpriv --reuid 65534 --regid
+65534 --clear-groups) with HOME, XDG_RUNTIME_DIR and TMPDIR in a private dir owned by nobody
+and the snapshot cache <build>/tests/hostile/snapshots-65534; not root: run it as we are.
+Exit 0 pass, 1 fail, 77 skipped (no guest image).
+"""
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree (also as nobody)
+
+import json  # noqa: E402
+import os  # noqa: E402
+import pty  # noqa: E402
+import re  # noqa: E402
+import select  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+import tty  # noqa: E402
+
+from hostile_lib import (  # noqa: E402
+    HERE, HOST_RSS_MAX_MIB, IS_ROOT, MIB, SLACK_S, GONE_WAIT_S, Env, Failure, Reader, Watch,
+    assert_jail, check, check_cgroups_gone, finding, log, read, reap_and_wait_gone,
+    remove_cgroup_dirs, report, serve_status, shm_entries, start, summary, wait_or_end,
+    become_subreaper, image_dir, snapshot_dir_default, start_time, processes_mentioning)
+
+SLOT_TOOL = os.path.join(HERE, "slot-tool")
+# The tool's interpreter: Debian's, readable by nobody too, and not a version manager's shim
+# (pyenv's costs ~0.5 s per start); -S: no site packages, a faster start.
+TOOL_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+OUTPUT_LIMIT_DEFAULT = 10 * MIB  # docs/cli.md, --output-limit
+
+
+class Run:
+    """One `sandbox` process we started, watched (hostile_lib.Watch) until it exits."""
+
+    def __init__(self, env, argv, code=None, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                 extra=None, marker=None, keep=1 << 24):
+        self.t0 = time.monotonic()
+        self.proc = start(env, argv, code, stdout=stdout, stderr=stderr, extra=extra)
+        self.watch = Watch(self.proc.pid)
+        self.out = Reader(self.proc.stdout, keep=keep, marker=marker) \
+            if stdout == subprocess.PIPE else None
+        self.err = Reader(self.proc.stderr) if stderr == subprocess.PIPE else None
+        self.rc, self.t_exit = None, None
+
+    def wait(self, timeout, what):
+        self.rc = wait_or_end(self.proc, timeout, what)
+        self.t_exit = time.monotonic()
+        self.watch.stop()
+        for r in (self.out, self.err):
+            if r:
+                r.join(15)
+        return self.rc
+
+    def t_vm(self):
+        """When the VM's QEMU was first seen (the restore started), else the spawn."""
+        return self.watch.first_seen("qemu") or self.t0
+
+    def report(self):
+        r = report(bytes(self.out.data)) if self.out else None
+        check(r is not None, "sandbox run --json printed one JSON object",
+              f"rc {self.rc}\nstdout {bytes(self.out.data[:1000]) if self.out else b''!r}\n"
+              f"stderr {self.err.text()[-2000:] if self.err else ''}")
+        return r or {}
+
+    def stderr(self):
+        return self.err.text() if self.err else ""
+
+
+def brief(r):
+    return json.dumps({k: v for k, v in r.items() if k not in ("stdout", "stderr",
+                                                               "tool_calls")})[:1500]
+
+
+def finish(run, label, killed=False):
+    """The checks of every scenario after its run: the jail was in place, host memory bounded,
+    every process the agent started is gone, no cgroup of it left."""
+    ok_jail = assert_jail(run.watch, label)
+    check(ok_jail, f"{label}: at least one QEMU was seen with its jail complete")
+    hwm = run.watch.hwm_kib / 1024
+    log(f"{label}: sandbox peak RSS (VmHWM) {hwm:.1f} MiB; QEMU peak RSS "
+        f"{[round(k / 1024) for k in run.watch.qemu_rss_kib.values()]} MiB")
+    check(0 < hwm < HOST_RSS_MAX_MIB, f"{label}: the sandbox process stayed under "
+          f"{HOST_RSS_MAX_MIB} MiB (VmHWM {hwm:.1f} MiB)")
+    procs = run.watch.all()
+    reap_and_wait_gone(procs, GONE_WAIT_S, f"{label}: what the agent started")
+    return check_cgroups_gone(run.proc.pid, label, killed=killed)
+
+
+def expect(run, r, status, rc, label):
+    check(r.get("status") == status and run.rc == rc,
+          f"{label}: status {status} and exit {rc} (got {r.get('status')}, {run.rc})", brief(r))
+
+
+def bounded(run, label, limit_s, since=None):
+    took = run.t_exit - (since if since is not None else run.t_vm())
+    log(f"{label}: ended {took:.1f} s after the VM's start (bound {limit_s:.0f} s)")
+    check(took <= limit_s, f"{label}: ended within {limit_s:.0f} s of the VM's start "
+          f"(took {took:.1f} s)")
+
+
+def tools_catalog(env, log_path, timeout_ms=120000):
+    path = env.path("tools.json")
+    with open(path, "w") as f:
+        json.dump({"providers": {"slow": {
+            "kind": "command", "command": [TOOL_PYTHON, "-S", SLOT_TOOL], "timeout_ms": timeout_ms,
+            "env": {"HOSTILE_TOOL_LOG": log_path}, "tools": {"work": {}}}}}, f)
+    return path
+
+
+def tool_log(path):
+    """[(event, pid, t_ns)] from slot-tool's log."""
+    out = []
+    for line in (read(path) or "").splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            out.append((parts[0], int(parts[1]), int(parts[2])))
+    return out
+
+
+# ---- 1. fork bombs -----------------------------------------------------------------------------
+
+FORK_BOMB = {
+    "python": "import os\nprint('bomb', flush=True)\nwhile True:\n    try:\n"
+              "        os.fork()\n    except OSError:\n        pass\n",
+    "javascript": "const cp = require('child_process');\nconsole.log('bomb');\n"
+                  "while (true) { try { cp.spawn('sleep', ['100']); } catch (e) {} }\n",
+}
+
+
+def fork_bomb(env, lang):
+    label = f"fork_bomb_{lang}"
+    timeout = 8
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", lang, "--timeout", str(timeout), "-"],
+              FORK_BOMB[lang].encode())
+    run.wait(timeout + 120, label)
+    r = run.report()
+    # The host ends it at the timeout whatever the guest's process table looks like.
+    expect(run, r, "timeout", 124, label)
+    check((r.get("error") or {}).get("code") == "timeout", f"{label}: error code timeout", brief(r))
+    check(r.get("stdout", "").startswith("bomb\n"), f"{label}: the bomb went off",
+          r.get("stdout", "")[:200])
+    bounded(run, label, timeout + SLACK_S)
+    finish(run, label)
+
+
+def scenario_fork_bomb_python(env):
+    fork_bomb(env, "python")
+
+
+def scenario_fork_bomb_js(env):
+    fork_bomb(env, "javascript")
+
+
+# ---- 2. memory bombs ---------------------------------------------------------------------------
+
+MEMORY_BOMB = {
+    "python": "a = []\nwhile True:\n    a.append(bytes([len(a) & 255]) * (1 << 20))\n",
+    "javascript": "const a = [];\nwhile (true) a.push(Buffer.alloc(1 << 20, a.length & 255));\n",
+}
+# The VM's cgroup memory limit (docs/vm.md): guest RAM + 256 MiB, + 1 GiB under TCG.
+GUEST_RAM_MIB = 256
+QEMU_RSS_MAX_MIB = GUEST_RAM_MIB + 256 + 1024
+
+
+def memory_bomb(env, lang):
+    label = f"memory_bomb_{lang}"
+    timeout = 60
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", lang, "--timeout", str(timeout), "-"],
+              MEMORY_BOMB[lang].encode())
+    run.wait(timeout + 120, label)
+    r = run.report()
+    status = r.get("status")
+    # docs/cli.md: `memory_limit`, exit 137. What the product does: the guest kernel's OOM
+    # killer kills the runner, reported as `crash` (exit 125) with error type SIGKILL.
+    if status == "memory_limit":
+        expect(run, r, "memory_limit", 137, label)
+    else:
+        expect(run, r, "crash", 125, label)
+        err = r.get("error") or {}
+        check(err.get("type") == "SIGKILL" and err.get("code") == "runtime_error",
+              f"{label}: the program was killed (runtime_error, SIGKILL)", brief(r))
+        finding(False, f"{label}: an out-of-memory guest program ends as `crash` (exit 125), "
+                "not the documented `memory_limit` (exit 137), which nothing produces", brief(r))
+    check(status != "timeout", f"{label}: ended by itself before the {timeout} s timeout")
+    bounded(run, label, timeout + SLACK_S)
+    peak = max(run.watch.qemu_rss_kib.values() or [0]) / 1024
+    check(peak < QEMU_RSS_MAX_MIB, f"{label}: QEMU's RSS stayed under the VM's memory limit "
+          f"({peak:.0f} < {QEMU_RSS_MAX_MIB} MiB)")
+    finish(run, label)
+
+
+def scenario_memory_bomb_python(env):
+    memory_bomb(env, "python")
+
+
+def scenario_memory_bomb_js(env):
+    memory_bomb(env, "javascript")
+
+
+# ---- 3. 10 GiB to stdout -----------------------------------------------------------------------
+
+FLOOD_10G = ("import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(10 * 1024):\n"
+             "    sys.stdout.write(chunk)\nsys.stdout.flush()\n'finished'\n").encode()
+FLOOD_256M = FLOOD_10G.replace(b"10 * 1024", b"256")
+
+
+def scenario_stdout_flood(env):
+    # a. --json: the report holds exactly the limit; the run ends at its timeout.
+    label, timeout = "stdout_flood --json", 15
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", "python", "--timeout", str(timeout),
+                    "-"], FLOOD_10G)
+    run.wait(timeout + 120, label)
+    r = run.report()
+    expect(run, r, "timeout", 124, label)
+    got = len(r.get("stdout", "")) + len(r.get("stderr", ""))
+    check(got == OUTPUT_LIMIT_DEFAULT and r.get("stdout", "").startswith("x" * 4096),
+          f"{label}: exactly the output limit came back ({got} bytes)")
+    finding(r.get("output_truncated") is True,
+            f"{label}: output_truncated is {r.get('output_truncated')} although the program wrote "
+            "far beyond the limit: the guest agent drops what is over the limit and says so only "
+            "in its `done`, which a timed-out run never sends", brief(r))
+    bounded(run, label, timeout + SLACK_S)
+    finish(run, label)
+
+    # b. streamed into a pipe the test reads: the same limit, live.
+    label, timeout = "stdout_flood streamed", 10
+    run = Run(env, ["run", "--no-serve", "--lang", "python", "--timeout", str(timeout), "-"],
+              FLOOD_10G, keep=0)
+    run.wait(timeout + 120, label)
+    check(run.rc == 124, f"{label}: exit 124 (got {run.rc})", run.stderr())
+    check(run.out.count == OUTPUT_LIMIT_DEFAULT,
+          f"{label}: exactly the output limit reached our stdout ({run.out.count} bytes)")
+    check("sandbox: timeout: " in run.stderr(), f"{label}: the timeout said on stderr",
+          run.stderr())
+    bounded(run, label, timeout + SLACK_S)
+    finish(run, label)
+
+    # c. a flood that completes: output_truncated where the guest's done can say it.
+    label = "stdout_flood 256 MiB"
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", "python", "--timeout", "120", "-"],
+              FLOOD_256M)
+    run.wait(240, label)
+    r = run.report()
+    expect(run, r, "ok", 0, label)
+    check(r.get("output_truncated") is True, f"{label}: output_truncated", brief(r))
+    check(len(r.get("stdout", "")) == OUTPUT_LIMIT_DEFAULT, f"{label}: exactly the limit kept")
+    finish(run, label)
+
+
+# ---- 4. disk fill ------------------------------------------------------------------------------
+
+DISK_FILL = b"""import errno, os
+chunk = b"\\xa5" * (1 << 20)
+n = 0
+try:
+    with open("/tmp/fill", "wb") as f:
+        while True:
+            f.write(chunk)
+            f.flush()
+            n += 1
+except OSError as e:
+    print("stopped", errno.errorcode.get(e.errno), n)
+st = os.statvfs("/tmp")
+print("free", st.f_bavail * st.f_frsize)
+n
+"""
+
+
+def tree_bytes(path):
+    total = 0
+    for root, dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def writable_host_files(pid):
+    """Regular files (not memfds, not devices) that process @pid holds open for writing."""
+    out = []
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            flags = int(read(f"/proc/{pid}/fdinfo/{fd}").split("flags:")[1].split()[0], 8)
+        except (OSError, AttributeError, IndexError, ValueError):
+            continue
+        if not target.startswith("/") or target.startswith(("/memfd:", "/dev/")):
+            continue
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            out.append((fd, target, oct(flags)))
+    return out
+
+
+def scenario_disk_fill(env):
+    label = "disk_fill"
+    watched = {"private dir": env.dir, "snapshot cache": env.snapshots, "/dev/shm": "/dev/shm"}
+    before = {k: tree_bytes(v) for k, v in watched.items()}
+    grew = {k: 0 for k in watched}
+    writable, fds_checked = [], 0
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", "python", "--timeout", "60", "-"],
+              DISK_FILL)
+    end = time.monotonic() + 180
+    while run.proc.poll() is None and time.monotonic() < end:
+        for k, v in watched.items():
+            grew[k] = max(grew[k], tree_bytes(v) - before[k])
+        for q in run.watch.of_kind("qemu"):
+            if q.alive():
+                writable += writable_host_files(q.pid)
+                fds_checked += 1
+        time.sleep(0.1)
+    run.wait(60, label)
+    r = run.report()
+    expect(run, r, "ok", 0, label)
+    check(r.get("stdout", "").startswith("stopped ENOSPC "), f"{label}: the guest's /tmp filled "
+          "up (ENOSPC)", r.get("stdout"))
+    filled = int(r.get("result") or 0)
+    log(f"{label}: the guest wrote {filled} MiB; host growth while it ran: "
+        + ", ".join(f"{k} {v / MIB:.1f} MiB" for k, v in grew.items()))
+    for k, v in grew.items():
+        check(v < 4 * MIB, f"{label}: {k} did not grow ({v / MIB:.1f} MiB)")
+    check(fds_checked > 0, f"{label}: QEMU's open files were looked at while it ran")
+    check(not writable, f"{label}: QEMU holds no host file open for writing", writable)
+    finish(run, label)
+
+
+# ---- 5. endless loop ---------------------------------------------------------------------------
+
+def scenario_endless_loop(env):
+    label, timeout = "endless_loop", 3
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", "python", "--timeout", str(timeout),
+                    "-"], b"while True:\n    pass\n")
+    run.wait(timeout + 120, label)
+    r = run.report()
+    expect(run, r, "timeout", 124, label)
+    check((r.get("error") or {}).get("code") == "timeout", f"{label}: error code timeout",
+          brief(r))
+    d = r.get("duration_ms") or 0
+    check(timeout * 1000 <= d <= timeout * 1000 + 2000,
+          f"{label}: duration_ms {d} is the timeout (+ at most 2 s)")
+    bounded(run, label, timeout + SLACK_S)
+    finish(run, label)
+
+
+# ---- 6. 300 parallel tool calls under the host-wide cap ----------------------------------------
+
+TOOL_CAP = 3
+TOOL_FLOOD = b"""const N = 300;
+const rs = await Promise.all(Array.from({length: N}, (_, i) => tools.slow.work({i, sleep_ms: 20})));
+const bad = rs.filter((r, i) => r.i !== i).length;
+console.log(`done ${rs.length} bad ${bad}`);
+rs.length
+"""
+
+
+def scenario_tool_flood(env):
+    label = "tool_flood"
+    log_path = env.path("tool.log")
+    catalog = tools_catalog(env, log_path)
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", "javascript", "--timeout", "180",
+                    "--tools", catalog, "-"], TOOL_FLOOD,
+              extra={"SANDBOX_TOOL_PROCS": str(TOOL_CAP)})
+    run.wait(300, label)
+    r = run.report()
+    expect(run, r, "ok", 0, label)
+    check(r.get("stdout") == "done 300 bad 0\n", f"{label}: every call answered with its own "
+          "result", r.get("stdout"))
+    calls = r.get("tool_calls") or []
+    check(len(calls) == 300 and all(c.get("answered") and c.get("ok") for c in calls),
+          f"{label}: 300 calls recorded, all answered ok",
+          [c for c in calls if not c.get("ok")][:3])
+    events = tool_log(log_path)
+    starts = [e for e in events if e[0] == "start"]
+    check(len(starts) == 300 and len(events) == 600, f"{label}: the tool ran 300 times "
+          f"({len(starts)} starts, {len(events) - len(starts)} ends)")
+    # Concurrency from the tool's own times: each process counted from its start to its end.
+    running, most = 0, 0
+    for kind, _, _ in sorted(events, key=lambda e: (e[2], e[0] == "start")):
+        running += 1 if kind == "start" else -1
+        most = max(most, running)
+    seen = run.watch.max_alive.get("slot-tool", 0)
+    log(f"{label}: SANDBOX_TOOL_PROCS={TOOL_CAP}: at most {most} tool runs overlapped (the "
+        f"tool's log), at most {seen} tool processes alive at once (/proc every 20 ms); "
+        f"{run.t_exit - run.t0:.1f} s")
+    check(1 <= most <= TOOL_CAP, f"{label}: tool runs overlapped at most {TOOL_CAP} ({most})")
+    check(seen <= TOOL_CAP, f"{label}: at most {TOOL_CAP} tool processes alive at once ({seen})")
+    finish(run, label)
+
+
+# ---- 7. a reader that never reads --------------------------------------------------------------
+
+FLOOD_FOREVER = b"import sys\nb = 'x' * 65536\nwhile True:\n    sys.stdout.write(b)\n"
+FLUSH_STALL_S = 2  # SBX_WRITER_FLUSH_STALL_MS
+
+
+def slow_reader(env, label, extra_args, said):
+    timeout = 3
+    r_end, w_end = os.pipe()  # nobody reads r_end while the run goes on
+    try:
+        run = Run(env, ["run", "--no-serve", "--lang", "python", "--timeout", str(timeout),
+                        *extra_args, "-"], FLOOD_FOREVER, stdout=w_end)
+        os.close(w_end)
+        w_end = None
+        run.wait(timeout + FLUSH_STALL_S + 120, label)
+    finally:
+        if w_end is not None:
+            os.close(w_end)
+        os.close(r_end)
+    text = run.stderr()
+    check(run.rc == 124, f"{label}: exit 124 (got {run.rc})", text)
+    check(f"sandbox: timeout: execution timed out after {timeout * 1000} ms" in text,
+          f"{label}: the timeout said on stderr", text)
+    check(said in text, f"{label}: stderr says {said!r}", text)
+    bounded(run, label, timeout + FLUSH_STALL_S + SLACK_S)
+    qemu_gone = [q.gone_at for q in run.watch.of_kind("qemu") if q.gone_at]
+    if check(qemu_gone, f"{label}: QEMU seen gone"):
+        ahead = run.t_exit - max(qemu_gone)
+        log(f"{label}: QEMU gone {ahead:.1f} s before the exit (the flush wait)")
+        check(ahead >= FLUSH_STALL_S - 0.5, f"{label}: the VM was gone before the flush wait "
+              f"(only {ahead:.1f} s before the exit)")
+    finish(run, label)
+
+
+def scenario_slow_reader(env):
+    # The default limit (10 MiB) fits the writer's queue (16 MiB): it waits, then gives up.
+    slow_reader(env, "slow_reader", [], "sandbox: gave up on ")
+    # A higher limit: the queue's own bound (16 MiB) drops the rest; memory stays bounded.
+    slow_reader(env, "slow_reader --output-limit 1G", ["--output-limit", "1G"],
+                "does not keep up")
+
+
+# ---- 8. escape sequences to a terminal ---------------------------------------------------------
+
+TERMINAL_JS = (
+    b'process.stdout.write("\\x1b[2J\\x1b[H\\x1b]0;pwned\\x07\\x1b[31mred\\rover\\x7f'
+    b'\\u009b1m\\x00 tab\\tok \\u00e9\\n");\n'
+    b'console.error("err \\x1b[5mblink\\x08");\n'
+    b'throw new Error("boom \\x1b]0;title\\x07 \\x1b[2J");\n')
+
+
+def raw_terminal_bytes_ok(data):
+    """No C0 control but \\n and \\t, no DEL, no C1 control (UTF-8 c2 80..c2 9f)."""
+    bad = [b for b in data if (b < 0x20 and b not in (0x0a, 0x09)) or b == 0x7f]
+    return not bad and not re.search(rb"\xc2[\x80-\x9f]", data), bad[:10]
+
+
+TERMINAL_PY = (b"import sys\nsys.stdout.buffer.write("
+               b"b'raw \\x1b[2J\\xff\\xfe \\xc2\\x9b \\x1bc \\xc3\\xa9\\n')\n")
+
+
+def on_terminal(env, lang, code, label):
+    """Run @code with stdout and stderr on one pseudo-terminal (raw: what `sandbox` writes is
+    what we read); (the run, the bytes the terminal got)."""
+    master, term = pty.openpty()
+    tty.setraw(term)
+    shown = b""
+    try:
+        run = Run(env, ["run", "--no-serve", "--lang", lang, "-"], code, stdout=term,
+                  stderr=term)
+        os.close(term)
+        term = None
+        end = time.monotonic() + 150
+        while time.monotonic() < end:
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:
+                    break  # EIO: every holder of the terminal side is gone
+                if not chunk:
+                    break
+                shown += chunk
+            elif run.proc.poll() is not None:
+                break
+        run.wait(30, label)
+    finally:
+        if term is not None:
+            os.close(term)
+        os.close(master)
+    log(f"{label}: the terminal shows {shown!r}")
+    return run, shown
+
+
+def scenario_terminal(env):
+    label = "terminal"
+    run, shown = on_terminal(env, "javascript", TERMINAL_JS, label)
+    check(run.rc == 1, f"{label}: exit 1 (an uncaught error) (got {run.rc})")
+    finish(run, label)
+    # Raw bytes from Python: invalid UTF-8, a C1 control as its two UTF-8 bytes.
+    run, more = on_terminal(env, "python", TERMINAL_PY, label + " (python)")
+    check(run.rc == 0, f"{label} (python): exit 0 (got {run.rc})")
+    finish(run, label + " (python)")
+    shown += more
+    ok, bad = raw_terminal_bytes_ok(shown)
+    check(ok, f"{label}: no raw control byte reached the terminal {bad}", shown)
+    for visible in (rb"\x1b[2J\x1b[H\x1b]0;pwned\x07\x1b[31mred\x0dover\x7f\u009b1m\x00 tab"
+                    + b"\tok " + "é".encode() + b"\n", rb"err \x1b[5mblink\x08" b"\n",
+                    rb"boom \x1b]0;title\x07 \x1b[2J",
+                    rb"raw \x1b[2J\xff\xfe \u009b \x1bc" + " é\n".encode()):
+        check(visible in shown, f"{label}: shown escaped: {visible!r}", shown)
+
+
+# ---- 9. SIGKILL of `sandbox run` ---------------------------------------------------------------
+
+def runtime_vm_dirs(env):
+    return sorted(d for d in os.listdir(env.runtime) if d.startswith("sbx-vm-"))
+
+
+def after_agent_sigkill(env, run, label, before_shm):
+    """The checks after a SIGKILLed agent, and the removal of what it left that the product
+    does not promise to remove (recorded as findings first)."""
+    finish(run, label, killed=True)
+    new_shm = shm_entries() - before_shm
+    check(not new_shm, f"{label}: no new /dev/shm entry", sorted(new_shm))
+    left = runtime_vm_dirs(env)
+    finding(not left, f"{label}: the VMs' runtime dirs are left in XDG_RUNTIME_DIR after a "
+            "SIGKILL of the agent (nothing removes them later)", left)
+    for d in left:
+        shutil.rmtree(os.path.join(env.runtime, d), ignore_errors=True)
+    # docs/tools.md: after a SIGKILL a slot's lock file stays (the next holder removes it).
+    slots = os.path.join(env.runtime, "sandbox-tool-slots")
+    if os.path.isdir(slots):
+        log(f"{label}: left, as documented after a SIGKILL: {os.listdir(slots)} in {slots}")
+        shutil.rmtree(slots, ignore_errors=True)
+    remove_cgroup_dirs(run.watch.cgroup_dirs)
+
+
+def scenario_sigkill_run(env):
+    label = "sigkill_run"
+    log_path = env.path("tool.log")
+    catalog = tools_catalog(env, log_path)
+    before_shm = shm_entries()
+    # A tool call in flight (its process sleeps 60 s) while the VM runs.
+    code = b"print('up', flush=True)\ntools.slow.work({'i': 1, 'sleep_ms': 60000})\n"
+    run = Run(env, ["run", "--no-serve", "--lang", "python", "--timeout", "120", "--tools",
+                    catalog, "-"], code, marker=b"up\n")
+    run.watch.wait_for(lambda: run.out.marker_at and any(e[0] == "start" for e in
+                                                          tool_log(log_path)),
+                       120, f"{label}: program and tool up")
+    tool_pids = [e[1] for e in tool_log(log_path) if e[0] == "start"]
+    run.watch.wait_for(lambda: any(p.pid in tool_pids for p in run.watch.all()), 5,
+                       f"{label}: the tool process {tool_pids} seen under the agent")
+    vm_dirs = runtime_vm_dirs(env)
+    check(vm_dirs, f"{label}: the VM's runtime dir exists while it runs")
+    tree = run.watch.all()
+    log(f"{label}: before the SIGKILL: {tree}, runtime dirs {vm_dirs}, cgroups "
+        f"{sorted(run.watch.cgroup_dirs)}")
+    check(run.watch.of_kind("bwrap") and run.watch.of_kind("qemu"),
+          f"{label}: bwrap and QEMU seen under the agent", tree)
+    run.proc.kill()
+    run.wait(10, label)
+    check(run.rc == -signal.SIGKILL, f"{label}: the agent died of SIGKILL ({run.rc})")
+    after_agent_sigkill(env, run, label, before_shm)
+
+
+# ---- 10. SIGKILL of `sandbox serve` ------------------------------------------------------------
+
+def scenario_sigkill_serve(env):
+    label = "sigkill_serve"
+    before_shm = shm_entries()
+    sock_dir = env.path("serve")
+    sock = os.path.join(sock_dir, "sandbox.sock")
+    serve = Run(env, ["serve", "--pool", "2", "--socket", sock], None, stdout=subprocess.DEVNULL)
+    status = {}
+
+    def ready():
+        status.update(serve_status(sock) or {})
+        return status.get("ready") == 2 and len(status.get("prestarted_pids") or []) >= 1
+
+    serve.watch.wait_for(ready, 120, f"{label}: a pool of 2 ready and a pre-started QEMU")
+    shown = {k: status.get(k) for k in ("ready", "ready_pids", "prestarted_pids")}
+    log(f"{label}: status {json.dumps(shown)}")
+    # A run in flight through the server when it dies: its tool call (run by the server, in
+    # the server's environment) says when the program runs.
+    log_path = env.path("tool.log")
+    catalog = tools_catalog(env, log_path)
+    client = Run(env, ["run", "--json", "--lang", "python", "--tools", catalog, "-"],
+                 b"tools.slow.work({'i': 1})\nimport time\ntime.sleep(60)\n",
+                 extra={"SANDBOX_SERVE_SOCKET": sock})
+    serve.watch.wait_for(lambda: any(e[0] == "end" for e in tool_log(log_path)), 60,
+                         f"{label}: the client's run is up")
+    tree = serve.watch.all()
+    log(f"{label}: before the SIGKILL: {tree}, runtime dirs {runtime_vm_dirs(env)}, cgroups "
+        f"{sorted(serve.watch.cgroup_dirs)}")
+    check(len(serve.watch.of_kind("qemu")) >= 3, f"{label}: 2 pooled + 1 running (+ pre-started) "
+          "QEMUs seen under serve", tree)
+    t_kill = time.monotonic()
+    serve.proc.kill()
+    serve.wait(10, label)
+    client.wait(30, f"{label}: the client")
+    r = client.report()
+    check(r.get("start") == "pool", f"{label}: the client's run went through the server",
+          brief(r))
+    expect(client, r, "crash", 125, f"{label}: the client of a server that died")
+    log(f"{label}: the client exited {client.t_exit - t_kill:.1f} s after the SIGKILL")
+    check(client.t_exit - t_kill <= SLACK_S, f"{label}: the client exited within {SLACK_S} s")
+    hwm = client.watch.hwm_kib / 1024
+    check(0 < hwm < HOST_RSS_MAX_MIB, f"{label}: the client stayed under {HOST_RSS_MAX_MIB} MiB "
+          f"({hwm:.1f} MiB)")
+    check(not client.watch.all(), f"{label}: the client started no process of its own",
+          client.watch.all())
+    after_agent_sigkill(env, serve, label, before_shm)
+    # docs/pool.md: a socket left by a dead server is replaced by the next one.
+    if os.path.exists(sock):
+        log(f"{label}: left, as documented (the next server replaces it): {sock}")
+    shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+# ---- 11. SIGKILL of QEMU -----------------------------------------------------------------------
+
+def scenario_kill_qemu(env):
+    label = "kill_qemu"
+    log_path = env.path("tool.log")
+    catalog = tools_catalog(env, log_path)
+    code = (b"tools.slow.work({'i': 1})\nprint('up', flush=True)\nimport time\n"
+            b"time.sleep(60)\n")
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", "python", "--timeout", "120",
+                    "--tools", catalog, "-"], code)
+    run.watch.wait_for(lambda: any(e[0] == "end" for e in tool_log(log_path)), 120,
+                       f"{label}: the program running (its tool call done)")
+    time.sleep(0.5)
+    qemus = [q for q in run.watch.of_kind("qemu") if q.alive()]
+    t_kill = time.monotonic()
+    if check(len(qemus) == 1, f"{label}: one QEMU running", qemus):
+        q = qemus[0]
+        if start_time(q.pid) == q.start:  # still that process
+            os.kill(q.pid, signal.SIGKILL)
+    run.wait(60, label)
+    r = run.report()
+    expect(run, r, "crash", 125, label)
+    log(f"{label}: ended {run.t_exit - t_kill:.2f} s after the kill: {brief(r)}")
+    check(run.t_exit - t_kill <= 5, f"{label}: ended within 5 s of QEMU's death "
+          f"({run.t_exit - t_kill:.1f} s)")
+    finding("signal 9" in json.dumps(r.get("error")), f"{label}: the report does not say that "
+            "QEMU died (killed by signal 9); it blames the guest", brief(r))
+    finish(run, label)
+
+
+# ---- 12. the jail ------------------------------------------------------------------------------
+
+def scenario_jail(env):
+    """QEMU (and, on the q35 profile, the bridge) jailed: checked by every scenario through
+    hostile_lib.assert_jail; here on its own, on the default profile and over the bridge."""
+    for profile in (None, "q35"):
+        label = f"jail{'@' + profile if profile else ''}"
+        argv = ["run", "--no-serve", "--json", "--lang", "python"]
+        argv += ["--profile", profile] if profile else []
+        run = Run(env, argv + ["-"], b"import time\ntime.sleep(2)\nprint('ok')\n")
+        run.wait(300, label)
+        r = run.report()
+        expect(run, r, "ok", 0, label)
+        if profile == "q35":
+            check(run.watch.of_kind("bridge"), f"{label}: the bridge seen under the agent",
+                  run.watch.all())
+        for b in run.watch.of_kind("bwrap"):
+            check(b.ppid == run.proc.pid, f"{label}: {b} is the agent's child (parent {b.ppid})")
+        finish(run, label)
+
+
+SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items()
+             if name.startswith("scenario_")}
+
+
+# ---- main and the `nobody` wrapper -------------------------------------------------------------
+
+NOBODY = 65534
+
+
+def as_nobody(binary, scenario):
+    """Root: the scenario again as nobody, in a private dir of nobody's; what carries that dir
+    in its command line afterwards is ours (left running) and fails the test."""
+    base = tempfile.mkdtemp(prefix="sbx-hostile-nobody-", dir="/tmp")
+    os.chown(base, NOBODY, NOBODY)
+    os.chmod(base, 0o711)
+    snaps = snapshot_dir_default(binary) + f"-{NOBODY}"
+    os.makedirs(snaps, exist_ok=True)
+    os.chown(snaps, NOBODY, NOBODY)
+    os.chmod(snaps, 0o700)
+    env = {k: v for k, v in os.environ.items()
+           if k in ("PATH", "LANG", "LC_ALL", "SANDBOX_ACCEL", "SANDBOX_PROFILES_DIR",
+                    "SANDBOX_IMAGE_DIR", "SANDBOX_HOSTILE_STRICT", "MESON_TEST_ITERATION")}
+    env.update(HOME=os.path.join(base, "home"), SANDBOX_SNAPSHOT_DIR=snaps,
+               USER="nobody", LOGNAME="nobody")
+    argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
+            TOOL_PYTHON, os.path.abspath(__file__), binary, scenario, "--inner-base", base]
+    log(f"as nobody: {' '.join(argv)}")
+    proc = subprocess.Popen(argv, env=env, cwd=base, start_new_session=True)
+    rc = wait_or_end(proc, 500, f"{scenario} as nobody")
+    left = [p for p in processes_mentioning(base) if p != os.getpid()]
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    shutil.rmtree(base, ignore_errors=True)
+    check(not left, f"{scenario} as nobody: no process left that carries its private dir", left)
+    check(rc == 0, f"{scenario} as nobody: passed (rc {rc})")
+    return summary()
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 2 or args[1] not in SCENARIOS:
+        print(f"usage: {sys.argv[0]} SANDBOX {{{'|'.join(SCENARIOS)}}} [--as-nobody]",
+              file=sys.stderr)
+        return 2
+    binary, scenario = os.path.abspath(args[0]), args[1]
+    if not os.path.exists(os.path.join(image_dir(binary), "manifest.json")):
+        print(f"SKIP: no guest image in {image_dir(binary)} (run scripts/build)")
+        return 77
+    base = None
+    if "--as-nobody" in args:
+        if IS_ROOT:
+            return as_nobody(binary, scenario)
+        log(f"not root: {scenario} runs as uid {os.geteuid()} already")
+    if "--inner-base" in args:
+        base = args[args.index("--inner-base") + 1]
+        log(f"running as uid {os.geteuid()} gid {os.getegid()} groups {os.getgroups()}")
+    become_subreaper()
+    t0 = time.monotonic()
+    env = Env(binary, base)
+    try:
+        env.warm_up()
+        log(f"{scenario}: warm-up (snapshot made if missing) {time.monotonic() - t0:.1f} s")
+        t1 = time.monotonic()
+        SCENARIOS[scenario](env)
+        log(f"{scenario}: scenario {time.monotonic() - t1:.1f} s")
+    except Failure as e:
+        check(False, str(e))
+    finally:
+        env.close()
+    log(f"{scenario}: {time.monotonic() - t0:.1f} s in all")
+    return summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
