@@ -122,8 +122,9 @@ typedef struct Exec {
     uint64_t out_limit, out_used;
     bool truncated;
     int64_t start_ms;
-    int64_t kill_deadline_ms;  /* EXIT_GRACE_MS after the runner's done; 0: none */
-    int64_t drain_deadline_ms; /* DRAIN_GRACE_MS after exit or the last byte; 0: none */
+    int64_t oom_kills_at_start; /* the kernel's count when it started (-1: unknown) */
+    int64_t kill_deadline_ms;   /* EXIT_GRACE_MS after the runner's done; 0: none */
+    int64_t drain_deadline_ms;  /* DRAIN_GRACE_MS after exit or the last byte; 0: none */
     bool cancelled;
     bool early; /* done sent on the runner's done, before its exit (exec.c, finish_early) */
     bool have_done;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "agent.h"
+#include "util.h"
 
 /* "SIGSEGV" for 11; "signal 99" for a number without a name. */
 static void signal_name(int sig, char *buf, size_t size)
@@ -36,6 +37,16 @@ static void from_wait_status(const Exec *e, SbxDone *d, DoneText *text)
         snprintf(text->message, sizeof(text->message), "process exited with status %d",
                  WEXITSTATUS(e->wstatus));
         d->error.message = text->message;
+        return;
+    }
+    /* SIGKILLed while the kernel killed for memory: the program ran out of it. */
+    if (WTERMSIG(e->wstatus) == SIGKILL && e->oom_kills_at_start >= 0 &&
+        oom_kills() > e->oom_kills_at_start) {
+        d->status = SBX_STATUS_MEMORY_LIMIT;
+        d->error.code = SBX_ERR_MEMORY_LIMIT;
+        d->error.type = (char *)"SIGKILL";
+        d->error.message =
+            (char *)"the program ran out of memory (the guest's OOM killer ended it)";
         return;
     }
     /* The type carries the signal name ("SIGSEGV"), the message says it in words. */

@@ -65,6 +65,7 @@ static Exec *exec_new(const SbxExecute *x)
     e->pipes[SBX_STREAM_STDOUT] = e->pipes[SBX_STREAM_STDERR] = -1;
     e->out_limit = x->output_limit ? x->output_limit : OUTPUT_LIMIT_DEFAULT;
     e->start_ms = now_ms();
+    e->oom_kills_at_start = oom_kills();
     return e;
 }
 

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +32,23 @@ void agent_log(const char *fmt, ...)
     /* One write per line so that lines from the agent and its children do not interleave. */
     dprintf(STDERR_FILENO, "sandbox-agent: %s\n", line);
     errno = saved;
+}
+
+int64_t oom_kills(void)
+{
+    /* /proc/vmstat is ~4 KiB of "name value" lines; oom_kill is one of them (Linux >= 4.13). */
+    char buf[16384];
+    int fd = open("/proc/vmstat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+    const char *p;
+
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    p = strstr(buf, "\noom_kill ");
+    return p ? strtoll(p + strlen("\noom_kill "), NULL, 10) : -1;
 }
 
 int fd_set_nonblock(int fd)

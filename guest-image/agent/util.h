@@ -11,6 +11,9 @@
 /** Milliseconds of CLOCK_MONOTONIC (never jumps when the host sets the wall clock). */
 int64_t now_ms(void);
 
+/* The kernel's count of OOM kills since boot (/proc/vmstat oom_kill), or -1. */
+int64_t oom_kills(void);
+
 /** Log one line to stderr (the guest console) with the agent's prefix. */
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

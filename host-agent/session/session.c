@@ -222,6 +222,11 @@ static void end_with(SbxSession *s, SbxStatus status, SbxErrorCode code, gboolea
     s->result.status = status;
     s->result.exit_code = -1;
     s->result.has_error = TRUE;
+    /* No done will say whether output was cut: the guest stops sending at the limit, so output
+     * that reached it was (or may have been) cut. */
+    if (s->result.output_bytes >= s->output_limit) {
+        s->result.output_truncated = TRUE;
+    }
     sbx_error_clear(&s->result.error);
     sbx_error_copy(&s->result.error, &err);
     if (cancel) {

@@ -9,6 +9,7 @@
 #include "jail.h"
 #include "logring.h"
 #include "qmp.h"
+#include "rundir.h"
 #include "vm.h"
 
 /* QEMU's fd for a restore's state.bin (read-only): migrate-incoming fd:6 (vm-restore.c). */
@@ -31,7 +32,8 @@ struct SbxVm {
     SbxAccel accel;
 
     VmState state;
-    char *runtime_dir;
+    SbxRundir *rundir;     /* the runtime dir and its lock (rundir.h) */
+    char *runtime_dir;     /* its path */
     char *vhost_user_path; /* the bridge's vhost-user socket (QEMU connects) */
     char *uds_path;        /* the bridge's hybrid-vsock socket (we connect) */
     SbxJail *jail;         /* QEMU's and the bridge's (jail.h); freed after both are gone */

@@ -107,21 +107,22 @@ static char *runtime_parent(SbxVm *vm, GError **error)
     return g_strdup("/tmp");
 }
 
-/* The private runtime dir (0700, the jail's uid's) and the socket paths in it. */
+/* The private runtime dir (0700, the jail's uid's; rundir.h) and the socket paths in it. */
 static gboolean make_runtime_dir(SbxVm *vm, GError **error)
 {
+    static gboolean swept; /* once per process, in the first parent it uses */
     g_autofree char *parent = runtime_parent(vm, error);
-    g_autofree char *tmpl = NULL;
 
     if (!parent)
         return FALSE;
-    tmpl = g_build_filename(parent, "sbx-vm-XXXXXX", NULL);
-    if (!g_mkdtemp_full(tmpl, 0700)) {
-        int e = errno;
-        return fail(error, SBX_VM_ERROR_CONFIG, "cannot create a runtime directory in %s: %s",
-                    parent, g_strerror(e));
+    if (!swept) {
+        swept = TRUE;
+        sbx_rundir_sweep(parent); /* what agents killed before their teardown left */
     }
-    vm->runtime_dir = g_steal_pointer(&tmpl);
+    vm->rundir = sbx_rundir_new(parent, error);
+    if (!vm->rundir)
+        return FALSE;
+    vm->runtime_dir = g_strdup(sbx_rundir_path(vm->rundir));
     vm->vhost_user_path = g_build_filename(vm->runtime_dir, "vhost-user.sock", NULL);
     vm->uds_path = g_build_filename(vm->runtime_dir, "vsock.sock", NULL);
     return TRUE;

@@ -79,18 +79,6 @@ SbxVm *sbx_vm_new(const SbxProfile *profile, const SbxImage *image, const SbxVmO
 }
 
 /* Remove what the bridge and we put in the runtime dir (sockets only), then the dir. */
-static void remove_runtime_dir(const char *dir)
-{
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    const char *name;
-
-    while (d && (name = g_dir_read_name(d))) {
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-        unlink(path);
-    }
-    rmdir(dir);
-}
-
 void sbx_vm_teardown(SbxVm *vm)
 {
     vm->state = VM_DEAD;
@@ -135,8 +123,7 @@ void sbx_vm_teardown(SbxVm *vm)
     if (vm->state_fd >= 0)
         close(vm->state_fd);
     vm->state_fd = -1;
-    if (vm->runtime_dir)
-        remove_runtime_dir(vm->runtime_dir);
+    g_clear_pointer(&vm->rundir, sbx_rundir_free);
     g_clear_pointer(&vm->runtime_dir, g_free);
 }
 

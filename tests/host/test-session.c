@@ -605,6 +605,29 @@ static void test_timeout(void **state)
     harness_free(h, FALSE);
 }
 
+/*
+ * A timeout after the output reached the limit: no done says whether the guest cut it, and it
+ * stops sending at the limit, so the report says truncated; below the limit it does not.
+ */
+static void test_timeout_at_output_limit(void **state)
+{
+    (void)state;
+    for (int at_limit = 0; at_limit <= 1; at_limit++) {
+        Harness *h = harness_new(NULL);
+        SbxRunRequest req = {.language = SBX_LANG_JAVASCRIPT,
+                             .code = "for(;;) print('spinning');",
+                             .timeout_ms = 300,
+                             .output_limit = at_limit ? strlen("spinning") : 1024,
+                             .collect_output = TRUE};
+
+        harness_start(h, script_silent, NULL, &req);
+        harness_wait_done(h, 1, 10000);
+        assert_int_equal(h->result->status, SBX_STATUS_TIMEOUT);
+        assert_int_equal(h->result->output_truncated, at_limit);
+        harness_free(h, FALSE);
+    }
+}
+
 static void test_timeout_sends_cancel(void **state)
 {
     (void)state;
@@ -736,6 +759,7 @@ int main(void)
         cmocka_unit_test(test_done_twice),
         cmocka_unit_test(test_output_after_done),
         cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_timeout_at_output_limit),
         cmocka_unit_test(test_timeout_sends_cancel),
         cmocka_unit_test(test_abort),
         cmocka_unit_test(test_not_reading),

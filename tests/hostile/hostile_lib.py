@@ -568,9 +568,9 @@ def reap_and_wait_gone(procs, timeout, what):
 
 
 def check_cgroups_gone(agent_pid, label, killed=False, wait_s=5):
-    """No cgroup dir of the agent left (bounded wait). After a SIGKILL of the agent nobody
-    removes them (docs/vm.md: a later agent with the same name takes an empty one over): then
-    it is a finding, and what the product does guarantee is asserted: no process in them."""
+    """No cgroup dir of the agent left (bounded wait). After a SIGKILL of the agent they stay
+    until the next agent sweeps them (asserted by hostile_test.later_agent_sweeps); what holds at
+    once is asserted here: no process in them."""
     end = time.monotonic() + wait_s
     while vm_cgroup_dirs(agent_pid) and time.monotonic() < end:
         time.sleep(0.1)
@@ -578,7 +578,9 @@ def check_cgroups_gone(agent_pid, label, killed=False, wait_s=5):
     if not killed:
         check(not left, f"{label}: no cgroup sandbox/vm-{agent_pid}-* left", left)
     else:
-        finding(not left, f"{label}: cgroup dirs of the SIGKILLed agent are left behind", left)
+        # Left until the next agent's first VM sweeps them (hostile_test.later_agent_sweeps).
+        if left:
+            log(f"{label}: left until the next agent sweeps them: {left}")
         for d in left:
             procs = (read(os.path.join(d, "cgroup.procs")) or "").split()
             check(not procs, f"{label}: no process in the left cgroup {d}", procs)
