@@ -361,92 +361,83 @@ static gboolean get_pairs(const cJSON *obj, const char *key, gboolean env, gsize
     return TRUE;
 }
 
+typedef gboolean (*NameCheck)(const char *name, const char *origin, const char *where,
+                              GError **error);
+
 /*
- * `env_pass`: names of host variables a tool process gets too (when set on the host), besides
- * the allow-list (child.h). Unique, and not also in `env` (parsed first): one place says where a
- * variable comes from.
+ * An array of at most @max names at @key (absent: *@ret stays NULL), each passing @check and,
+ * with @unique, not listed twice; a NULL-terminated copy in *@ret. @what names one ("tool").
  */
-static gboolean get_env_pass(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
-                             const char *where, GError **error)
+static gboolean get_names(const cJSON *obj, const char *key, int max, const char *what,
+                          NameCheck check, gboolean unique, char ***ret, const char *origin,
+                          const char *where, GError **error)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "env_pass");
-    g_autofree char *at = path_join(where, "env_pass");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    g_autofree char *at = path_join(where, key);
     const cJSON *a;
     gsize i = 0;
 
     if (v == NULL) {
         return TRUE;
     }
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > SBX_CATALOG_ENV_MAX) {
-        invalid(error, origin, at, "expected an array of at most %d variable names",
-                SBX_CATALOG_ENV_MAX);
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > max) {
+        invalid(error, origin, at, "expected an array of at most %d %s names", max, what);
         return FALSE;
     }
-    prov->env_pass = g_new0(char *, cJSON_GetArraySize(v) + 1);
+    *ret = g_new0(char *, cJSON_GetArraySize(v) + 1);
     cJSON_ArrayForEach(a, v)
     {
         g_autofree char *a_at = g_strdup_printf("%s[%" G_GSIZE_FORMAT "]", at, i);
         if (!cJSON_IsString(a)) {
-            invalid(error, origin, a_at, "expected a variable name");
+            invalid(error, origin, a_at, "expected a %s name", what);
             return FALSE;
         }
-        if (!check_env_name(a->valuestring, origin, a_at, error)) {
+        if (!check(a->valuestring, origin, a_at, error)) {
             return FALSE;
         }
-        if (g_strv_contains((const char *const *)prov->env_pass, a->valuestring)) {
+        if (unique && g_strv_contains((const char *const *)*ret, a->valuestring)) {
             invalid(error, origin, a_at, "%s is named twice", a->valuestring);
             return FALSE;
         }
-        for (char **e = prov->env; e != NULL && *e != NULL; e++) {
-            gsize len = strlen(a->valuestring);
-            if (strncmp(*e, a->valuestring, len) == 0 && (*e)[len] == '=') {
-                invalid(error, origin, a_at, "%s is also set in \"env\"", a->valuestring);
-                return FALSE;
-            }
-        }
-        prov->env_pass[i++] = g_strdup(a->valuestring);
+        (*ret)[i++] = g_strdup(a->valuestring);
     }
     return TRUE;
 }
 
-/* `env` then `env_pass`: a tool process's environment beyond the allow-list. */
+/*
+ * `env` then `env_pass`: a tool process's environment beyond the allow-list (child.h).
+ * `env_pass` names host variables it gets too (when set on the host): unique, and not also in
+ * `env`: one place says where a variable comes from.
+ */
 static gboolean get_env(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
                         const char *where, GError **error)
 {
-    return get_pairs(obj, "env", TRUE, SBX_CATALOG_ENV_MAX, &prov->env, origin, where, error) &&
-           get_env_pass(obj, prov, origin, where, error);
+    if (!get_pairs(obj, "env", TRUE, SBX_CATALOG_ENV_MAX, &prov->env, origin, where, error) ||
+        !get_names(obj, "env_pass", SBX_CATALOG_ENV_MAX, "variable", check_env_name, TRUE,
+                   &prov->env_pass, origin, where, error)) {
+        return FALSE;
+    }
+    for (gsize i = 0; prov->env_pass != NULL && prov->env_pass[i] != NULL; i++) {
+        const char *name = prov->env_pass[i];
+        gsize len = strlen(name);
+        for (char **e = prov->env; e != NULL && *e != NULL; e++) {
+            if (strncmp(*e, name, len) == 0 && (*e)[len] == '=') {
+                g_autofree char *key = path_join(where, "env_pass");
+                g_autofree char *at = g_strdup_printf("%s[%" G_GSIZE_FORMAT "]", key, i);
+                invalid(error, origin, at, "%s is also set in \"env\"", name);
+                return FALSE;
+            }
+        }
+    }
+    return TRUE;
 }
 
 /* `tools`: the names of the listed tools to expose (the rest are hidden from the guest). */
 static gboolean get_tool_filter(const cJSON *obj, SbxCatalogProvider *prov, const char *origin,
                                 const char *where, GError **error)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "tools");
-    g_autofree char *at = path_join(where, "tools");
-    const cJSON *a;
-    gsize i = 0;
-
-    if (v == NULL) {
-        return TRUE;
-    }
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > SBX_TOOLS_MAX) {
-        invalid(error, origin, at, "expected an array of at most %d tool names", SBX_TOOLS_MAX);
-        return FALSE;
-    }
-    prov->only_tools = g_new0(char *, cJSON_GetArraySize(v) + 1);
-    cJSON_ArrayForEach(a, v)
-    {
-        g_autofree char *a_at = g_strdup_printf("%s[%" G_GSIZE_FORMAT "]", at, i);
-        if (!cJSON_IsString(a)) {
-            invalid(error, origin, a_at, "expected a tool name");
-            return FALSE;
-        }
-        if (!check_name(a->valuestring, origin, a_at, error)) {
-            return FALSE;
-        }
-        prov->only_tools[i++] = g_strdup(a->valuestring);
-    }
-    return TRUE;
+    return get_names(obj, "tools", SBX_TOOLS_MAX, "tool", check_name, FALSE, &prov->only_tools,
+                     origin, where, error);
 }
 
 /*
