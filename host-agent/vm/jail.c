@@ -58,18 +58,6 @@ struct SbxJail {
     int n_groups;
 };
 
-static gboolean fail(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static gboolean fail(GError **error, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error_literal(error, SBX_VM_ERROR, SBX_VM_ERROR_JAIL, msg);
-    return FALSE;
-}
-
 /* $SANDBOX_JAIL_UIDS "FIRST-LAST" (inclusive), or the default range. */
 static gboolean uid_range(guint32 *first, guint32 *count, GError **error)
 {
@@ -92,10 +80,11 @@ static gboolean uid_range(guint32 *first, guint32 *count, GError **error)
     *count = (guint32)(b - a + 1);
     return TRUE;
 bad:
-    return fail(error,
-                "SANDBOX_JAIL_UIDS='%s': expected FIRST-LAST, uids from 1000 to 2147483646 that "
-                "nothing on this host uses",
-                g_getenv("SANDBOX_JAIL_UIDS"));
+    return sbx_vm_fail(
+        error, SBX_VM_ERROR_JAIL,
+        "SANDBOX_JAIL_UIDS='%s': expected FIRST-LAST, uids from 1000 to 2147483646 that "
+        "nothing on this host uses",
+        g_getenv("SANDBOX_JAIL_UIDS"));
 }
 
 /* The lock directory: created owner-only; refused if someone else could plant files in it. */
@@ -105,19 +94,22 @@ static int open_lock_dir(GError **error)
     int fd;
 
     if (mkdir(JAIL_LOCK_DIR, 0700) < 0 && errno != EEXIST) {
-        fail(error, "cannot create %s: %s", JAIL_LOCK_DIR, g_strerror(errno));
+        sbx_vm_fail(error, SBX_VM_ERROR_JAIL, "cannot create %s: %s", JAIL_LOCK_DIR,
+                    g_strerror(errno));
         return -1;
     }
     fd = open(JAIL_LOCK_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 || fstat(fd, &st) < 0) {
-        fail(error, "cannot open %s: %s", JAIL_LOCK_DIR, g_strerror(errno));
+        sbx_vm_fail(error, SBX_VM_ERROR_JAIL, "cannot open %s: %s", JAIL_LOCK_DIR,
+                    g_strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
     }
     if (st.st_uid != 0 || (st.st_mode & 022)) {
-        fail(error, "%s must be owned by root and writable by nobody else (mode %o, owner %u)",
-             JAIL_LOCK_DIR, st.st_mode & 07777, (unsigned)st.st_uid);
+        sbx_vm_fail(error, SBX_VM_ERROR_JAIL,
+                    "%s must be owned by root and writable by nobody else (mode %o, owner %u)",
+                    JAIL_LOCK_DIR, st.st_mode & 07777, (unsigned)st.st_uid);
         close(fd);
         return -1;
     }
@@ -156,8 +148,9 @@ static gboolean take_uid(SbxJail *jail, GError **error)
         close(fd);
     }
     close(dir);
-    return fail(error, "no free uid in %u-%u for the VM's jail: %u VMs run already", first,
-                first + count - 1, count);
+    return sbx_vm_fail(error, SBX_VM_ERROR_JAIL,
+                       "no free uid in %u-%u for the VM's jail: %u VMs run already", first,
+                       first + count - 1, count);
 }
 
 /* $SANDBOX_JAIL_ENV: names of more variables to pass (tests, debugging). Never a secret. */
@@ -170,10 +163,10 @@ static gboolean extra_env(SbxJail *jail, GError **error)
     jail->extra_env = g_strsplit(v, ",", -1);
     for (char **n = jail->extra_env; *n; n++) {
         if (g_str_has_prefix(*n, "SANDBOX_SECRET_"))
-            return fail(error,
-                        "SANDBOX_JAIL_ENV: %s is a secret of the http tools; a VM's "
-                        "processes never get one",
-                        *n);
+            return sbx_vm_fail(error, SBX_VM_ERROR_JAIL,
+                               "SANDBOX_JAIL_ENV: %s is a secret of the http tools; a VM's "
+                               "processes never get one",
+                               *n);
     }
     return TRUE;
 }
@@ -190,7 +183,8 @@ SbxJail *sbx_jail_new(GError **error)
     if (mode && g_str_equal(mode, "off"))
         return g_steal_pointer(&jail);
     if (mode && *mode && !g_str_equal(mode, "on")) {
-        fail(error, "SANDBOX_JAIL='%s': expected \"on\" (the default) or \"off\"", mode);
+        sbx_vm_fail(error, SBX_VM_ERROR_JAIL,
+                    "SANDBOX_JAIL='%s': expected \"on\" (the default) or \"off\"", mode);
         return NULL;
     }
     jail->enabled = TRUE;
@@ -200,10 +194,10 @@ SbxJail *sbx_jail_new(GError **error)
         jail->bwrap = g_find_program_in_path("bwrap");
     }
     if (!jail->bwrap || !g_file_test(jail->bwrap, G_FILE_TEST_IS_EXECUTABLE)) {
-        fail(error,
-             "the VM's jail needs bubblewrap (%s): apt-get install bubblewrap, or set "
-             "SANDBOX_BWRAP; SANDBOX_JAIL=off runs VMs unconfined",
-             jail->bwrap ? jail->bwrap : "bwrap is not in PATH");
+        sbx_vm_fail(error, SBX_VM_ERROR_JAIL,
+                    "the VM's jail needs bubblewrap (%s): apt-get install bubblewrap, or set "
+                    "SANDBOX_BWRAP; SANDBOX_JAIL=off runs VMs unconfined",
+                    jail->bwrap ? jail->bwrap : "bwrap is not in PATH");
         return NULL;
     }
     jail->root = geteuid() == 0;
@@ -227,8 +221,8 @@ gboolean sbx_jail_own_dir(const SbxJail *jail, const char *dir, GError **error)
     if (!jail->enabled || !jail->root)
         return TRUE;
     if (chown(dir, jail->uid, jail->gid) < 0)
-        return fail(error, "chown %s to the jail's uid %u: %s", dir, (unsigned)jail->uid,
-                    g_strerror(errno));
+        return sbx_vm_fail(error, SBX_VM_ERROR_JAIL, "chown %s to the jail's uid %u: %s", dir,
+                           (unsigned)jail->uid, g_strerror(errno));
     return TRUE;
 }
 
@@ -369,10 +363,11 @@ gboolean sbx_jail_add_device(SbxJail *jail, const char *path, GError **error)
     if (!jail->enabled || !jail->root)
         return TRUE;
     if (stat(path, &st) < 0)
-        return fail(error, "%s: %s", path, g_strerror(errno));
+        return sbx_vm_fail(error, SBX_VM_ERROR_JAIL, "%s: %s", path, g_strerror(errno));
     /* Its group (kvm) for the jail's uid: one device at most is ever needed. */
     if (jail->n_groups > 0 && jail->groups[0] != st.st_gid)
-        return fail(error, "%s: a second device group for the jail", path);
+        return sbx_vm_fail(error, SBX_VM_ERROR_JAIL, "%s: a second device group for the jail",
+                           path);
     jail->groups[0] = st.st_gid;
     jail->n_groups = 1;
     return TRUE;

@@ -19,35 +19,24 @@
 
 static const char *const digested[] = SBX_SNAPSHOT_DIGESTED;
 
-static gboolean fail(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static gboolean fail(GError **error, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error_literal(error, SBX_VM_ERROR, SBX_VM_ERROR_SNAPSHOT, msg);
-    return FALSE;
-}
-
 gboolean sbx_snapshot_cache_check(const char *cache, GError **error)
 {
     struct stat st;
 
     if (g_mkdir_with_parents(cache, 0700) < 0)
-        return fail(error, "cannot create %s: %s", cache, g_strerror(errno));
+        return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot create %s: %s", cache,
+                           g_strerror(errno));
     if (lstat(cache, &st) < 0)
-        return fail(error, "%s: %s", cache, g_strerror(errno));
+        return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "%s: %s", cache, g_strerror(errno));
     /* A snapshot is what every later VM starts from: nobody else may plant or change one. */
     if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
-        return fail(error,
-                    "snapshot cache %s must be a directory owned by uid %u that nobody else can "
-                    "use (it is %s, owner %u, mode %03o): chmod 700 it, or remove it to start "
-                    "afresh",
-                    cache, (unsigned)geteuid(),
-                    S_ISDIR(st.st_mode) ? "a directory" : "no directory", (unsigned)st.st_uid,
-                    st.st_mode & 0777);
+        return sbx_vm_fail(
+            error, SBX_VM_ERROR_SNAPSHOT,
+            "snapshot cache %s must be a directory owned by uid %u that nobody else can "
+            "use (it is %s, owner %u, mode %03o): chmod 700 it, or remove it to start "
+            "afresh",
+            cache, (unsigned)geteuid(), S_ISDIR(st.st_mode) ? "a directory" : "no directory",
+            (unsigned)st.st_uid, st.st_mode & 0777);
     return TRUE;
 }
 
@@ -65,7 +54,7 @@ char *sbx_snapshot_file_digest(const char *path, GError **error)
     off_t off = 0;
 
     if (fd < 0 || fstat(fd, &st) < 0) {
-        fail(error, "cannot read %s: %s", path, g_strerror(errno));
+        sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot read %s: %s", path, g_strerror(errno));
         if (fd >= 0)
             close(fd);
         return NULL;
@@ -79,7 +68,8 @@ char *sbx_snapshot_file_digest(const char *path, GError **error)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            fail(error, "cannot read %s: %s", path, n < 0 ? g_strerror(errno) : "it shrank");
+            sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot read %s: %s", path,
+                        n < 0 ? g_strerror(errno) : "it shrank");
             close(fd);
             return NULL;
         }
@@ -196,12 +186,13 @@ gboolean sbx_snapshot_digests_check(const char *dir, GError **error)
     g_autofree char *now = stamp_now(dir);
 
     if (!recorded)
-        return fail(error,
-                    "snapshot %s: its digests are missing or damaged: remove it, and it "
-                    "is made again",
-                    dir);
+        return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT,
+                           "snapshot %s: its digests are missing or damaged: remove it, and it "
+                           "is made again",
+                           dir);
     if (!now)
-        return fail(error, "snapshot %s: state.bin or ram is missing", dir);
+        return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "snapshot %s: state.bin or ram is missing",
+                           dir);
     if (stamp && g_str_equal(stamp, now))
         return TRUE; /* nothing wrote to them since they were found right */
     for (guint i = 0; i < G_N_ELEMENTS(digested); i++) {
@@ -211,10 +202,10 @@ gboolean sbx_snapshot_digests_check(const char *dir, GError **error)
         if (!have)
             return FALSE;
         if (!want || !g_str_equal(want, have))
-            return fail(error,
-                        "snapshot %s: %s is not what was made (sha256 %s recorded, %s now): "
-                        "it was changed; remove the directory, and it is made again",
-                        dir, digested[i], want ? want : "(none)", have);
+            return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT,
+                               "snapshot %s: %s is not what was made (sha256 %s recorded, %s now): "
+                               "it was changed; remove the directory, and it is made again",
+                               dir, digested[i], want ? want : "(none)", have);
     }
     /* Right: stamp them, so the next check is a stat() each. A failure to write only costs
      * the next check a hash. */

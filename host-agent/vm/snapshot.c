@@ -69,18 +69,6 @@ struct SbxSnapshot {
                       * Behind a pointer: kept by restores of a const snapshot. */
 };
 
-static gboolean fail(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static gboolean fail(GError **error, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error_literal(error, SBX_VM_ERROR, SBX_VM_ERROR_SNAPSHOT, msg);
-    return FALSE;
-}
-
 /* ---- inputs -------------------------------------------------------------------------------- */
 
 /* The inputs of @profile + @image on this host; @cache (may be NULL) keeps QEMU's version. */
@@ -125,7 +113,8 @@ static SbxSnapshot *open_checked(const char *dir, const SbxSnapshotInputs *curre
         return NULL;
     }
     if (len > INPUTS_MAX) {
-        fail(error, "snapshot %s: inputs.json is larger than %d bytes", dir, INPUTS_MAX);
+        sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT,
+                    "snapshot %s: inputs.json is larger than %d bytes", dir, INPUTS_MAX);
         return NULL;
     }
     if (!sbx_snapshot_inputs_from_json(text, len, &snap->inputs, error)) {
@@ -136,14 +125,15 @@ static SbxSnapshot *open_checked(const char *dir, const SbxSnapshotInputs *curre
         return NULL;
     if (!g_file_test(snap->state, G_FILE_TEST_IS_REGULAR) ||
         !g_file_test(snap->ram, G_FILE_TEST_IS_REGULAR)) {
-        fail(error, "snapshot %s: state.bin or ram is missing", dir);
+        sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "snapshot %s: state.bin or ram is missing", dir);
         return NULL;
     }
     if (!sbx_snapshot_digests_check(dir, error))
         return NULL;
     snap->use_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (snap->use_fd < 0 || flock(snap->use_fd, LOCK_SH) < 0) {
-        fail(error, "snapshot %s: cannot lock inputs.json: %s", dir, g_strerror(errno));
+        sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "snapshot %s: cannot lock inputs.json: %s", dir,
+                    g_strerror(errno));
         return NULL;
     }
     return g_steal_pointer(&snap);
@@ -271,13 +261,15 @@ static gboolean send_msg(int fd, const SbxMsg *msg, GError **error)
     size_t len = 0, off = 0;
 
     if (sbx_msg_encode(msg, &frame, &len) < 0)
-        return fail(error, "warm-up: cannot encode a %s", sbx_msg_type_name(msg->type));
+        return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "warm-up: cannot encode a %s",
+                           sbx_msg_type_name(msg->type));
     while (off < len) {
         ssize_t n = write(fd, frame + off, len - off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return fail(error, "warm-up: writing to the agent: %s", g_strerror(errno));
+            return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "warm-up: writing to the agent: %s",
+                               g_strerror(errno));
         off += (size_t)n;
     }
     return TRUE;
@@ -292,18 +284,21 @@ static gboolean recv_msg(int fd, SbxFrameReader *r, gint64 deadline, SbxMsg *out
     while (!payload) {
         uint8_t byte;
         if (!wait_readable(fd, deadline))
-            return fail(error, "warm-up: the agent did not answer in time");
+            return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT,
+                               "warm-up: the agent did not answer in time");
         if (read(fd, &byte, 1) != 1)
-            return fail(error, "warm-up: the agent closed the connection");
+            return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT,
+                               "warm-up: the agent closed the connection");
         /* One byte at a time: a few hundred bytes in all; simple and never past a frame. */
         if (sbx_frame_reader_feed(r, &byte, 1, &payload, &plen) < 0)
-            return fail(error, "warm-up: bad frame from the agent");
+            return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "warm-up: bad frame from the agent");
     }
     g_autofree char *why = NULL;
     int rc = sbx_msg_decode(payload, plen, out, &why);
     free(payload);
     if (rc < 0)
-        return fail(error, "warm-up: bad message from the agent: %s", why ? why : "no memory");
+        return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "warm-up: bad message from the agent: %s",
+                           why ? why : "no memory");
     return TRUE;
 }
 
@@ -326,7 +321,9 @@ static gboolean hello(int fd, SbxFrameReader *r, GError **error)
         return FALSE;
     ok = reply.type == SBX_MSG_HELLO_OK;
     sbx_msg_clear(&reply);
-    return ok ? TRUE : fail(error, "warm-up: the agent did not answer hello with hello_ok");
+    return ok ? TRUE
+              : sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT,
+                            "warm-up: the agent did not answer hello with hello_ok");
 }
 
 static gboolean warm_up(int fd, GError **error)
@@ -362,12 +359,12 @@ static gboolean unplug_vsock(SbxVm *vm, GError **error)
         if (ok)
             return TRUE;
         if (!g_error_matches(busy, SBX_VM_ERROR, SBX_VM_ERROR_QMP))
-            return fail(error, "unplugging vsock: %s", busy->message);
+            return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "unplugging vsock: %s", busy->message);
         if (g_get_monotonic_time() > deadline)
-            return fail(error,
-                        "unplugging vsock: the guest did not release the device within "
-                        "%d ms (%s)",
-                        UNPLUG_MS, busy->message);
+            return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT,
+                               "unplugging vsock: the guest did not release the device within "
+                               "%d ms (%s)",
+                               UNPLUG_MS, busy->message);
         loop_sleep(UNPLUG_POLL_MS);
     }
 }
@@ -398,10 +395,10 @@ static gboolean quiesce_channel(SbxVm *vm, GError **error)
     }
     while (!sbx_vm_channel_quiesced(vm)) {
         if (g_get_monotonic_time() > deadline)
-            return fail(error,
-                        "the guest agent did not reopen its channel within %d ms of the "
-                        "host closing it",
-                        QUIESCE_MS);
+            return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT,
+                               "the guest agent did not reopen its channel within %d ms of the "
+                               "host closing it",
+                               QUIESCE_MS);
         loop_sleep(UNPLUG_POLL_MS);
     }
     return TRUE;
@@ -419,9 +416,10 @@ static gboolean wait_migration(SbxVm *vm, GError **error)
         if (strstr(ret, "\"status\":\"completed\""))
             return TRUE;
         if (strstr(ret, "\"status\":\"failed\""))
-            return fail(error, "saving the VM failed: %s", ret);
+            return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "saving the VM failed: %s", ret);
         if (g_get_monotonic_time() > deadline)
-            return fail(error, "saving the VM did not complete within %d ms", SAVE_MS);
+            return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT,
+                               "saving the VM did not complete within %d ms", SAVE_MS);
         loop_sleep(SAVE_POLL_MS);
     }
 }
@@ -441,7 +439,8 @@ static gboolean save(SbxVm *vm, const char *tmp, GError **error)
      * exec: migration) in a jail that cannot see the snapshot directory. */
     out = open(state, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (out < 0)
-        return fail(error, "cannot create %s: %s", state, g_strerror(errno));
+        return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot create %s: %s", state,
+                           g_strerror(errno));
     r4 = qmp_fd(vm, "getfd", "{\"fdname\":\"state\"}", out, error);
     close(out);
     if (!r4 || !(r1 = qmp(vm, "stop", NULL, error)) ||
@@ -530,13 +529,13 @@ static int lock_cache(const char *cache, int how, GError **error)
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 
     if (fd < 0) {
-        fail(error, "cannot open %s: %s", path, g_strerror(errno));
+        sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot open %s: %s", path, g_strerror(errno));
         return -1;
     }
     while (flock(fd, how | LOCK_NB) < 0) {
         if (errno != EWOULDBLOCK || g_get_monotonic_time() > deadline) {
-            fail(error, "cannot lock %s: %s", path,
-                 errno == EWOULDBLOCK ? "another process holds it" : g_strerror(errno));
+            sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot lock %s: %s", path,
+                        errno == EWOULDBLOCK ? "another process holds it" : g_strerror(errno));
             close(fd);
             return -1;
         }
@@ -560,14 +559,16 @@ static gboolean make(const SbxProfile *profile, const SbxImage *image,
         goto out; /* made by another process while we waited */
     remove_stale(cache);
     if (!g_mkdtemp_full(tmp, 0700)) {
-        ok = fail(error, "cannot create a directory in %s: %s", cache, g_strerror(errno));
+        ok = sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot create a directory in %s: %s", cache,
+                         g_strerror(errno));
         goto out;
     }
     if (opts && opts->on_make)
         opts->on_make(dir, opts->user_data);
     ok = make_in(profile, image, inputs, tmp, opts, error);
     if (ok && rename(tmp, dir) < 0)
-        ok = fail(error, "cannot rename %s to %s: %s", tmp, dir, g_strerror(errno));
+        ok = sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot rename %s to %s: %s", tmp, dir,
+                         g_strerror(errno));
     if (!ok)
         rm_rf(tmp);
     if (ok)

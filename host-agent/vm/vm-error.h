@@ -23,3 +23,6 @@ typedef enum {
     SBX_VM_ERROR_SNAPSHOT,      /* a snapshot is missing, damaged, or made from other inputs */
     SBX_VM_ERROR_JAIL,          /* the jail cannot be had (no bwrap, no free uid, bad settings) */
 } SbxVmError;
+
+/** Set @error (may be NULL) in SBX_VM_ERROR with @code and a printf message; FALSE, to return. */
+gboolean sbx_vm_fail(GError **error, SbxVmError code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);

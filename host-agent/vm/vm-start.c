@@ -67,18 +67,6 @@
  */
 #define SOCKET_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1 - 11)
 
-static gboolean fail(GError **error, int code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-static gboolean fail(GError **error, int code, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    g_set_error_literal(error, SBX_VM_ERROR, code, msg);
-    return FALSE;
-}
-
 /*
  * The parent of the VM's runtime dir. As root, the jail's uid must reach it: an explicit
  * parent it cannot reach is an error; $XDG_RUNTIME_DIR (often /run/user/0, 0700) gives way
@@ -90,18 +78,18 @@ static char *runtime_parent(SbxVm *vm, GError **error)
         vm->runtime_parent ? g_strdup(vm->runtime_parent) : sbx_paths_runtime_parent();
 
     if (strlen(parent) + strlen("/sbx-vm-XXXXXX/vhost-user.sock") > SOCKET_PATH_MAX) {
-        fail(error, SBX_VM_ERROR_CONFIG,
-             "runtime directory %s: path too long for Unix sockets (max %zu bytes)", parent,
-             SOCKET_PATH_MAX - strlen("/sbx-vm-XXXXXX/vhost-user.sock"));
+        sbx_vm_fail(error, SBX_VM_ERROR_CONFIG,
+                    "runtime directory %s: path too long for Unix sockets (max %zu bytes)", parent,
+                    SOCKET_PATH_MAX - strlen("/sbx-vm-XXXXXX/vhost-user.sock"));
         return NULL;
     }
     if (sbx_jail_can_reach(vm->jail, parent))
         return g_steal_pointer(&parent);
     if (vm->runtime_parent) {
-        fail(error, SBX_VM_ERROR_CONFIG,
-             "runtime directory %s: the VM's jail (another uid) cannot reach it: every "
-             "directory on the way needs o+x",
-             parent);
+        sbx_vm_fail(error, SBX_VM_ERROR_CONFIG,
+                    "runtime directory %s: the VM's jail (another uid) cannot reach it: every "
+                    "directory on the way needs o+x",
+                    parent);
         return NULL;
     }
     return g_strdup("/tmp");
@@ -133,7 +121,7 @@ static gboolean make_pipe(int fds[2], GError **error)
 {
     if (pipe2(fds, O_CLOEXEC) == 0)
         return TRUE;
-    return fail(error, SBX_VM_ERROR_SPAWN, "pipe: %s", g_strerror(errno));
+    return sbx_vm_fail(error, SBX_VM_ERROR_SPAWN, "pipe: %s", g_strerror(errno));
 }
 
 static gboolean on_ready_readable(int fd, GIOCondition cond, gpointer data);
@@ -270,7 +258,7 @@ static gboolean make_qemu_fds(QemuFds *f, GError **error)
             if (f->con[i] >= 0)
                 close(f->con[i]);
         }
-        return fail(error, SBX_VM_ERROR_SPAWN, "socketpair: %s", g_strerror(e));
+        return sbx_vm_fail(error, SBX_VM_ERROR_SPAWN, "socketpair: %s", g_strerror(e));
     }
     return TRUE;
 }
@@ -568,7 +556,8 @@ static gboolean open_state(SbxVm *vm, GError **error)
 
     vm->state_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (vm->state_fd < 0)
-        return fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot open %s: %s", path, g_strerror(errno));
+        return sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot open %s: %s", path,
+                           g_strerror(errno));
     return TRUE;
 }
 

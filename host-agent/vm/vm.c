@@ -18,11 +18,6 @@
 #include "protocol/json.h"
 #include "protocol/limits.h"
 
-GQuark sbx_vm_error_quark(void)
-{
-    return g_quark_from_static_string("sbx-vm-error-quark");
-}
-
 /* Lines of each log quoted in an error message: enough to show a panic's cause. */
 #define DIAG_LINES 25
 
