@@ -166,10 +166,11 @@ static SbxChild *spawn_jailed(SbxVm *vm, const char *const *argv, const SbxChild
     /* bwrap would say "Can't find source path": say what an unjailed start says. */
     g_autofree char *found = g_find_program_in_path(argv[0]);
     if (!found) {
-        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_SPAWN,
-                    "cannot start %s (%s): no such executable", what, argv[0]);
+        sbx_vm_fail(error, SBX_VM_ERROR_SPAWN, "cannot start %s (%s): no such executable", what,
+                    argv[0]);
         return NULL;
     }
+    spec.binary = found; /* resolved once: jail.c binds and runs this path */
     if (vm->accel == SBX_ACCEL_KVM)
         devices[n++] = "/dev/kvm";
     if (sbx_profile_channel(vm->profile) == SBX_CHANNEL_VSOCK_KERNEL)
