@@ -32,12 +32,12 @@ struct SbxVm {
     SbxAccel accel;
 
     VmState state;
-    SbxRundir *rundir;     /* the runtime dir and its lock (rundir.h) */
-    char *runtime_dir;     /* its path */
-    char *vhost_user_path; /* the bridge's vhost-user socket (QEMU connects) */
-    char *uds_path;        /* the bridge's hybrid-vsock socket (we connect) */
-    SbxJail *jail;         /* QEMU's and the bridge's (jail.h); freed after both are gone */
-    SbxCgroup *cgroup;     /* theirs too (cgroup.h): memory, pids, CPU weight; NULL if none */
+    SbxRundir *rundir;       /* the runtime dir and its lock (rundir.h) */
+    const char *runtime_dir; /* sbx_rundir_path(rundir) while it exists; NULL after */
+    char *vhost_user_path;   /* the bridge's vhost-user socket (QEMU connects) */
+    char *uds_path;          /* the bridge's hybrid-vsock socket (we connect) */
+    SbxJail *jail;           /* QEMU's and the bridge's (jail.h); freed after both are gone */
+    SbxCgroup *cgroup;       /* theirs too (cgroup.h): memory, pids, CPU weight; NULL if none */
     SbxChild *bridge;
     SbxChild *qemu;
     SbxLogRing *console;

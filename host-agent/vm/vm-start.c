@@ -110,7 +110,7 @@ static gboolean make_runtime_dir(SbxVm *vm, GError **error)
     vm->rundir = sbx_rundir_new(parent, error);
     if (!vm->rundir)
         return FALSE;
-    vm->runtime_dir = g_strdup(sbx_rundir_path(vm->rundir));
+    vm->runtime_dir = sbx_rundir_path(vm->rundir);
     vm->vhost_user_path = g_build_filename(vm->runtime_dir, "vhost-user.sock", NULL);
     vm->uds_path = g_build_filename(vm->runtime_dir, "vsock.sock", NULL);
     return TRUE;

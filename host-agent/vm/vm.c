@@ -118,8 +118,8 @@ void sbx_vm_teardown(SbxVm *vm)
     if (vm->state_fd >= 0)
         close(vm->state_fd);
     vm->state_fd = -1;
+    vm->runtime_dir = NULL;
     g_clear_pointer(&vm->rundir, sbx_rundir_free);
-    g_clear_pointer(&vm->runtime_dir, g_free);
 }
 
 /* "--- title ---\n<last lines>\n" if the log has anything. */
