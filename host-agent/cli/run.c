@@ -257,7 +257,9 @@ static void start_execution(RunCtx *ctx)
     if (ctx->session == NULL || !sbx_session_run(ctx->session, &req, &error)) {
         g_autofree char *msg = g_strdup_printf("cannot start the execution: %s", error->message);
         fail(ctx, msg);
+        return;
     }
+    sbx_vm_execution_begin(ctx->vm);
 }
 
 static void on_vm_started(GObject *src, GAsyncResult *res, gpointer user_data)

@@ -266,7 +266,9 @@ static void start_execution(ServeRun *run)
     if (!sbx_session_run(run->session, &req, &error)) {
         g_autofree char *msg = g_strdup_printf("cannot start the execution: %s", error->message);
         fail(run, msg);
+        return;
     }
+    sbx_vm_execution_begin(sbx_pool_vm_vm(run->pv));
 }
 
 static void on_claimed(gpointer vm, const GError *error, gpointer user_data)

@@ -820,6 +820,27 @@ const char *const *sbx_cgroup_dirs(const SbxCgroup *cg)
     return (const char *const *)cg->dirs;
 }
 
+gboolean sbx_cgroup_set_cpu_weight(SbxCgroup *cg, guint weight, GError **error)
+{
+    g_autofree char *value = NULL;
+
+    g_return_val_if_fail(cg != NULL, FALSE);
+    if (weight < SBX_CGROUP_CPU_WEIGHT_MIN || weight > SBX_CGROUP_CPU_WEIGHT_MAX) {
+        g_set_error(error, SBX_CGROUP_ERROR, SBX_CGROUP_ERROR_INVALID,
+                    "cpu weight %u out of range (%d..%d)", weight, SBX_CGROUP_CPU_WEIGHT_MIN,
+                    SBX_CGROUP_CPU_WEIGHT_MAX);
+        return FALSE;
+    }
+    if (!cg->cpu)
+        return TRUE;
+    if (cg->version == 2) {
+        value = g_strdup_printf("%u", weight);
+        return set_limit(cg->dirs[0], "cpu.weight", value, FALSE, error);
+    }
+    value = g_strdup_printf("%" G_GUINT64_FORMAT, v1_shares(weight));
+    return set_limit(cg->dirs[2], "cpu.shares", value, FALSE, error);
+}
+
 gboolean sbx_cgroup_has_cpu_weight(const SbxCgroup *cg)
 {
     g_return_val_if_fail(cg != NULL, FALSE);

@@ -174,6 +174,13 @@ const char *const *sbx_cgroup_dirs(const SbxCgroup *cg);
 gboolean sbx_cgroup_has_cpu_weight(const SbxCgroup *cg);
 
 /**
+ * Change the CPU weight of @cg (SBX_CGROUP_CPU_WEIGHT_MIN..MAX, the scale of
+ * SbxCgroupLimits.cpu_weight) while it runs: the VM's CPU policy (vm-cpu.c). Nothing to do
+ * (TRUE) without a cpu controller; SBX_CGROUP_ERROR_INVALID out of range.
+ */
+gboolean sbx_cgroup_set_cpu_weight(SbxCgroup *cg, guint weight, GError **error);
+
+/**
  * For a caller that runs VMs without limits when there is no usable hierarchy: if @error is
  * SBX_CGROUP_ERROR_UNAVAILABLE, print once per process `sandbox: warning: no writable cgroup
  * hierarchy (<reasons>): VMs run without memory/pids/CPU limits` on stderr and return TRUE;

@@ -73,6 +73,12 @@ struct SbxVm {
     gboolean prestart_hold; /* hold when the state load is due */
     gboolean prestart_held; /* holding now */
 
+    /* The CPU policy (vm-cpu.c): the burst from SANDBOX_CPU_BURST_MS (0 = off), the timer that
+     * ends the current execution's, and whether the weight is lowered now. */
+    guint cpu_burst_ms;
+    guint cpu_timer;
+    gboolean cpu_demoted;
+
     /* The channel to the agent beyond the bridge (channel*.c). virtio-serial: QEMU's socket,
      * whether the guest has the port open, how many times it opened it (VSERPORT_CHANGE), and
      * that count when we last connected. */
@@ -147,3 +153,6 @@ void sbx_vm_on_qemu_exit(SbxChild *child, int status, gpointer data);
 void sbx_vm_on_bridge_exit(SbxChild *child, int status, gpointer data);
 void sbx_vm_on_qmp_event(SbxQmp *qmp, const char *event, const char *data_json, gpointer data);
 void sbx_vm_on_qmp_broken(SbxQmp *qmp, const GError *error, gpointer data);
+
+/* vm-cpu.c: read SANDBOX_CPU_BURST_MS into @vm (SBX_VM_ERROR_CONFIG if it is not a number). */
+gboolean sbx_vm_cpu_prepare(SbxVm *vm, GError **error);

@@ -576,7 +576,7 @@ static gboolean prepare(SbxVm *vm, GError **error)
     if (vm->snapshot && !open_state(vm, error))
         return FALSE;
     vm->jail = sbx_jail_new(error);
-    if (!vm->jail || !make_cgroup(vm, error))
+    if (!vm->jail || !make_cgroup(vm, error) || !sbx_vm_cpu_prepare(vm, error))
         return FALSE;
     if (vm->accel == SBX_ACCEL_KVM && !sbx_jail_add_device(vm->jail, "/dev/kvm", error))
         return FALSE;

@@ -86,6 +86,7 @@ void sbx_vm_teardown(SbxVm *vm)
     g_clear_handle_id(&vm->bridge_grace, g_source_remove);
     g_clear_handle_id(&vm->qemu_exit_wait, g_source_remove);
     g_clear_handle_id(&vm->poll_timer, g_source_remove);
+    g_clear_handle_id(&vm->cpu_timer, g_source_remove);
     if (vm->user_cancel) {
         g_source_destroy(vm->user_cancel);
         g_clear_pointer(&vm->user_cancel, g_source_unref);

@@ -137,6 +137,17 @@ void sbx_vm_prestart_resume(SbxVm *vm);
 /** A pre-started VM waiting at the hold. */
 gboolean sbx_vm_prestart_is_held(SbxVm *vm);
 
+/**
+ * An execution begins on the running VM (vm-cpu.c, docs/vm.md "CPU policy"): its cgroup gets the
+ * default CPU weight back, lowered again if this execution is still running after the burst
+ * ($SANDBOX_CPU_BURST_MS, default 1 s). No-op without a cgroup cpu controller or with a burst
+ * of 0. Call it when the run request is sent, on every VM (pooled or not).
+ */
+void sbx_vm_execution_begin(SbxVm *vm);
+
+/** Whether the VM's execution is past its burst (its CPU weight lowered). For tests. */
+gboolean sbx_vm_cpu_demoted(SbxVm *vm);
+
 /** Whether the VM was restored from a snapshot (TRUE) or cold-booted. */
 gboolean sbx_vm_restored(SbxVm *vm);
 

@@ -297,6 +297,12 @@ static void test_v2_fake(void **state)
     assert_file(leaf, "memory.oom.group", "1");
     assert_file(leaf, "pids.max", "77");
     assert_file(leaf, "cpu.weight", "250");
+    assert_true(sbx_cgroup_set_cpu_weight(cg, 10, &error));
+    assert_file(leaf, "cpu.weight", "10");
+    assert_false(sbx_cgroup_set_cpu_weight(cg, 0, &error));
+    assert_true(g_error_matches(error, SBX_CGROUP_ERROR, SBX_CGROUP_ERROR_INVALID));
+    g_clear_error(&error);
+    assert_file(leaf, "cpu.weight", "10");
 
     /* join_self writes "0" (the caller) to the pre-opened cgroup.procs; attach the pid. */
     assert_int_equal(join_in_child(cg), 0);
@@ -502,6 +508,20 @@ static void test_v1_fake(void **state)
     assert_file(memory, "memory.memsw.limit_in_bytes", "314572800");
     assert_file(pids, "pids.max", "90");
     assert_file(cpu, "cpu.shares", "2560"); /* 250 * 1024 / 100 */
+    /* The CPU policy lowers and restores the weight of a running VM (vm-cpu.c). */
+    assert_true(sbx_cgroup_set_cpu_weight(cg, 10, &error));
+    assert_file(cpu, "cpu.shares", "102");
+    assert_true(sbx_cgroup_set_cpu_weight(cg, 1, &error));
+    assert_file(cpu, "cpu.shares", "10");
+    assert_true(sbx_cgroup_set_cpu_weight(cg, 100, &error));
+    assert_file(cpu, "cpu.shares", "1024");
+    assert_false(sbx_cgroup_set_cpu_weight(cg, 0, &error));
+    assert_true(g_error_matches(error, SBX_CGROUP_ERROR, SBX_CGROUP_ERROR_INVALID));
+    g_clear_error(&error);
+    assert_false(sbx_cgroup_set_cpu_weight(cg, 10001, &error));
+    assert_true(g_error_matches(error, SBX_CGROUP_ERROR, SBX_CGROUP_ERROR_INVALID));
+    g_clear_error(&error);
+    assert_file(cpu, "cpu.shares", "1024");
     assert_int_equal(join_in_child(cg), 0);
     for (guint i = 0; i < 3; i++)
         assert_file(dirs[i], "cgroup.procs", "0");
@@ -523,6 +543,7 @@ static void test_v1_fake_partial(void **state)
     assert_non_null(cg);
     assert_false(sbx_cgroup_has_cpu_weight(cg));
     assert_null(sbx_cgroup_dirs(cg)[2]);
+    assert_true(sbx_cgroup_set_cpu_weight(cg, 10, &error)); /* nothing to set: fine */
     assert_file(memory, "memory.limit_in_bytes", "314572800");
     assert_false(exists_in(memory, "memory.memsw.limit_in_bytes"));
 

@@ -71,6 +71,7 @@ static int setup(void **state)
     g_setenv("SANDBOX_ACCEL", "tcg", TRUE);
     g_unsetenv("FAKE_QEMU_MODE");
     g_unsetenv("FAKE_BRIDGE_MODE");
+    g_unsetenv("SANDBOX_CPU_BURST_MS");
     fx->parent = g_dir_make_tmp("sbx-test-vm-XXXXXX", NULL);
     /* As root, the VM's jail (another uid) binds runtime dirs made in it: let it through. */
     assert_int_equal(chmod(fx->parent, 0711), 0);
@@ -392,6 +393,118 @@ static void test_killed_from_outside(void **state)
     assert_int_equal(fx->exits, 1);
     assert_non_null(strstr(fx->exit_reason, "QEMU killed by signal 9"));
     assert_int_equal(count_children(), 0);
+}
+
+/*
+ * The CPU weight file of @pid's cgroup as the kernel shows it, or NULL when @pid is in none of
+ * ours (no writable hierarchy: not root, or no cpu controller).
+ */
+static char *cpu_weight_file(GPid pid)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/cgroup", (int)pid);
+    g_autofree char *text = NULL;
+    g_auto(GStrv) lines = NULL;
+
+    if (!g_file_get_contents(path, &text, NULL, NULL))
+        return NULL;
+    lines = g_strsplit(text, "\n", -1);
+    for (guint i = 0; lines[i]; i++) {
+        g_auto(GStrv) f = g_strsplit(lines[i], ":", 3);
+        g_auto(GStrv) controllers = NULL;
+
+        if (g_strv_length(f) != 3 || !strstr(f[2], "/sandbox/vm-"))
+            continue;
+        if (f[1][0] == '\0') /* v2 */
+            return g_build_filename("/sys/fs/cgroup", f[2], "cpu.weight", NULL);
+        controllers = g_strsplit(f[1], ",", -1);
+        if (g_strv_contains((const char *const *)controllers, "cpu"))
+            return g_build_filename("/sys/fs/cgroup/cpu", f[2], "cpu.shares", NULL);
+    }
+    return NULL;
+}
+
+static char *read_trimmed(const char *path)
+{
+    g_autofree char *text = NULL;
+
+    assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    return g_strdup(g_strstrip(text));
+}
+
+/*
+ * The CPU policy (vm-cpu.c): an execution keeps the default weight for its burst, then its VM's
+ * weight drops; the next execution on the VM gets the default back. Checked in the kernel's own
+ * file where the VM has a cgroup with a cpu controller (as root here), else through the VM.
+ */
+static void test_cpu_policy(void **state)
+{
+    Fx *fx = *state;
+    g_autofree char *file = NULL;
+    gboolean v2;
+
+    g_setenv("SANDBOX_CPU_BURST_MS", "100", TRUE);
+    assert_true(start(fx, 0));
+    file = cpu_weight_file(sbx_vm_qemu_pid(fx->vm));
+    if (file == NULL) {
+        print_message("no cgroup with a cpu controller here: the weight is not applied\n");
+        sbx_vm_execution_begin(fx->vm);
+        run_for(300);
+        assert_false(sbx_vm_cpu_demoted(fx->vm)); /* nothing to lower */
+        return;
+    }
+    v2 = g_str_has_suffix(file, "cpu.weight");
+#define DEFAULT_WEIGHT (v2 ? "100" : "1024")
+#define LONG_WEIGHT (v2 ? "10" : "102")
+    {
+        g_autofree char *w = read_trimmed(file);
+        assert_string_equal(w, DEFAULT_WEIGHT); /* a new VM */
+    }
+    sbx_vm_execution_begin(fx->vm);
+    run_for(30);
+    {
+        g_autofree char *w = read_trimmed(file);
+        assert_string_equal(w, DEFAULT_WEIGHT); /* within its burst */
+        assert_false(sbx_vm_cpu_demoted(fx->vm));
+    }
+    for (int i = 0; i < 300 && !sbx_vm_cpu_demoted(fx->vm); i++)
+        run_for(10);
+    {
+        g_autofree char *w = read_trimmed(file);
+        assert_string_equal(w, LONG_WEIGHT); /* past it */
+    }
+    sbx_vm_execution_begin(fx->vm); /* the next execution on the same VM */
+    {
+        g_autofree char *w = read_trimmed(file);
+        assert_string_equal(w, DEFAULT_WEIGHT);
+        assert_false(sbx_vm_cpu_demoted(fx->vm));
+    }
+#undef DEFAULT_WEIGHT
+#undef LONG_WEIGHT
+    /* Freed with its timer pending: nothing fires on a freed VM (ASan would say). */
+    sbx_vm_free(g_steal_pointer(&fx->vm));
+    run_for(200);
+}
+
+/* A burst of 0 turns the policy off; a value that is not a number is refused at the start. */
+static void test_cpu_policy_settings(void **state)
+{
+    Fx *fx = *state;
+
+    g_setenv("SANDBOX_CPU_BURST_MS", "0", TRUE);
+    assert_true(start(fx, 0));
+    sbx_vm_execution_begin(fx->vm);
+    run_for(100);
+    assert_false(sbx_vm_cpu_demoted(fx->vm));
+    sbx_vm_free(g_steal_pointer(&fx->vm));
+    fx->done = FALSE;
+
+    g_setenv("SANDBOX_CPU_BURST_MS", "1s", TRUE);
+    expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_CONFIG, "SANDBOX_CPU_BURST_MS=1s");
+    sbx_vm_free(g_steal_pointer(&fx->vm));
+    g_clear_error(&fx->error);
+    fx->done = FALSE;
+    g_setenv("SANDBOX_CPU_BURST_MS", "-5", TRUE);
+    expect_start_error(fx, SBX_VM_ERROR, SBX_VM_ERROR_CONFIG, "want milliseconds");
 }
 
 static void test_bridge_dies_while_running(void **state)
@@ -788,6 +901,8 @@ static int run_all(void)
         T(test_guest_dies_while_running),
         T(test_kill_while_running),
         T(test_killed_from_outside),
+        T(test_cpu_policy),
+        T(test_cpu_policy_settings),
         T(test_bridge_dies_while_running),
         T(test_qmp_passthrough_and_timeout),
         T(test_connect_port),
