@@ -264,11 +264,21 @@ def body(serve, sock, rt, env):
     # (its claim waits for it); the restores take the pre-started QEMU first.
     wait_for(lambda: (lambda s: len(s["prestarted_pids"]) == 1 and s["ready"] == 2 and
                       s["starting"] == 0)(status(sock)), 60, "a full pool and a pre-started QEMU")
+    # The clients are started first and read their code from stdin before they connect: written
+    # to all three at once, their claims arrive within the refill delay (300 ms) even on a loaded
+    # machine, where three process starts can take longer than that. A claim arriving later
+    # finds the refill's VMs saying hello with the warm-up and takes one of them (documented).
     procs = [subprocess.Popen([SANDBOX, "run", "--lang", "python", "--json", "-"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=env)
              for _ in range(3)]
-    outs = [p.communicate(f"print({i})".encode(), timeout=120) for i, p in enumerate(procs)]
+    time.sleep(1)
+    for i, p in enumerate(procs):
+        p.stdin.write(f"print({i})".encode())
+    for p in procs:
+        p.stdin.close()
+        p.stdin = None  # communicate() would flush it
+    outs = [p.communicate(timeout=120) for p in procs]
     reps = [json.loads(o[0]) if o[0].startswith(b"{") else {} for o in outs]
     check([(p.returncode, r.get("stdout")) for p, r in zip(procs, reps)] ==
           [(0, "0\n"), (0, "1\n"), (0, "2\n")], f"3 concurrent runs: {outs}")
@@ -300,7 +310,11 @@ def body(serve, sock, rt, env):
     check((rc, out) == (0, "1\n"), f"run after a replacement: rc {rc} out {out!r}")
 
     # A pre-started QEMU that dies is reaped and replaced.
-    wait_for(lambda: len(status(sock)["prestarted_pids"]) == 1, 60, "a pre-started QEMU")
+    # Once the pool is full and nothing starts, no restore takes the pre-started QEMU away
+    # between the wait and the look-up (the refill after the run above would).
+    wait_for(lambda: (lambda s: s["ready"] == 2 and s["starting"] == 0 and
+                      len(s["prestarted_pids"]) == 1)(status(sock)), 60,
+             "a full pool and a pre-started QEMU")
     pre = status(sock)["prestarted_pids"][0]
     check(pre in descendants(serve.pid), f"the pre-started QEMU {pre} is serve's")
     os.kill(pre, signal.SIGKILL)
