@@ -118,6 +118,7 @@ typedef struct Exec {
     int wstatus; /* from waitpid, once reaped */
     Link chan;   /* the runner channel (socketpair; fd 3 in the runner) */
     bool chan_open;
+    bool chan_mute; /* the runner's end cannot take more (it exited): read it, write nothing */
     int pipes[SBX_STREAM__COUNT]; /* read ends of stdout, stderr; -1 at EOF */
     uint64_t out_limit, out_used;
     bool truncated;

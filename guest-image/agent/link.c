@@ -23,7 +23,7 @@ void link_init(Link *l, int fd, uint32_t max_frame)
     sbx_frame_reader_init(&l->reader, max_frame);
 }
 
-void link_close(Link *l)
+void link_drop_queue(Link *l)
 {
     LinkFrame *f = l->head;
 
@@ -36,6 +36,11 @@ void link_close(Link *l)
     }
     l->head = l->tail = NULL;
     l->queued = 0;
+}
+
+void link_close(Link *l)
+{
+    link_drop_queue(l);
     sbx_frame_reader_clear(&l->reader);
     l->in_len = l->in_off = 0;
     l->fd = safe_close(l->fd);

@@ -44,6 +44,9 @@ void link_init(Link *l, int fd, uint32_t max_frame);
 /** Close the socket and drop whatever is queued or half-read. Idempotent. */
 void link_close(Link *l);
 
+/** Drop the frames queued for writing (the peer cannot take them); reading goes on. */
+void link_drop_queue(Link *l);
+
 /**
  * True if bytes already read from the socket wait to be decoded. poll() cannot see them: a
  * caller that stopped reading (back-pressure) must come back to them by itself.

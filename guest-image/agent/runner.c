@@ -21,12 +21,23 @@ static void close_channel(Exec *e)
     e->chan_open = false;
 }
 
+/*
+ * The runner cannot be written to any more (it exited, or closed its end): what was queued for
+ * it goes, but the channel stays open for reading. What it wrote before (its done, with the
+ * result) is still in the socket, and its exit reads it (runner_drain); closing here lost it.
+ */
+static void stop_writing(Exec *e)
+{
+    link_drop_queue(&e->chan);
+    e->chan_mute = true;
+}
+
 void runner_send(Agent *a, const SbxMsg *msg)
 {
     Exec *e = a->exec;
     int r;
 
-    if (!e->chan_open)
+    if (!e->chan_open || e->chan_mute)
         return;
     r = link_send(&e->chan, msg);
     if (r < 0) {
@@ -36,7 +47,7 @@ void runner_send(Agent *a, const SbxMsg *msg)
     }
     /* A runner that closed its end just cannot be answered any more: its exit tells the rest. */
     if (link_flush(&e->chan) < 0)
-        close_channel(e);
+        stop_writing(e);
 }
 
 /* Answer a call ourselves, without bothering the host. */
@@ -170,8 +181,8 @@ void runner_on_events(Agent *a, short revents)
 
     if (revents & (POLLIN | POLLHUP | POLLERR))
         read_messages(a, conn_wants_output, MESSAGES_PER_ROUND);
-    if (e->chan_open && link_flush(&e->chan) < 0)
-        close_channel(e);
+    if (e->chan_open && !e->chan_mute && link_flush(&e->chan) < 0)
+        stop_writing(e);
 }
 
 static bool always(const Agent *a)

@@ -933,6 +933,46 @@ def test_oversized_forward(agent):
     expect_ok(h.run("1", "javascript"), 1)
 
 
+def test_refusal_after_exit(agent):
+    """A call the agent refuses (the 65th in flight) when the runner has already exited: the
+    refusal cannot be written, but the runner's done (with its result) is still in the socket
+    and must be read. The agent is stopped while the runner writes and exits, so it meets the
+    calls only after the exit (found under ASan, where a 4 MiB frame took that long)."""
+    h = agent.connect()
+    h.hello()
+    code = ("import json, os, struct, time\n"
+            "time.sleep(0.3)\n"
+            "for i in range(65):\n"
+            "    body = json.dumps({'type': 'tool_call', 'id': 'x', 'call_id': 1000 + i,"
+            " 'provider': 'calc', 'tool': 'add', 'input': {'a': i, 'b': 1}}).encode()\n"
+            "    os.write(3, struct.pack('>I', len(body)) + body)\n"
+            "print('wrote')\n"
+            "3")
+    exec_id = h.execute(code, "python", tools=add_tool())
+    started = h.expect("started")
+    check(started["id"] == exec_id, "started", repr(started))
+    os.kill(agent.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(2)  # the runner writes its 65 calls and its done (~10 KiB) and exits
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+    calls, done, out = 0, None, b""
+    while done is None:
+        msg = h.recv()
+        check(msg is not None, "connection closed before done")
+        if msg["type"] == "tool_call":
+            calls += 1  # never answered: the runner is gone
+        elif msg["type"] == "output":
+            out += base64.b64decode(msg["data"])
+        elif msg["type"] == "done":
+            done = msg
+    check(done.get("status") == "ok" and done.get("result") == 3,
+          "the runner's done and result survive a refusal it could not take", repr(done))
+    check(out == b"wrote\n", "its output", repr(out))
+    check(calls == 64, f"64 calls forwarded, the 65th refused (got {calls})")
+    expect_ok(h.run("1", "javascript"), 1)
+
+
 def test_runner_violation(agent):
     """The runner's channel is the user's code's too: what breaks the protocol there fails the
     execution (protocol_error), never the agent or the host connection."""
