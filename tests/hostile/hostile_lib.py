@@ -227,6 +227,14 @@ def cgroup_membership(proc, agent_pid):
     return out
 
 
+def vm_cgroups_of(pid, agent_pid):
+    """The lines of /proc/PID/cgroup naming a sandbox/vm-<agent_pid>-N cgroup (whatever the
+    hierarchy's mount point or the agent's own v2 cgroup: the paths are relative to our cgroup
+    namespace's root, which the jail's cgroup namespace does not change for us)."""
+    mark = f"/sandbox/vm-{agent_pid}-"
+    return [line for line in (read(f"/proc/{pid}/cgroup") or "").splitlines() if mark in line]
+
+
 # ---- the watcher ------------------------------------------------------------------------------
 
 class Watch(threading.Thread):
@@ -245,6 +253,7 @@ class Watch(threading.Thread):
         self.jail = {}           # (pid, start) -> (problems, facts) of the last look
         self.jail_ok = {}        # (pid, start) -> True once the jail was seen complete
         self.cgroups = {}        # (pid, start) -> membership {hierarchy: bool}
+        self.proc_cgroups = {}   # (pid, start) -> its /proc/PID/cgroup lines in vm-<agent>-N
         self.cgroup_dirs = set()
         self.own_ns = own_namespaces()
         self.t0 = time.monotonic()
@@ -314,6 +323,7 @@ class Watch(threading.Thread):
         if not problems:
             self.jail_ok[key] = True
             self.cgroups[key] = cgroup_membership(p, self.pid)
+            self.proc_cgroups[key] = vm_cgroups_of(p.pid, self.pid)
 
     def stop(self):
         self._halt.set()
@@ -355,7 +365,9 @@ def assert_jail(watch, label, expect_qemu=True):
         ok = watch.jail_ok.get(key, False)
         problems, facts = watch.jail.get(key, (["never read"], {}))
         if ok:
-            log(f"{label}: jail of {p} in place: uid {facts.get('uid')}, CapEff {facts['CapEff']},"
+            whose = "a jail uid" if IS_ROOT else "ours: rootless, in a user namespace"
+            log(f"{label}: jail of {p} in place: uid {facts.get('uid')} ({whose}), CapEff "
+                f"{facts['CapEff']},"
                 f" NoNewPrivs {facts['NoNewPrivs']}, Seccomp {facts['Seccomp']}, 7 namespaces of "
                 f"its own; parent {p.ppid} ({comm_of(watch, p.ppid)})")
         elif lived >= 1.0:
@@ -372,6 +384,48 @@ def assert_jail(watch, label, expect_qemu=True):
                     "see README.md, Findings: the join writes to a descriptor that the jail's "
                     "--info-fd 9 replaced in the child")
     return any(watch.jail_ok.get((p.pid, p.start)) for p in watch.of_kind("qemu"))
+
+
+CGROUP_WARNING = "sandbox: warning: no writable cgroup hierarchy"
+
+
+def assert_limits(watch, label, stderr_text):
+    """The host-side limits of the VMs (docs/vm.md, "Resource limits"), the same way as root and
+    not: an agent that can write a cgroup hierarchy puts each VM in sandbox/vm-<agent pid>-N
+    (memory, pids, CPU); one that cannot (not root and nothing delegated: the @nobody runs
+    here, "rootless") says so once on stderr (CGROUP_WARNING) and runs its VMs without
+    host-side limits. Asserted either way, never skipped:
+    - the warning at most once per agent process;
+    - warned: no vm-<agent>-N cgroup exists at any sample and no jailed process is in one;
+    - not warned: the VMs' cgroups were seen (a dir, or a jailed process's /proc/PID/cgroup).
+    Root on a host without a usable hierarchy warns too (the product's documented fallback):
+    that is printed as such, not failed (this host's root has a writable v1 hierarchy).
+    @stderr_text: what the agent wrote to stderr (None: not captured; then only the second and
+    third points, chosen by what was seen). Returns "cgroups" or "none" (rootless: no
+    host-side memory, pids or CPU limit)."""
+    warned = None if stderr_text is None else stderr_text.count(CGROUP_WARNING)
+    seen_dirs = sorted(watch.cgroup_dirs)
+    in_vm_cgroup = {p: watch.proc_cgroups.get((p.pid, p.start)) for p in
+                    watch.of_kind("qemu") + watch.of_kind("bridge")
+                    if watch.proc_cgroups.get((p.pid, p.start))}
+    if warned is not None:
+        check(warned <= 1, f"{label}: the cgroup warning printed at most once ({warned} times)",
+              stderr_text)
+    if warned or (warned is None and not seen_dirs and not in_vm_cgroup):
+        why = "the agent warned" if warned else "stderr not captured; none seen"
+        log(f"{label}: limits: none on the host ({why}: no writable cgroup hierarchy; "
+            f"{'rootless, as expected' if not IS_ROOT else 'AS ROOT: this host has none'}): "
+            "the VMs run without a memory, pids or CPU cgroup")
+        check(not seen_dirs, f"{label}: no cgroup sandbox/vm-{watch.pid}-* although the agent "
+              "has no cgroups", seen_dirs)
+        check(not in_vm_cgroup, f"{label}: no jailed process in a VM cgroup although the agent "
+              "has no cgroups", in_vm_cgroup)
+        return "none"
+    log(f"{label}: limits: cgroups {seen_dirs or sorted(set(sum(in_vm_cgroup.values(), [])))}"
+        + ("" if IS_ROOT else " (not root, but a writable hierarchy was delegated)"))
+    check(seen_dirs or in_vm_cgroup, f"{label}: the VMs' cgroups sandbox/vm-{watch.pid}-N seen "
+          "(the agent did not warn that it has none)", [(p, p.cmd[:120]) for p in watch.all()])
+    return "cgroups"
 
 
 def comm_of(watch, pid):
@@ -422,6 +476,7 @@ class Env:
         self.env.pop("SANDBOX_SERVE_SOCKET", None)
         self.shm_before = shm_entries()
         self.extra_cleanup = []
+        self.started = []  # every `sandbox` we started (start()): our children
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -444,8 +499,25 @@ class Env:
     def close(self):
         """No process carrying our private dir in its command line (every bwrap, QEMU and
         bridge gets paths in it), nothing left in the runtime dir or /dev/shm; then remove
-        the private dir."""
-        pids = [p for p in processes_mentioning(self.dir) if p != os.getpid()]
+        the private dir. A `sandbox` of ours still running (the scenario was interrupted: a
+        failure, a SIGTERM) is SIGKILLed first: its jailed processes follow (PDEATHSIG)."""
+        running = [p for p in self.started if p.poll() is None]
+        check(not running, "every sandbox process we started had exited",
+              [(p.pid, p.args[1:3]) for p in running])
+        for p in running:  # our unreaped children: the pid is theirs
+            p.kill()
+        for p in running:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        def others():  # as nobody our own command line carries the dir (--inner-base)
+            return [p for p in processes_mentioning(self.dir) if p != os.getpid()]
+
+        end = time.monotonic() + (GONE_WAIT_S if running else 0)
+        while others() and time.monotonic() < end:
+            time.sleep(0.1)
+        pids = others()
         check(not pids, "no process left that carries the private dir",
               [(p, cmdline(p)[:200]) for p in pids])
         for pid in pids:  # ours by construction
@@ -512,6 +584,7 @@ def start(env, argv, stdin_data=None, stdout=subprocess.PIPE, stderr=subprocess.
     e = dict(env.env, **(extra or {}))
     proc = subprocess.Popen([env.binary, *argv], stdin=subprocess.PIPE, stdout=stdout,
                             stderr=stderr, env=e, cwd=TOP, start_new_session=True)
+    env.started.append(proc)
     if stdin_data is not None:
         proc.stdin.write(stdin_data)
     proc.stdin.close()
