@@ -40,6 +40,20 @@ void conn_accept(Agent *a)
             agent_log("accept: %m");
         return;
     }
+    /*
+     * The host connects again only after it gave up on an attempt (its probe timed out). The
+     * guest may have accepted that one all the same: the bridge drops a connection it timed
+     * out without a word, and the reset comes only when the guest's late answer reaches it,
+     * maybe after the new connection (a restore on a loaded host). So one that has not said
+     * hello yet, or that has already ended, makes way for the new one; one whose host said
+     * hello keeps it (the new one is refused). A virtio-serial host is not replaced.
+     */
+    if (a->conn_state != CONN_NONE &&
+        (a->conn_broken || (a->conn_state == CONN_HELLO && !a->conn_serial))) {
+        agent_log("a new host connection replaces one that %s",
+                  a->conn_broken ? "has ended" : "sent no hello");
+        conn_close(a);
+    }
     if (a->conn_state != CONN_NONE) {
         refuse(fd, "another host connection is active");
         return;

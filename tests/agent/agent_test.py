@@ -742,6 +742,24 @@ def test_second_connection(agent):
     expect_ok(h.run("1 + 1", "javascript"), 2)
 
 
+def test_silent_connection_replaced(agent):
+    """A host that gave up on a connection before its hello (a probe that timed out) connects
+    again: the new connection is served, the silent one closed. With the bridge after a restore
+    on a loaded host the guest may accept the abandoned one before the new one, and its reset
+    comes later (tests/hostile, guest-image/agent/conn.c)."""
+    silent = agent.connect()
+    time.sleep(0.3)  # accepted: the agent waits for its hello
+    h = agent.connect()
+    h.hello()
+    silent.expect_closed()
+    expect_ok(h.run("1 + 1", "javascript"), 2)
+    # One that said hello is not replaced: the newcomer is refused.
+    other = agent.connect()
+    check(other.expect("error")["code"] == "protocol_error", "a third connection refused")
+    other.expect_closed()
+    expect_ok(h.run("2 + 2", "javascript"), 4)
+
+
 def test_disconnect(agent):
     h = agent.connect()
     h.hello()

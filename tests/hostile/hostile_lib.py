@@ -250,6 +250,8 @@ class Watch(threading.Thread):
         self.max_alive = {}      # kind -> most processes of that kind alive in one sample
         self.hwm_kib = 0         # VmHWM of the watched process
         self.qemu_rss_kib = {}   # QEMU pid -> peak VmRSS
+        self.bridge_rss_kib = {}  # bridge pid -> peak VmRSS (guest RAM pages it touched too)
+        self.bridge_anon_kib = {}  # bridge pid -> peak RssAnon (its own heap and buffers)
         self.jail = {}           # (pid, start) -> (problems, facts) of the last look
         self.jail_ok = {}        # (pid, start) -> True once the jail was seen complete
         self.cgroups = {}        # (pid, start) -> membership {hierarchy: bool}
@@ -314,6 +316,11 @@ class Watch(threading.Thread):
         if p.kind() == "qemu" and st and "VmRSS" in st:
             self.qemu_rss_kib[p.pid] = max(self.qemu_rss_kib.get(p.pid, 0),
                                            int(st["VmRSS"].split()[0]))
+        if p.kind() == "bridge" and st and "VmRSS" in st and "RssAnon" in st:
+            self.bridge_rss_kib[p.pid] = max(self.bridge_rss_kib.get(p.pid, 0),
+                                             int(st["VmRSS"].split()[0]))
+            self.bridge_anon_kib[p.pid] = max(self.bridge_anon_kib.get(p.pid, 0),
+                                              int(st["RssAnon"].split()[0]))
         if self.jail_ok.get(key):
             return
         problems, facts = jail_report(p, self.own_ns)

@@ -16,6 +16,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree (also as nobody)
 
+import glob  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import pty  # noqa: E402
@@ -39,6 +40,14 @@ SLOT_TOOL = os.path.join(HERE, "slot-tool")
 # (pyenv's costs ~0.5 s per start); -S: no site packages, a faster start.
 TOOL_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
 OUTPUT_LIMIT_DEFAULT = 10 * MIB  # docs/cli.md, --output-limit
+# The bridge's own memory (RssAnon; its VmRSS also counts the guest RAM pages it touched):
+# by design at most --max-conns 64 x 2 x --conn-buf 256 KiB = 32 MiB of connection buffers
+# (bridge/README.md, "What the guest can and cannot do"), plus the process itself.
+BRIDGE_ANON_MAX_MIB = 48
+# Test-only profiles (profiles/*.json): sandbox.test_root=1 on the guest kernel command line,
+# guest code runs as root (docs/guest-image.md, "A test-only root"). Used through
+# SANDBOX_PROFILES_DIR by the scenarios that need root in the guest; never in qemu-profiles/.
+TEST_PROFILES = os.path.join(HERE, "profiles")
 
 
 class Run:
@@ -99,6 +108,12 @@ def finish(run, label, killed=False, stderr_text=None):
         f"{[round(k / 1024) for k in run.watch.qemu_rss_kib.values()]} MiB")
     check(0 < hwm < HOST_RSS_MAX_MIB, f"{label}: the sandbox process stayed under "
           f"{HOST_RSS_MAX_MIB} MiB (VmHWM {hwm:.1f} MiB)")
+    if run.watch.bridge_anon_kib:
+        anon = max(run.watch.bridge_anon_kib.values()) / 1024
+        rss = [round(k / 1024, 1) for k in run.watch.bridge_rss_kib.values()]
+        log(f"{label}: bridge peak RSS {rss} MiB, of it its own memory (RssAnon) {anon:.1f} MiB")
+        check(anon < BRIDGE_ANON_MAX_MIB, f"{label}: the bridge's own memory stayed under "
+              f"{BRIDGE_ANON_MAX_MIB} MiB (RssAnon {anon:.1f} MiB)")
     procs = run.watch.all()
     reap_and_wait_gone(procs, GONE_WAIT_S, f"{label}: what the agent started")
     return check_cgroups_gone(run.proc.pid, label, killed=killed)
@@ -707,6 +722,427 @@ def scenario_jail(env):
         for b in run.watch.of_kind("bwrap"):
             check(b.ppid == run.proc.pid, f"{label}: {b} is the agent's child (parent {b.ppid})")
         finish(run, label)
+
+
+# ---- 13. garbage on the channel, written by root in the guest ----------------------------------
+
+# Guest code as root (a test-only profile: sandbox.test_root=1) takes the agent's channel and
+# writes garbage to the host through it. Opening the device itself does not work: the
+# virtio-serial port has one opener, the agent (EBUSY, printed); the vsock connection is the
+# agent's socket. So it takes a copy of the agent's descriptor with pidfd_getfd(2), which root
+# may do there (ptrace_scope 2 under the flag, 3 otherwise: no one may). @MODE@ says what it
+# writes; the line it prints first reaches the host (the agent's output frame) before it.
+GARBAGE = r'''import ctypes, errno, os, random, select, socket, struct, sys, time
+MODE = "@MODE@"
+
+
+def say(*args):
+    print("garbage:", *args, flush=True)
+
+
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = os.pidfd_open(1)
+
+
+def take(target):
+    fd = libc.syscall(438, pidfd, target, 0)  # pidfd_getfd: a copy of PID 1's descriptor
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "pidfd_getfd")
+    return fd
+
+
+if os.geteuid() != 0:
+    try:
+        os.close(take(0))
+        got = "a copy"
+    except OSError as e:
+        got = errno.errorcode.get(e.errno, str(e.errno))
+    say(f"not root: uid {os.geteuid()}; pidfd_getfd of PID 1's fd 0: {got}")
+    sys.exit(3)
+chan, how = None, None
+for name in sorted(os.listdir("/proc/1/fd"), key=int):
+    try:
+        link = os.readlink("/proc/1/fd/" + name)
+    except OSError:
+        continue
+    if link.startswith("/dev/vport"):
+        try:
+            os.close(os.open(link, os.O_RDWR | os.O_NONBLOCK))
+            opened = "opened"
+        except OSError as e:
+            opened = errno.errorcode.get(e.errno, str(e.errno))
+        chan, how = take(int(name)), f"the virtio-serial port {link} (own open: {opened})"
+    elif link.startswith("socket:"):
+        s = socket.socket(fileno=take(int(name)))
+        try:
+            peer = s.getpeername() if s.family == socket.AF_VSOCK else None
+        except OSError:
+            peer = None
+        if peer and peer[0] == 2:
+            chan, how = s.detach(), f"the vsock connection to {peer}"
+        s.close()
+    if chan is not None:
+        say(f"took {how} from PID 1's fd {name}; writing {MODE}")
+        break
+if chan is None:
+    say("found no channel among PID 1's descriptors")
+    sys.exit(3)
+time.sleep(0.5)
+
+
+def send(data):
+    view = memoryview(data)
+    while view:
+        select.select([], [chan], [], 1)
+        try:
+            view = view[os.write(chan, view):]
+        except BlockingIOError:
+            pass
+
+
+def frame(payload):
+    return struct.pack(">I", len(payload)) + payload
+
+
+rng = random.Random(11)
+if MODE == "random":
+    send(frame(rng.randbytes(65536)) + rng.randbytes(1 << 20))
+elif MODE == "huge_length":
+    send(b"\xff\xff\xff\xff" + b"A" * 4096)
+elif MODE == "zero_length":
+    send(b"\0\0\0\0" + frame(b'{"type":"ping","seq":1}'))
+elif MODE == "bad_json":
+    send(frame(b'{"type": "output", "id": "x", "stream": "stdout", "data": '))
+elif MODE == "unexpected":
+    send(frame(b'{"type":"pong","seq":7}'))
+elif MODE == "endless":
+    send(b"\x7f")
+    while True:
+        send(rng.randbytes(65536))
+elif MODE == "ping_flood":
+    seq = 0
+    while True:
+        send(b"".join(frame(b'{"type":"ping","seq":%d}' % (seq + i)) for i in range(1, 257)))
+        seq += 256
+elif MODE == "stall":
+    send(struct.pack(">I", 4 << 20) + b"[" * 100)
+time.sleep(300)
+'''
+
+# mode -> (status, exit code, what error.message must hold). docs/cli.md: a guest agent that
+# broke the protocol is `crash`, 125, "protocol violation: ..." (host-agent/session/session.c);
+# what follows the protocol but never ends (a frame announced and never completed, valid pings
+# forever) ends at the run's timeout, 124.
+GARBAGE_MODES = {
+    "random": ("crash", 125, "protocol violation: undecodable frame"),
+    "huge_length": ("crash", 125,
+                    "protocol violation: frame of 4294967295 bytes announced, limit 4194304"),
+    "zero_length": ("crash", 125, "protocol violation: frame of 0 bytes announced"),
+    "bad_json": ("crash", 125, "protocol violation: undecodable frame"),
+    "unexpected": ("crash", 125, "protocol violation: unexpected pong 7"),
+    "endless": ("crash", 125, "protocol violation: frame of "),
+    "ping_flood": ("timeout", 124, "execution timed out after"),
+    "stall": ("timeout", 124, "execution timed out after"),
+}
+GARBAGE_TIMEOUT_S = 6      # the runs that can only end at their timeout
+GARBAGE_CRASH_TIMEOUT_S = 60  # the others: a host that does not notice would show as a timeout
+GARBAGE_REFUSED_MS = 10000  # ... and they end this soon after the execute (~1 s here)
+ROOT_PROFILES = {"q35-serial-root": "virtio-serial", "q35-root": "vsock-bridge"}
+
+
+def root_profile_env():
+    return {"SANDBOX_PROFILES_DIR": TEST_PROFILES}
+
+
+def warm_up_profile(env, profile, extra=None):
+    """A run on @profile first (makes its snapshot once, ~15-25 s), checked to run as root where
+    the profile says so, so that the bounds below are about the scenario only."""
+    t0 = time.monotonic()
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", "python", "--profile", profile, "-"],
+              b"import os\nprint(os.geteuid())\n", extra=extra)
+    run.wait(300, f"warm-up of {profile}")
+    r = run.report()
+    expect(run, r, "ok", 0, f"warm-up of {profile}")
+    finish(run, f"warm-up of {profile}")
+    log(f"warm-up of {profile}: {time.monotonic() - t0:.1f} s; guest code's uid "
+        f"{r.get('stdout', '').strip()}")
+    return r
+
+
+def scenario_channel_garbage(env):
+    # The switch is the host's alone: no shipped profile has it, and without it the same
+    # program runs as uid 1000 and cannot take the agent's descriptors (ptrace_scope 3).
+    for path in sorted(glob.glob(os.path.join(TOP, "qemu-profiles", "*.json"))):
+        check("sandbox.test_root" not in (read(path) or ""),
+              f"channel_garbage: the shipped profile {os.path.basename(path)} does not set "
+              "sandbox.test_root")
+    label = "channel_garbage without the switch@q35-serial"
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", "python", "--timeout", "60", "-"],
+              GARBAGE.replace("@MODE@", "huge_length").encode())
+    run.wait(180, label)
+    r = run.report()
+    log(f"{label}: {r.get('status')}, exit {run.rc}: {r.get('stdout', '').strip()}")
+    said = "garbage: not root: uid 1000; pidfd_getfd of PID 1's fd 0: EPERM\n"
+    check(r.get("status") == "error" and run.rc == 3 and r.get("stdout") == said,
+          f"{label}: guest code is uid 1000 and may not take the agent's descriptors (exit 3)",
+          brief(r) + r.get("stdout", ""))
+    finish(run, label)
+    for profile, channel in ROOT_PROFILES.items():
+        r = warm_up_profile(env, profile, root_profile_env())
+        check(r.get("stdout") == "0\n", f"channel_garbage: guest code runs as root on the "
+              f"test-only profile {profile} (uid {r.get('stdout', '').strip()!r})")
+        for mode, (status, rc, said) in GARBAGE_MODES.items():
+            label = f"channel_garbage {mode}@{profile}"
+            timeout = GARBAGE_TIMEOUT_S if status == "timeout" else GARBAGE_CRASH_TIMEOUT_S
+            run = Run(env, ["run", "--no-serve", "--json", "--lang", "python", "--profile",
+                            profile, "--timeout", str(timeout), "-"],
+                      GARBAGE.replace("@MODE@", mode).encode(), extra=root_profile_env())
+            run.wait(timeout + 120, label)
+            r = run.report()
+            err = r.get("error") or {}
+            log(f"{label}: {r.get('status')}, exit {run.rc}, {run.t_exit - run.t_vm():.1f} s "
+                f"after the VM's start, duration_ms {r.get('duration_ms')}: "
+                f"{err.get('code')}: {err.get('message')}")
+            check(r.get("stdout", "").startswith("garbage: took the "),
+                  f"{label}: guest code took the agent's channel", brief(r) + r.get("stdout", ""))
+            if channel == "virtio-serial":
+                check("(own open: EBUSY)" in r.get("stdout", ""), f"{label}: opening the port "
+                      "itself failed with EBUSY (the agent holds it)", r.get("stdout"))
+            expect(run, r, status, rc, label)
+            code = "timeout" if status == "timeout" else "internal_error"
+            check(err.get("code") == code and said in (err.get("message") or ""),
+                  f"{label}: error {code}: {said!r}...", brief(r))
+            # Promptly: the garbage is refused at once (the runner, its imports, 0.5 s of sleep
+            # before it: ~1 s); what cannot be refused ends at the timeout, not later.
+            d = r.get("duration_ms") or 0
+            if status == "timeout":
+                check(timeout * 1000 <= d <= timeout * 1000 + 2000,
+                      f"{label}: duration_ms {d} is the timeout (+ at most 2 s)")
+            else:
+                check(0 < d <= GARBAGE_REFUSED_MS, f"{label}: refused within "
+                      f"{GARBAGE_REFUSED_MS} ms of the execution's start (duration_ms {d})")
+            bounded(run, label, (timeout if status == "timeout" else GARBAGE_REFUSED_MS / 1000)
+                    + SLACK_S)
+            finish(run, label)
+    # The profile's bytes and the QEMU command line (with the kernel's) are part of a snapshot's
+    # key (docs/snapshot.md): the test-only profiles have snapshots of their own, never those of
+    # the shipped profiles (whose guests run code as uid 1000).
+    made = {}
+    for path in glob.glob(os.path.join(env.snapshots, "*", "inputs.json")):
+        inputs = report(read(path) or "") or {}
+        made.setdefault(inputs.get("profile_name"), []).append(inputs)
+    for plain, root in (("q35-serial", "q35-serial-root"), ("q35", "q35-root")):
+        if not made.get(plain):
+            continue  # q35's snapshot is made by other scenarios (jail, vsock_scan)
+        a, b = made[plain][-1], (made.get(root) or [{}])[-1]
+        log(f"channel_garbage: snapshot keys {plain} {a.get('key', '')[:12]}, {root} "
+            f"{b.get('key', '')[:12]}")
+        check(b and a["key"] != b["key"] and a["profile_sha256"] != b["profile_sha256"] and
+              a["recipe_sha256"] != b["recipe_sha256"], f"channel_garbage: {root} has a "
+              f"snapshot of its own (another key, profile and command line than {plain}'s)")
+
+
+# ---- 14. a vsock scan over the bridge ----------------------------------------------------------
+
+# What the guest can reach over vsock on the bridge profiles (bridge/README.md, --uds): the
+# bridge relays a guest connection to host port P to the unix socket <runtime dir>/vsock.sock_P,
+# and nothing on the host listens on any such socket (the host agent only connects *in*, to the
+# guest agent's port 1024: host-agent/vm/hvsock.c); every other destination CID (0, 1, another
+# VM's: each VM has a bridge and a CID space of its own) gets a reset from the bridge, and the
+# guest's own CID is local (no loopback transport in the guest: ENODEV). So: nothing connects.
+VSOCK_SCAN = r'''import errno, fcntl, json, os, socket, struct, time
+HOST_PORTS = @HOST_PORTS@
+EXTRA = @EXTRA@
+t0 = time.monotonic()
+
+
+def own_cid():
+    try:
+        with open("/dev/vsock", "rb") as f:
+            buf = bytearray(4)
+            fcntl.ioctl(f, socket.IOCTL_VM_SOCKETS_GET_LOCAL_CID, buf)
+            return struct.unpack("I", buf)[0]
+    except OSError:
+        return None  # /dev/vsock is root's (0600): not for uid 1000
+
+
+HIGH = [4095, 4096, 5000, 8080, 10000, 32768, 49152, 65535, 65536, 1 << 20, 0x7fffffff,
+        0xfffffffe, 0xffffffff]
+targets = [(2, p) for p in list(range(HOST_PORTS)) + HIGH]
+for cid in [0, 1] + list(range(3, 65)) + [100, 1000, 65535, 0x7fffffff, 0xfffffffe, 0xffffffff]:
+    targets += [(cid, p) for p in (0, 1, 22, 1023, 1024, 1025, 5000)]
+targets += [tuple(t) for t in EXTRA]
+connected, results = [], {}
+for cid, port in targets:
+    s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    s.settimeout(3)
+    try:
+        s.connect((cid, port))
+        connected.append([cid, port])
+        what = "connected"
+    except socket.timeout:
+        what = "timeout"
+    except OSError as e:
+        what = errno.errorcode.get(e.errno, str(e.errno))
+    finally:
+        s.close()
+    per_cid = results.setdefault(str(cid), {})
+    per_cid[what] = per_cid.get(what, 0) + 1
+print(json.dumps({"uid": os.geteuid(), "own_cid": own_cid(), "probes": len(targets),
+                  "connected": connected, "results": results,
+                  "seconds": round(time.monotonic() - t0, 2)}))
+'''
+VSOCK_SCAN_BOUND_S = 180  # ~2600 probes, 1-25 ms each under TCG on a busy machine
+VSOCK_SCAN_HOST_PORTS = 2049  # 0..2048; as root beside a refilling pool 0..1100 (the time)
+VSOCK_SCAN_HIGH = 13
+
+
+def vsock_scan_code(host_ports, extra):
+    return (VSOCK_SCAN.replace("@HOST_PORTS@", str(host_ports))
+            .replace("@EXTRA@", json.dumps(extra)).encode())
+
+
+# Another VM: listens on vsock port 5000, says its CID, waits (a tool call that returns when the
+# test creates a file) while the scan runs elsewhere, then says what reached its listener.
+VSOCK_LISTENER = r'''import fcntl, socket, struct
+with open("/dev/vsock", "rb") as f:
+    buf = bytearray(4)
+    fcntl.ioctl(f, socket.IOCTL_VM_SOCKETS_GET_LOCAL_CID, buf)
+s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+s.bind((socket.VMADDR_CID_ANY, 5000))
+s.listen(16)
+print(f"listening cid {struct.unpack('I', buf)[0]}", flush=True)
+tools.slow.work({"i": 1, "wait_for": "@WAIT_FOR@", "sleep_ms": 150000})
+s.setblocking(False)
+got = []
+try:
+    while True:
+        got.append(s.accept()[1])
+except BlockingIOError:
+    pass
+print("accepted", got, flush=True)
+'''
+
+
+def guest_cid_of(run):
+    """The CID the host gave the VM (the bridge's --guest-cid)."""
+    cids = set()
+    for b in run.watch.of_kind("bridge"):
+        m = re.search(r"--guest-cid (\d+)", b.cmd)
+        if m:
+            cids.add(int(m.group(1)))
+    return cids
+
+
+def by_outcome(results):
+    """{"ECONNRESET x7": "0-1, 3, 5-64, ..."}: the CIDs of each outcome, runs as ranges."""
+    groups = {}
+    for cid, outcome in results.items():
+        key = ", ".join(f"{k} x{v}" for k, v in sorted(outcome.items()))
+        groups.setdefault(key, []).append(int(cid))
+    out = {}
+    for key, cids in groups.items():
+        runs, cids = [], sorted(cids)
+        for c in cids:
+            if runs and c == runs[-1][1] + 1:
+                runs[-1][1] = c
+            else:
+                runs.append([c, c])
+        out[key] = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return out
+
+
+def check_scan(run, r, label, host_ports, bound=VSOCK_SCAN_BOUND_S):
+    expect(run, r, "ok", 0, label)
+    try:
+        scan = json.loads(r.get("stdout") or "")
+    except ValueError:
+        check(False, f"{label}: the scan printed its results", brief(r) + str(r.get("stdout")))
+        return {}
+    log(f"{label}: {scan['probes']} probes in {scan['seconds']} s as uid {scan['uid']}, own CID "
+        f"{scan['own_cid']}; CIDs by outcome: {by_outcome(scan['results'])}")
+    check(not scan["connected"], f"{label}: no vsock connection from the guest reached "
+          f"anything ({scan['connected']})")
+    check(scan["seconds"] < bound, f"{label}: the scan ended within {bound} s "
+          f"({scan['seconds']} s)")
+    host = scan["results"].get("2", {})
+    check(sum(host.values()) == host_ports + VSOCK_SCAN_HIGH and not host.get("timeout"),
+          f"{label}: every host port was refused at once (no probe waited for a timeout)", host)
+    return scan
+
+
+def scenario_vsock_scan(env):
+    # a. Guest code as it always runs (uid 1000), on the bridge profile.
+    label = "vsock_scan@q35"
+    warm_up_profile(env, "q35")  # its snapshot (and the template's bridge) not in the run below
+    run = Run(env, ["run", "--no-serve", "--json", "--lang", "python", "--profile", "q35",
+                    "--timeout", "300", "-"], vsock_scan_code(VSOCK_SCAN_HOST_PORTS, []))
+    run.wait(300 + 120, label)
+    r = run.report()
+    scan = check_scan(run, r, label, VSOCK_SCAN_HOST_PORTS)
+    cids = guest_cid_of(run)
+    check(len(cids) == 1, f"{label}: the VM's CID read from its bridge ({cids})")
+    for cid in cids:
+        check(str(cid) in scan.get("results", {}), f"{label}: its own CID {cid} was probed")
+    check(run.watch.of_kind("bridge"), f"{label}: the bridge seen", run.watch.all())
+    finish(run, label)
+
+    # b. As root (the test-only profile) in one VM of a `sandbox serve` pool, while another VM
+    # of the pool (another CID, the same host) listens on vsock port 5000.
+    label = "vsock_scan root, another VM"
+    warm_up_profile(env, "q35-root", root_profile_env())
+    sock_dir = env.path("serve")
+    sock = os.path.join(sock_dir, "sandbox.sock")
+    serve = Run(env, ["serve", "--pool", "2", "--prestart", "0", "--profile", "q35-root",
+                      "--socket", sock], None, stdout=subprocess.DEVNULL,
+                extra=root_profile_env())
+    status = {}
+
+    def ready():
+        status.update(serve_status(sock) or {})
+        return status.get("ready") == 2
+
+    serve.watch.wait_for(ready, 180, f"{label}: a pool of 2 q35-root VMs ready")
+    log_path, wait_for = env.path("tool.log"), env.path("scan-done")
+    catalog = tools_catalog(env, log_path)
+    client = dict(root_profile_env(), SANDBOX_SERVE_SOCKET=sock)
+    listener = Run(env, ["run", "--lang", "python", "--profile", "q35-root", "--timeout", "240",
+                         "--tools", catalog, "-"],
+                   VSOCK_LISTENER.replace("@WAIT_FOR@", wait_for).encode(), extra=client)
+
+    def listening():
+        return re.search(rb"listening cid (\d+)\n", bytes(listener.out.data))
+
+    listener.watch.wait_for(lambda: listening() or listener.proc.poll() is not None, 120,
+                            f"{label}: the other VM listening")
+    m = listening()
+    other = int(m.group(1)) if m else None
+    check(other is not None, f"{label}: the other VM said its CID", listener.out.text())
+    extra_targets = [[other, p] for p in (5000, 1024, 1025)] if other else []
+    scanner = Run(env, ["run", "--json", "--lang", "python", "--profile", "q35-root",
+                        "--timeout", "300", "-"],
+                  vsock_scan_code(1101, extra_targets), extra=client)
+    scanner.wait(300 + 120, label)
+    r = scanner.report()
+    check(r.get("start") == "pool", f"{label}: the scan ran in a pooled VM", brief(r))
+    scan = check_scan(scanner, r, label, 1101)
+    check(scan.get("uid") == 0, f"{label}: the scan ran as root ({scan.get('uid')})")
+    own = scan.get("own_cid")
+    check(other is not None and own is not None and own != other,
+          f"{label}: the two VMs have different CIDs (scanner {own}, listener {other})")
+    with open(wait_for, "w"):
+        pass
+    listener.wait(120, f"{label}: the listener")
+    said = listener.out.text()
+    log(f"{label}: the other VM (CID {other}) says: {said.strip()!r}")
+    check(listener.rc == 0 and "accepted []" in said, f"{label}: nothing reached the other VM's "
+          f"listener (exit {listener.rc})", said + listener.stderr())
+    serve.proc.send_signal(signal.SIGTERM)
+    serve.wait(60, f"{label}: serve after SIGTERM")
+    check(serve.rc == 0, f"{label}: serve exited 0 after SIGTERM ({serve.rc})", serve.stderr())
+    check(serve.watch.of_kind("bridge"), f"{label}: the pool's bridges seen", serve.watch.all())
+    finish(serve, label)
+    shutil.rmtree(sock_dir, ignore_errors=True)
 
 
 SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items()
