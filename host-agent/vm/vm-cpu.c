@@ -13,7 +13,6 @@
 #include "vm-private.h"
 
 #include <errno.h>
-#include <stdlib.h>
 
 /*
  * The weight of an execution past its burst (v2 scale; v1 cpu.shares 102): a tenth of a new
