@@ -52,9 +52,10 @@
 
 /*
  * hello_ok waits at most this long for the pre-started runners to be warm (in a restored VM they
- * are: no wait). It is what makes the snapshot maker's hello return only once they are, and it
- * stays well below the host's own hello timeout (SBX_SESSION_HELLO_TIMEOUT_MS, 10 s): a cold
- * boot under TCG has node warm ~3 s after the agent starts.
+ * are: no wait), unless the hello says how long (warm_wait_ms: the snapshot maker asks for as
+ * long as it takes, since a snapshot must hold warm runners). It stays well below the host's own
+ * hello timeout (SBX_SESSION_HELLO_TIMEOUT_MS, 10 s): a cold boot under TCG on a quiet machine
+ * has node warm a few seconds after the agent starts (its TypeScript stripper included).
  */
 #define PRESTART_HELLO_WAIT_MS 7000
 
@@ -135,7 +136,11 @@ typedef struct Exec {
     Calls calls;
 } Exec;
 
-/* A runner started ahead of its execute (prestart.c); pid 0: none (not started, used, dead). */
+/*
+ * A runner started ahead of its execute (prestart.c); pid 0: none (not started, used, dead).
+ * Indexed by the runner's language (spawn_runner_language): TypeScript's slot stays unused,
+ * its executes go to the JavaScript runner.
+ */
 typedef struct Prestart {
     const char *name; /* the language's name, for the log */
     pid_t pid;        /* leader of its own process group */
@@ -159,6 +164,7 @@ typedef struct Agent {
     char *greeting_token;     /* CONN_GREETING: the hello's token, for hello_ok */
     int64_t greeting_time_us; /* CONN_GREETING: the hello's clock ... */
     int64_t greeting_ms;      /* ... and when it arrived (monotonic) */
+    int64_t greeting_wait_ms; /* ... and how long hello_ok may wait for the runners */
     Exec *exec;               /* the running execution, or NULL */
     pid_t early_pid;          /* runner of an execution done before its exit; 0 once reaped */
     Prestart pre[SBX_LANG__COUNT];
@@ -270,6 +276,11 @@ typedef struct DoneText {
 void done_build(const Exec *e, int64_t now, SbxMsg *out, DoneText *text);
 
 /* spawn.c */
+/**
+ * The language whose runner runs @lang: JavaScript for TypeScript (node's runner strips the
+ * types itself, seeing the execute's language), else @lang.
+ */
+SbxLanguage spawn_runner_language(SbxLanguage lang);
 /** True if the runtime and runner of @lang exist. */
 bool spawn_available(const AgentOptions *o, SbxLanguage lang);
 /**
@@ -312,8 +323,9 @@ void prestart_on_events(Agent *a, SbxLanguage lang);
 /** A child was reaped: if it was a pre-started runner, forget it. */
 void prestart_reaped(Agent *a, pid_t pid);
 /**
- * Hand over the waiting runner of @lang: *@ret_pid, *@ret_chan (moved; it was pinged) and
- * @ret_pipes, with what it wrote while waiting discarded. False if there is none (or it died).
+ * Hand over the waiting runner of @lang (JavaScript's for TypeScript): *@ret_pid, *@ret_chan
+ * (moved; it was pinged) and @ret_pipes, with what it wrote while waiting discarded. False if
+ * there is none (or it died).
  */
 bool prestart_take(Agent *a, SbxLanguage lang, pid_t *ret_pid, Link *ret_chan,
                    int ret_pipes[SBX_STREAM__COUNT]);

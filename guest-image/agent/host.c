@@ -65,12 +65,15 @@ static void on_hello(Agent *a, const SbxHello *h)
      * warm_up just asked for): answer once they are warm, so that a snapshot taken after
      * hello_ok holds warm runners.
      * The clock is set then too: until they are warm it stays at PRESTART_CLOCK_US (agent.h:
-     * what node's OpenSSL seeds while it starts must be dated far from any hello's time). */
+     * what node's OpenSSL seeds while it starts must be dated far from any hello's time).
+     * How long: the hello's warm_wait_ms (the snapshot maker's: as long as it takes), else
+     * PRESTART_HELLO_WAIT_MS (a session's hello times out at 10 s). */
     if (!prestart_all_ready(a) && (a->greeting_token = strdup(h->token))) {
         a->conn_state = CONN_GREETING;
         a->greeting_time_us = h->time_us;
         a->greeting_ms = now_ms();
-        a->conn_deadline_ms = a->greeting_ms + PRESTART_HELLO_WAIT_MS;
+        a->greeting_wait_ms = h->warm_wait_ms ? (int64_t)h->warm_wait_ms : PRESTART_HELLO_WAIT_MS;
+        a->conn_deadline_ms = a->greeting_ms + a->greeting_wait_ms;
         return;
     }
     greet(a, h->token, h->time_us, now_ms());
@@ -83,8 +86,8 @@ void host_greeting_check(Agent *a, int64_t now)
     if (a->conn_state != CONN_GREETING || (!prestart_all_ready(a) && now < a->conn_deadline_ms))
         return;
     if (!prestart_all_ready(a))
-        agent_log("pre-started runners not warm after %d ms: answering hello anyway",
-                  PRESTART_HELLO_WAIT_MS);
+        agent_log("pre-started runners not warm after %lld ms: answering hello anyway",
+                  (long long)a->greeting_wait_ms);
     a->greeting_token = NULL;
     greet(a, token, a->greeting_time_us, a->greeting_ms);
     free(token);

@@ -1,10 +1,12 @@
 /*
  * Pre-started runners: one runner per language, started when the agent starts (before it
  * listens), so that a snapshot of the VM holds runtimes that are up, with their modules loaded
- * and a warm-up run behind them. Each is pinged on its channel; it answers pong once it is warm
- * and then waits for its execute. An execute of that language is handed to the waiting runner
- * (exec.c) instead of spawning one. Each is used once and not replaced: a VM serves one
- * execution, and later ones of the same language are spawned as before.
+ * and a warm-up run behind them. TypeScript has none of its own: its execute goes to the
+ * JavaScript runner, which strips the types when the execute says "typescript". Each is pinged on
+ * its channel; it answers pong once it is warm and then waits for its execute. An execute of that
+ * language is handed to the waiting runner (exec.c) instead of spawning one. Each is used once and
+ * not replaced: a VM serves one execution, and later ones of the same language are spawned as
+ * before.
  */
 #include <errno.h>
 #include <signal.h>
@@ -232,7 +234,7 @@ static void discard_pipe(int fd)
 bool prestart_take(Agent *a, SbxLanguage lang, pid_t *ret_pid, Link *ret_chan,
                    int ret_pipes[SBX_STREAM__COUNT])
 {
-    Prestart *p = &a->pre[lang];
+    Prestart *p = &a->pre[spawn_runner_language(lang)];
     siginfo_t si = {0};
 
     if (p->pid <= 0 || !p->chan_open)

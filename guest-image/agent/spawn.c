@@ -74,14 +74,19 @@ static size_t node_flags(const char **flags)
     return n;
 }
 
+SbxLanguage spawn_runner_language(SbxLanguage lang)
+{
+    return lang == SBX_LANG_TYPESCRIPT ? SBX_LANG_JAVASCRIPT : lang;
+}
+
 static const char *runtime_of(const AgentOptions *o, SbxLanguage lang)
 {
-    return lang == SBX_LANG_JAVASCRIPT ? o->node : o->python;
+    return spawn_runner_language(lang) == SBX_LANG_JAVASCRIPT ? o->node : o->python;
 }
 
 static const char *script_of(SbxLanguage lang)
 {
-    return lang == SBX_LANG_JAVASCRIPT ? "runner.mjs" : "runner.py";
+    return spawn_runner_language(lang) == SBX_LANG_JAVASCRIPT ? "runner.mjs" : "runner.py";
 }
 
 static int script_path(const AgentOptions *o, SbxLanguage lang, char *buf, size_t size)
@@ -142,7 +147,7 @@ static void runner_argv(const AgentOptions *o, SbxLanguage lang, const char *scr
     size_t n = 0;
 
     argv[n++] = runtime_of(o, lang);
-    if (lang == SBX_LANG_JAVASCRIPT)
+    if (spawn_runner_language(lang) == SBX_LANG_JAVASCRIPT)
         n += node_flags(argv + n);
     argv[n++] = script;
     argv[n] = NULL;

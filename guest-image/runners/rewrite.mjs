@@ -4,8 +4,10 @@
 // returned instead. Line numbers are kept, so stacks point into the user's code.
 import { createRequire } from 'node:module';
 
-// Debian's node-acorn (in the guest), then wherever node would find it.
-const ACORN_PATHS = ['/usr/share/nodejs/acorn', '/usr/lib/nodejs/acorn', 'acorn'];
+// The image's acorn (the npm registry's, pinned by guest-image/build-image), then Debian's
+// node-acorn (the hosts' tests), then wherever node would find it.
+const ACORN_PATHS = ['/usr/local/lib/node_modules/acorn', '/usr/share/nodejs/acorn',
+    '/usr/lib/nodejs/acorn', 'acorn'];
 
 function loadAcorn() {
     const require = createRequire(import.meta.url);

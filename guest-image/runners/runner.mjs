@@ -1,9 +1,10 @@
 // The JavaScript runner: runs one execution's code in node, started by the guest agent with
 // the runner channel on fd 3 (docs/protocol.md, "Runner channel").
 //
-// It reads `execute`, runs the code as an async function (see rewrite.mjs), answers tool calls
-// through the channel, and ends with one `done` {status: ok|error, result?, error?}; then it
-// waits for the agent to end it (see deliver).
+// It reads `execute`, runs the code as an async function (see rewrite.mjs; TypeScript, language
+// "typescript", has its types stripped first: typescript.mjs), answers tool calls through the
+// channel, and ends with one `done` {status: ok|error, result?, error?}; then it waits for the
+// agent to end it (see deliver).
 //
 // The agent may start it long before its execute (pre-started, and saved in a VM snapshot): it
 // first rehearses an execution end to end (see rehearse), then answers the agent's `ping` with
@@ -21,8 +22,10 @@ import { SerializationError, toJson } from './json.mjs';
 import { HELPER, rewrite } from './rewrite.mjs';
 import { makeTools, PolicyDenied, SandboxToolError, ToolError, toolError, ValidationError }
     from './tools.mjs';
+import { loadTypeScript, stripTypes } from './typescript.mjs';
 
-const FILENAME = 'main.js';
+// The user's code as stacks name it, by language.
+const FILENAMES = { javascript: 'main.js', typescript: 'main.ts' };
 const CHANNEL_FD = 3;
 // SBX_ERROR_TEXT_MAX: longer error messages and stacks are cut.
 const ERROR_TEXT_MAX = 16 * 1024;
@@ -171,19 +174,22 @@ const PARAMS = ['tools', 'require', 'module', 'exports', '__filename', '__dirnam
     'SandboxToolError', 'ToolError', 'ValidationError', 'PolicyDenied', HELPER];
 
 // The user's code sits in a block of its own, so it may declare names like `tools` again.
-function compile(body) {
+function compile(body, filename) {
     const source = `(async function (${PARAMS.join(', ')}) {{\n${body}\n}})`;
-    return new vm.Script(source, { filename: FILENAME, lineOffset: -1 }).runInThisContext();
+    return new vm.Script(source, { filename, lineOffset: -1 }).runInThisContext();
 }
 
 async function run(x) {
     if (x.entry && !/^[A-Za-z_$][\w$]*$/.test(x.entry))
         throw new TypeError(`entry ${JSON.stringify(x.entry)} is not an identifier`);
-    const { body } = rewrite(x.code, x.entry, FILENAME);
-    const fn = compile(body);
+    const filename = FILENAMES[x.language] ?? FILENAMES.javascript;
+    // TypeScript: types blanked out in place (same lines and columns), then the same path.
+    const code = x.language === 'typescript' ? stripTypes(x.code, filename) : x.code;
+    const { body } = rewrite(code, x.entry, filename);
+    const fn = compile(body, filename);
     const module = { exports: {} };
     const value = await fn(makeTools(x.tools, callTool), userRequire, module, module.exports,
-        `${process.cwd()}/${FILENAME}`, process.cwd(), SandboxToolError, ToolError,
+        `${process.cwd()}/${filename}`, process.cwd(), SandboxToolError, ToolError,
         ValidationError, PolicyDenied, { import: importForUser });
     if (!x.entry)
         return value;
@@ -312,6 +318,16 @@ const o = { xs, s: \`\${path.basename('/a/b.js')} \${xs.length}\`, n: 1.5, t: tr
 JSON.stringify(o);
 o`;
 const WARMUP_TOOLS = [{ provider: 'warm', name: 'up' }];
+// The same for TypeScript (typescript.mjs): the common type syntax, so that the parts of the
+// stripper (WebAssembly) that most code goes through are compiled and translated too.
+const WARMUP_TS_CODE = `import path from 'node:path';
+interface Point<T = number> { x: T; y?: T; readonly tag: string }
+type Pair = [a: string, b: number] | null;
+function pick<K extends keyof Point>(p: Point, k: K): Point[K] { return p[k]!; }
+const p: Point = { x: 1, tag: path.basename('/a/b.ts') } satisfies Point;
+const xs = [3, 1, 2].map((x: number): number => x * 2).sort() as number[];
+let pair: Pair = null;
+({ xs, x: pick(p, 'x'), pair, s: \`\${p.tag} \${xs.length}\` } as const)`;
 const OUTPUT_CODE = `console.log('%s %d', 'warm', 1, { a: [1] });
 console.log(1);
 console.error('warm');
@@ -320,9 +336,9 @@ console.error('warm');
 // An execution from its code to its encoded done, through execute(), except that the done is
 // dropped and the runner goes on waiting. The message goes through JSON.parse as the agent's
 // would (its usual members in its order: V8 builds objects of those shapes once for all).
-async function rehearse(code, tools) {
+async function rehearse(code, tools, language = 'javascript') {
     const msg = JSON.parse(JSON.stringify({ type: 'execute', id: 'warmup',
-        language: 'javascript', code, tools, output_limit: 1, timeout_ms: 1 }));
+        language, code, tools, output_limit: 1, timeout_ms: 1 }));
     await new Promise((resolve) => execute(msg, resolve));
     current = null;
 }
@@ -337,21 +353,43 @@ async function warmUp() {
     new console.Console(sink, sink).log('%s %d', 'warm', 1, { a: [1] });
 }
 
+// TypeScript's part of the warm-up, at the first ping only: a pre-started runner (the one in
+// the snapshot) serves either language, but loading the stripper costs seconds under TCG, which
+// a runner spawned for a JavaScript execute should not pay (it loads it if its code is
+// TypeScript). A refused construct is rehearsed too: its error path is the stripper's as well.
+async function warmUpTypeScript() {
+    if (!loadTypeScript())
+        return; // an older node (the hosts' tests): JavaScript only
+    await rehearse(WARMUP_TS_CODE, WARMUP_TOOLS, 'typescript');
+    try {
+        stripTypes('enum E { A }', FILENAMES.typescript);
+    } catch (e) {
+        describe(e);
+    }
+}
+
 // At the second ping, which comes when the host's hello asks for a warm-up: a pooled VM
 // restored from a snapshot, whose emulator (TCG) lost its translated code. The real output
 // paths too: the global console and the process streams into the pipes of the execution to
 // come, whose first write otherwise pays for translating node's, the kernel's and the agent's
 // output paths. The agent reads these bytes and drops them when our pong comes (it answers
 // the hello, so no execute comes before).
+// TypeScript gets its stripper run (WebAssembly, which TCG must translate again), not a whole
+// rehearsal: the rest of a TypeScript execution is the JavaScript path rehearsed here, and a
+// whole TypeScript rehearsal made pooled JavaScript executions slower, TypeScript's no faster
+// (docs/measurements.md, "Node 24").
 async function rewarm() {
     await rehearse(WARMUP_CODE, WARMUP_TOOLS);
+    if (loadTypeScript())
+        stripTypes(WARMUP_TS_CODE, FILENAMES.typescript);
     await rehearse(OUTPUT_CODE, []);
     process.stdout.write('warm\n');
 }
 
 // Answer pings until the execute comes, with blocking reads (see channel.mjs), and start it
 // right there (not through a promise: one more hop of code not run since the restore). The
-// first ping asks whether we are warm: we are, the channel is read only after the warm-up.
+// first ping asks whether we are warm: we are once TypeScript's part is done too (the channel
+// is read only after the rest of the warm-up), and only a pre-started runner gets that ping.
 async function serve() {
     for (let pings = 0; ;) {
         const msg = readFrameSync(CHANNEL_FD);
@@ -364,6 +402,8 @@ async function serve() {
         if (msg.type === 'ping') {
             if (pings++ > 0)
                 await rewarm();
+            else
+                await warmUpTypeScript();
             writeFrameSync(CHANNEL_FD, encode({ type: 'pong', seq: msg.seq }));
         }
     }

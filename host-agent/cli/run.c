@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/language.h"
 #include "cli/out.h"
 #include "cli/outcome.h"
 #include "cli/prompt.h"
@@ -373,26 +374,7 @@ static char *read_program(const char *path, GError **error)
 
 static gboolean pick_language(RunCtx *ctx, GError **error)
 {
-    const char *name = ctx->lang_opt;
-
-    if (name == NULL) {
-        if (g_str_has_suffix(ctx->file, ".js") || g_str_has_suffix(ctx->file, ".mjs")) {
-            name = "javascript";
-        } else if (g_str_has_suffix(ctx->file, ".py")) {
-            name = "python";
-        } else {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "cannot tell the language of `%s`: use --lang javascript|python",
-                        ctx->file);
-            return FALSE;
-        }
-    }
-    if (sbx_language_from_name(name, &ctx->language) < 0) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "--lang: unknown language \"%s\" (javascript or python)", name);
-        return FALSE;
-    }
-    return TRUE;
+    return sbx_cli_language_pick(ctx->lang_opt, ctx->file, &ctx->language, error);
 }
 
 static gboolean parse_timeout(RunCtx *ctx, GError **error)
@@ -447,7 +429,7 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
 {
     const GOptionEntry entries[] = {
         {"lang", 'l', 0, G_OPTION_ARG_STRING, &ctx->lang_opt,
-         "Language (default: from the file extension)", "javascript|python"},
+         "Language (default: from the file extension)", "javascript|typescript|python"},
         {"profile", 'p', 0, G_OPTION_ARG_STRING, &ctx->profile_name,
          "Machine profile (default: " RUN_PROFILE_DEFAULT ", with --cold " RUN_PROFILE_DEFAULT_COLD
          ")",

@@ -87,7 +87,7 @@ static const char *decode_run(const cJSON *msg, SbxServeRun *run)
     guint64 timeout = SBX_SESSION_TIMEOUT_DEFAULT_MS, limit = SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
 
     if (!cJSON_IsString(lang) || sbx_language_from_name(lang->valuestring, &run->language) < 0) {
-        return "language: javascript or python";
+        return "language: javascript, typescript or python";
     }
     if (!cJSON_IsString(code) || strlen(code->valuestring) == 0 ||
         !g_utf8_validate(code->valuestring, -1, NULL)) {

@@ -49,6 +49,13 @@
 #define SBX_ENTROPY_MIN 32
 #define SBX_ENTROPY_MAX 256
 
+/*
+ * Longest wait for the guest's pre-started runners a hello may ask for (hello.warm_wait_ms):
+ * 10 minutes, far beyond any warm-up (the snapshot maker asks for ~2 min), so that a mistaken
+ * value cannot park an agent for days.
+ */
+#define SBX_WARM_WAIT_MAX_MS (10 * 60 * 1000)
+
 /* Tools in one namespace. A catalog with more than this is a configuration mistake. */
 #define SBX_TOOLS_MAX 1024
 

@@ -259,6 +259,8 @@ static void decode_hello(Dec *d, const cJSON *o, SbxHello *m)
         m->time_us = t;
     if (member(d, o, "warm_up", OPTIONAL))
         get_bool(d, o, "warm_up", &m->warm_up);
+    if (get_number(d, o, "warm_wait_ms", OPTIONAL, 1, SBX_WARM_WAIT_MAX_MS, &t))
+        m->warm_wait_ms = (uint32_t)t;
 }
 
 static void decode_languages(Dec *d, const cJSON *o, SbxHelloOk *m)

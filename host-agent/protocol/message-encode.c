@@ -203,6 +203,8 @@ static void encode_hello(Enc *e, cJSON *o, const SbxHello *m)
     put_uint(e, o, "time_us", (uint64_t)m->time_us, 0, SBX_JSON_INT_MAX);
     if (m->warm_up)
         put_bool(e, o, "warm_up", true);
+    if (m->warm_wait_ms)
+        put_uint(e, o, "warm_wait_ms", m->warm_wait_ms, 1, SBX_WARM_WAIT_MAX_MS);
 }
 
 static void encode_hello_ok(Enc *e, cJSON *o, const SbxHelloOk *m)

@@ -26,6 +26,7 @@ static const char *const type_names[SBX_MSG__COUNT] = {
 static const char *const language_names[SBX_LANG__COUNT] = {
     [SBX_LANG_JAVASCRIPT] = "javascript",
     [SBX_LANG_PYTHON] = "python",
+    [SBX_LANG_TYPESCRIPT] = "typescript",
 };
 
 static const char *const stream_names[SBX_STREAM__COUNT] = {

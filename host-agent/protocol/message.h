@@ -34,7 +34,13 @@ typedef enum {
     SBX_MSG__COUNT
 } SbxMsgType;
 
-typedef enum { SBX_LANG_JAVASCRIPT, SBX_LANG_PYTHON, SBX_LANG__COUNT } SbxLanguage;
+/* TypeScript runs in the JavaScript runner, its types stripped (not checked) first. */
+typedef enum {
+    SBX_LANG_JAVASCRIPT,
+    SBX_LANG_PYTHON,
+    SBX_LANG_TYPESCRIPT,
+    SBX_LANG__COUNT
+} SbxLanguage;
 
 typedef enum { SBX_STREAM_STDOUT, SBX_STREAM_STDERR, SBX_STREAM__COUNT } SbxStream;
 
@@ -77,6 +83,10 @@ typedef struct {
     size_t entropy_len; /* SBX_ENTROPY_MIN..SBX_ENTROPY_MAX */
     int64_t time_us;    /* host wall clock, microseconds since the Unix epoch */
     bool warm_up;       /* optional: answer once the runners re-ran their warm-up (a pool) */
+    /* optional (0 = absent: the agent's default, 7 s): how long hello_ok may wait for the
+     * pre-started runners to be warm, at most SBX_WARM_WAIT_MAX_MS (the snapshot maker's:
+     * a snapshot must hold warm runners, however slow the boot) */
+    uint32_t warm_wait_ms;
 } SbxHello;
 
 typedef struct {

@@ -40,10 +40,14 @@
 /* inputs.json is a few hundred bytes; anything bigger is not ours. */
 #define INPUTS_MAX (16 * 1024)
 
-/* A template boot (~2 s) and its warm-up (hello_ok waits up to 7 s for the pre-started runners;
- * node starts in ~2.5 s cold under TCG) on a loaded host: generous, once per image. */
+/* A template boot (~2 s) and its warm-up (node and its runner warm in a few seconds under TCG,
+ * its TypeScript stripper included) on a loaded host: generous, once per image. */
 #define TEMPLATE_BOOT_MS 120000
 #define WARMUP_MS 120000
+
+/* How long the template's hello asks the agent to wait for warm runners (hello.warm_wait_ms):
+ * what is left of WARMUP_MS with a margin for the reply to reach us. */
+#define WARM_WAIT_MS (WARMUP_MS - 10000)
 
 /* Unplugging vsock: ~200 ms on q35 (ACPI), ~6 s with native PCIe hot-plug (the guest waits 5 s
  * after the attention button; shared/FINDINGS.md). */
@@ -315,7 +319,8 @@ static gboolean hello(int fd, SbxFrameReader *r, GError **error)
                            .token = "snapshot-warmup",
                            .entropy = entropy,
                            .entropy_len = sizeof entropy,
-                           .time_us = g_get_real_time()};
+                           .time_us = g_get_real_time(),
+                           .warm_wait_ms = WARM_WAIT_MS};
     if (!send_msg(fd, &msg, error) ||
         !recv_msg(fd, r, g_get_monotonic_time() + WARMUP_MS * 1000, &reply, error))
         return FALSE;
@@ -334,7 +339,10 @@ static gboolean warm_up(int fd, GError **error)
     sbx_frame_reader_init(&r, 0);
     /* The agent started one runner per language at boot, and they warmed themselves up
      * (loaded the runtime, the runner's modules, ran a warm-up cell); hello_ok comes once they
-     * are warm (at most 7 s after hello: PRESTART_HELLO_WAIT_MS in guest-image/agent/agent.h).
+     * are warm: the hello asks the agent to wait for them up to WARM_WAIT_MS (a session's hello
+     * waits at most 7 s, PRESTART_HELLO_WAIT_MS in guest-image/agent/agent.h; on a busy host
+     * node and its TypeScript stripper take longer than that, and a snapshot of runners still
+     * warming up would make every clone finish their warm-up in its first execution).
      * No execution here: it would use up a pre-started runner, and the runners must draw no
      * random numbers after hello has set the clock (docs/snapshot.md, "Pre-started runners"). */
     ok = hello(fd, &r, error);

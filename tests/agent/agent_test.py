@@ -7,9 +7,12 @@ Usage: agent_test.py AGENT_BINARY RUNNERS_DIR TEST_NAME   (or "all")
 Each test starts its own agent in a fresh temp dir, tracks it by PID, checks that it has no
 child process left when the test ends (the runner's whole process group is gone), stops it
 with SIGTERM (SIGKILL if it hangs) and removes the temp dir. SBX_TEST_NODE and
-SBX_TEST_PYTHON choose the runtimes (default /usr/bin/node, /usr/bin/python3).
+SBX_TEST_PYTHON choose the runtimes (default /usr/bin/node, /usr/bin/python3). The TypeScript
+tests need a node with type stripping (22.13 or later): SBX_TEST_NODE if it has it, else the
+image's own (the one guest-image/build-image keeps in build/image-cache/node/), else they skip.
 """
 import base64
+import glob
 import json
 import os
 import shutil
@@ -22,6 +25,7 @@ import tempfile
 import time
 
 NODE = os.environ.get("SBX_TEST_NODE", "/usr/bin/node")
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PYTHON = os.environ.get("SBX_TEST_PYTHON", "/usr/bin/python3")
 TIMEOUT = 30  # seconds any single expected message may take (runtimes start slowly under load)
 
@@ -107,8 +111,8 @@ class Host:
                "tools": fields.pop("tools", [])}
         msg.update(fields)
         self.send(msg)
-        if self.agent:
-            self.agent.executed.add(language)
+        if self.agent:  # TypeScript runs in the JavaScript runner
+            self.agent.executed.add("javascript" if language == "typescript" else language)
         return exec_id
 
     def run(self, code, language, on_tool_call=None, **fields):
@@ -194,14 +198,14 @@ def runner_language(pid):
 
 
 class Agent:
-    def __init__(self, binary, runners, extra=()):
+    def __init__(self, binary, runners, extra=(), node=None):
         self.binary, self.runners = binary, runners
         self.dir = tempfile.mkdtemp(prefix="sbx-agent-test-")
         self.path = os.path.join(self.dir, "agent.sock")
         self.log_path = os.path.join(self.dir, "agent.log")
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [binary, "--listen-unix", self.path, "--runners", runners, "--node", NODE,
+            [binary, "--listen-unix", self.path, "--runners", runners, "--node", node or NODE,
              "--python", PYTHON, *extra],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         # The socket file appears at bind(), a moment before listen(): wait for the listening
@@ -311,7 +315,8 @@ def test_hello(agent):
     ok = h.hello("token-abc")
     check(ok["version"] == 1 and ok["token"] == "token-abc", "version and token echoed", ok)
     check(ok["agent"].startswith("sandbox-agent "), "agent name", ok)
-    check(sorted(ok["languages"]) == ["javascript", "python"], "both languages", ok)
+    check(sorted(ok["languages"]) == ["javascript", "python", "typescript"],
+          "both runtimes' languages (TypeScript runs on node)", ok)
     h.send({"type": "ping", "seq": 7})
     check(h.expect("pong")["seq"] == 7, "pong with the same seq")
     h.close()
@@ -812,7 +817,8 @@ def test_missing_runtime(agent):
     other = Agent(agent.binary, agent.runners, ["--python", "/nonexistent/python3"])
     try:
         h = other.connect()
-        check(h.hello()["languages"] == ["javascript"], "only javascript announced")
+        check(h.hello()["languages"] == ["javascript", "typescript"],
+              "only node's languages announced")
         h.execute("1", "python")
         done = h.expect("done")  # no started: it never ran
         check(done["status"] == "error" and done["error"]["code"] == "validation_error",
@@ -1148,6 +1154,84 @@ def test_no_prestart(agent):
         h.hello()
         expect_ok(h.run("6 * 7", "javascript"), 42)
         expect_ok(h.run("6 * 7", "python"), 42)
+        other.wait_no_children()
+    finally:
+        other.stop()
+
+
+def test_hello_warm_wait(agent):
+    """hello_ok waits for the pre-started runners at most 7 s, or as long as the hello's
+    warm_wait_ms says (the snapshot maker's: a snapshot must hold warm runners). A node that
+    takes 9 s to start (a wrapper that sleeps first) stands for a slow boot."""
+    slow = os.path.join(agent.dir, "slow-node")
+    with open(slow, "w") as f:
+        f.write(f"#!/bin/sh\nsleep 9\nexec {NODE} \"$@\"\n")
+    os.chmod(slow, 0o755)
+    for wait_ms in (None, 60000):
+        other = Agent(agent.binary, agent.runners, node=slow)
+        try:
+            h = other.connect()
+            h.sock.settimeout(60)
+            start = time.monotonic()
+            h.hello(**({"warm_wait_ms": wait_ms} if wait_ms else {}))
+            took = time.monotonic() - start
+            gave_up = "not warm after 7000 ms" in other.read_log()
+            if wait_ms:
+                check(took >= 8 and not gave_up, f"waited for the runners ({took:.1f} s)",
+                      other.read_log())
+            else:
+                check(6.5 <= took < 8.5 and gave_up, f"gave up after 7 s ({took:.1f} s)",
+                      other.read_log())
+            expect_ok(h.run("6 * 7", "javascript"), 42)
+        finally:
+            other.stop()
+
+
+def typescript_node():
+    """A node that strips types: SBX_TEST_NODE's, else the image build's (build-image's cache)."""
+    probe = "process.exit(typeof require('node:module').stripTypeScriptTypes === 'function' ? 0 : 1)"
+    for node in [NODE] + sorted(glob.glob(os.path.join(TOP, "build", "image-cache", "node", "*",
+                                                       "node", "node"))):
+        try:
+            if subprocess.run([node, "-e", probe], timeout=60).returncode == 0:
+                return node
+        except OSError:
+            pass
+    raise Skip("no node with type stripping (22.13+): run scripts/build, or set SBX_TEST_NODE")
+
+
+TS_CODE = """interface Sum { sum: number }
+const add = (a: number, b: number): Promise<Sum> => tools.calc.add({ a, b }) as Promise<Sum>;
+function twice<T>(x: T): [T, T] { return [x, x]; }
+const r: Sum = await add(2, 40);
+console.log(twice<string>('ts').join(' '));
+({ sum: r.sum satisfies number, pid: process.pid as number })"""
+
+
+def test_typescript(agent):
+    """language "typescript": the pre-started node runner strips the types and runs the code
+    (its warm-up loaded the stripper), with tool calls, and no ExperimentalWarning on stderr;
+    an enum is a SyntaxError that names it; a runner spawned for a TypeScript execute loads the
+    stripper itself."""
+    other = Agent(agent.binary, agent.runners, node=typescript_node())
+    try:
+        h = other.connect()
+        check("typescript" in h.hello()["languages"], "typescript announced")
+        r = h.run(TS_CODE, "typescript", on_tool_call=calc, tools=add_tool())
+        expect_ok(r, r.done.get("result"), stdout="ts ts\n")
+        check(r.done["result"]["sum"] == 42, "the tool's result", r.summary())
+        check(other.prestarted.get(r.done["result"]["pid"]) == "javascript",
+              "ran in the pre-started node runner", r.summary())
+        check(r.stderr == "", "nothing on stderr", r.summary())
+        r = h.run("const x: number = 1;\nenum E { A }\nx", "typescript")
+        expect_error(r, "runtime_error", "SyntaxError")
+        check("TypeScript enum is not supported" in r.error["message"] and
+              r.error.get("stack", "").startswith("main.ts:2\n"), "the enum named, at its line",
+              r.summary())
+        check(r.stderr == "", "nothing on stderr", r.summary())
+        r = h.run("const t: string = 'spawned'; t", "typescript")
+        expect_ok(r, "spawned")
+        check(r.stderr == "", "nothing on stderr (spawned runner)", r.summary())
         other.wait_no_children()
     finally:
         other.stop()

@@ -102,6 +102,19 @@ static void test_run_numbers(void **state)
     assert_int_equal(req.run.output_limit, 1);
 }
 
+/* TypeScript is a language of its own on the socket (the guest strips its types). */
+static void test_run_typescript(void **state)
+{
+    g_auto(SbxServeRequest) req = {0};
+    (void)state;
+
+    request("{\"type\":\"run\",\"language\":\"typescript\",\"code\":\"const x: number = 1\"}",
+            &req);
+    assert_null(req.bad);
+    assert_int_equal(req.run.language, SBX_LANG_TYPESCRIPT);
+    assert_string_equal(req.run.code, "const x: number = 1");
+}
+
 /* A profile that is not a string is not pooled anywhere: `unavailable`, as a name not pooled. */
 static void test_run_profile_not_name(void **state)
 {
@@ -122,10 +135,11 @@ static void test_run_refused(void **state)
         const char *json;
         const char *why;
     } cases[] = {
-        {"{\"type\":\"run\"}", "language: javascript or python"},
+        {"{\"type\":\"run\"}", "language: javascript, typescript or python"},
         {"{\"type\":\"run\",\"language\":\"cobol\",\"code\":\"1\"}",
-         "language: javascript or python"},
-        {"{\"type\":\"run\",\"language\":1,\"code\":\"1\"}", "language: javascript or python"},
+         "language: javascript, typescript or python"},
+        {"{\"type\":\"run\",\"language\":1,\"code\":\"1\"}",
+         "language: javascript, typescript or python"},
         {"{\"type\":\"run\",\"language\":\"python\"}", "code: a non-empty UTF-8 string"},
         {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"\"}",
          "code: a non-empty UTF-8 string"},
@@ -418,13 +432,13 @@ static void test_approved_denied(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_run_defaults),    cmocka_unit_test(test_run_fields),
-        cmocka_unit_test(test_run_numbers),     cmocka_unit_test(test_run_profile_not_name),
-        cmocka_unit_test(test_run_refused),     cmocka_unit_test(test_other_requests),
-        cmocka_unit_test(test_not_messages),    cmocka_unit_test(test_status),
-        cmocka_unit_test(test_output),          cmocka_unit_test(test_done),
-        cmocka_unit_test(test_error_and_other), cmocka_unit_test(test_approvals),
-        cmocka_unit_test(test_approved_denied),
+        cmocka_unit_test(test_run_defaults),   cmocka_unit_test(test_run_fields),
+        cmocka_unit_test(test_run_numbers),    cmocka_unit_test(test_run_profile_not_name),
+        cmocka_unit_test(test_run_typescript), cmocka_unit_test(test_run_refused),
+        cmocka_unit_test(test_other_requests), cmocka_unit_test(test_not_messages),
+        cmocka_unit_test(test_status),         cmocka_unit_test(test_output),
+        cmocka_unit_test(test_done),           cmocka_unit_test(test_error_and_other),
+        cmocka_unit_test(test_approvals),      cmocka_unit_test(test_approved_denied),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,7 +60,10 @@ class Sandbox:
         env = dict(os.environ, XDG_RUNTIME_DIR=self.runtime, TMPDIR=self.runtime,
                    **(env_extra or {}))
         env.setdefault("SANDBOX_ACCEL", "tcg")
-        argv = [self.binary, "run", "--lang", lang, "--json", *self.profile, *extra, "-"]
+        # With code None, the last of @extra is the program file (and @lang may be None).
+        argv = [self.binary, "run", *(["--lang", lang] if lang else []), "--json",
+                *self.profile, *extra, *(["-"] if code is not None else [])]
+        code = code if code is not None else ""
         start = time.monotonic()
         # A session of its own: no controlling terminal, so a call that needs an approval is
         # denied at once instead of asking on the developer's terminal.
@@ -294,6 +297,182 @@ def test_serial_port_private(sbx):
     lines = r["stdout"].split()
     check(len(lines) == 2 and all(w in ("EACCES", "EBUSY", "EPERM") for w in lines),
           "the port cannot be opened by guest code", repr(r["stdout"]))
+
+
+# ---- a current node, and TypeScript (docs/guest-image.md "Node"; runners/README.md) ----------
+
+def image_node_version():
+    """The node version the image was built with (manifest.json's `node.version`)."""
+    image = os.environ.get("SANDBOX_IMAGE_DIR", os.path.join(TOP, "build", "image"))
+    with open(os.path.join(image, "manifest.json")) as f:
+        return json.load(f)["node"]["version"]
+
+
+# What code written today assumes of node: APIs of node 20-24 and ES2023-2025, the global
+# `crypto`, structuredClone, top-level await, ES modules (an import declaration, import() of a
+# module of its own) and CommonJS (require of built-ins and of a file), and libuv's async file
+# I/O, timers and a child process under the runner's seccomp filter (io_uring refused with
+# ENOSYS: libuv must fall back to epoll and its thread pool, not die).
+JS_MODERN_CODE = r"""import { readFile } from 'node:fs/promises';
+const fs = require('node:fs');
+const { createHash } = require('crypto');
+const uuid = crypto.randomUUID();
+const { promise, resolve } = Promise.withResolvers();
+setTimeout(() => resolve('resolved'), 5);
+const clone = structuredClone({ d: new Date(0), m: new Map([[1, 2]]) });
+const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode('abc'));
+fs.writeFileSync('/tmp/esm.mjs', 'export const x = 6 * 7; export default "esm";');
+fs.writeFileSync('/tmp/cjs.js', 'module.exports = { y: 7 };');
+const esm = await import('/tmp/esm.mjs');
+const viaCallback = await new Promise((ok, ko) =>
+    fs.readFile('/tmp/cjs.js', 'utf8', (e, d) => (e ? ko(e) : ok(d.length))));
+({
+    version: process.version,
+    uuid: /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(uuid),
+    sorted: [3, 1, 2].toSorted(),
+    reversed: [1, 2, 3].toReversed(),
+    last: [1, 2, 3].findLast((n) => n < 3),
+    groups: { ...Object.groupBy([1, 2, 3, 4], (n) => (n % 2 ? 'odd' : 'even')) },
+    resolved: await promise,
+    union: [...new Set([1, 2]).union(new Set([2, 3]))],
+    intersection: [...new Set([1, 2]).intersection(new Set([2, 3]))],
+    iter: Iterator.from([1, 2, 3]).map((x) => x * 2).toArray(),
+    clone: [clone.d instanceof Date, clone.m.get(1)],
+    random: crypto.getRandomValues(new Uint8Array(8)).length,
+    sha: Buffer.from(digest).toString('hex').slice(0, 8),
+    nodeSha: createHash('sha256').update('abc').digest('hex').slice(0, 8),
+    esm: [esm.x, esm.default],
+    cjs: require('/tmp/cjs.js').y,
+    text: await readFile('/tmp/cjs.js', 'utf8'),
+    viaCallback,
+    child: require('node:child_process').execFileSync('/bin/echo', ['child']).toString().trim(),
+    regexV: /[\p{L}--[a-z]]/v.test('A'),
+})"""
+
+
+def test_js_modern(sbx):
+    """The issue's list runs on the image's node (the version of its manifest, 24 or later)."""
+    r = sbx.run(JS_MODERN_CODE, "javascript")
+    expect_ok(r)
+    got = r["result"]
+    want_version = "v" + image_node_version()
+    check(got["version"] == want_version and int(want_version[1:].split(".")[0]) >= 24,
+          f"node {got['version']} in the guest, the image says {want_version}")
+    want = {"uuid": True, "sorted": [1, 2, 3], "reversed": [3, 2, 1], "last": 2,
+            "groups": {"odd": [1, 3], "even": [2, 4]}, "resolved": "resolved",
+            "union": [1, 2, 3], "intersection": [2], "iter": [2, 4, 6], "clone": [True, 2],
+            "random": 8, "sha": "ba7816bf", "nodeSha": "ba7816bf", "esm": [42, "esm"],
+            "cjs": 7, "text": "module.exports = { y: 7 };", "viaCallback": 26,
+            "child": "child", "regexV": True}
+    for k, v in want.items():
+        check(got.get(k) == v, f"{k}: {got.get(k)!r}, expected {v!r}", json.dumps(got))
+    check(r["stderr"] == "", "nothing on stderr (no warning)", repr(r["stderr"]))
+
+
+def ts_declarations(sbx):
+    """`sandbox tools --types ts` of the integration catalog: what an agent is handed."""
+    p = subprocess.run([sbx.binary, "tools", "--types", "ts", "--tools", TOOLS],
+                       capture_output=True, timeout=60, cwd=TOP)
+    check(p.returncode == 0 and b"declare const tools" in p.stdout,
+          "sandbox tools --types ts", p.stderr.decode(errors="replace"))
+    return p.stdout.decode()
+
+
+# TypeScript as an agent writes it: the declarations it was handed pasted on top, then
+# annotations, interfaces, type aliases, generics, `as`, `satisfies`, `!`, optional members,
+# abstract classes and type-only imports, with top-level await and the tools.
+TS_CODE = """import type { Stats } from 'node:fs';
+import { basename } from 'node:path';
+interface User { name: string; age?: number }
+type Id = string | number;
+function first<T>(xs: readonly T[]): T | undefined { return xs[0]; }
+abstract class Shape { abstract area(): number; describe(): string { return `area ${this.area()}`; } }
+class Square extends Shape {
+    #side: number;
+    constructor(side: number) { super(); this.#side = side; }
+    area(): number { return this.#side ** 2; }
+}
+const users: User[] = [{ name: 'ada' }, { name: 'bob', age: 3 }];
+const u = first<User>(users)!;
+const id: Id = 42 as Id;
+const cfg = { retries: 3 } satisfies { retries: number };
+let stats: Stats | undefined;
+const r = await tools.calc.add({ a: 2, b: 40 }) as { result: number };
+const typed: { result: number } = await tools.calc.add({ a: 1, b: 1 }) as any;
+console.log(u.name, id, cfg.retries, new Square(3).describe(), basename('/x/main.ts'));
+({ sum: r.result, two: typed.result, stats: stats ?? null, sorted: users.map((x: User): string => x.name).toSorted() })
+"""
+
+
+def test_ts_run(sbx):
+    """`--lang typescript`: code written against `sandbox tools --types ts` runs as written
+    (types stripped, not checked), with no warning on stderr."""
+    code = ts_declarations(sbx) + TS_CODE
+    r = sbx.run(code, "typescript", "--tools", TOOLS)
+    expect_ok(r)
+    check(r["stdout"] == "ada 42 3 area 9 main.ts\n", "stdout", repr(r["stdout"]))
+    check(r["stderr"] == "", "nothing on stderr (no ExperimentalWarning)", repr(r["stderr"]))
+    check(r["result"] == {"sum": 42, "two": 2, "stats": None, "sorted": ["ada", "bob"]},
+          "result", repr(r["result"]))
+    check(len(r["tool_calls"]) == 2, "2 tool calls", json.dumps(r["tool_calls"]))
+
+
+def test_ts_file(sbx):
+    """A .mts file is TypeScript without --lang; a runtime error's stack names main.ts and the
+    line of the TypeScript source (stripping keeps lines and columns)."""
+    tmp = tempfile.mkdtemp(prefix="sbx-ts-")
+    path = os.path.join(tmp, "prog.mts")
+    try:
+        with open(path, "w") as f:
+            f.write("const n: number = 1;\ninterface X {\n  a: string;\n}\n"
+                    "function boom(x: X): never {\n  throw new TypeError(`bad ${x.a}`);\n}\n"
+                    "console.log(n as number);\nboom({ a: 'b' } satisfies X);\n")
+        r = sbx.run(None, None, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    check(r["status"] == "error" and r["stdout"] == "1\n", "ran, then threw",
+          json.dumps(r)[:2000])
+    err = r["error"]
+    check(err["type"] == "TypeError" and err["message"] == "bad b", "the error", str(err))
+    check("main.ts:6" in err.get("stack", "") and "main.ts:9" in err.get("stack", ""),
+          "stack lines of the TypeScript source", err.get("stack", ""))
+
+
+def ts_refused(sbx, code, construct, line, hint):
+    r = sbx.run(code, "typescript")
+    check(r["status"] == "error" and r["_rc"] == 1, f"{construct}: status error",
+          json.dumps(r)[:2000])
+    err = r["error"]
+    check(err["type"] == "SyntaxError" and f"TypeScript {construct}" in err["message"] and
+          "not supported" in err["message"] and hint in err["message"],
+          f"{construct}: a SyntaxError naming it, with what to write instead", str(err))
+    check(err.get("stack", "").startswith(f"main.ts:{line}\n"), f"{construct}: at its line",
+          err.get("stack", ""))
+    check(r["stdout"] == "" and r["stderr"] == "", f"{construct}: nothing ran",
+          repr(r["stdout"] + r["stderr"]))
+
+
+def test_ts_enum(sbx):
+    ts_refused(sbx, "console.log('never');\nenum Color { Red, Green }\nColor.Red",
+               "enum", 2, "as const")
+
+
+def test_ts_namespace(sbx):
+    ts_refused(sbx, "const a: number = 1;\n\nnamespace NS { export const x = 1; }\nNS.x",
+               "namespace", 3, "plain declarations")
+
+
+def test_ts_parameter_property(sbx):
+    ts_refused(sbx, "class P {\n  constructor(private x: number) {}\n}\nnew P(1)",
+               "parameter property", 2, "assigned in the constructor")
+
+
+def test_ts_invalid(sbx):
+    """Code that is not TypeScript at all: node's parser message, at its line."""
+    r = sbx.run("const a: number = 1;\nlet b: = 2;\n", "typescript")
+    check(r["status"] == "error" and r["error"]["type"] == "SyntaxError" and
+          r["error"].get("stack", "").startswith("main.ts:2\n"), "a SyntaxError at line 2",
+          json.dumps(r)[:2000])
 
 
 # ---- exact JSON values (docs/protocol.md, "Numbers") -------------------------------------------

@@ -29,7 +29,7 @@ with tempfile.TemporaryDirectory(prefix="sbx-bench-") as tmp:
             lib.wait_full(sock)
             if mode == "warm-up":
                 time.sleep(1)
-                kids = lib.children(serve.pid)
+                kids = [k for top in lib.children(serve.pid) for k in [top] + lib.descendants(top)]
                 total = sum(lib.pss_kib(k) for k in kids)
                 print(f"PSS of the idle pool and the pre-started QEMU: {len(kids)} processes, "
                       f"{total / 1024:.0f} MiB")

@@ -55,10 +55,13 @@ def wait_prestarted(sock, n, timeout=60):
 
 
 def pss_kib(pid):
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:  # gone meanwhile
+        pass
     return 0
 
 
@@ -73,6 +76,28 @@ def children(pid):
             except OSError:
                 pass
     return out
+
+
+def descendants(pid):
+    """Every process below @pid (children, their children, ...)."""
+    out, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def pooled_vm_pss_mib(serve_pid, sock):
+    """PSS of the pool's VMs in MiB: every process serve started (each VM's jail, QEMU, bridge
+    if any) but the subtree of a pre-started QEMU, which is not pooled."""
+    pre = set(status(sock)["prestarted_pids"])
+    kib = 0
+    for top in children(serve_pid):
+        tree = [top] + descendants(top)
+        if not pre & set(tree):
+            kib += sum(pss_kib(p) for p in tree)
+    return kib / 1024
 
 
 def one_report(sandbox, env, lang, code):

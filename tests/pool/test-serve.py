@@ -3,8 +3,8 @@
 
 PROFILE (e.g. q35-serial) is given to serve as --profile: the pool over another attachment.
 
-Starts serve --pool 2 --prestart 1 on a socket in a private temp dir, runs JavaScript and
-Python through it with `sandbox run`, checks that the pooled VMs said hello (and warmed up)
+Starts serve --pool 2 --prestart 1 on a socket in a private temp dir, runs JavaScript,
+TypeScript (also straight on the socket) and Python through it with `sandbox run`, checks that the pooled VMs said hello (and warmed up)
 before their claim, that no VM serves two executions, that a burst uses the pre-started QEMU,
 kills a pooled VM's QEMU and the pre-started QEMU (PIDs from a status request) and waits for
 their replacements, the same for a QEMU stopped with SIGSTOP (it stops answering pings), then
@@ -117,6 +117,44 @@ def closed_by_server(s):
         return s.recv(65536) == b""
     except ConnectionResetError:
         return True
+
+
+def serve_run(sock, request):
+    """One `run` straight on the socket (no `sandbox run`): the done message."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(120)
+        s.connect(sock)
+        s.sendall(frame(request))
+        buf = b""
+        while True:
+            while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
+                chunk = s.recv(65536)
+                if not chunk:
+                    return None
+                buf += chunk
+            n = struct.unpack(">I", buf[:4])[0]
+            msg, buf = json.loads(buf[4:4 + n]), buf[4 + n:]
+            if msg["type"] in ("done", "error"):
+                return msg
+
+
+def typescript(env, sock):
+    """TypeScript through serve: a pooled VM's node runner strips the types (warmed up for it
+    in the pool), from `sandbox run --lang typescript` and from a client on the socket; an enum
+    is refused with its name; no warning reaches stderr."""
+    rc, out, err = run(env, "interface P { x: number }\nconst p: P = { x: 6 * 7 };\n"
+                       "console.log(p.x as number);", "typescript")
+    check((rc, out, err) == (0, "42\n", ""),
+          f"typescript through serve: rc {rc} out {out!r} err {err!r}")
+    rc, out, err = run(env, "const a = 1;\nenum E { A }", "typescript")
+    check(rc == 1 and "TypeScript enum is not supported" in err and "main.ts:2" in err,
+          f"an enum through serve: rc {rc} out {out!r} err {err!r}")
+    done = serve_run(sock, {"type": "run", "language": "typescript", "collect": True,
+                            "code": "const f = <T,>(x: T): T[] => [x, x];\nf<string>('ts')"})
+    rep = (done or {}).get("report", {})
+    check(done is not None and done["type"] == "done" and rep.get("result") == ["ts", "ts"] and
+          rep.get("start") == "pool" and rep.get("stderr") == "",
+          f"typescript on the socket: {done}")
 
 
 def hostile(sock):
@@ -238,6 +276,7 @@ def body(serve, sock, rt, env):
           rep.get("start") == "pool", f"tool call through serve: rc {rc} out {out!r} err {err!r}")
     claimed = status(sock)["claimed_total"]
     check(claimed == 5, f"5 VMs claimed, got {claimed}")
+    typescript(env, sock)
     # The report crosses the client unchanged: numbers no double holds keep their text.
     rc, out, err = run(env, '{"sum": 0.1 + 0.2, "big": 2**70, "neg": -0.0, "n": -9007199254740993}',
                        "python", "--json")

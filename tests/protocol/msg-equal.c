@@ -68,7 +68,8 @@ bool test_msg_equal(const SbxMsg *a, const SbxMsg *b)
         return a->hello.version == b->hello.version && str_eq(a->hello.token, b->hello.token) &&
                bytes_eq(a->hello.entropy, a->hello.entropy_len, b->hello.entropy,
                         b->hello.entropy_len) &&
-               a->hello.time_us == b->hello.time_us && a->hello.warm_up == b->hello.warm_up;
+               a->hello.time_us == b->hello.time_us && a->hello.warm_up == b->hello.warm_up &&
+               a->hello.warm_wait_ms == b->hello.warm_wait_ms;
     case SBX_MSG_HELLO_OK:
         return a->hello_ok.version == b->hello_ok.version &&
                str_eq(a->hello_ok.token, b->hello_ok.token) &&

@@ -80,6 +80,15 @@ static void test_hello(void **state)
     json = round_trip(&m);
     assert_non_null(strstr(json, "\"warm_up\":true"));
     free(json);
+    /* warm_wait_ms likewise (the snapshot maker's), within its limit. */
+    assert_null(strstr(json = round_trip(&m), "warm_wait_ms"));
+    free(json);
+    m.hello.warm_wait_ms = SBX_WARM_WAIT_MAX_MS;
+    json = round_trip(&m);
+    assert_non_null(strstr(json, "\"warm_wait_ms\":600000"));
+    free(json);
+    m.hello.warm_wait_ms = SBX_WARM_WAIT_MAX_MS + 1;
+    assert_int_equal(sbx_msg_encode(&m, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
 }
 
 static void test_hello_ok(void **state)
@@ -149,6 +158,12 @@ static void test_execute_minimal(void **state)
     (void)state;
     json = round_trip(&m);
     assert_string_equal(json, "{\"type\":\"execute\",\"id\":\"e\",\"language\":\"javascript\","
+                              "\"code\":\"\",\"tools\":[]}");
+    free(json);
+    /* TypeScript is a language of the wire; the guest runs it in the JavaScript runner. */
+    m.execute.language = SBX_LANG_TYPESCRIPT;
+    json = round_trip(&m);
+    assert_string_equal(json, "{\"type\":\"execute\",\"id\":\"e\",\"language\":\"typescript\","
                               "\"code\":\"\",\"tools\":[]}");
     free(json);
 }
@@ -396,7 +411,9 @@ static void test_names(void **state)
     assert_string_equal(sbx_status_name(SBX_STATUS_MEMORY_LIMIT), "memory_limit");
     assert_null(sbx_msg_type_name(SBX_MSG__COUNT));
     assert_null(sbx_status_name((SbxStatus)-1));
+    assert_string_equal(sbx_language_name(SBX_LANG_TYPESCRIPT), "typescript");
     assert_int_equal(sbx_language_from_name("ruby", &l), -EINVAL);
+    assert_int_equal(sbx_language_from_name("ts", &l), -EINVAL);
     assert_int_equal(sbx_language_from_name(NULL, &l), -EINVAL);
 }
 

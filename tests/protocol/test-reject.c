@@ -136,6 +136,13 @@ static void test_integer_forms(void **state)
     expect_reject("{\"type\":\"hello\",\"version\":1,\"token\":\"t\",\"time_us\":-1,\"entropy\":"
                   "\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\"}",
                   "hello.time_us");
+    /* hello.warm_wait_ms: 1 ms to 10 minutes (SBX_WARM_WAIT_MAX_MS). */
+    expect_reject("{\"type\":\"hello\",\"version\":1,\"token\":\"t\",\"time_us\":1,\"entropy\":"
+                  "\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\",\"warm_wait_ms\":600001}",
+                  "hello.warm_wait_ms: expected an integer 1..600000");
+    expect_reject("{\"type\":\"hello\",\"version\":1,\"token\":\"t\",\"time_us\":1,\"entropy\":"
+                  "\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\",\"warm_wait_ms\":0}",
+                  "hello.warm_wait_ms: expected an integer 1..600000");
 }
 
 static char *hello_with_entropy(const char *b64)
