@@ -29,9 +29,20 @@
 /* File descriptors the child moves out of the way before placing its 0..3 (see child()). */
 #define CHILD_FD_BASE 10
 
+/*
+ * The runners' environment. MPLBACKEND and MPLCONFIGDIR: matplotlib (in the default image) draws
+ * to files with Agg, and finds the font cache the image build made (guest-image/build-image,
+ * configure_matplotlib) instead of scanning the fonts in every VM.
+ */
 static const char *const runner_env[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1",
-    "PYTHONDONTWRITEBYTECODE=1",         NULL,
+    "PATH=/usr/local/bin:/usr/bin:/bin",
+    "HOME=/tmp",
+    "LANG=C.UTF-8",
+    "PYTHONUNBUFFERED=1",
+    "PYTHONDONTWRITEBYTECODE=1",
+    "MPLBACKEND=Agg",
+    "MPLCONFIGDIR=/var/cache/matplotlib",
+    NULL,
 };
 
 /* QEMU's hypervisor signature (CPUID leaf 0x40000000) when it emulates the CPU (TCG). */

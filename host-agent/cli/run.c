@@ -564,7 +564,7 @@ static int run_start(SbxCli *cli, int argc, char **argv)
                                                     : RUN_PROFILE_DEFAULT;
     ctx->profile = sbx_profile_load_named(NULL, profile, &error);
     if (ctx->profile != NULL) {
-        ctx->image = sbx_image_open(NULL, &error);
+        ctx->image = sbx_image_open_for(ctx->profile, &error);
     }
     if (ctx->image != NULL && !ctx->cold) {
         ctx->snapshot = ensure_snapshot(ctx, &error);

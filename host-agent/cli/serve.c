@@ -80,9 +80,10 @@ struct ServeConn {
     gboolean close_after_flush;
 };
 
-/* One pooled profile: its snapshot, its factory of VMs and its pool. */
+/* One pooled profile: its image, snapshot, factory of VMs and pool. */
 typedef struct {
     SbxProfile *profile;
+    SbxImage *image; /* the profile's (sbx_image_open_for): profiles may run different images */
     SbxSnapshot *snapshot;
     SbxPoolVmFactory *factory;
     SbxPool *pool;
@@ -106,7 +107,6 @@ struct Serve {
     gboolean made_dir;
     int listen_fd;
     guint listen_source;
-    SbxImage *image;
     ServeProfile profiles[SERVE_PROFILES_MAX]; /* [0]: for requests without a profile */
     guint n_profiles;
     GList *conns;   /* ServeConn* */
@@ -749,7 +749,7 @@ static void on_make_snapshot(const char *dir, gpointer data)
     fprintf(stderr, "sandbox serve: making the snapshot (once per image and profile): %s\n", dir);
 }
 
-/* @name's profile and snapshot into the next ServeProfile. */
+/* @name's profile, image and snapshot into the next ServeProfile. */
 static gboolean load_profile(Serve *srv, const char *name, GError **error)
 {
     SbxSnapshotOptions so = {.on_make = on_make_snapshot};
@@ -762,19 +762,19 @@ static gboolean load_profile(Serve *srv, const char *name, GError **error)
         return FALSE;
     }
     srv->n_profiles++; /* freed by the cleanup from now on */
-    sp->snapshot = sbx_snapshot_ensure(sp->profile, srv->image, &so, error);
+    sp->image = sbx_image_open_for(sp->profile, error);
+    if (sp->image == NULL) {
+        return FALSE;
+    }
+    sp->snapshot = sbx_snapshot_ensure(sp->profile, sp->image, &so, error);
     return sp->snapshot != NULL;
 }
 
-/* Image, then each profile and its snapshot (made first if missing: blocks, before the loop). */
+/* Each profile, its image and its snapshot (made first if missing: blocks, before the loop). */
 static gboolean load_vm_inputs(Serve *srv, GError **error)
 {
     const char *const *names = pooled_names(srv);
 
-    srv->image = sbx_image_open(NULL, error);
-    if (srv->image == NULL) {
-        return FALSE;
-    }
     for (guint i = 0; names[i] != NULL; i++) {
         if (!load_profile(srv, names[i], error)) {
             return FALSE;
@@ -788,7 +788,7 @@ static void start_pool(Serve *srv, ServeProfile *sp)
 {
     SbxPoolConfig cfg = {.size = sp->pool_size, .refill_delay_ms = SERVE_REFILL_DELAY_MS};
 
-    sp->factory = sbx_pool_vm_factory_new(sp->profile, srv->image, sp->snapshot);
+    sp->factory = sbx_pool_vm_factory_new(sp->profile, sp->image, sp->snapshot);
     sbx_pool_vm_factory_set_warm_up(sp->factory, !srv->no_warm_up);
     sbx_pool_vm_factory_set_prestart(sp->factory, sp->prestart);
     /* The factory reports to the pool. */
@@ -855,9 +855,9 @@ static void serve_cleanup(SbxCli *cli)
         ServeProfile *sp = &srv->profiles[i];
         sbx_pool_vm_factory_free(sp->factory);
         sbx_snapshot_free(sp->snapshot);
+        sbx_image_free(sp->image);
         sbx_profile_free(sp->profile);
     }
-    sbx_image_free(srv->image);
     g_free(srv->socket_opt);
     g_strfreev(srv->profile_names);
     g_strfreev(srv->pool_opts);

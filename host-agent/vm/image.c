@@ -121,6 +121,28 @@ SbxImage *sbx_image_open(const char *dir, GError **error)
     return g_steal_pointer(&img);
 }
 
+SbxImage *sbx_image_open_for(const SbxProfile *profile, GError **error)
+{
+    const char *name = sbx_profile_image(profile);
+    g_autofree char *images = NULL;
+    g_autofree char *dir = NULL;
+    g_autofree char *manifest = NULL;
+
+    if (name == NULL)
+        return sbx_image_open(NULL, error);
+    images = sbx_paths_images_dir();
+    dir = g_build_filename(images, name, NULL);
+    manifest = g_build_filename(dir, "manifest.json", NULL);
+    if (!g_file_test(manifest, G_FILE_TEST_IS_REGULAR)) {
+        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_IMAGE_MISSING,
+                    "guest image \"%s\" of profile %s not built: build it with "
+                    "guest-image/build-image --recipe %s.recipe --out %s (no %s)",
+                    name, sbx_profile_name(profile), name, dir, manifest);
+        return NULL;
+    }
+    return sbx_image_open(dir, error);
+}
+
 void sbx_image_free(SbxImage *image)
 {
     if (!image)

@@ -6,6 +6,7 @@
 
 #include <glib.h>
 
+#include "profile.h"
 #include "vm-error.h"
 
 typedef struct {
@@ -23,6 +24,13 @@ typedef struct {
  * run scripts/build").
  */
 SbxImage *sbx_image_open(const char *dir, GError **error);
+
+/**
+ * Open the image @profile runs: the one its "image" names (a recipe's, in
+ * $SANDBOX_IMAGES_DIR/NAME or <build>/images/NAME), else the default as sbx_image_open(NULL).
+ * An image not built gives SBX_VM_ERROR_IMAGE_MISSING naming the recipe to build.
+ */
+SbxImage *sbx_image_open_for(const SbxProfile *profile, GError **error);
 
 void sbx_image_free(SbxImage *image);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxImage, sbx_image_free)

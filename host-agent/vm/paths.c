@@ -26,6 +26,11 @@ char *sbx_paths_image_dir(void)
     return env_or("SANDBOX_IMAGE_DIR", SBX_BUILD_DIR "/image");
 }
 
+char *sbx_paths_images_dir(void)
+{
+    return env_or("SANDBOX_IMAGES_DIR", SBX_BUILD_DIR "/images");
+}
+
 char *sbx_paths_bridge(void)
 {
     return env_or("SANDBOX_BRIDGE", SBX_BUILD_DIR "/bridge/sandbox-bridge");

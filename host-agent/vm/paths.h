@@ -12,6 +12,12 @@ char *sbx_paths_profiles_dir(void);
 /** Guest image directory: $SANDBOX_IMAGE_DIR, else <build>/image. Caller frees. */
 char *sbx_paths_image_dir(void);
 
+/**
+ * Where images built from other recipes live, one directory per recipe name:
+ * $SANDBOX_IMAGES_DIR, else <build>/images (guest-image/build-image's default). Caller frees.
+ */
+char *sbx_paths_images_dir(void);
+
 /** The vsock bridge binary: $SANDBOX_BRIDGE, else <build>/bridge/sandbox-bridge. Caller frees. */
 char *sbx_paths_bridge(void);
 

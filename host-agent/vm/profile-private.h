@@ -17,4 +17,5 @@ struct SbxProfile {
     guint memory_mib;
     char *cmdline_extra; /* appended to the kernel command line, may be "" */
     SbxChannelKind channel;
+    char *image; /* the image's recipe name, NULL = the default image */
 };

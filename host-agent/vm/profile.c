@@ -33,6 +33,9 @@
 /* A QEMU CPU model name ("max", "Skylake-Client-v4"); no commas, so no properties sneak in. */
 #define PROFILE_CPU_MAX 64
 
+/* An image's recipe name: what guest-image/build-image accepts as NAME.recipe. */
+#define PROFILE_IMAGE_MAX 64
+
 /*
  * vCPUs: each one is a host thread under TCG (MTTCG) and the sandboxes run one program; 1-2 is
  * the useful range. 64 stops a typo (1000) from creating a thread storm.
@@ -195,6 +198,32 @@ static gboolean f_vsock(Ctx *ctx, const cJSON *v, GError **error)
     return FALSE;
 }
 
+/*
+ * The image a profile's VMs run: a recipe's name (guest-image/recipes/NAME.recipe, built into
+ * <build>/images/NAME), the same characters build-image allows, so it is one path component.
+ * "default" is the default image (build/image) as if the field were absent.
+ */
+static gboolean recipe_name_char(char c)
+{
+    return g_ascii_islower(c) || g_ascii_isdigit(c) || c == '_' || c == '-';
+}
+
+static gboolean f_image(Ctx *ctx, const cJSON *v, GError **error)
+{
+    const char *s = cJSON_IsString(v) ? v->valuestring : "";
+    gsize n = strlen(s);
+    gboolean ok = n > 0 && n <= PROFILE_IMAGE_MAX && s[0] != '_' && s[0] != '-';
+
+    for (gsize i = 0; ok && i < n; i++)
+        ok = recipe_name_char(s[i]);
+    if (!ok)
+        return field_error(ctx, "image", error,
+                           "a recipe name of 1..64 characters [a-z0-9_-], a letter or digit first");
+    g_free(ctx->p->image);
+    ctx->p->image = g_str_equal(s, "default") ? NULL : g_strdup(s);
+    return TRUE;
+}
+
 static const struct {
     const char *name;
     FieldFunc func;
@@ -205,6 +234,7 @@ static const struct {
     {"cpu", f_cpu, FALSE},          {"cpus", f_cpus, FALSE},
     {"memory_mib", f_memory, TRUE}, {"kernel_cmdline_extra", f_cmdline, FALSE},
     {"channel", f_channel, FALSE},  {"vsock", f_vsock, FALSE},
+    {"image", f_image, FALSE},
 };
 
 /* Dispatch one member of the object to its field parser; unknown names fail (repeated ones
@@ -219,7 +249,7 @@ static gboolean parse_member(Ctx *ctx, const cJSON *member, guint32 *seen, GErro
     }
     g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_PROFILE,
                 "%s: %s: unknown field (known: name, description, machine, accel, cpu, cpus, "
-                "memory_mib, kernel_cmdline_extra, channel)",
+                "memory_mib, kernel_cmdline_extra, channel, image)",
                 ctx->file, g_utf8_validate(member->string, -1, NULL) ? member->string : "?");
     return FALSE;
 }
@@ -428,10 +458,16 @@ const char *sbx_accel_name(SbxAccel accel)
     }
 }
 
+const char *sbx_profile_image(const SbxProfile *profile)
+{
+    return profile->image;
+}
+
 void sbx_profile_free(SbxProfile *profile)
 {
     if (!profile)
         return;
+    g_free(profile->image);
     g_free(profile->path);
     g_free(profile->name);
     g_free(profile->description);

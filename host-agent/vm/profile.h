@@ -66,6 +66,9 @@ guint sbx_profile_memory_mib(const SbxProfile *profile);
 /** The accelerator as written in the profile (AUTO is resolved when a VM starts). */
 SbxAccel sbx_profile_accel(const SbxProfile *profile);
 
+/** The profile's image: a recipe's name (its "image"), NULL for the default image. */
+const char *sbx_profile_image(const SbxProfile *profile);
+
 /** How the guest agent is reached (the profile's "channel"). */
 SbxChannelKind sbx_profile_channel(const SbxProfile *profile);
 

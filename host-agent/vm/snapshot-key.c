@@ -46,6 +46,7 @@ void sbx_snapshot_inputs_clear(SbxSnapshotInputs *in)
     g_free(in->recipe_sha256);
     g_free(in->key);
     g_free(in->profile_name);
+    g_free(in->image_dir);
     memset(in, 0, sizeof(*in));
 }
 
@@ -94,6 +95,8 @@ char *sbx_snapshot_inputs_to_json(const SbxSnapshotInputs *in)
         cJSON_AddStringToObject(obj, fields[i].name, *field_ptr(in, &fields[i]));
     if (in->profile_name)
         cJSON_AddStringToObject(obj, "profile_name", in->profile_name);
+    if (in->image_dir)
+        cJSON_AddStringToObject(obj, "image_dir", in->image_dir);
     char *text = sbx_json_print(obj);
     char *out = g_strdup_printf("%s\n", text);
     cJSON_free(text);
@@ -128,6 +131,9 @@ gboolean sbx_snapshot_inputs_from_json(const char *text, gsize len, SbxSnapshotI
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(obj, "profile_name");
     if (cJSON_IsString(name) && strlen(name->valuestring) <= FIELD_MAX)
         out->profile_name = g_strdup(name->valuestring);
+    const cJSON *dir = cJSON_GetObjectItemCaseSensitive(obj, "image_dir");
+    if (cJSON_IsString(dir) && strlen(dir->valuestring) <= FIELD_MAX)
+        out->image_dir = g_strdup(dir->valuestring);
     return TRUE;
 }
 

@@ -93,6 +93,7 @@ static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image,
     recipe = sbx_snapshot_recipe(profile, accel, tsc);
     sbx_snapshot_inputs_compute(out, image->hash, sbx_profile_name(profile), text, len, version,
                                 recipe);
+    out->image_dir = g_strdup(image->dir);
     return TRUE;
 }
 
@@ -601,11 +602,13 @@ static SbxSnapshot *open_locked(const char *cache, const char *dir,
 }
 
 /*
- * Whether the snapshot in @dir was made for another image, QEMU or snapshot format than
- * @current (a rebuild superseded it), or for a profile of the same name whose file was edited
- * since. FALSE for anything that is not a readable snapshot (it is not ours to remove) and for
- * other profiles of the same image and QEMU (still current). Two profile files with the same
- * name take turns: each make removes the other's snapshot if it is not open.
+ * Whether the snapshot in @dir was made for another QEMU or snapshot format than @current, for
+ * another image from the same image directory (a rebuild superseded it; snapshots that predate
+ * image_dir count as the same directory), or for a profile of the same name whose file was
+ * edited since. FALSE for anything that is not a readable snapshot (it is not ours to remove),
+ * for other profiles of the same image and QEMU (still current), and for images of other
+ * directories (images side by side: guest-image/recipes/README.md). Two profile files with the
+ * same name take turns: each make removes the other's snapshot if it is not open.
  */
 static gboolean superseded(const char *dir, const SbxSnapshotInputs *current)
 {
@@ -618,7 +621,8 @@ static gboolean superseded(const char *dir, const SbxSnapshotInputs *current)
     if (!g_file_get_contents(path, &text, &len, NULL) || len > INPUTS_MAX ||
         !sbx_snapshot_inputs_from_json(text, len, &in, NULL))
         return FALSE;
-    old = g_strcmp0(in.image_id, current->image_id) != 0 ||
+    old = (g_strcmp0(in.image_id, current->image_id) != 0 &&
+           (in.image_dir == NULL || g_strcmp0(in.image_dir, current->image_dir) == 0)) ||
           g_strcmp0(in.qemu_version, current->qemu_version) != 0 ||
           g_strcmp0(in.format, current->format) != 0 ||
           (in.profile_name && g_strcmp0(in.profile_name, current->profile_name) == 0 &&

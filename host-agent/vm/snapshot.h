@@ -25,6 +25,10 @@ typedef struct {
     /* The profile's name, for the collection only: not in the key (the profile's bytes hold
      * it) and optional in inputs.json (older snapshots lack it). */
     char *profile_name;
+    /* The image's directory, for the collection only, likewise: a snapshot of another image_id
+     * from the same directory was superseded by a rebuild; one from another directory is of
+     * an image that lives beside this one (guest-image/recipes/README.md). */
+    char *image_dir;
 } SbxSnapshotInputs;
 
 /* Bumped when the files of a snapshot or the way one is made change. */

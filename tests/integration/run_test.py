@@ -475,6 +475,57 @@ def test_ts_invalid(sbx):
           json.dumps(r)[:2000])
 
 
+# ---- Python's data stack (the default recipe: guest-image/recipes/default.recipe) ------------
+
+PY_DATA_CODE = """import numpy as np
+import pandas as pd
+import matplotlib
+import matplotlib.pyplot as plt
+a = np.arange(12, dtype=np.int64).reshape(3, 4)
+df = pd.DataFrame({"city": ["a", "b", "a", "c"], "n": [1, 2, 3, 4]})
+by = df.groupby("city")["n"].sum()
+fig, ax = plt.subplots(figsize=(2, 2))
+ax.plot(a[0], a[1])
+fig.savefig("/tmp/plot.png")
+with open("/tmp/plot.png", "rb") as f:
+    png = f.read()
+print(matplotlib.get_backend())
+{"sum": int(a.sum()), "mean": float(a.mean()), "inv": np.linalg.inv(np.array([[2.0, 0], [0, 4.0]])).tolist(),
+ "groups": {k: int(v) for k, v in by.items()}, "csv": df.head(2).to_csv(index=False),
+ "png": png[:8].hex(), "png_bytes": len(png), "numpy": np.__version__, "pandas": pd.__version__}
+"""
+
+
+def test_py_data_stack(sbx):
+    """numpy, pandas and matplotlib (Agg, drawing to a file) import and work, with nothing on
+    stderr (no warning about a backend, a font cache or a config directory)."""
+    r = sbx.run(PY_DATA_CODE, "python")
+    expect_ok(r)
+    got = r["result"]
+    check(got["sum"] == 66 and got["mean"] == 5.5, "numpy arithmetic", json.dumps(got))
+    check(got["inv"] == [[0.5, 0.0], [0.0, 0.25]], "numpy.linalg", json.dumps(got))
+    check(got["groups"] == {"a": 4, "b": 2, "c": 4}, "pandas groupby", json.dumps(got))
+    check(got["csv"] == "city,n\na,1\nb,2\n", "pandas to_csv", json.dumps(got))
+    check(got["png"] == "89504e470d0a1a0a" and got["png_bytes"] > 1000, "a PNG written",
+          json.dumps(got))
+    check(r["stdout"] == "agg\n", "the Agg backend", repr(r["stdout"]))
+    check(r["stderr"] == "", "nothing on stderr", repr(r["stderr"]))
+
+
+def test_numpy_random_differs(sbx):
+    """numpy is imported before the snapshot (runner.py, preload): its global generator is
+    reseeded at the execute, so two VMs restored from one snapshot draw different numbers, as
+    Python's own `random` does."""
+    code = "import numpy as np, random\n[np.random.rand(), np.random.randint(1 << 30), random.random()]"
+    a, b = sbx.run(code, "python"), sbx.run(code, "python")
+    expect_ok(a)
+    expect_ok(b)
+    check(a["result"][0] != b["result"][0] and a["result"][1] != b["result"][1],
+          "numpy's global generator differs between two restored VMs",
+          f"{a['result']} {b['result']}")
+    check(a["result"][2] != b["result"][2], "so does random's", f"{a['result']} {b['result']}")
+
+
 # ---- exact JSON values (docs/protocol.md, "Numbers") -------------------------------------------
 
 ECHO = os.path.join(HERE, "echo")

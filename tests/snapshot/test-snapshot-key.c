@@ -60,18 +60,22 @@ static void test_json_round_trip(void **state)
 
     (void)state;
     compute(&a, "img", PROFILE, "QEMU emulator version 7.2.22", "argv");
+    a.image_dir = g_strdup("/x/build/images/data");
     g_autofree char *json = sbx_snapshot_inputs_to_json(&a);
     assert_true(sbx_snapshot_inputs_from_json(json, strlen(json), &b, &error));
     assert_true(sbx_snapshot_inputs_check(&b, &a, "D", &error));
     assert_string_equal(b.profile_name, "q35");
+    assert_string_equal(b.image_dir, "/x/build/images/data");
     sbx_snapshot_inputs_clear(&b);
-    /* Without the profile's name (a snapshot made before it was recorded): still read. */
-    g_free(a.profile_name);
-    a.profile_name = NULL;
+    /* Without the profile's name and image directory (a snapshot made before they were
+     * recorded): still read. */
+    g_clear_pointer(&a.profile_name, g_free);
+    g_clear_pointer(&a.image_dir, g_free);
     g_autofree char *old = sbx_snapshot_inputs_to_json(&a);
     assert_null(strstr(old, "profile_name"));
     assert_true(sbx_snapshot_inputs_from_json(old, strlen(old), &b, &error));
     assert_null(b.profile_name);
+    assert_null(b.image_dir);
     assert_true(sbx_snapshot_inputs_check(&b, &a, "D", &error));
     sbx_snapshot_inputs_clear(&a);
     sbx_snapshot_inputs_clear(&b);
@@ -219,11 +223,11 @@ static void test_recipe_covers_the_channel(void **state)
     assert_non_null(strstr(a, "vhost-user-vsock-pci"));
 }
 
-/* Write a snapshot dir @name in @cache for @image_id (and @profile text); its inputs. */
 /* A snapshot directory @name for @image_id and a profile @profile_name with bytes @profile
- * (@profile_name NULL: an inputs.json from before the name was recorded). */
-static void fake_snapshot(const char *cache, const char *name, const char *image_id,
-                          const char *profile_name, const char *profile)
+ * (@profile_name NULL: an inputs.json from before the name was recorded), of the image in
+ * @image_dir (NULL: from before image_dir was recorded). */
+static void fake_snapshot_of(const char *cache, const char *name, const char *image_id,
+                             const char *profile_name, const char *profile, const char *image_dir)
 {
     SbxSnapshotInputs in = {0};
     g_autofree char *dir = g_build_filename(cache, name, NULL);
@@ -232,11 +236,18 @@ static void fake_snapshot(const char *cache, const char *name, const char *image
 
     sbx_snapshot_inputs_compute(&in, image_id, profile_name, profile, strlen(profile), "QEMU 7.2",
                                 "recipe");
+    in.image_dir = g_strdup(image_dir);
     g_autofree char *json = sbx_snapshot_inputs_to_json(&in);
     assert_int_equal(g_mkdir_with_parents(dir, 0700), 0);
     assert_true(g_file_set_contents(path, json, -1, NULL));
     assert_true(g_file_set_contents(ram, "ram", -1, NULL));
     sbx_snapshot_inputs_clear(&in);
+}
+
+static void fake_snapshot(const char *cache, const char *name, const char *image_id,
+                          const char *profile_name, const char *profile)
+{
+    fake_snapshot_of(cache, name, image_id, profile_name, profile, NULL);
 }
 
 static gboolean exists(const char *cache, const char *name)
@@ -246,9 +257,11 @@ static gboolean exists(const char *cache, const char *name)
 }
 
 /*
- * The collection after a make removes what a rebuild superseded and nobody uses, and the
- * snapshot of an edited profile (same name, other bytes); it keeps the current snapshot, other
- * profiles of the same image, one without a recorded name, one held open, and what is not ours.
+ * The collection after a make removes what a rebuild superseded and nobody uses (another image
+ * from the same directory, or from an unrecorded one), and the snapshot of an edited profile
+ * (same name, other bytes); it keeps the current snapshot, other profiles of the same image,
+ * images of other directories (side by side), one without a recorded name, one held open, and
+ * what is not ours.
  */
 static void test_collect(void **state)
 {
@@ -257,7 +270,10 @@ static void test_collect(void **state)
     SbxSnapshotInputs cur = {0};
 
     sbx_snapshot_inputs_compute(&cur, "image-new", "one", "p1", 2, "QEMU 7.2", "recipe");
-    fake_snapshot(cache, cur.key, "image-new", "one", "p1");
+    cur.image_dir = g_strdup("/images/default");
+    fake_snapshot_of(cache, cur.key, "image-new", "one", "p1", "/images/default");
+    fake_snapshot_of(cache, "old-same-dir", "image-old", "two", "p2", "/images/default");
+    fake_snapshot_of(cache, "beside", "image-data", "three", "p3", "/images/data");
     fake_snapshot(cache, "other-profile", "image-new", "two", "p2");
     fake_snapshot(cache, "edited", "image-new", "one", "p1 before an edit");
     fake_snapshot(cache, "no-name", "image-new", NULL, "p1 before an edit");
@@ -271,8 +287,10 @@ static void test_collect(void **state)
     int fd = open(held, O_RDONLY | O_CLOEXEC);
     assert_true(fd >= 0 && flock(fd, LOCK_SH) == 0);
 
-    assert_int_equal(sbx_snapshot_collect(cache, &cur), 2);
+    assert_int_equal(sbx_snapshot_collect(cache, &cur), 3);
     assert_true(exists(cache, cur.key));
+    assert_false(exists(cache, "old-same-dir"));
+    assert_true(exists(cache, "beside"));
     assert_true(exists(cache, "other-profile"));
     assert_false(exists(cache, "edited"));
     assert_true(exists(cache, "no-name"));
@@ -284,7 +302,7 @@ static void test_collect(void **state)
     assert_int_equal(sbx_snapshot_collect(cache, &cur), 1);
     assert_false(exists(cache, "old-in-use"));
 
-    const char *left[] = {cur.key, "other-profile", "no-name", "not-a-snapshot"};
+    const char *left[] = {cur.key, "other-profile", "no-name", "beside", "not-a-snapshot"};
     for (gsize i = 0; i < G_N_ELEMENTS(left); i++) {
         g_autofree char *dir = g_build_filename(cache, left[i], NULL);
         g_autofree char *in = g_build_filename(dir, "inputs.json", NULL);

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "image.h"
 
@@ -108,6 +109,42 @@ static void test_boot_file_choice(void **state)
     assert_true(g_str_has_suffix(img->kernel, "/vmlinuz"));
 }
 
+/* A profile's image is a recipe's, under $SANDBOX_IMAGES_DIR; not built: the recipe named. */
+static void test_open_for_profile(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxImage) img = NULL;
+    g_autoptr(SbxProfile) p = NULL;
+    g_autofree char *images = g_path_get_dirname(dir);
+    g_autofree char *name = g_path_get_basename(dir);
+    g_autofree char *json = NULL;
+
+    (void)state;
+    /* The temp dir's name has upper-case letters; recipe names do not: link a name to it. */
+    g_autofree char *link = g_build_filename(images, "sbx-img-link", NULL);
+    g_unlink(link);
+    assert_int_equal(symlink(name, link), 0);
+    json = g_strdup_printf("{\"name\": \"p\", \"machine\": \"q35\", \"memory_mib\": 128, "
+                           "\"image\": \"sbx-img-link\"}");
+    p = sbx_profile_parse("p", json, strlen(json), &error);
+    assert_non_null(p);
+    g_setenv("SANDBOX_IMAGES_DIR", images, TRUE);
+    img = sbx_image_open_for(p, &error);
+    assert_null(img);
+    assert_true(g_error_matches(error, SBX_VM_ERROR, SBX_VM_ERROR_IMAGE_MISSING));
+    if (!strstr(error->message, "guest image \"sbx-img-link\" of profile p not built") ||
+        !strstr(error->message, "--recipe sbx-img-link.recipe"))
+        fail_msg("error \"%s\" does not name the recipe", error->message);
+    g_clear_error(&error);
+    put_files();
+    put("manifest.json", "{\"image_id\": \"abc\", " FILES "}");
+    img = sbx_image_open_for(p, &error);
+    g_unlink(link);
+    g_unsetenv("SANDBOX_IMAGES_DIR");
+    assert_non_null(img);
+    assert_string_equal(img->hash, "abc");
+}
+
 static void test_bad_images(void **state)
 {
     (void)state;
@@ -139,6 +176,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_not_built, setup, teardown),
         cmocka_unit_test_setup_teardown(test_good_image, setup, teardown),
         cmocka_unit_test_setup_teardown(test_boot_file_choice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_for_profile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_images, setup, teardown),
     };
 

@@ -95,6 +95,7 @@ static void test_defaults(void **state)
     assert_null(p->cpu);
     assert_string_equal(p->cmdline_extra, "");
     assert_string_equal(sbx_profile_path(p), path);
+    assert_null(sbx_profile_image(p)); /* the default image */
 }
 
 static void test_all_fields(void **state)
@@ -103,7 +104,8 @@ static void test_all_fields(void **state)
         "full.json",
         "{\"name\": \"full\", \"description\": \"d\", \"machine\": \"q35\", "
         "\"accel\": \"tcg\", \"cpu\": \"max\", \"cpus\": 2, \"memory_mib\": 512, "
-        "\"kernel_cmdline_extra\": \"sandbox.debug=1\", \"channel\": \"virtio-serial\"}");
+        "\"kernel_cmdline_extra\": \"sandbox.debug=1\", \"channel\": \"virtio-serial\", "
+        "\"image\": \"data-2_x\"}");
     g_autoptr(GError) error = NULL;
     g_autoptr(SbxProfile) p = sbx_profile_load(path, &error);
 
@@ -115,6 +117,21 @@ static void test_all_fields(void **state)
     assert_int_equal(p->cpus, 2);
     assert_int_equal(sbx_profile_memory_mib(p), 512);
     assert_string_equal(p->cmdline_extra, "sandbox.debug=1");
+    assert_string_equal(sbx_profile_image(p), "data-2_x");
+}
+
+/* "image": "default" is the default image, as if the field were absent. */
+static void test_image_default(void **state)
+{
+    g_autofree char *path =
+        write_profile("d.json", "{\"name\": \"d\", \"machine\": \"q35\", \"memory_mib\": 128, "
+                                "\"image\": \"default\"}");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxProfile) p = sbx_profile_load(path, &error);
+
+    (void)state;
+    assert_non_null(p);
+    assert_null(sbx_profile_image(p));
 }
 
 #define BASE "\"name\": \"bad\", \"machine\": \"q35\", \"memory_mib\": 256"
@@ -163,6 +180,16 @@ static void test_bad_fields(void **state)
         {"{" BASE ", \"channel\": \"Virtio-Serial\"}", "bad.json: channel: expected"},
         {"{" BASE ", \"vsock\": \"bridge\"}", "bad.json: vsock: renamed; write \"channel\""},
         {"{" BASE ", \"description\": 7}", "bad.json: description:"},
+        /* image: a recipe's name, one path component of [a-z0-9_-] */
+        {"{" BASE ", \"image\": \"../x\"}", "bad.json: image: expected a recipe name"},
+        {"{" BASE ", \"image\": \"Data\"}", "bad.json: image: expected a recipe name"},
+        {"{" BASE ", \"image\": \"-x\"}", "bad.json: image: expected a recipe name"},
+        {"{" BASE ", \"image\": \"\"}", "bad.json: image: expected a recipe name"},
+        {"{" BASE ", \"image\": 1}", "bad.json: image: expected a recipe name"},
+        {"{" BASE ", \"image\": \"a.b\"}", "bad.json: image: expected a recipe name"},
+        {"{" BASE
+         ", \"image\": \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+         "bad.json: image: expected a recipe name of 1..64"},
         {"{" BASE ",}", "bad.json: line 1 column 53: invalid JSON"},
         {"[1, 2]", "bad.json: expected a JSON object"},
         {"{" BASE "} {}", "text after the JSON value"},
@@ -306,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_shipped_profiles_load),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_all_fields),
+        cmocka_unit_test(test_image_default),
         cmocka_unit_test(test_bad_fields),
         cmocka_unit_test(test_parse_error_position),
         cmocka_unit_test(test_long_cmdline),
