@@ -375,9 +375,7 @@ async function warmUpTypeScript() {
 // output paths. The agent reads these bytes and drops them when our pong comes (it answers
 // the hello, so no execute comes before).
 // TypeScript gets its stripper run (WebAssembly, which TCG must translate again), not a whole
-// rehearsal: the rest of a TypeScript execution is the JavaScript path rehearsed here, and a
-// whole TypeScript rehearsal made pooled JavaScript executions slower, TypeScript's no faster
-// (docs/measurements.md, "Node 24").
+// rehearsal: the rest of a TypeScript execution is the JavaScript path rehearsed here.
 async function rewarm() {
     await rehearse(WARMUP_CODE, WARMUP_TOOLS);
     if (loadTypeScript())
