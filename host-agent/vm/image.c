@@ -126,21 +126,26 @@ SbxImage *sbx_image_open_for(const SbxProfile *profile, GError **error)
     const char *name = sbx_profile_image(profile);
     g_autofree char *images = NULL;
     g_autofree char *dir = NULL;
-    g_autofree char *manifest = NULL;
+    g_autoptr(GError) local = NULL;
+    SbxImage *img;
 
     if (name == NULL)
         return sbx_image_open(NULL, error);
     images = sbx_paths_images_dir();
     dir = g_build_filename(images, name, NULL);
-    manifest = g_build_filename(dir, "manifest.json", NULL);
-    if (!g_file_test(manifest, G_FILE_TEST_IS_REGULAR)) {
+    img = sbx_image_open(dir, &local);
+    /* Not built: say which recipe to build, rather than sbx_image_open's "run scripts/build"
+     * (which builds the default image only). */
+    if (g_error_matches(local, SBX_VM_ERROR, SBX_VM_ERROR_IMAGE_MISSING)) {
         g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_IMAGE_MISSING,
                     "guest image \"%s\" of profile %s not built: build it with "
-                    "guest-image/build-image --recipe %s.recipe --out %s (no %s)",
-                    name, sbx_profile_name(profile), name, dir, manifest);
+                    "guest-image/build-image --recipe %s.recipe --out %s (%s)",
+                    name, sbx_profile_name(profile), name, dir, local->message);
         return NULL;
     }
-    return sbx_image_open(dir, error);
+    if (local != NULL)
+        g_propagate_error(error, g_steal_pointer(&local));
+    return img;
 }
 
 void sbx_image_free(SbxImage *image)
