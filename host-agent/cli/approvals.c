@@ -123,7 +123,8 @@ static char *whole_input(const SbxServePending *a)
     if (a->id == NULL || !id_valid(a->id)) {
         return NULL;
     }
-    g_autofree char *req = g_strdup_printf("{\"type\":\"approvals\",\"id\":\"%s\"}", a->id);
+    SbxServeRequest r = {.type = SBX_SERVE_REQ_APPROVALS, .id = a->id};
+    g_autofree char *req = sbx_serve_proto_request_encode(&r);
     g_auto(SbxServeMsg) answer = {0};
     if (!ask("approvals", req, &answer) || answer.n_pending != 1 ||
         g_strcmp0(answer.pending[0].id, a->id) != 0 || answer.pending[0].input_json == NULL) {
@@ -179,7 +180,9 @@ static int approvals_start(SbxCli *cli, int argc, char **argv)
         return SBX_EXIT_USAGE;
     }
     g_auto(SbxServeMsg) answer = {0};
-    if (!ask("approvals", "{\"type\":\"approvals\"}", &answer) || answer.pending_json == NULL) {
+    SbxServeRequest r = {.type = SBX_SERVE_REQ_APPROVALS};
+    g_autofree char *req = sbx_serve_proto_request_encode(&r);
+    if (!ask("approvals", req, &answer) || answer.pending_json == NULL) {
         return SBX_EXIT_SANDBOX;
     }
     if (json) {
@@ -206,10 +209,13 @@ static int decide(const char *verb, int argc, char **argv)
         fprintf(stderr, "usage: sandbox %s ID   (IDs: `sandbox approvals`)\n", verb);
         return SBX_EXIT_USAGE;
     }
-    g_autoptr(GString) req = g_string_new(NULL);
-    g_string_printf(req, "{\"type\":\"%s\",\"id\":\"%s\"}", verb, argv[1]);
+    SbxServeRequest r = {
+        .type = strcmp(verb, "approve") == 0 ? SBX_SERVE_REQ_APPROVE : SBX_SERVE_REQ_DENY,
+        .id = argv[1],
+    };
+    g_autofree char *req = sbx_serve_proto_request_encode(&r);
     g_auto(SbxServeMsg) answer = {0};
-    if (!ask(verb, req->str, &answer)) {
+    if (!ask(verb, req, &answer)) {
         return SBX_EXIT_SANDBOX;
     }
     if (answer.type == SBX_SERVE_MSG_ERROR) {

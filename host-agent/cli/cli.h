@@ -6,12 +6,7 @@
 
 #include <glib.h>
 
-/* Exit codes shared by the verbs (docs/cli.md). */
-#define SBX_EXIT_USAGE 2         /* invalid usage or input: options, program file, tool catalog */
-#define SBX_EXIT_TIMEOUT 124     /* the execution hit its wall-clock timeout (like timeout(1)) */
-#define SBX_EXIT_SANDBOX 125     /* the sandbox failed: image, profile, VM, guest agent, protocol */
-#define SBX_EXIT_MEMORY 137      /* the guest program hit its memory limit (like an OOM kill) */
-#define SBX_EXIT_SIGNAL_BASE 128 /* + signal number: SIGINT 130, SIGTERM 143 */
+#include "exec/outcome.h" /* the exit codes (SBX_EXIT_*) */
 
 typedef struct SbxCli SbxCli;
 

@@ -17,11 +17,11 @@
 #include "cli/cli.h"
 #include "cli/language.h"
 #include "cli/out.h"
-#include "cli/outcome.h"
 #include "cli/prompt.h"
-#include "cli/relay.h"
-#include "cli/report.h"
 #include "cli/serve-client.h"
+#include "exec/exec.h"
+#include "exec/outcome.h"
+#include "exec/report.h"
 #include "session.h"
 #include "tools.h"
 #include "vm.h"
@@ -65,83 +65,46 @@ typedef struct {
     guint64 output_limit;
     SbxProfile *profile;
     SbxImage *image;
-    SbxSnapshot *snapshot; /* restore from it; NULL with --cold */
-    SbxCatalog *catalog;   /* checked, until the tools are built from it */
-    SbxTools *tools;
-    gboolean tools_ready;    /* MCP servers started and listed, in parallel with the VM start */
-    char *tools_error;       /* they could not be */
+    SbxSnapshot *snapshot;   /* restore from it; NULL with --cold */
+    SbxCatalog *catalog;     /* checked, until the tools are built from it */
     SbxApprovals *approvals; /* asked on the terminal (prompt), if there is one */
     SbxPrompt *prompt;
-    /* running */
-    SbxVm *vm;
-    SbxSession *session;
-    GCancellable *cancel; /* the VM start and the tool calls */
-    gboolean vm_started;
-    gboolean finished;          /* the execution ended, or never could start */
-    gboolean reported;          /* the end was printed and the loop told to quit */
-    const SbxRunResult *result; /* owned by the session */
-    char *failure;              /* the sandbox failed before an execution result */
-    SbxOut *out;                /* our stdout and stderr, never blocking the loop (out.h) */
+    /* running: the execution core (exec.h) does the work, this file prints */
+    SbxExec *exec;
+    SbxOut *out; /* our stdout and stderr, never blocking the loop (out.h) */
 } RunCtx;
 
-/* ---- exit and report ---------------------------------------------------------------------- */
+/* ---- printing ----------------------------------------------------------------------------- */
 
 /* A one-line summary on stderr of how a streamed run ended, if not plainly. */
 static void print_summary(RunCtx *ctx)
 {
-    const SbxRunResult *r = ctx->result;
-    g_autofree char *text = sbx_outcome_summary(r, ctx->failure, ctx->output_limit);
+    const SbxRunResult *r = sbx_exec_result(ctx->exec);
+    SbxVm *vm = sbx_exec_vm(ctx->exec);
+    g_autofree char *text = sbx_exec_summary(ctx->exec);
 
     sbx_out_text(ctx->out, SBX_STREAM_STDERR, text);
-    if (ctx->debug && ctx->vm != NULL && r != NULL && r->status != SBX_STATUS_OK) {
-        g_autofree char *tail = g_strdup_printf("sandbox: guest console (last lines):\n%s\n",
-                                                sbx_vm_console_tail(ctx->vm));
+    if (ctx->debug && vm != NULL && r != NULL && r->status != SBX_STATUS_OK) {
+        g_autofree char *tail =
+            g_strdup_printf("sandbox: guest console (last lines):\n%s\n", sbx_vm_console_tail(vm));
         sbx_out_text(ctx->out, SBX_STREAM_STDERR, tail);
     }
 }
 
-/* Restore-to-ready (the whole start, RAM copy included) or cold boot to ready. */
-static gint64 start_us(RunCtx *ctx)
-{
-    SbxVmRestoreTimes t;
-
-    if (!ctx->vm_started) {
-        return 0;
-    }
-    if (!sbx_vm_restored(ctx->vm)) {
-        return sbx_vm_boot_us(ctx->vm);
-    }
-    sbx_vm_restore_times(ctx->vm, &t);
-    return t.total;
-}
-
 static void print_report(RunCtx *ctx)
 {
-    gint64 boot_us = start_us(ctx);
-    SbxReport rep = {
-        .result = ctx->result,
-        .failure = ctx->failure,
-        .failure_status = ctx->cli->signal != 0 ? SBX_STATUS_TERMINATED : SBX_STATUS_CRASH,
-        .ns = ctx->tools != NULL ? sbx_tools_namespace(ctx->tools) : NULL,
-        .boot_ms = boot_us > 0 ? boot_us / 1000 : -1,
-    };
-    g_autofree char *json = sbx_report_json(&rep);
-    /* Which start it was, as the report's first member (the report is one JSON object). */
-    g_assert(json[0] == '{');
-    g_autofree char *text = g_strdup_printf("{\"start\":\"%s\"%s%s", ctx->cold ? "cold" : "restore",
-                                            json[1] == '}' ? "" : ",", json + 1);
+    g_autofree char *text = sbx_exec_report_json(ctx->exec, NULL);
+
     sbx_out_json(ctx->out, SBX_STREAM_STDOUT, text, strlen(text));
 }
 
-/* Quit once the execution is over and every provider process has been reaped. */
-static void maybe_finish(RunCtx *ctx)
+/* The execution is over and every provider process reaped: print how it ended, and quit. */
+static void on_done(gpointer data, SbxExec *exec)
 {
-    if (ctx->reported || !ctx->finished ||
-        (ctx->tools != NULL && sbx_tools_in_flight(ctx->tools) > 0)) {
-        return;
-    }
-    ctx->reported = TRUE; /* other sources of this loop iteration may still run */
-    int code = ctx->result != NULL ? sbx_outcome_exit_code(ctx->result) : SBX_EXIT_SANDBOX;
+    RunCtx *ctx = data;
+    const SbxRunResult *r = sbx_exec_result(exec);
+    int code = sbx_exec_exit_code(exec);
+
     if (ctx->cli->signal != 0) {
         code = SBX_EXIT_SIGNAL_BASE + ctx->cli->signal;
     }
@@ -150,164 +113,47 @@ static void maybe_finish(RunCtx *ctx)
     } else {
         print_summary(ctx);
     }
-    if (ctx->debug && ctx->result != NULL) {
+    if (ctx->debug && r != NULL) {
         g_autofree char *times = g_strdup_printf(
             "sandbox: %s %" G_GINT64_FORMAT " ms, execution %" G_GUINT64_FORMAT " ms, status %s\n",
-            ctx->cold ? "cold boot" : "restore", start_us(ctx) / 1000, ctx->result->duration_ms,
-            sbx_status_name(ctx->result->status));
+            ctx->cold ? "cold boot" : "restore", sbx_exec_boot_ms(exec), r->duration_ms,
+            sbx_status_name(r->status));
         sbx_out_text(ctx->out, SBX_STREAM_STDERR, times);
     }
     sbx_cli_quit(ctx->cli, code);
 }
 
-/* The sandbox failed before (or instead of) an execution result. */
-static void fail(RunCtx *ctx, const char *message)
-{
-    if (ctx->finished) {
-        return;
-    }
-    ctx->failure = g_strdup(message);
-    ctx->finished = TRUE;
-    g_cancellable_cancel(ctx->cancel);
-    if (ctx->vm != NULL) {
-        sbx_vm_kill(ctx->vm);
-    }
-    maybe_finish(ctx);
-}
-
-/* ---- session callbacks -------------------------------------------------------------------- */
-
 /* Queued, never written here: a reader that does not keep up must not stop the loop. */
-static void on_output(SbxSession *s, SbxStream stream, const guint8 *data, gsize len,
-                      gpointer user_data)
+static void on_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
 {
-    RunCtx *ctx = user_data;
-    (void)s;
+    RunCtx *ctx = data;
 
-    sbx_out_guest(ctx->out, stream, data, len);
+    sbx_out_guest(ctx->out, stream, bytes, len);
 }
 
-static void on_tool_settled(gpointer user_data)
+static void on_warnings(gpointer data, const char *const *warnings)
 {
-    maybe_finish(user_data);
-}
+    RunCtx *ctx = data;
 
-static void on_tool_call(SbxSession *s, guint32 call_id, const char *provider, const char *tool,
-                         const char *input_json, gpointer user_data)
-{
-    RunCtx *ctx = user_data;
-
-    sbx_relay_tool_call(s, ctx->tools, call_id, provider, tool, input_json, ctx->cancel,
-                        on_tool_settled, ctx);
-}
-
-static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_data)
-{
-    RunCtx *ctx = user_data;
-    (void)s;
-
-    ctx->result = result;
-    ctx->finished = TRUE;
-    /* One program per VM: nothing of the guest outlives its result. */
-    sbx_vm_kill(ctx->vm);
-    g_cancellable_cancel(ctx->cancel);
-    maybe_finish(ctx);
-}
-
-/* ---- VM ------------------------------------------------------------------------------------ */
-
-static void on_vm_exit(SbxVm *vm, const char *reason, gpointer user_data)
-{
-    RunCtx *ctx = user_data;
-    g_autofree char *msg = g_strdup_printf("the VM exited: %s", reason);
-    (void)vm;
-
-    if (ctx->session != NULL) {
-        sbx_session_abort(ctx->session, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, msg);
-    }
-    fail(ctx, msg); /* no-op if the execution already ended */
-}
-
-static void start_execution(RunCtx *ctx)
-{
-    /* --json collects the output for the report instead of streaming it. */
-    static const SbxSessionCallbacks streaming = {
-        .on_output = on_output,
-        .on_tool_call = on_tool_call,
-        .on_done = on_done,
-    };
-    static const SbxSessionCallbacks collecting = {
-        .on_tool_call = on_tool_call,
-        .on_done = on_done,
-    };
-    g_autoptr(GError) error = NULL;
-    gsize n_tools = 0;
-    const SbxToolDecl *decls = sbx_tools_decls(ctx->tools, &n_tools);
-    SbxRunRequest req = {
-        .language = ctx->language,
-        .code = ctx->code,
-        .tools = decls,
-        .n_tools = n_tools,
-        .output_limit = ctx->output_limit,
-        .timeout_ms = ctx->timeout_ms,
-        .collect_output = ctx->json,
-    };
-
-    ctx->session = sbx_session_new(sbx_vm_take_channel(ctx->vm),
-                                   ctx->json ? &collecting : &streaming, ctx, &error);
-    if (ctx->session == NULL || !sbx_session_run(ctx->session, &req, &error)) {
-        g_autofree char *msg = g_strdup_printf("cannot start the execution: %s", error->message);
-        fail(ctx, msg);
-        return;
-    }
-    sbx_vm_execution_begin(ctx->vm);
-}
-
-static void on_vm_started(GObject *src, GAsyncResult *res, gpointer user_data)
-{
-    RunCtx *ctx = user_data;
-    g_autoptr(GError) error = NULL;
-    (void)src;
-
-    if (!sbx_vm_start_finish(ctx->vm, res, &error)) {
-        g_autofree char *msg = g_strdup_printf("cannot start the VM: %s", error->message);
-        fail(ctx, ctx->cli->signal != 0      ? "interrupted while the VM was starting"
-                  : ctx->tools_error != NULL ? ctx->tools_error
-                                             : msg);
-        return;
-    }
-    ctx->vm_started = TRUE;
-    if (ctx->cli->signal != 0) {
-        fail(ctx, "interrupted while the VM was starting");
-        return;
-    }
-    sbx_vm_set_exit_handler(ctx->vm, on_vm_exit, ctx);
-    if (ctx->tools_error != NULL) {
-        fail(ctx, ctx->tools_error);
-    } else if (ctx->tools_ready) {
-        start_execution(ctx);
-    } /* else on_tools_ready starts it */
-}
-
-static void on_tools_ready(SbxTools *tools, const GError *error, gpointer user_data)
-{
-    RunCtx *ctx = user_data;
-
-    for (const char *const *w = sbx_tools_warnings(tools); *w != NULL; w++) {
+    for (const char *const *w = warnings; *w != NULL; w++) {
         g_autofree char *text = g_strdup_printf("sandbox: warning: %s\n", *w);
         sbx_out_text(ctx->out, SBX_STREAM_STDERR, text);
     }
-    if (error != NULL) {
-        ctx->tools_error = g_strdup_printf("cannot start the tools: %s", error->message);
-        g_cancellable_cancel(ctx->cancel); /* the VM start, if still running, fails with it */
-        if (ctx->vm_started) {
-            fail(ctx, ctx->tools_error);
-        }
-        return;
-    }
-    ctx->tools_ready = TRUE;
-    if (ctx->vm_started && !ctx->finished) {
-        start_execution(ctx);
+}
+
+/* The sandbox failed before an execution could start (image, profile, snapshot). */
+static void print_failure(RunCtx *ctx, const char *failure)
+{
+    SbxReport rep = {.failure = failure, .failure_status = SBX_STATUS_CRASH, .boot_ms = -1};
+    g_autofree char *report = sbx_report_json(&rep);
+
+    if (ctx->json) {
+        g_autofree char *text =
+            g_strdup_printf("{\"start\":\"%s\",%s", ctx->cold ? "cold" : "restore", report + 1);
+        sbx_out_json(ctx->out, SBX_STREAM_STDOUT, text, strlen(text));
+    } else {
+        g_autofree char *summary = sbx_outcome_summary(NULL, failure, ctx->output_limit);
+        sbx_out_text(ctx->out, SBX_STREAM_STDERR, summary);
     }
 }
 
@@ -317,14 +163,7 @@ static void on_signal(SbxCli *cli, gpointer data)
     g_autofree char *msg =
         g_strdup_printf("interrupted by %s", cli->signal == SIGINT ? "SIGINT" : "SIGTERM");
 
-    g_cancellable_cancel(ctx->cancel);
-    if (ctx->session != NULL) {
-        sbx_session_abort(ctx->session, SBX_STATUS_TERMINATED, SBX_ERR_INTERNAL, msg);
-    }
-    if (ctx->vm_started) {
-        fail(ctx, msg);
-    }
-    /* Still starting: the cancelled start completes and fails, which finishes the run. */
+    sbx_exec_abort(ctx->exec, SBX_STATUS_TERMINATED, msg);
 }
 
 /* ---- inputs -------------------------------------------------------------------------------- */
@@ -537,7 +376,6 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     RunCtx *ctx = run_ctx = g_new0(RunCtx, 1);
 
     ctx->cli = cli;
-    ctx->cancel = g_cancellable_new();
     if (!load_user_inputs(ctx, argc, argv, &error)) {
         fprintf(stderr, "sandbox run: %s\n", error->message);
         return SBX_EXIT_USAGE;
@@ -547,9 +385,8 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     if (try_serve(ctx)) {
         return -1;
     }
-    /* Spawns the MCP stdio servers; they list their tools while the VM starts. */
-    ctx->tools = sbx_tools_new(g_steal_pointer(&ctx->catalog), &error);
-    if (ctx->tools == NULL) {
+    g_autoptr(SbxTools) tools = sbx_tools_new(g_steal_pointer(&ctx->catalog), &error);
+    if (tools == NULL) {
         fprintf(stderr, "sandbox run: %s\n", error->message);
         return SBX_EXIT_USAGE;
     }
@@ -557,7 +394,7 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     ctx->approvals = sbx_approvals_new();
     ctx->prompt = sbx_prompt_new(ctx->approvals);
     if (ctx->prompt != NULL) {
-        sbx_tools_set_approvals(ctx->tools, ctx->approvals, NULL);
+        sbx_tools_set_approvals(tools, ctx->approvals, NULL);
     }
     const char *profile = ctx->profile_name != NULL ? ctx->profile_name
                           : ctx->cold               ? RUN_PROFILE_DEFAULT_COLD
@@ -570,17 +407,27 @@ static int run_start(SbxCli *cli, int argc, char **argv)
         ctx->snapshot = ensure_snapshot(ctx, &error);
     }
     if (ctx->image == NULL || (!ctx->cold && ctx->snapshot == NULL)) {
-        ctx->finished = TRUE;
-        ctx->failure = g_strdup(error->message);
-        ctx->json ? print_report(ctx) : print_summary(ctx);
+        print_failure(ctx, error->message);
         return SBX_EXIT_SANDBOX;
     }
-    SbxVmOptions opts = {.console_to_stderr = ctx->debug, .snapshot = ctx->snapshot};
-    ctx->vm = sbx_vm_new(ctx->profile, ctx->image, &opts);
+    static const SbxExecSink sink = {
+        .output = on_output,
+        .warnings = on_warnings,
+        .done = on_done,
+    };
+    SbxVmOptions opts = {.console_to_stderr = ctx->debug};
+    SbxExecRequest req = {
+        .language = ctx->language,
+        .code = ctx->code,
+        .timeout_ms = ctx->timeout_ms,
+        .output_limit = ctx->output_limit,
+        .collect_output = ctx->json, /* --json: the output goes into the report */
+    };
+    SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
+    ctx->exec = sbx_exec_new(&req, g_steal_pointer(&tools), src, &sink, ctx);
     cli->on_signal = on_signal;
     cli->data = ctx;
-    sbx_vm_start_async(ctx->vm, ctx->cancel, on_vm_started, ctx);
-    sbx_tools_start(ctx->tools, on_tools_ready, ctx);
+    sbx_exec_start(ctx->exec);
     return -1;
 }
 
@@ -593,20 +440,15 @@ static void run_cleanup(SbxCli *cli)
         return;
     }
     sbx_serve_client_cleanup();
-    sbx_session_free(ctx->session); /* ctx->result points into it: gone from here on */
-    sbx_vm_free(ctx->vm);
+    sbx_exec_free(ctx->exec); /* its VM and tool processes killed and reaped */
     sbx_prompt_free(ctx->prompt);
-    sbx_tools_free(ctx->tools);
     sbx_approvals_free(ctx->approvals); /* after the calls: nothing waits any more */
     sbx_catalog_free(ctx->catalog);
-    g_free(ctx->tools_error);
     sbx_snapshot_free(ctx->snapshot);
     sbx_image_free(ctx->image);
     sbx_profile_free(ctx->profile);
     /* Last: nothing of the run is left while a slow reader takes the rest (bounded). */
     sbx_out_free(ctx->out);
-    g_clear_object(&ctx->cancel);
-    g_free(ctx->failure);
     g_free(ctx->code);
     g_free(ctx->file);
     g_free(ctx->lang_opt);

@@ -5,7 +5,6 @@
  */
 #include <string.h>
 
-#include "cli/report.h"
 #include "cli/serve.h"
 #include "protocol/limits.h"
 
@@ -26,58 +25,47 @@
 
 static void send_error(ServeConn *conn, const char *code, const char *message)
 {
-    g_autoptr(GString) m = g_string_new("{\"type\":\"error\",\"code\":");
+    SbxServeMsg m = {.type = SBX_SERVE_MSG_ERROR, .code = (char *)code, .message = (char *)message};
 
-    sbx_json_append_string(m, code, strlen(code));
-    g_string_append(m, ",\"message\":");
-    sbx_json_append_string(m, message, strlen(message));
-    g_string_append_c(m, '}');
-    sbx_serve_conn_send(conn, m->str, m->len);
+    sbx_serve_conn_send_msg(conn, &m);
 }
 
-/* @a as an entry of `pending`, its input whole if it is at most @input_max bytes. */
-static void append_pending(GString *m, const SbxApproval *a, gsize input_max)
+/* @a as an entry of `pending` (strings borrowed), its input whole if at most @input_max bytes. */
+static void pending_entry(const SbxApproval *a, gsize input_max, SbxServePending *p)
 {
     gsize len = strlen(a->input_json);
 
-    g_string_append(m, "{\"id\":");
-    sbx_json_append_string(m, a->id, strlen(a->id));
-    g_string_append(m, ",\"provider\":");
-    sbx_json_append_string(m, a->provider, strlen(a->provider));
-    g_string_append(m, ",\"tool\":");
-    sbx_json_append_string(m, a->tool, strlen(a->tool));
+    p->id = a->id;
+    p->provider = a->provider;
+    p->tool = a->tool;
     if (len <= input_max) {
-        g_string_append_printf(m, ",\"input\":%s", a->input_json); /* checked compact JSON */
+        p->input_json = a->input_json; /* checked compact JSON */
     } else {
-        g_string_append(m, ",\"input_excerpt\":");
-        sbx_json_append_string(m, a->input_json, APPROVAL_INPUT_SHOWN_MAX);
+        p->input_excerpt = g_strndup(a->input_json, APPROVAL_INPUT_SHOWN_MAX); /* freed below */
     }
-    if (a->origin != NULL) {
-        g_string_append(m, ",\"origin\":");
-        sbx_json_append_string(m, a->origin, strlen(a->origin));
-    }
-    g_string_append_printf(m, ",\"waiting_ms\":%" G_GINT64_FORMAT ",\"timeout_ms\":%u}",
-                           (g_get_monotonic_time() - a->since_us) / 1000, a->timeout_ms);
+    p->origin = a->origin;
+    p->waiting_ms = (g_get_monotonic_time() - a->since_us) / 1000;
+    p->timeout_ms = a->timeout_ms;
 }
 
 /* Every pending approval (@id NULL), or approval @id alone (none if it is not pending). */
 static void list(ServeConn *conn, SbxApprovals *approvals, const char *id)
 {
     g_autoptr(GPtrArray) pending = sbx_approvals_pending(approvals);
-    g_autoptr(GString) m = g_string_new("{\"type\":\"approvals\",\"pending\":[");
-    gboolean first = TRUE;
+    g_autofree SbxServePending *entries = g_new0(SbxServePending, pending->len + 1);
+    SbxServeMsg m = {.type = SBX_SERVE_MSG_APPROVALS, .pending = entries};
 
     for (guint i = 0; i < pending->len; i++) {
         const SbxApproval *a = pending->pdata[i];
-        if (id != NULL && strcmp(a->id, id) != 0) {
-            continue;
+        if (id == NULL || strcmp(a->id, id) == 0) {
+            pending_entry(a, id != NULL ? APPROVAL_INPUT_ALONE_MAX : APPROVAL_INPUT_SHOWN_MAX,
+                          &entries[m.n_pending++]);
         }
-        g_string_append(m, first ? "" : ",");
-        append_pending(m, a, id != NULL ? APPROVAL_INPUT_ALONE_MAX : APPROVAL_INPUT_SHOWN_MAX);
-        first = FALSE;
     }
-    g_string_append(m, "]}");
-    sbx_serve_conn_send(conn, m->str, m->len);
+    sbx_serve_conn_send_msg(conn, &m);
+    for (gsize i = 0; i < m.n_pending; i++) {
+        g_free(entries[i].input_excerpt);
+    }
 }
 
 /* An `approve` or `deny` (@req->id checked by serve-proto.c, unless @req->bad says why not). */
@@ -95,11 +83,11 @@ static void decide(ServeConn *conn, SbxApprovals *approvals, const SbxServeReque
         send_error(conn, "not_found", why);
         return;
     }
-    g_autoptr(GString) m = g_string_new(NULL);
-    g_string_append_printf(m, "{\"type\":\"%s\",\"id\":", approve ? "approved" : "denied");
-    sbx_json_append_string(m, req->id, strlen(req->id));
-    g_string_append_c(m, '}');
-    sbx_serve_conn_send(conn, m->str, m->len);
+    SbxServeMsg m = {
+        .type = approve ? SBX_SERVE_MSG_APPROVED : SBX_SERVE_MSG_DENIED,
+        .id = req->id,
+    };
+    sbx_serve_conn_send_msg(conn, &m);
 }
 
 gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals,

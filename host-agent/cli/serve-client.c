@@ -14,10 +14,10 @@
 
 #include <glib-unix.h>
 
-#include "cli/report.h"
 #include "cli/serve-client.h"
 #include "cli/serve-proto.h"
 #include "cli/serve.h"
+#include "exec/report.h"
 #include "protocol/frame.h"
 #include "protocol/limits.h"
 
@@ -122,7 +122,8 @@ static int connect_server(void)
  */
 static gboolean server_fits(int fd, const char *profile)
 {
-    static const char status[] = "{\"type\":\"status\"}";
+    SbxServeRequest req = {.type = SBX_SERVE_REQ_STATUS};
+    g_autofree char *status = sbx_serve_proto_request_encode(&req);
     g_auto(SbxServeMsg) msg = {0};
 
     if (!send_frame(fd, status, strlen(status)) ||
@@ -136,25 +137,23 @@ static gboolean server_fits(int fd, const char *profile)
 
 static char *run_message(const SbxServeClientRequest *req)
 {
-    GString *m = g_string_new("{\"type\":\"run\",\"language\":\"");
+    g_autofree char *tools =
+        req->tools_path != NULL ? g_canonicalize_filename(req->tools_path, NULL) : NULL;
+    SbxServeRequest r = {
+        .type = SBX_SERVE_REQ_RUN,
+        .run =
+            {
+                .language = req->language,
+                .code = (char *)req->code,
+                .tools_path = tools,
+                .timeout_ms = req->timeout_ms,
+                .output_limit = req->output_limit,
+                .collect = req->json,
+                .profile = (char *)req->profile,
+            },
+    };
 
-    g_string_append_printf(m, "%s\",\"code\":", sbx_language_name(req->language));
-    sbx_json_append_string(m, req->code, strlen(req->code));
-    g_string_append(m, ",\"tools\":");
-    if (req->tools_path != NULL) {
-        g_autofree char *abs = g_canonicalize_filename(req->tools_path, NULL);
-        sbx_json_append_string(m, abs, strlen(abs));
-    } else {
-        g_string_append(m, "null");
-    }
-    if (req->profile != NULL) {
-        g_string_append(m, ",\"profile\":");
-        sbx_json_append_string(m, req->profile, strlen(req->profile));
-    }
-    g_string_append_printf(
-        m, ",\"timeout_ms\":%u,\"output_limit\":%" G_GUINT64_FORMAT ",\"collect\":%s}",
-        req->timeout_ms, req->output_limit, req->json ? "true" : "false");
-    return g_string_free(m, FALSE);
+    return sbx_serve_proto_request_encode(&r);
 }
 
 /* ---- on the loop ---------------------------------------------------------------------- */

@@ -175,7 +175,56 @@ void sbx_serve_proto_request_clear(SbxServeRequest *req)
 
 /* ---- messages (server -> client) ------------------------------------------------------ */
 
-/* The keys of `profiles` whose values are objects: the profiles the server pools. */
+/* A member that is an integer from 0 to @max, else 0. */
+static guint64 get_count(const cJSON *obj, const char *name, guint64 max)
+{
+    int64_t n;
+
+    return sbx_json_int64(cJSON_GetObjectItemCaseSensitive(obj, name), &n) && n >= 0 &&
+                   (guint64)n <= max
+               ? (guint64)n
+               : 0;
+}
+
+/* The PIDs in array member @name (entries that are no PID are skipped). */
+static GArray *get_pids(const cJSON *obj, const char *name)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(obj, name), *v;
+    GArray *pids = g_array_new(FALSE, FALSE, sizeof(GPid));
+
+    cJSON_ArrayForEach(v, (cJSON_IsArray(a) ? a : NULL))
+    {
+        int64_t n;
+        if (sbx_json_int64(v, &n) && n > 0 && n <= G_MAXINT32) {
+            GPid pid = (GPid)n;
+            g_array_append_val(pids, pid);
+        }
+    }
+    return pids;
+}
+
+static void decode_profile(const char *name, const cJSON *p, SbxServeProfileStatus *st)
+{
+    st->name = g_strdup(name);
+    st->pool_size = (guint)get_count(p, "pool_size", G_MAXUINT);
+    st->ready = (guint)get_count(p, "ready", G_MAXUINT);
+    st->starting = (guint)get_count(p, "starting", G_MAXUINT);
+    st->waiting = (guint)get_count(p, "waiting", G_MAXUINT);
+    st->running = (guint)get_count(p, "running", G_MAXUINT);
+    st->prestart = (guint)get_count(p, "prestart", G_MAXUINT);
+    st->started_total = get_count(p, "started_total", G_MAXINT64);
+    st->failed_total = get_count(p, "failed_total", G_MAXINT64);
+    st->dropped_total = get_count(p, "dropped_total", G_MAXINT64);
+    st->claimed_total = get_count(p, "claimed_total", G_MAXINT64);
+    st->ready_pids = get_pids(p, "ready_pids");
+    st->running_pids = get_pids(p, "running_pids");
+    st->prestarted_pids = get_pids(p, "prestarted_pids");
+}
+
+/*
+ * The default profile's name, and the entries of `profiles` whose values are objects: the
+ * profiles the server pools, their names and their pools.
+ */
 static void decode_status(const cJSON *msg, SbxServeMsg *m)
 {
     const cJSON *profiles = cJSON_GetObjectItemCaseSensitive(msg, "profiles");
@@ -183,12 +232,13 @@ static void decode_status(const cJSON *msg, SbxServeMsg *m)
     const cJSON *p;
 
     m->profile = dup_string(msg, "profile");
-    if (cJSON_IsObject(profiles)) {
-        cJSON_ArrayForEach(p, profiles)
-        {
-            if (cJSON_IsObject(p)) {
-                g_ptr_array_add(names, g_strdup(p->string));
-            }
+    m->status = g_new0(SbxServeProfileStatus,
+                       cJSON_IsObject(profiles) ? (gsize)cJSON_GetArraySize(profiles) : 0);
+    cJSON_ArrayForEach(p, (cJSON_IsObject(profiles) ? profiles : NULL))
+    {
+        if (cJSON_IsObject(p)) {
+            g_ptr_array_add(names, g_strdup(p->string));
+            decode_profile(p->string, p, &m->status[m->n_status++]);
         }
     }
     g_ptr_array_add(names, NULL);
@@ -310,6 +360,14 @@ gboolean sbx_serve_proto_msg_decode(const char *payload, gsize len, SbxServeMsg 
     return TRUE;
 }
 
+static void profile_clear(SbxServeProfileStatus *st)
+{
+    g_free(st->name);
+    g_clear_pointer(&st->ready_pids, g_array_unref);
+    g_clear_pointer(&st->running_pids, g_array_unref);
+    g_clear_pointer(&st->prestarted_pids, g_array_unref);
+}
+
 static void pending_clear(SbxServePending *p)
 {
     g_free(p->id);
@@ -327,6 +385,10 @@ void sbx_serve_proto_msg_clear(SbxServeMsg *msg)
     g_free(msg->code);
     g_free(msg->profile);
     g_strfreev(msg->profiles);
+    for (gsize i = 0; i < msg->n_status; i++) {
+        profile_clear(&msg->status[i]);
+    }
+    g_free(msg->status);
     g_free(msg->data);
     g_free(msg->summary);
     g_free(msg->report_json);

@@ -1,8 +1,9 @@
 /*
- * The client protocol of `sandbox serve` (docs/pool.md, "Client protocol"), decoded: one frame's
- * payload into a typed request (the server's side, serve.c and serve-approvals.c) or into a
- * typed message (the clients' side, serve-client.c and approvals.c). Pure: no I/O, no server
- * state (whether a profile is pooled is the server's to check); cJSON stays inside.
+ * The client protocol of `sandbox serve` (docs/pool.md, "Client protocol"): typed requests
+ * (client -> server) and typed messages (server -> client), each with one encoder and one
+ * decoder, shared by the server (serve.c, serve-run.c, serve-approvals.c) and the clients
+ * (serve-client.c, approvals.c). Pure: no I/O, no server state (whether a profile is pooled is
+ * the server's to check); cJSON stays inside.
  *
  * Ownership: every pointer in an SbxServeRequest or SbxServeMsg is owned by it and freed by its
  * clear function; optional strings are NULL when absent.
@@ -64,6 +65,13 @@ typedef struct {
  */
 gboolean sbx_serve_proto_request_decode(const char *payload, gsize len, SbxServeRequest *ret);
 
+/**
+ * The JSON text of request @req (a frame's payload; caller frees): a `run` with @req->run's
+ * fields (a NULL tools path or profile is sent as null), `approvals` with @req->id if set,
+ * `approve` and `deny` with @req->id, `status`. The decoder gives back what was encoded.
+ */
+char *sbx_serve_proto_request_encode(const SbxServeRequest *req);
+
 /** Free what @req holds and zero it. */
 void sbx_serve_proto_request_clear(SbxServeRequest *req);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SbxServeRequest, sbx_serve_proto_request_clear)
@@ -91,6 +99,21 @@ typedef struct {
     gint64 timeout_ms;
 } SbxServePending;
 
+/* One profile's pool in a `status` answer (docs/pool.md, "Client protocol"). */
+typedef struct {
+    char *name;
+    guint pool_size; /* VMs kept ready (--pool) */
+    guint ready;     /* ready now */
+    guint starting;  /* being restored */
+    guint waiting;   /* claims waiting for a VM */
+    guint running;   /* executions of this profile */
+    guint prestart;  /* QEMUs kept started (--prestart) */
+    guint64 started_total, failed_total, dropped_total, claimed_total;
+    GArray *ready_pids;      /* GPid: QEMUs of the ready VMs */
+    GArray *running_pids;    /* GPid: QEMUs running an execution */
+    GArray *prestarted_pids; /* GPid: pre-started QEMUs waiting */
+} SbxServeProfileStatus;
+
 typedef struct {
     SbxServeMsgType type;
     char *type_name; /* `type` as sent */
@@ -100,6 +123,9 @@ typedef struct {
      * whose values are objects (NULL-terminated, empty when none) */
     char *profile;
     char **profiles;
+    /* status: every pooled profile's pool, the default first (encoded: at the top level too) */
+    SbxServeProfileStatus *status;
+    gsize n_status;
     /* output: the bytes of `data`, or NULL when `stream` or `data` is no string or `data` is no
      * canonical base64 (such a frame is ignored); `stream` stderr if "stderr", else stdout */
     SbxStream stream;
@@ -124,6 +150,14 @@ typedef struct {
  * either case.
  */
 gboolean sbx_serve_proto_msg_decode(const char *payload, gsize len, SbxServeMsg *ret);
+
+/**
+ * The JSON text of message @msg (a frame's payload; caller frees), with the fields of its type:
+ * status (from @msg->status), output (@msg->data base64-encoded), done (@msg->report_json, a
+ * JSON object text of ours, inserted as is), error, approvals (from @msg->pending: an entry's
+ * input_json, checked compact JSON, is inserted as is), approved, denied. Not for type OTHER.
+ */
+char *sbx_serve_proto_msg_encode(const SbxServeMsg *msg);
 
 /** Free what @msg holds and zero it. */
 void sbx_serve_proto_msg_clear(SbxServeMsg *msg);

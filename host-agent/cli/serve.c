@@ -20,7 +20,6 @@
 
 #include <glib-unix.h>
 
-#include "cli/report.h"
 #include "cli/serve-proto.h"
 #include "cli/serve.h"
 #include "prestart.h"
@@ -231,15 +230,18 @@ gboolean sbx_serve_conn_send(ServeConn *conn, const char *json, gsize len)
     return TRUE;
 }
 
+void sbx_serve_conn_send_msg(ServeConn *conn, const SbxServeMsg *msg)
+{
+    g_autofree char *json = sbx_serve_proto_msg_encode(msg);
+
+    sbx_serve_conn_send(conn, json, strlen(json));
+}
+
 static void send_error(ServeConn *conn, const char *code, const char *message)
 {
-    GString *m = g_string_new("{\"type\":\"error\",\"code\":\"");
+    SbxServeMsg m = {.type = SBX_SERVE_MSG_ERROR, .code = (char *)code, .message = (char *)message};
 
-    g_string_append_printf(m, "%s\",\"message\":", code);
-    sbx_json_append_string(m, message, strlen(message));
-    g_string_append_c(m, '}');
-    sbx_serve_conn_send(conn, m->str, m->len);
-    g_string_free(m, TRUE);
+    sbx_serve_conn_send_msg(conn, &m);
 }
 
 /* ---- requests ------------------------------------------------------------------------- */
@@ -321,15 +323,6 @@ static void handle_run(ServeConn *conn, SbxServeRun *run, const char *bad)
     start_waiting(srv);
 }
 
-static void append_pids(GString *m, const char *name, GArray *pids)
-{
-    g_string_append_printf(m, ",\"%s\":[", name);
-    for (guint i = 0; i < pids->len; i++) {
-        g_string_append_printf(m, "%s%d", i > 0 ? "," : "", g_array_index(pids, GPid, i));
-    }
-    g_string_append_c(m, ']');
-}
-
 /* The QEMU PIDs of @sp's VMs: pooled (ready) and running an execution. */
 static void profile_pids(Serve *srv, ServeProfile *sp, GArray *ready, GArray *running)
 {
@@ -348,55 +341,49 @@ static void profile_pids(Serve *srv, ServeProfile *sp, GArray *ready, GArray *ru
     }
 }
 
-/* The status fields of one profile's pool, comma-separated (no braces). */
-static void append_profile_status(GString *m, Serve *srv, ServeProfile *sp)
+/* One profile's pool, as the status message holds it (@st's strings are borrowed). */
+static void profile_status(Serve *srv, ServeProfile *sp, SbxServeProfileStatus *st)
 {
-    SbxPoolStats st;
-    g_autoptr(GArray) ready = g_array_new(FALSE, FALSE, sizeof(GPid));
-    g_autoptr(GArray) running = g_array_new(FALSE, FALSE, sizeof(GPid));
-    g_autoptr(GArray) pre = sbx_pool_vm_factory_prestart_pids(sp->factory);
+    SbxPoolStats ps;
 
-    sbx_pool_stats(sp->pool, &st);
-    profile_pids(srv, sp, ready, running);
-    g_string_append_printf(
-        m,
-        "\"profile\":\"%s\",\"pool_size\":%u,"
-        "\"ready\":%u,\"starting\":%u,\"waiting\":%u,\"running\":%u,"
-        "\"started_total\":%" G_GUINT64_FORMAT ",\"failed_total\":%" G_GUINT64_FORMAT
-        ",\"dropped_total\":%" G_GUINT64_FORMAT ",\"claimed_total\":%" G_GUINT64_FORMAT,
-        sbx_profile_name(sp->profile), sp->pool_size, st.ready, st.starting, st.waiting,
-        sp->running, st.started_total, st.failed_total, st.dropped_total, st.claimed_total);
-    append_pids(m, "ready_pids", ready);
-    append_pids(m, "running_pids", running);
-    g_string_append_printf(m, ",\"prestart\":%u", sp->prestart);
-    append_pids(m, "prestarted_pids", pre);
+    sbx_pool_stats(sp->pool, &ps);
+    st->name = (char *)sbx_profile_name(sp->profile);
+    st->pool_size = sp->pool_size;
+    st->ready = ps.ready;
+    st->starting = ps.starting;
+    st->waiting = ps.waiting;
+    st->running = sp->running;
+    st->prestart = sp->prestart;
+    st->started_total = ps.started_total;
+    st->failed_total = ps.failed_total;
+    st->dropped_total = ps.dropped_total;
+    st->claimed_total = ps.claimed_total;
+    st->ready_pids = g_array_new(FALSE, FALSE, sizeof(GPid));
+    st->running_pids = g_array_new(FALSE, FALSE, sizeof(GPid));
+    st->prestarted_pids = sbx_pool_vm_factory_prestart_pids(sp->factory);
+    profile_pids(srv, sp, st->ready_pids, st->running_pids);
 }
 
-/*
- * The default profile's fields at the top level (what clients before per-profile pools read),
- * then every pooled profile's under `profiles`, by name.
- */
+/* Every pooled profile's pool, the default first (docs/pool.md, "Client protocol"). */
 static void handle_status(ServeConn *conn)
 {
     Serve *srv = conn->srv;
-    GString *m;
+    SbxServeProfileStatus st[SERVE_PROFILES_MAX] = {0};
+    SbxServeMsg m = {.type = SBX_SERVE_MSG_STATUS, .status = st, .n_status = srv->n_profiles};
 
     if (srv->stopping) { /* the pools are gone; a connection may live on for the grace */
         send_error(conn, "unavailable", "the server is shutting down");
         return;
     }
-    m = g_string_new("{\"type\":\"status\",");
-    append_profile_status(m, srv, &srv->profiles[0]);
-    g_string_append(m, ",\"profiles\":{");
     for (guint i = 0; i < srv->n_profiles; i++) {
-        ServeProfile *sp = &srv->profiles[i];
-        g_string_append_printf(m, "%s\"%s\":{", i > 0 ? "," : "", sbx_profile_name(sp->profile));
-        append_profile_status(m, srv, sp);
-        g_string_append_c(m, '}');
+        profile_status(srv, &srv->profiles[i], &st[i]);
     }
-    g_string_append(m, "}}");
-    sbx_serve_conn_send(conn, m->str, m->len);
-    g_string_free(m, TRUE);
+    sbx_serve_conn_send_msg(conn, &m);
+    for (guint i = 0; i < srv->n_profiles; i++) {
+        g_array_unref(st[i].ready_pids);
+        g_array_unref(st[i].running_pids);
+        g_array_unref(st[i].prestarted_pids);
+    }
 }
 
 /* One frame from the client. FALSE: it broke the protocol, drop it. */

@@ -65,6 +65,8 @@ SbxApprovals *sbx_serve_approvals(Serve *srv);
 char *sbx_serve_conn_origin(ServeConn *conn);
 /** Queue a frame with @json (a JSON object text) for @conn; FALSE if the client is too slow. */
 gboolean sbx_serve_conn_send(ServeConn *conn, const char *json, gsize len);
+/** Queue the frame of message @msg for @conn (as sbx_serve_conn_send()). */
+void sbx_serve_conn_send_msg(ServeConn *conn, const SbxServeMsg *msg);
 /** The run on @conn finished (its done frame is queued); @conn may take the next request. */
 void sbx_serve_run_finished(Serve *srv, ServeConn *conn, ServeRun *run);
 

@@ -28,6 +28,13 @@ gboolean sbx_serve_conn_send(ServeConn *conn, const char *json, gsize len)
     return TRUE;
 }
 
+void sbx_serve_conn_send_msg(ServeConn *conn, const SbxServeMsg *msg)
+{
+    g_autofree char *json = sbx_serve_proto_msg_encode(msg);
+
+    sbx_serve_conn_send(conn, json, strlen(json));
+}
+
 static void never(SbxApprovalOutcome outcome, gpointer data)
 {
     (void)outcome;

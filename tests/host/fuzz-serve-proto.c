@@ -9,7 +9,8 @@
  * UTF-8 code, an absolute tools path, numbers in range, an id of at most 64 bytes) and a refused
  * one says why and holds nothing; a message's fields are in range (exit code, stream) and its
  * texts kept as sent (report, pending list) are JSON of the right kind; fragmenting a stream
- * changes neither its frames nor where it breaks. Everything is freed (ASan).
+ * changes neither its frames nor where it breaks; a request or message, encoded again
+ * (serve-proto-encode.c) and decoded, is the same. Everything is freed (ASan).
  */
 #include <errno.h>
 #include <string.h>
@@ -51,6 +52,34 @@ static void check_run(const SbxServeRequest *req)
     FUZZ_CHECK(!run->profile_not_name || run->profile == NULL);
 }
 
+/* @b is @a again after an encoding and a decoding: equal, unless @a is no UTF-8 (the encoder
+ * writes U+FFFD for what is not, e.g. from a lone surrogate's escape). */
+static gboolean same_str(const char *a, const char *b)
+{
+    if (a == NULL || b == NULL) {
+        return a == b;
+    }
+    return !g_utf8_validate(a, -1, NULL) || strcmp(a, b) == 0;
+}
+
+/* An accepted request, encoded and decoded again, is the same request. */
+static void check_request_round_trip(const SbxServeRequest *req)
+{
+    g_autofree char *text = sbx_serve_proto_request_encode(req);
+    g_auto(SbxServeRequest) again = {0};
+
+    FUZZ_CHECK(sbx_serve_proto_request_decode(text, strlen(text), &again));
+    FUZZ_CHECK(again.type == req->type && again.bad == NULL);
+    FUZZ_CHECK(same_str(req->id, again.id));
+    if (req->type == SBX_SERVE_REQ_RUN) {
+        const SbxServeRun *a = &req->run, *b = &again.run;
+        FUZZ_CHECK(a->language == b->language && same_str(a->code, b->code));
+        FUZZ_CHECK(same_str(a->tools_path, b->tools_path) && same_str(a->profile, b->profile));
+        FUZZ_CHECK(a->timeout_ms == b->timeout_ms && a->output_limit == b->output_limit);
+        FUZZ_CHECK(a->collect == b->collect && !b->profile_not_name);
+    }
+}
+
 /* Decode @payload as a client's request; TRUE if it is a message. */
 static gboolean check_request(const char *payload, size_t len)
 {
@@ -81,6 +110,9 @@ static gboolean check_request(const char *payload, size_t len)
         break;
     default:
         FUZZ_CHECK(!"a request type out of range");
+    }
+    if (req.bad == NULL && req.type != SBX_SERVE_REQ_UNKNOWN) {
+        check_request_round_trip(&req);
     }
     return TRUE;
 }
@@ -121,6 +153,69 @@ static SbxServeMsgType type_of(const char *name)
     return SBX_SERVE_MSG_OTHER;
 }
 
+static void check_profiles_round_trip(const SbxServeMsg *a, const SbxServeMsg *b)
+{
+    FUZZ_CHECK(a->n_status == b->n_status);
+    FUZZ_CHECK(a->n_status == 0 || same_str(a->status[0].name, b->profile));
+    for (gsize i = 0; i < a->n_status; i++) {
+        const SbxServeProfileStatus *p = &a->status[i], *q = &b->status[i];
+        FUZZ_CHECK(same_str(p->name, q->name) && p->pool_size == q->pool_size);
+        FUZZ_CHECK(p->ready == q->ready && p->starting == q->starting);
+        FUZZ_CHECK(p->waiting == q->waiting && p->running == q->running);
+        FUZZ_CHECK(p->prestart == q->prestart && p->claimed_total == q->claimed_total);
+        FUZZ_CHECK(p->started_total == q->started_total && p->failed_total == q->failed_total);
+        FUZZ_CHECK(p->dropped_total == q->dropped_total);
+        FUZZ_CHECK(p->ready_pids->len == q->ready_pids->len);
+        FUZZ_CHECK(p->running_pids->len == q->running_pids->len);
+        FUZZ_CHECK(p->prestarted_pids->len == q->prestarted_pids->len);
+    }
+}
+
+static void check_pending_round_trip(const SbxServeMsg *a, const SbxServeMsg *b)
+{
+    FUZZ_CHECK(a->n_pending == b->n_pending);
+    for (gsize i = 0; i < a->n_pending; i++) {
+        const SbxServePending *p = &a->pending[i], *q = &b->pending[i];
+        FUZZ_CHECK(same_str(p->id, q->id) && same_str(p->provider, q->provider));
+        FUZZ_CHECK(same_str(p->tool, q->tool) && same_str(p->input_json, q->input_json));
+        FUZZ_CHECK(same_str(p->origin, q->origin));
+        FUZZ_CHECK(p->input_json != NULL || same_str(p->input_excerpt, q->input_excerpt));
+        FUZZ_CHECK(p->waiting_ms == q->waiting_ms && p->timeout_ms == q->timeout_ms);
+    }
+}
+
+/* A message of a known type, encoded and decoded again, says the same. */
+static void check_message_round_trip(const SbxServeMsg *msg)
+{
+    g_autofree char *text = sbx_serve_proto_msg_encode(msg);
+    g_auto(SbxServeMsg) again = {0};
+
+    FUZZ_CHECK(sbx_serve_proto_msg_decode(text, strlen(text), &again));
+    FUZZ_CHECK(again.type == msg->type);
+    switch (msg->type) {
+    case SBX_SERVE_MSG_STATUS:
+        check_profiles_round_trip(msg, &again);
+        break;
+    case SBX_SERVE_MSG_OUTPUT:
+        FUZZ_CHECK(again.stream == msg->stream && again.data_len == msg->data_len);
+        FUZZ_CHECK(msg->data_len == 0 || memcmp(again.data, msg->data, msg->data_len) == 0);
+        break;
+    case SBX_SERVE_MSG_DONE:
+        FUZZ_CHECK(again.exit_code == msg->exit_code && same_str(msg->summary, again.summary));
+        FUZZ_CHECK(same_str(msg->report_json, again.report_json));
+        break;
+    case SBX_SERVE_MSG_ERROR:
+        FUZZ_CHECK(same_str(msg->code, again.code) && same_str(msg->message, again.message));
+        break;
+    case SBX_SERVE_MSG_APPROVALS:
+        check_pending_round_trip(msg, &again);
+        break;
+    default: /* approved, denied */
+        FUZZ_CHECK(same_str(msg->id, again.id));
+        break;
+    }
+}
+
 /* Decode @payload as a server's message; TRUE if it is a message. */
 static gboolean check_message(const char *payload, size_t len)
 {
@@ -153,6 +248,10 @@ static gboolean check_message(const char *payload, size_t len)
         break;
     }
     FUZZ_CHECK(msg.type == type_of(msg.type_name));
+    /* An output frame whose data is no base64 is ignored: nothing to encode again. */
+    if (msg.type != SBX_SERVE_MSG_OTHER && (msg.type != SBX_SERVE_MSG_OUTPUT || msg.data != NULL)) {
+        check_message_round_trip(&msg);
+    }
     return TRUE;
 }
 

@@ -1,5 +1,5 @@
 /*
- * The --json report of `sandbox run` (host-agent/cli/report.c): valid JSON whatever the bytes
+ * The --json report of `sandbox run` (host-agent/exec/report.c): valid JSON whatever the bytes
  * of the output, real tool names, the failure form.
  */
 /* cmocka needs these first */
@@ -13,7 +13,7 @@
 #include <cJSON.h>
 #include <string.h>
 
-#include "cli/report.h"
+#include "exec/report.h"
 #include "session.h"
 #include "tools.h"
 

@@ -2,7 +2,7 @@
  * The decoders of `sandbox serve`'s client protocol (cli/serve-proto.c): each request kind
  * accepted with its defaults, each refusal with the text the server answers, frames that are no
  * message at all; and each server message the clients read (status, output, done, error,
- * approvals, approved, denied, another type).
+ * approvals, approved, denied, another type); the encoders' texts, decoded back the same.
  */
 /* cmocka needs these first */
 #include <setjmp.h>
@@ -429,6 +429,191 @@ static void test_approved_denied(void **state)
     assert_null(no.id);
 }
 
+/* ---- encoders ------------------------------------------------------------------------- */
+
+/* A run request as `sandbox run` sends it: every field, strings escaped; decoded back whole. */
+static void test_encode_run(void **state)
+{
+    SbxServeRequest req = {
+        .type = SBX_SERVE_REQ_RUN,
+        .run = {.language = SBX_LANG_TYPESCRIPT,
+                .code = "let s: string = \"\\\"\n\x01\";",
+                .tools_path = "/tmp/t.json",
+                .timeout_ms = 5000,
+                .output_limit = 1048576,
+                .collect = TRUE},
+    };
+    g_auto(SbxServeRequest) back = {0};
+    (void)state;
+
+    g_autofree char *text = sbx_serve_proto_request_encode(&req);
+    assert_string_equal(text,
+                        "{\"type\":\"run\",\"language\":\"typescript\",\"code\":"
+                        "\"let s: string = \\\"\\\\\\\"\\n\\u0001\\\";\",\"tools\":\"/tmp/t.json\","
+                        "\"profile\":null,\"timeout_ms\":5000,\"output_limit\":1048576,"
+                        "\"collect\":true}");
+    request(text, &back);
+    assert_null(back.bad);
+    assert_int_equal(back.run.language, SBX_LANG_TYPESCRIPT);
+    assert_string_equal(back.run.code, req.run.code);
+    assert_string_equal(back.run.tools_path, "/tmp/t.json");
+    assert_null(back.run.profile);
+    assert_int_equal(back.run.timeout_ms, 5000);
+    assert_int_equal(back.run.output_limit, 1048576);
+    assert_true(back.run.collect);
+}
+
+/* status, approvals (with and without an id), approve and deny; an id with a quote stays one. */
+static void test_encode_other_requests(void **state)
+{
+    static const struct {
+        SbxServeRequest req;
+        const char *text;
+    } cases[] = {
+        {{.type = SBX_SERVE_REQ_STATUS}, "{\"type\":\"status\"}"},
+        {{.type = SBX_SERVE_REQ_APPROVALS}, "{\"type\":\"approvals\"}"},
+        {{.type = SBX_SERVE_REQ_APPROVALS, .id = "a-1"}, "{\"type\":\"approvals\",\"id\":\"a-1\"}"},
+        {{.type = SBX_SERVE_REQ_APPROVE, .id = "a\"1"}, "{\"type\":\"approve\",\"id\":\"a\\\"1\"}"},
+        {{.type = SBX_SERVE_REQ_DENY, .id = "a-2"}, "{\"type\":\"deny\",\"id\":\"a-2\"}"},
+    };
+    (void)state;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *text = sbx_serve_proto_request_encode(&cases[i].req);
+        g_auto(SbxServeRequest) back = {0};
+        assert_string_equal(text, cases[i].text);
+        request(text, &back);
+        assert_int_equal(back.type, cases[i].req.type);
+        assert_null(back.bad);
+        assert_true(g_strcmp0(back.id, cases[i].req.id) == 0);
+    }
+}
+
+/* Encode @msg, check its text if @expect, and decode it into @back. */
+static void encode_msg(const SbxServeMsg *msg, const char *expect, SbxServeMsg *back)
+{
+    g_autofree char *text = sbx_serve_proto_msg_encode(msg);
+
+    if (expect != NULL) {
+        assert_string_equal(text, expect);
+    }
+    assert_true(sbx_serve_proto_msg_decode(text, strlen(text), back));
+    assert_int_equal(back->type, msg->type);
+}
+
+/* Output bytes of any kind (NUL, invalid UTF-8) cross as base64, unchanged. */
+static void test_encode_output(void **state)
+{
+    static const guint8 bytes[] = {'a', 0, 0xff, '\n'};
+    SbxServeMsg msg = {.type = SBX_SERVE_MSG_OUTPUT,
+                       .stream = SBX_STREAM_STDERR,
+                       .data = (guint8 *)bytes,
+                       .data_len = sizeof(bytes)};
+    g_auto(SbxServeMsg) back = {0};
+    (void)state;
+
+    encode_msg(&msg, "{\"type\":\"output\",\"stream\":\"stderr\",\"data\":\"YQD/Cg==\"}", &back);
+    assert_int_equal(back.stream, SBX_STREAM_STDERR);
+    assert_int_equal(back.data_len, sizeof(bytes));
+    assert_memory_equal(back.data, bytes, sizeof(bytes));
+}
+
+/* done: the report inserted as it is (numbers keep their text), the summary escaped. */
+static void test_encode_done(void **state)
+{
+    SbxServeMsg msg = {.type = SBX_SERVE_MSG_DONE,
+                       .exit_code = 124,
+                       .summary = "sandbox: timeout\n",
+                       .report_json = "{\"start\":\"pool\",\"result\":1.10}"};
+    g_auto(SbxServeMsg) back = {0};
+    (void)state;
+
+    encode_msg(&msg,
+               "{\"type\":\"done\",\"exit_code\":124,\"summary\":\"sandbox: timeout\\n\","
+               "\"report\":{\"start\":\"pool\",\"result\":1.10}}",
+               &back);
+    assert_int_equal(back.exit_code, 124);
+    assert_string_equal(back.summary, msg.summary);
+    assert_string_equal(back.report_json, msg.report_json);
+}
+
+/* status: the default profile at the top level and every profile under `profiles`. */
+static void test_encode_status(void **state)
+{
+    GPid pids[] = {41, 42};
+    g_autoptr(GArray) ready = g_array_new(FALSE, FALSE, sizeof(GPid));
+    g_autoptr(GArray) none = g_array_new(FALSE, FALSE, sizeof(GPid));
+    SbxServeProfileStatus st[2] = {
+        {.name = "q35-serial",
+         .pool_size = 2,
+         .ready = 2,
+         .claimed_total = 7,
+         .ready_pids = ready,
+         .running_pids = none,
+         .prestarted_pids = none},
+        {.name = "microvm-serial",
+         .pool_size = 1,
+         .running = 1,
+         .prestart = 1,
+         .ready_pids = none,
+         .running_pids = none,
+         .prestarted_pids = none},
+    };
+    SbxServeMsg msg = {.type = SBX_SERVE_MSG_STATUS, .status = st, .n_status = 2};
+    g_auto(SbxServeMsg) back = {0};
+    (void)state;
+
+    g_array_append_vals(ready, pids, 2);
+    encode_msg(&msg, NULL, &back);
+    assert_string_equal(back.profile, "q35-serial");
+    assert_int_equal(back.n_status, 2);
+    assert_string_equal(back.profiles[1], "microvm-serial");
+    assert_int_equal(back.status[0].claimed_total, 7);
+    assert_int_equal(back.status[0].ready_pids->len, 2);
+    assert_int_equal(g_array_index(back.status[0].ready_pids, GPid, 1), 42);
+    assert_int_equal(back.status[1].running, 1);
+    assert_int_equal(back.status[1].prestart, 1);
+}
+
+/* approvals: an input whole (as it is) or its excerpt (a string); error; approved and denied. */
+static void test_encode_approvals_and_answers(void **state)
+{
+    SbxServePending p[2] = {
+        {.id = "a-1",
+         .provider = "p",
+         .tool = "t",
+         .input_json = "{\"n\":1e400}",
+         .origin = "sandbox run, pid 7",
+         .waiting_ms = 12,
+         .timeout_ms = 300000},
+        {.id = "a-2",
+         .provider = "p",
+         .tool = "t",
+         .input_excerpt = "{\"long\":\"",
+         .timeout_ms = 1},
+    };
+    SbxServeMsg msg = {.type = SBX_SERVE_MSG_APPROVALS, .pending = p, .n_pending = 2};
+    SbxServeMsg err = {.type = SBX_SERVE_MSG_ERROR, .code = "not_found", .message = "no \"x\""};
+    SbxServeMsg ok = {.type = SBX_SERVE_MSG_DENIED, .id = "a-2"};
+    g_auto(SbxServeMsg) back = {0};
+    g_auto(SbxServeMsg) back_err = {0};
+    g_auto(SbxServeMsg) back_ok = {0};
+    (void)state;
+
+    encode_msg(&msg, NULL, &back);
+    assert_int_equal(back.n_pending, 2);
+    assert_string_equal(back.pending[0].input_json, "{\"n\":1e400}");
+    assert_string_equal(back.pending[0].origin, "sandbox run, pid 7");
+    assert_int_equal(back.pending[0].waiting_ms, 12);
+    assert_null(back.pending[1].input_json);
+    assert_string_equal(back.pending[1].input_excerpt, "{\"long\":\"");
+    encode_msg(&err, "{\"type\":\"error\",\"code\":\"not_found\",\"message\":\"no \\\"x\\\"\"}",
+               &back_err);
+    assert_string_equal(back_err.message, "no \"x\"");
+    encode_msg(&ok, "{\"type\":\"denied\",\"id\":\"a-2\"}", &back_ok);
+    assert_string_equal(back_ok.id, "a-2");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +624,9 @@ int main(void)
         cmocka_unit_test(test_status),         cmocka_unit_test(test_output),
         cmocka_unit_test(test_done),           cmocka_unit_test(test_error_and_other),
         cmocka_unit_test(test_approvals),      cmocka_unit_test(test_approved_denied),
+        cmocka_unit_test(test_encode_run),     cmocka_unit_test(test_encode_other_requests),
+        cmocka_unit_test(test_encode_output),  cmocka_unit_test(test_encode_done),
+        cmocka_unit_test(test_encode_status),  cmocka_unit_test(test_encode_approvals_and_answers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,8 @@
 
 #include <glib.h>
 
+#include "base/json-builder.h" /* sbx_json_append_string() */
+
 #include "namespace.h"
 #include "session.h"
 
@@ -18,9 +20,3 @@ typedef struct {
 
 /** The report as one line of JSON (caller frees). */
 char *sbx_report_json(const SbxReport *report);
-
-/**
- * Append @len bytes of @data to @out as a JSON string literal. Invalid UTF-8 becomes U+FFFD,
- * NUL and control characters are escaped: any bytes give valid JSON.
- */
-void sbx_json_append_string(GString *out, const char *data, gsize len);

@@ -3,8 +3,7 @@
  */
 #include <signal.h>
 
-#include "cli/cli.h"
-#include "cli/outcome.h"
+#include "exec/outcome.h"
 
 int sbx_outcome_exit_code(const SbxRunResult *r)
 {

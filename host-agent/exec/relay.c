@@ -1,5 +1,5 @@
 /* Tool calls from a session to the providers and back (relay.h). */
-#include "cli/relay.h"
+#include "exec/relay.h"
 
 #include "tools-error.h"
 

@@ -3,54 +3,9 @@
  * output bytes may hold NUL and invalid UTF-8, and JSON values from the guest are already
  * validated compact JSON that is copied as is.
  */
-#include "report.h"
+#include "exec/report.h"
 
 #include <string.h>
-
-static void append_char(GString *out, gunichar c)
-{
-    switch (c) {
-    case '"':
-        g_string_append(out, "\\\"");
-        break;
-    case '\\':
-        g_string_append(out, "\\\\");
-        break;
-    case '\n':
-        g_string_append(out, "\\n");
-        break;
-    case '\r':
-        g_string_append(out, "\\r");
-        break;
-    case '\t':
-        g_string_append(out, "\\t");
-        break;
-    default:
-        if (c < 0x20) {
-            g_string_append_printf(out, "\\u%04x", c);
-        } else {
-            g_string_append_unichar(out, c);
-        }
-    }
-}
-
-void sbx_json_append_string(GString *out, const char *data, gsize len)
-{
-    const char *p = data, *end = data + len;
-
-    g_string_append_c(out, '"');
-    while (p < end) {
-        gunichar c = *p == '\0' ? 0 : g_utf8_get_char_validated(p, end - p);
-        if (c == (gunichar)-1 || c == (gunichar)-2) {
-            append_char(out, 0xfffd); /* one replacement per invalid byte */
-            p++;
-            continue;
-        }
-        append_char(out, c);
-        p = c == 0 ? p + 1 : g_utf8_next_char(p);
-    }
-    g_string_append_c(out, '"');
-}
 
 static void append_str(GString *out, const char *s)
 {

@@ -1,0 +1,358 @@
+/*
+ * The execution core's state machine (exec.h): the VM's acquire and the tools' start in
+ * parallel, the execute once both are ready, the session's events to the sink, tool calls to
+ * the providers, the VM killed at the end, the sink's done once every tool process is reaped.
+ */
+#include "exec/exec.h"
+
+#include <string.h>
+
+#include "exec/outcome.h"
+#include "exec/relay.h"
+#include "exec/report.h"
+
+struct SbxExec {
+    /* the request */
+    SbxLanguage language;
+    char *code;
+    guint timeout_ms;
+    guint64 output_limit;
+    gboolean collect_output;
+    /* where events go */
+    const SbxExecSink *sink;
+    gpointer sink_data;
+    /* the parts */
+    SbxExecSource *src;
+    SbxTools *tools;
+    SbxSession *session;
+    GCancellable *cancel; /* the tool calls */
+    /* progress */
+    gboolean started;
+    gboolean acquiring;   /* the source's acquire has not returned yet */
+    gboolean vm_ready;    /* a VM in hand */
+    gboolean tools_ready; /* started (MCP servers listed their tools) */
+    /* A failure or an abort while acquiring: the exec ends with it once the acquire returned. */
+    char *pending;
+    SbxStatus pending_status;
+    /* the end */
+    gboolean finished;          /* the execution ended, or never could start */
+    gboolean reported;          /* the sink's done ran */
+    const SbxRunResult *result; /* owned by the session */
+    char *failure;              /* the sandbox failed before an execution result */
+    SbxStatus failure_status;
+};
+
+/* ---- the end ------------------------------------------------------------------------------ */
+
+/* Done once the execution is over and every provider process has been reaped. */
+static void maybe_finish(SbxExec *exec)
+{
+    if (exec->reported || !exec->finished ||
+        (exec->tools != NULL && sbx_tools_in_flight(exec->tools) > 0)) {
+        return;
+    }
+    exec->reported = TRUE;
+    exec->sink->done(exec->sink_data, exec);
+}
+
+static void release_vm(SbxExec *exec)
+{
+    if (exec->vm_ready) {
+        exec->src->ops->release(exec->src);
+    }
+}
+
+/* The sandbox failed before (or instead of) an execution result. */
+static void fail(SbxExec *exec, SbxStatus status, const char *message)
+{
+    if (exec->finished) {
+        return;
+    }
+    exec->failure = g_strdup(message);
+    exec->failure_status = status;
+    exec->finished = TRUE;
+    g_cancellable_cancel(exec->cancel);
+    release_vm(exec);
+    maybe_finish(exec);
+}
+
+/* Fail now, or once the acquire returned (its VM, if any, goes with the exec). */
+static void fail_when_acquired(SbxExec *exec, SbxStatus status, const char *message)
+{
+    if (!exec->acquiring) {
+        fail(exec, status, message);
+        return;
+    }
+    if (exec->pending == NULL) {
+        exec->pending = g_strdup(message);
+        exec->pending_status = status;
+    }
+    g_cancellable_cancel(exec->cancel);
+    exec->src->ops->cancel(exec->src);
+}
+
+/* ---- session callbacks -------------------------------------------------------------------- */
+
+static void on_output(SbxSession *s, SbxStream stream, const guint8 *data, gsize len,
+                      gpointer user_data)
+{
+    SbxExec *exec = user_data;
+    (void)s;
+
+    if (exec->sink->output != NULL) {
+        exec->sink->output(exec->sink_data, stream, data, len);
+    }
+}
+
+static void on_tool_settled(gpointer user_data)
+{
+    maybe_finish(user_data);
+}
+
+static void on_tool_call(SbxSession *s, guint32 call_id, const char *provider, const char *tool,
+                         const char *input_json, gpointer user_data)
+{
+    SbxExec *exec = user_data;
+
+    sbx_relay_tool_call(s, exec->tools, call_id, provider, tool, input_json, exec->cancel,
+                        on_tool_settled, exec);
+}
+
+static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_data)
+{
+    SbxExec *exec = user_data;
+    (void)s;
+
+    exec->result = result;
+    exec->finished = TRUE;
+    g_cancellable_cancel(exec->cancel);
+    maybe_finish(exec); /* the sink hears of it before the kill's reaping wait */
+    release_vm(exec);
+}
+
+/* ---- the start ---------------------------------------------------------------------------- */
+
+static void execute(SbxExec *exec)
+{
+    /* Collected output goes into the result (the report), not to the sink. */
+    static const SbxSessionCallbacks streaming = {
+        .on_output = on_output,
+        .on_tool_call = on_tool_call,
+        .on_done = on_done,
+    };
+    static const SbxSessionCallbacks collecting = {
+        .on_tool_call = on_tool_call,
+        .on_done = on_done,
+    };
+    g_autoptr(GError) error = NULL;
+    gsize n_tools = 0;
+    const SbxToolDecl *decls = sbx_tools_decls(exec->tools, &n_tools);
+    SbxRunRequest req = {
+        .language = exec->language,
+        .code = exec->code,
+        .tools = decls,
+        .n_tools = n_tools,
+        .output_limit = exec->output_limit,
+        .timeout_ms = exec->timeout_ms,
+        .collect_output = exec->collect_output,
+    };
+
+    exec->session = exec->src->ops->take_session(exec->src, &error);
+    if (exec->session == NULL) {
+        fail(exec, SBX_STATUS_CRASH, error->message);
+        return;
+    }
+    sbx_session_set_callbacks(exec->session, exec->collect_output ? &collecting : &streaming, exec);
+    if (!sbx_session_run(exec->session, &req, &error)) {
+        g_autofree char *msg = g_strdup_printf("cannot start the execution: %s", error->message);
+        fail(exec, SBX_STATUS_CRASH, msg);
+        return;
+    }
+    exec->src->ops->begin(exec->src);
+}
+
+static void maybe_execute(SbxExec *exec)
+{
+    if (exec->vm_ready && exec->tools_ready && !exec->finished && exec->session == NULL) {
+        execute(exec);
+    }
+}
+
+static void on_vm_exit(SbxExecSource *src, const char *reason, gpointer user_data)
+{
+    SbxExec *exec = user_data;
+    g_autofree char *msg = g_strdup_printf("the VM exited: %s", reason);
+    (void)src;
+
+    if (exec->session != NULL) {
+        sbx_session_abort(exec->session, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, msg);
+    }
+    fail(exec, SBX_STATUS_CRASH, msg); /* no-op if the execution already ended */
+}
+
+static void on_acquired(SbxExecSource *src, const GError *error, gpointer data)
+{
+    SbxExec *exec = data;
+
+    exec->acquiring = FALSE;
+    exec->vm_ready = error == NULL;
+    if (exec->pending != NULL) {
+        fail(exec, exec->pending_status, exec->pending); /* releases the VM, if any */
+        return;
+    }
+    if (error != NULL) {
+        fail(exec, SBX_STATUS_CRASH, error->message);
+        return;
+    }
+    src->ops->watch(src, on_vm_exit, exec);
+    maybe_execute(exec);
+}
+
+static void on_tools_ready(SbxTools *tools, const GError *error, gpointer user_data)
+{
+    SbxExec *exec = user_data;
+    const char *const *warnings = sbx_tools_warnings(tools);
+
+    if (exec->sink->warnings != NULL && warnings != NULL && *warnings != NULL) {
+        exec->sink->warnings(exec->sink_data, warnings);
+    }
+    if (error != NULL) {
+        g_autofree char *msg = g_strdup_printf("cannot start the tools: %s", error->message);
+        fail_when_acquired(exec, SBX_STATUS_CRASH, msg);
+        return;
+    }
+    exec->tools_ready = TRUE;
+    maybe_execute(exec);
+}
+
+/* ---- the API ------------------------------------------------------------------------------ */
+
+SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource *src,
+                      const SbxExecSink *sink, gpointer sink_data)
+{
+    SbxExec *exec = g_new0(SbxExec, 1);
+
+    g_assert(tools != NULL && src != NULL && sink != NULL && sink->done != NULL);
+    exec->language = req->language;
+    exec->code = g_strdup(req->code);
+    exec->timeout_ms = req->timeout_ms;
+    exec->output_limit =
+        req->output_limit != 0 ? req->output_limit : SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
+    exec->collect_output = req->collect_output;
+    exec->tools = tools;
+    exec->src = src;
+    exec->sink = sink;
+    exec->sink_data = sink_data;
+    exec->cancel = g_cancellable_new();
+    exec->failure_status = SBX_STATUS_CRASH;
+    return exec;
+}
+
+void sbx_exec_start(SbxExec *exec)
+{
+    g_assert(!exec->started);
+    exec->started = TRUE;
+    exec->acquiring = TRUE;
+    exec->src->ops->acquire(exec->src, on_acquired, exec);
+    /* Spawns the MCP stdio servers; they list their tools while the VM starts. */
+    sbx_tools_start(exec->tools, on_tools_ready, exec);
+}
+
+void sbx_exec_abort(SbxExec *exec, SbxStatus status, const char *why)
+{
+    if (exec->finished) {
+        return;
+    }
+    g_cancellable_cancel(exec->cancel);
+    if (exec->session != NULL) {
+        sbx_session_abort(exec->session, status, SBX_ERR_INTERNAL, why); /* ends it: on_done */
+    }
+    if (!exec->started) {
+        fail(exec, status, why);
+        return;
+    }
+    fail_when_acquired(exec, status, why); /* no-op once the execution ended */
+}
+
+const SbxRunResult *sbx_exec_result(const SbxExec *exec)
+{
+    return exec->result;
+}
+
+const char *sbx_exec_failure(const SbxExec *exec)
+{
+    return exec->failure;
+}
+
+int sbx_exec_exit_code(const SbxExec *exec)
+{
+    return exec->result != NULL ? sbx_outcome_exit_code(exec->result) : SBX_EXIT_SANDBOX;
+}
+
+char *sbx_exec_summary(const SbxExec *exec)
+{
+    return sbx_outcome_summary(exec->result, exec->failure, exec->output_limit);
+}
+
+gint64 sbx_exec_boot_ms(const SbxExec *exec)
+{
+    gint64 us = exec->vm_ready ? exec->src->ops->boot_us(exec->src) : 0;
+
+    return us > 0 ? us / 1000 : -1;
+}
+
+char *sbx_exec_report_json(const SbxExec *exec, const char *extra)
+{
+    SbxReport rep = {
+        .result = exec->result,
+        .failure = exec->failure,
+        .failure_status = exec->failure_status,
+        .ns = sbx_tools_namespace(exec->tools),
+        .boot_ms = sbx_exec_boot_ms(exec),
+    };
+    g_autofree char *report = sbx_report_json(&rep);
+    GString *out = g_string_new("{\"start\":");
+
+    sbx_json_append_string(out, exec->src->start, strlen(exec->src->start));
+    exec->src->ops->describe(exec->src, out);
+    if (extra != NULL) {
+        g_string_append(out, extra);
+    }
+    /* The execution's members: the report is one JSON object. */
+    g_assert(report[0] == '{');
+    if (report[1] != '}') {
+        g_string_append_c(out, ',');
+    }
+    g_string_append(out, report + 1);
+    return g_string_free(out, FALSE);
+}
+
+SbxVm *sbx_exec_vm(const SbxExec *exec)
+{
+    return exec->src->ops->vm(exec->src);
+}
+
+SbxTools *sbx_exec_tools(const SbxExec *exec)
+{
+    return exec->tools;
+}
+
+gboolean sbx_exec_finished(const SbxExec *exec)
+{
+    return exec->finished;
+}
+
+void sbx_exec_free(SbxExec *exec)
+{
+    if (exec == NULL) {
+        return;
+    }
+    sbx_session_free(exec->session); /* exec->result points into it: gone from here on */
+    sbx_exec_source_free(exec->src); /* kills and reaps the VM */
+    sbx_tools_free(exec->tools);     /* kills and reaps the provider processes */
+    g_clear_object(&exec->cancel);
+    g_free(exec->pending);
+    g_free(exec->failure);
+    g_free(exec->code);
+    g_free(exec);
+}

@@ -1,0 +1,97 @@
+/*
+ * The execution core: one object that owns an execution from its start to its outcome, shared
+ * by every front end (`sandbox run`, `sandbox serve`'s socket, the HTTP API). It gets a VM from
+ * its source (source.h: a restore, a cold boot, a pool's claim) while the tools start (MCP
+ * servers list their tools), runs the program through a session, relays the guest's tool calls
+ * to the providers, kills the VM when the execution ends (one execution per VM), waits until
+ * every provider process is reaped, and then tells its sink, where events go (a terminal, a
+ * socket client, an HTTP stream), that it is done. The front ends parse requests and print;
+ * the state machine is here, once.
+ *
+ * Runs on the GLib main loop of the thread that made it. Never free an exec from inside one of
+ * its sink's callbacks (they may run inside a session callback): free it later, e.g. from an
+ * idle callback.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "approvals.h"
+#include "exec/source.h"
+#include "protocol/message.h"
+#include "session.h"
+#include "tools.h"
+
+typedef struct SbxExec SbxExec;
+
+/* What to run, checked by the front end. The strings are copied. */
+typedef struct {
+    SbxLanguage language;
+    const char *code;
+    guint timeout_ms;        /* 0: SBX_SESSION_TIMEOUT_DEFAULT_MS */
+    guint64 output_limit;    /* 0: SBX_SESSION_OUTPUT_LIMIT_DEFAULT */
+    gboolean collect_output; /* keep the output for the report instead of streaming it */
+} SbxExecRequest;
+
+/* Where the events go. Every member is optional except done. */
+typedef struct {
+    /* Output accepted (within the limit), as it comes; not when collected. */
+    void (*output)(gpointer data, SbxStream stream, const guint8 *bytes, gsize len);
+    /* The tools started: their warnings (an MCP server's schema left unchecked, ...). */
+    void (*warnings)(gpointer data, const char *const *warnings);
+    /* The execution is over and every tool process reaped: the outcome can be read. Once. */
+    void (*done)(gpointer data, SbxExec *exec);
+} SbxExecSink;
+
+/**
+ * An execution of @req with @tools (taken; NULL: none) on a VM from @src (taken). Nothing
+ * starts until sbx_exec_start(). @sink must outlive the exec.
+ */
+SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource *src,
+                      const SbxExecSink *sink, gpointer sink_data);
+
+/**
+ * Start: the VM's acquire and the tools' start, in parallel; the execute once both are ready.
+ * Every failure ends in the sink's done, with sbx_exec_failure() set.
+ */
+void sbx_exec_start(SbxExec *exec);
+
+/**
+ * End the execution now with @status (terminated, cancelled) and @why: a signal, a client gone,
+ * a shutdown. Before the VM is in hand the acquire is cancelled and the exec ends once it has
+ * returned. No-op once the execution ended.
+ */
+void sbx_exec_abort(SbxExec *exec, SbxStatus status, const char *why);
+
+/** The execution's result (owned by the exec), or NULL if none ran (see sbx_exec_failure()). */
+const SbxRunResult *sbx_exec_result(const SbxExec *exec);
+
+/** Why the sandbox failed before an execution result, or NULL. */
+const char *sbx_exec_failure(const SbxExec *exec);
+
+/** The exit code `sandbox run` ends with (docs/cli.md); only after done. */
+int sbx_exec_exit_code(const SbxExec *exec);
+
+/** What a streamed run prints on stderr at its end (may be ""; caller frees). */
+char *sbx_exec_summary(const SbxExec *exec);
+
+/**
+ * The report (`sandbox run --json`'s object, docs/cli.md): `start` and the source's members
+ * first, then @extra (members with a leading comma, or NULL), then the execution's. Caller frees.
+ */
+char *sbx_exec_report_json(const SbxExec *exec, const char *extra);
+
+/** The VM, once acquired (its console, its PIDs), else NULL. */
+SbxVm *sbx_exec_vm(const SbxExec *exec);
+
+/** The tools (their warnings, namespace), or NULL. */
+SbxTools *sbx_exec_tools(const SbxExec *exec);
+
+/** The VM's start in milliseconds (restore-to-ready, boot), -1 if unknown. */
+gint64 sbx_exec_boot_ms(const SbxExec *exec);
+
+/** Whether the execution ended (the sink's done may still wait for tool processes). */
+gboolean sbx_exec_finished(const SbxExec *exec);
+
+/** Free @exec (accepts NULL): its VM is killed and its tool processes with it. */
+void sbx_exec_free(SbxExec *exec);
