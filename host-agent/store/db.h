@@ -1,0 +1,50 @@
+/*
+ * The store's database (docs/service.md): opening it (mode, WAL, schema and its migrations),
+ * closing it, and where it lives by default. Tenants (tenants.h) and execution records
+ * (records.h) are kept in it.
+ */
+#pragma once
+
+#include <glib.h>
+
+#define SBX_STORE_ERROR (sbx_store_error_quark())
+GQuark sbx_store_error_quark(void);
+
+typedef enum {
+    SBX_STORE_ERROR_DB,      /* SQLite failed (I/O, corrupt file, newer schema); the message says */
+    SBX_STORE_ERROR_INVALID, /* an argument breaks a rule (a name, a quota, a size) */
+    SBX_STORE_ERROR_NOT_FOUND, /* no such tenant or record (or one of another tenant) */
+    SBX_STORE_ERROR_EXISTS,    /* a tenant of that name, a record of that id exists already */
+    SBX_STORE_ERROR_AUTH,      /* the API key is not one of a tenant (never says why) */
+} SbxStoreErrorCode;
+
+/* The schema this build writes (PRAGMA user_version); older files are migrated at open. */
+#define SBX_STORE_SCHEMA_VERSION 1
+
+typedef struct SbxStore SbxStore;
+
+/**
+ * Open (and create) the database at @path: its folder is made 0700 if missing, the file is
+ * 0600, in WAL mode with synchronous=FULL, and its schema is brought to this build's. Executions
+ * a previous server left running or queued are marked interrupted
+ * (sbx_store_interrupted_at_open()). One server per database: a second one opening it would
+ * mark the first one's executions interrupted.
+ */
+SbxStore *sbx_store_open(const char *path, GError **error);
+
+/** Close @store (NULL: nothing). */
+void sbx_store_close(SbxStore *store);
+
+/** How many executions sbx_store_open() found running or queued and marked interrupted. */
+guint sbx_store_interrupted_at_open(const SbxStore *store);
+
+/** The database file's path (owned by @store). */
+const char *sbx_store_path(const SbxStore *store);
+
+/**
+ * The default database: $SANDBOX_STATE_DIR/sandbox.db if that is set, else
+ * $XDG_STATE_HOME/sandbox/sandbox.db (~/.local/state/sandbox/sandbox.db).
+ */
+char *sbx_store_default_path(void);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxStore, sbx_store_close)

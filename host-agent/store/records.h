@@ -1,0 +1,160 @@
+/*
+ * Execution records (docs/service.md, "Records"): every execution with what ran, how, what came
+ * of it, its tool calls and approvals, and the entropy and clock its guest was given (what a
+ * replay needs). Plain structs filled by the front end; nothing here knows a session or a VM.
+ */
+#pragma once
+
+#include "db.h"
+
+/* stdout and stderr kept per record, each: 1 MiB shows any output a person reads whole and
+ * keeps a record of a chatty program (output limits go to 1 GiB) from filling the disk; beyond
+ * it the stream is cut and flagged. */
+#define SBX_RECORD_OUTPUT_MAX (1024 * 1024)
+
+/* Code, arguments, result and error texts: the largest a protocol frame carries (4 MiB), so a
+ * valid execution always fits; larger is a caller's bug, refused. */
+#define SBX_RECORD_TEXT_MAX (4 * 1024 * 1024)
+
+/* Tool calls and approvals per record: the session records at most 1024 calls (the rest are
+ * counted as dropped), and each call has at most one approval. */
+#define SBX_RECORD_CALLS_MAX 1024
+
+/* Records one list returns: a page a person or a client reads; more by the cursor. */
+#define SBX_RECORDS_LIST_MAX 1000
+#define SBX_RECORDS_LIST_DEFAULT 50
+
+/* Ids (execution, approval, call) and short names (status, front end, language): as the
+ * protocol's ids (SBX_ID_MAX). */
+#define SBX_RECORD_ID_MAX 64
+
+typedef struct {
+    char *id;        /* the execution id */
+    char *tenant_id; /* NULL: a local run (`sandbox run`, or serve without tenants) */
+    char *front_end; /* "run", "serve", "http" */
+    char *language;
+    char *code;        /* UTF-8 text */
+    char *code_sha256; /* hex; computed by the store (ignored when given) */
+    char *entry;       /* entry point, or NULL */
+    char *args_json;   /* arguments (JSON text), or NULL */
+    char *profile;
+    char *snapshot_key;
+    char *image_id;
+    gint64 timeout_ms;
+    gint64 output_limit;
+    char *status; /* "queued", "running", then the outcome ("ok", "error", "timeout", ...),
+                     "interrupted" if the server ended first */
+    gboolean has_exit_code;
+    int exit_code;
+    char *result_json; /* JSON text, or NULL */
+    char *error_json;  /* JSON text, or NULL */
+    char *stdout_data; /* bytes (not NUL-terminated in meaning; NUL-terminated in memory) */
+    gsize stdout_len;
+    gboolean stdout_truncated; /* cut (by the output limit, or the record's cap) */
+    char *stderr_data;
+    gsize stderr_len;
+    gboolean stderr_truncated;
+    gint64 created_at_ms; /* unix ms; 0 at sbx_records_begin(): now */
+    gint64 started_at_ms; /* 0: unknown */
+    gint64 finished_at_ms;
+    gint64 boot_ms;     /* VM restore, boot or pool claim */
+    gint64 duration_ms; /* the execution in the guest */
+    char *entropy_hex;  /* the entropy the guest was given, hex */
+    gint64 guest_clock_ms;
+} SbxRecord;
+
+typedef struct {
+    guint seq; /* position in the record, from 0 (set by the store) */
+    guint32 call_id;
+    char *provider; /* real names */
+    char *tool;
+    char *input_json;
+    gboolean ok;
+    char *result_json; /* JSON text or NULL */
+    char *error_json;
+    char *policy_json; /* how the policy decided, or NULL */
+    gint64 duration_ms;
+} SbxRecordCall;
+
+typedef struct {
+    guint seq; /* set by the store */
+    char *approval_id;
+    char *provider;
+    char *tool;
+    char *decision;    /* "approved", "denied", "timed_out", "cancelled", "unavailable" */
+    char *answered_by; /* who answered, or NULL (nobody: timed out, cancelled) */
+    gint64 asked_at_ms;
+    gint64 answered_at_ms; /* 0: not answered */
+} SbxRecordApproval;
+
+typedef struct {
+    const char *tenant_id;   /* NULL: every tenant's and local runs */
+    const char *status;      /* NULL: any */
+    gint64 created_after_ms; /* 0: no bound (exclusive) */
+    gint64 created_before_ms;
+    /* The cursor: records older than (created_at, id) of the last one of the previous page
+     * (newest first); cursor_id NULL: from the newest. */
+    gint64 cursor_created_ms;
+    const char *cursor_id;
+    guint limit; /* 0: SBX_RECORDS_LIST_DEFAULT; capped at SBX_RECORDS_LIST_MAX */
+} SbxRecordFilter;
+
+void sbx_record_free(SbxRecord *rec);
+void sbx_record_call_free(SbxRecordCall *call);
+void sbx_record_approval_free(SbxRecordApproval *approval);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxRecord, sbx_record_free)
+
+/**
+ * Record that execution @rec->id starts (status "running", or "queued" if @rec->status says
+ * so), with what runs and how (id, front_end, language, code, ... guest_clock_ms); the outcome
+ * fields are ignored. SBX_STORE_ERROR_EXISTS if the id is taken.
+ */
+gboolean sbx_records_begin(SbxStore *store, const SbxRecord *rec, GError **error);
+
+/**
+ * Record the end of execution @rec->id: its status (not "running" or "queued"), exit code,
+ * result, error, output (each stream cut at SBX_RECORD_OUTPUT_MAX and flagged), timings, and
+ * its @calls and @approvals, in one transaction: durable when this returns TRUE.
+ */
+gboolean sbx_records_finish(SbxStore *store, const SbxRecord *rec, const SbxRecordCall *calls,
+                            gsize n_calls, const SbxRecordApproval *approvals, gsize n_approvals,
+                            GError **error);
+
+/**
+ * Record @id whole. With @tenant_id, only a record of that tenant: another's is
+ * SBX_STORE_ERROR_NOT_FOUND, as a missing one (NULL: any record, the operator's view).
+ */
+gboolean sbx_records_get(SbxStore *store, const char *tenant_id, const char *id, SbxRecord **ret,
+                         GError **error);
+
+/**
+ * The tool calls (SbxRecordCall *) and approvals (SbxRecordApproval *) of record @id, in order;
+ * the arrays own them. @tenant_id as for sbx_records_get().
+ */
+gboolean sbx_records_get_calls(SbxStore *store, const char *tenant_id, const char *id,
+                               GPtrArray **ret_calls, GPtrArray **ret_approvals, GError **error);
+
+/**
+ * Records matching @f (NULL: all), newest first, at most its limit: SbxRecord * without code,
+ * arguments, result, error and output (read those with sbx_records_get()).
+ */
+gboolean sbx_records_list(SbxStore *store, const SbxRecordFilter *f, GPtrArray **ret,
+                          GError **error);
+
+/**
+ * Delete finished records (not running or queued) created more than @max_age_s ago, and all but
+ * the newest @max_count finished ones (0: no such bound); their tool calls and approvals go
+ * with them. *@ret_deleted (may be NULL): how many records.
+ */
+gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count,
+                           guint *ret_deleted, GError **error);
+
+/** @rec as a JSON object, a new string (fields list leaves out are null). */
+char *sbx_record_to_json(const SbxRecord *rec);
+
+/**
+ * @rec with its tool calls and approvals (either may be NULL: not shown) as a JSON object with
+ * "tool_calls" and "approvals" arrays, a new string.
+ */
+char *sbx_record_to_json_full(const SbxRecord *rec, const GPtrArray *calls,
+                              const GPtrArray *approvals);
