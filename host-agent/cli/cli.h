@@ -47,3 +47,9 @@ extern const SbxCliVerb sbx_cli_verb_tools;
 extern const SbxCliVerb sbx_cli_verb_approvals;
 extern const SbxCliVerb sbx_cli_verb_approve;
 extern const SbxCliVerb sbx_cli_verb_deny;
+
+/** `sandbox tenant add|list|remove|rotate-key` (cli/tenant.c). */
+extern const SbxCliVerb sbx_cli_verb_tenant;
+
+/** `sandbox records list|show` (cli/records.c). */
+extern const SbxCliVerb sbx_cli_verb_records;

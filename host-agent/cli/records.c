@@ -1,0 +1,286 @@
+/*
+ * `sandbox records list|show` (docs/service.md, "Records"): the operator's view of the
+ * execution records in the store, every tenant's. What a person reads is escaped for a terminal
+ * (escape.h): code and output come from tenants and guests.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/escape.h"
+#include "cli/store-open.h"
+#include "store/records.h"
+#include "store/tenants.h"
+
+#define VERB "sandbox records"
+
+typedef struct {
+    char *db;
+    gboolean json;
+    char *tenant;
+    char *status;
+    int limit;
+} RecordsOpts;
+
+static gboolean parse(int argc, char **argv, RecordsOpts *o, char **ret_id, GError **error)
+{
+    gboolean list = strcmp(argv[0], "list") == 0;
+    const GOptionEntry common[] = {
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &o->db, "The store (default: docs/service.md)", "PATH"},
+        {"json", 0, 0, G_OPTION_ARG_NONE, &o->json, "JSON instead of text", NULL},
+        G_OPTION_ENTRY_NULL,
+    };
+    const GOptionEntry list_entries[] = {
+        {"tenant", 0, 0, G_OPTION_ARG_STRING, &o->tenant, "Only this tenant's (name or id)",
+         "NAME"},
+        {"status", 0, 0, G_OPTION_ARG_STRING, &o->status, "Only of this status", "S"},
+        {"limit", 0, 0, G_OPTION_ARG_INT, &o->limit, "At most N, newest first (default 50)", "N"},
+        G_OPTION_ENTRY_NULL,
+    };
+    g_autofree char *prgname = g_strdup_printf(VERB " %s", argv[0]);
+    g_autoptr(GOptionContext) oc = g_option_context_new(list ? NULL : "ID");
+    g_set_prgname(prgname);
+    g_option_context_add_main_entries(oc, common, NULL);
+    if (list) {
+        g_option_context_add_main_entries(oc, list_entries, NULL);
+    }
+    g_option_context_set_description(
+        oc, "Exit status: 0, 1 if there is no such record or the store fails, 2 for invalid "
+            "usage.\n");
+    if (!g_option_context_parse(oc, &argc, &argv, error)) {
+        return FALSE;
+    }
+    if (argc != (list ? 1 : 2)) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "expected %s; see `%s --help`",
+                    list ? "no argument" : "one ID", prgname);
+        return FALSE;
+    }
+    if (o->limit < 0 || o->limit > SBX_RECORDS_LIST_MAX) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--limit: expected 1 to %d",
+                    SBX_RECORDS_LIST_MAX);
+        return FALSE;
+    }
+    *ret_id = list ? NULL : g_strdup(argv[1]);
+    return TRUE;
+}
+
+/*
+ * The id of tenant @name_or_id: a tenant's, or, if none has that name or id, @name_or_id itself
+ * when it has the form of an id (the records of a removed tenant stay).
+ */
+static gboolean tenant_id(SbxStore *store, const char *name_or_id, char **ret, GError **error)
+{
+    g_autoptr(SbxTenant) t = NULL;
+    g_autoptr(GError) local = NULL;
+
+    if (sbx_tenant_get(store, name_or_id, &t, &local)) {
+        *ret = g_strdup(t->id);
+        return TRUE;
+    }
+    if (g_error_matches(local, SBX_STORE_ERROR, SBX_STORE_ERROR_NOT_FOUND) &&
+        g_str_has_prefix(name_or_id, "t_")) {
+        *ret = g_strdup(name_or_id);
+        return TRUE;
+    }
+    g_propagate_error(error, g_steal_pointer(&local));
+    return FALSE;
+}
+
+/* Unix ms as local time, "2024-05-01 12:00:00", or "-". */
+static char *time_text(gint64 ms)
+{
+    g_autoptr(GDateTime) t = ms != 0 ? g_date_time_new_from_unix_local(ms / 1000) : NULL;
+    return t != NULL ? g_date_time_format(t, "%F %T") : g_strdup("-");
+}
+
+static void print_line(const SbxRecord *r)
+{
+    g_autofree char *created = time_text(r->created_at_ms);
+    g_autofree char *exit_code =
+        r->has_exit_code ? g_strdup_printf("%d", r->exit_code) : g_strdup("-");
+    g_autofree char *line =
+        g_strdup_printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%" G_GINT64_FORMAT " ms\n", r->id, created,
+                        r->tenant_id != NULL ? r->tenant_id : "-", r->front_end, r->language,
+                        r->status, exit_code, r->duration_ms);
+    g_autofree char *safe = sbx_escape(line, -1, SBX_ESCAPE_TEXT);
+    fputs(safe, stdout);
+}
+
+static int do_list(SbxStore *store, const RecordsOpts *o)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *tenant = NULL;
+    g_autoptr(GPtrArray) list = NULL;
+
+    if (o->tenant != NULL && !tenant_id(store, o->tenant, &tenant, &error)) {
+        return sbx_cli_store_fail(VERB, error);
+    }
+    SbxRecordFilter f = {.tenant_id = tenant, .status = o->status, .limit = (guint)o->limit};
+    if (!sbx_records_list(store, &f, &list, &error)) {
+        return sbx_cli_store_fail(VERB, error);
+    }
+    if (!o->json && list->len > 0) {
+        printf("ID\tCREATED\tTENANT\tFRONT END\tLANGUAGE\tSTATUS\tEXIT\tDURATION\n");
+    }
+    printf(o->json ? "[" : "");
+    for (guint i = 0; i < list->len; i++) {
+        if (o->json) {
+            g_autofree char *json = sbx_record_to_json(g_ptr_array_index(list, i));
+            printf("%s%s", i > 0 ? ",\n" : "\n", json);
+        } else {
+            print_line(g_ptr_array_index(list, i));
+        }
+    }
+    printf(o->json ? "\n]\n" : "");
+    return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
+}
+
+/* A titled block of bytes, escaped for a terminal. */
+static void print_block(const char *title, const char *data, gsize len, gboolean cut)
+{
+    g_autofree char *safe =
+        sbx_escape(data != NULL ? data : "", data != NULL ? (gssize)len : 0, SBX_ESCAPE_TEXT);
+    gsize n = strlen(safe);
+
+    printf("--- %s%s\n%s%s", title, cut ? " (truncated)" : "", safe,
+           n > 0 && safe[n - 1] != '\n' ? "\n" : "");
+}
+
+/* "key: value" of a text field (NULL: "-"), escaped. */
+static void print_field(const char *key, const char *value)
+{
+    g_autofree char *safe = sbx_escape(value != NULL ? value : "-", -1, SBX_ESCAPE_TEXT);
+    printf("%-14s %s\n", key, safe);
+}
+
+static void print_record(const SbxRecord *r)
+{
+    g_autofree char *created = time_text(r->created_at_ms);
+    g_autofree char *finished = time_text(r->finished_at_ms);
+    g_autofree char *exit_code = r->has_exit_code ? g_strdup_printf("%d", r->exit_code) : NULL;
+    g_autofree char *limits =
+        g_strdup_printf("timeout %" G_GINT64_FORMAT " ms, output %" G_GINT64_FORMAT " bytes",
+                        r->timeout_ms, r->output_limit);
+    g_autofree char *times = g_strdup_printf(
+        "boot %" G_GINT64_FORMAT " ms, run %" G_GINT64_FORMAT " ms", r->boot_ms, r->duration_ms);
+    const char *fields[][2] = {
+        {"id:", r->id},
+        {"tenant:", r->tenant_id},
+        {"front end:", r->front_end},
+        {"language:", r->language},
+        {"code sha256:", r->code_sha256},
+        {"entry:", r->entry},
+        {"args:", r->args_json},
+        {"profile:", r->profile},
+        {"snapshot key:", r->snapshot_key},
+        {"image:", r->image_id},
+        {"limits:", limits},
+        {"status:", r->status},
+        {"exit code:", exit_code},
+        {"result:", r->result_json},
+        {"error:", r->error_json},
+        {"created:", created},
+        {"finished:", finished},
+        {"timings:", times},
+        {"entropy:", r->entropy_hex},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(fields); i++) {
+        print_field(fields[i][0], fields[i][1]);
+    }
+    print_block("code", r->code, r->code != NULL ? strlen(r->code) : 0, FALSE);
+    print_block("stdout", r->stdout_data, r->stdout_len, r->stdout_truncated);
+    print_block("stderr", r->stderr_data, r->stderr_len, r->stderr_truncated);
+}
+
+static void print_calls(const GPtrArray *calls, const GPtrArray *approvals)
+{
+    for (guint i = 0; i < calls->len; i++) {
+        const SbxRecordCall *c = g_ptr_array_index(calls, i);
+        g_autofree char *line =
+            g_strdup_printf("call %u: %s.%s %s -> %s %s (%" G_GINT64_FORMAT " ms)%s%s\n",
+                            c->call_id, c->provider, c->tool, c->input_json, c->ok ? "ok" : "error",
+                            c->ok ? (c->result_json != NULL ? c->result_json : "-")
+                                  : (c->error_json != NULL ? c->error_json : "-"),
+                            c->duration_ms, c->policy_json != NULL ? " policy " : "",
+                            c->policy_json != NULL ? c->policy_json : "");
+        g_autofree char *safe = sbx_escape(line, -1, SBX_ESCAPE_TEXT);
+        fputs(safe, stdout);
+    }
+    for (guint i = 0; i < approvals->len; i++) {
+        const SbxRecordApproval *a = g_ptr_array_index(approvals, i);
+        g_autofree char *asked = time_text(a->asked_at_ms);
+        g_autofree char *line = g_strdup_printf(
+            "approval %s: %s.%s asked %s, %s by %s\n", a->approval_id, a->provider, a->tool, asked,
+            a->decision, a->answered_by != NULL ? a->answered_by : "nobody");
+        g_autofree char *safe = sbx_escape(line, -1, SBX_ESCAPE_TEXT);
+        fputs(safe, stdout);
+    }
+}
+
+static int do_show(SbxStore *store, const char *id, const RecordsOpts *o)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxRecord) r = NULL;
+    g_autoptr(GPtrArray) calls = NULL;
+    g_autoptr(GPtrArray) approvals = NULL;
+
+    if (!sbx_records_get(store, NULL, id, &r, &error) ||
+        !sbx_records_get_calls(store, NULL, id, &calls, &approvals, &error)) {
+        return sbx_cli_store_fail(VERB, error);
+    }
+    if (o->json) {
+        g_autofree char *json = sbx_record_to_json_full(r, calls, approvals);
+        printf("%s\n", json);
+    } else {
+        print_record(r);
+        if (calls->len > 0 || approvals->len > 0) {
+            printf("--- tool calls and approvals\n");
+            print_calls(calls, approvals);
+        }
+    }
+    return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "Usage: " VERB " list [--tenant NAME] [--status S] [--limit N] [--json]\n"
+                 "       " VERB " show ID [--json]\n"
+                 "Each takes --db PATH (the store; default $SANDBOX_STATE_DIR/sandbox.db, else "
+                 "$XDG_STATE_HOME/sandbox/sandbox.db). `" VERB " SUBCOMMAND --help` for more.\n");
+}
+
+static int records_start(SbxCli *cli, int argc, char **argv)
+{
+    (void)cli;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? SBX_EXIT_USAGE : 0;
+    }
+    if (strcmp(argv[1], "list") != 0 && strcmp(argv[1], "show") != 0) {
+        fprintf(stderr, VERB ": unknown subcommand \"%s\"\n", argv[1]);
+        usage(stderr);
+        return SBX_EXIT_USAGE;
+    }
+    RecordsOpts o = {0};
+    g_autofree char *id = NULL;
+    g_autoptr(GError) error = NULL;
+    int rc = SBX_EXIT_USAGE;
+    if (!parse(argc - 1, argv + 1, &o, &id, &error)) {
+        fprintf(stderr, VERB ": %s\n", error->message);
+    } else {
+        g_autoptr(SbxStore) store = sbx_cli_store_open(VERB, o.db);
+        rc = store == NULL ? SBX_EXIT_STORE
+             : id == NULL  ? do_list(store, &o)
+                           : do_show(store, id, &o);
+    }
+    g_free(o.db);
+    g_free(o.tenant);
+    g_free(o.status);
+    return rc;
+}
+
+const SbxCliVerb sbx_cli_verb_records = {
+    .name = "records",
+    .summary = "List and show the records of executions",
+    .start = records_start,
+};

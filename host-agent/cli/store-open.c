@@ -1,0 +1,27 @@
+/*
+ * Opening the store for a verb, and its errors as exit codes (store-open.h).
+ */
+#include "cli/store-open.h"
+
+#include <stdio.h>
+
+#include "cli/cli.h"
+
+SbxStore *sbx_cli_store_open(const char *verb, const char *path)
+{
+    g_autofree char *fallback = path == NULL ? sbx_store_default_path() : NULL;
+    g_autoptr(GError) error = NULL;
+    SbxStore *store = sbx_store_open(path != NULL ? path : fallback, &error);
+
+    if (store == NULL) {
+        fprintf(stderr, "%s: %s\n", verb, error->message);
+    }
+    return store;
+}
+
+int sbx_cli_store_fail(const char *verb, const GError *error)
+{
+    fprintf(stderr, "%s: %s\n", verb, error->message);
+    return g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_INVALID) ? SBX_EXIT_USAGE
+                                                                            : SBX_EXIT_STORE;
+}

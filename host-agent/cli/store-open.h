@@ -1,0 +1,19 @@
+/*
+ * What the verbs on the store (`sandbox tenant`, `sandbox records`) share: the --db option's
+ * default, opening the store with a message, and exit codes for its errors.
+ */
+#pragma once
+
+#include "store/db.h"
+
+/* The store refused (no such tenant or record, a name taken) or failed (the database). */
+#define SBX_EXIT_STORE 1
+
+/**
+ * Open the store at @path (NULL: sbx_store_default_path()); on failure print why, prefixed with
+ * @verb ("sandbox tenant"), and return NULL.
+ */
+SbxStore *sbx_cli_store_open(const char *verb, const char *path);
+
+/** Print @error prefixed with @verb; its exit code (SBX_EXIT_USAGE for invalid input). */
+int sbx_cli_store_fail(const char *verb, const GError *error);
