@@ -1,0 +1,561 @@
+/*
+ * The store's database and execution records (host-agent/store/db.c, records*.c): file modes,
+ * WAL and the pragmas, migrations, executions interrupted at open, durability across kill -9,
+ * output caps, the code's hash, tenant isolation, paging, retention, the JSON form.
+ */
+/* cmocka needs these first */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <cJSON.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "store-fixture.h"
+#include "store/store-private.h"
+
+static SbxStore *open_ok(const char *path)
+{
+    g_autoptr(GError) error = NULL;
+    SbxStore *s = sbx_store_open(path, &error);
+    if (s == NULL) {
+        fail_msg("open %s: %s", path, error->message);
+    }
+    return s;
+}
+
+static void begin_ok(SbxStore *s, const SbxRecord *r)
+{
+    g_autoptr(GError) error = NULL;
+    if (!sbx_records_begin(s, r, &error)) {
+        fail_msg("begin %s: %s", r->id, error->message);
+    }
+}
+
+static void finish_ok(SbxStore *s, SbxRecord *r, const SbxRecordCall *calls, gsize n_calls,
+                      const SbxRecordApproval *approvals, gsize n_approvals)
+{
+    g_autoptr(GError) error = NULL;
+    if (r->status == NULL) {
+        r->status = "ok";
+    }
+    if (!sbx_records_finish(s, r, calls, n_calls, approvals, n_approvals, &error)) {
+        fail_msg("finish %s: %s", r->id, error->message);
+    }
+}
+
+/* One integer a statement answers, on the store's own connection. */
+static gint64 query_int(SbxStore *s, const char *sql)
+{
+    sqlite3_stmt *stmt = NULL;
+    assert_int_equal(sqlite3_prepare_v2(s->db, sql, -1, &stmt, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+    gint64 v = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    return v;
+}
+
+static SbxRecord *get_ok(SbxStore *s, const char *tenant, const char *id)
+{
+    g_autoptr(GError) error = NULL;
+    SbxRecord *r = NULL;
+    if (!sbx_records_get(s, tenant, id, &r, &error)) {
+        fail_msg("get %s: %s", id, error->message);
+    }
+    return r;
+}
+
+static void test_open_modes(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    struct stat st;
+
+    assert_int_equal(stat(f->path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    g_autofree char *dir = g_path_get_dirname(f->path);
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0700);
+    /* The pragmas, as the store's connection has them. */
+    sqlite3_stmt *stmt = NULL;
+    assert_int_equal(sqlite3_prepare_v2(s->db, "PRAGMA journal_mode", -1, &stmt, NULL), 0);
+    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(stmt, 0), "wal");
+    sqlite3_finalize(stmt);
+    assert_int_equal(query_int(s, "PRAGMA synchronous"), 2); /* FULL */
+    assert_int_equal(query_int(s, "PRAGMA foreign_keys"), 1);
+    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    assert_int_equal(sbx_store_interrupted_at_open(s), 0);
+    /* The -wal file takes the database file's mode. */
+    SbxRecord r = store_fixture_record("x1", NULL, 0);
+    begin_ok(s, &r);
+    g_autofree char *wal = g_strconcat(f->path, "-wal", NULL);
+    assert_int_equal(stat(wal, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    sbx_store_close(NULL);
+}
+
+static void test_reopen_and_newer_schema(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(GError) error = NULL;
+
+    sbx_store_close(open_ok(f->path));
+    SbxStore *s = open_ok(f->path); /* a second open migrates nothing */
+    assert_int_equal(query_int(s, "SELECT count(*) FROM executions"), 0);
+    assert_int_equal(sqlite3_exec(s->db, "PRAGMA user_version = 99", NULL, NULL, NULL), 0);
+    sbx_store_close(s);
+    assert_null(sbx_store_open(f->path, &error));
+    assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_DB));
+    assert_non_null(strstr(error->message, "newer"));
+}
+
+static void test_not_a_database(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(GError) error = NULL;
+    g_autofree char *dir = g_path_get_dirname(f->path);
+
+    assert_int_equal(g_mkdir_with_parents(dir, 0700), 0);
+    assert_true(g_file_set_contents(f->path,
+                                    "this is no database, just some text; padding "
+                                    "padding padding padding padding padding padding",
+                                    -1, NULL));
+    assert_null(sbx_store_open(f->path, &error));
+    assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_DB));
+}
+
+static void test_default_path(void **state)
+{
+    (void)state;
+    g_autofree char *old = g_strdup(g_getenv("SANDBOX_STATE_DIR"));
+
+    g_setenv("SANDBOX_STATE_DIR", "/some/where", TRUE);
+    g_autofree char *p = sbx_store_default_path();
+    assert_string_equal(p, "/some/where/sandbox.db");
+    g_unsetenv("SANDBOX_STATE_DIR");
+    g_autofree char *q = sbx_store_default_path();
+    assert_true(g_str_has_suffix(q, "/sandbox/sandbox.db"));
+    if (old != NULL) {
+        g_setenv("SANDBOX_STATE_DIR", old, TRUE);
+    }
+}
+
+static void test_interrupted_at_open(void **state)
+{
+    StoreFixture *f = *state;
+    SbxStore *s = open_ok(f->path);
+    SbxRecord running = store_fixture_record("run-1", NULL, 0);
+    SbxRecord queued = store_fixture_record("queued-1", NULL, 0);
+    SbxRecord done = store_fixture_record("done-1", NULL, 0);
+
+    queued.status = "queued";
+    begin_ok(s, &running);
+    begin_ok(s, &queued);
+    begin_ok(s, &done);
+    finish_ok(s, &done, NULL, 0, NULL, 0);
+    sbx_store_close(s); /* without finishing two: as a server that was killed */
+
+    s = open_ok(f->path);
+    assert_int_equal(sbx_store_interrupted_at_open(s), 2);
+    const char *ids[] = {"run-1", "queued-1"};
+    for (gsize i = 0; i < G_N_ELEMENTS(ids); i++) {
+        g_autoptr(SbxRecord) r = get_ok(s, NULL, ids[i]);
+        assert_string_equal(r->status, "interrupted");
+        assert_true(r->finished_at_ms > 0);
+    }
+    g_autoptr(SbxRecord) d = get_ok(s, NULL, "done-1");
+    assert_string_equal(d->status, "ok");
+    sbx_store_close(s);
+    s = open_ok(f->path);
+    assert_int_equal(sbx_store_interrupted_at_open(s), 0);
+    sbx_store_close(s);
+}
+
+/*
+ * A child opens the store, records an execution (begun and, if @finish, finished) and is
+ * SIGKILLed before it closes anything: the parent must find the record as the child left it.
+ */
+static void killed_writer(const char *path, gboolean finish)
+{
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        g_autoptr(GError) error = NULL;
+        SbxStore *s = sbx_store_open(path, &error);
+        SbxRecord r = store_fixture_record("durable-1", NULL, 0);
+        SbxRecordCall call = {.call_id = 7,
+                              .provider = "p",
+                              .tool = "t",
+                              .input_json = "{}",
+                              .ok = TRUE,
+                              .result_json = "1"};
+        r.stdout_data = "hello\n";
+        r.stdout_len = 6;
+        gboolean ok = s != NULL && sbx_records_begin(s, &r, &error);
+        r.status = "ok";
+        ok = ok && (!finish || sbx_records_finish(s, &r, &call, 1, NULL, 0, &error));
+        if (!ok) {
+            fprintf(stderr, "child: %s\n", error->message);
+            _exit(3);
+        }
+        raise(SIGKILL);
+        _exit(4);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
+        fail_msg("the writer was not killed: status 0x%x", status);
+    }
+}
+
+static void test_durable_across_kill(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(GPtrArray) calls = NULL, approvals = NULL;
+    g_autoptr(GError) error = NULL;
+
+    killed_writer(f->path, TRUE);
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    assert_int_equal(sbx_store_interrupted_at_open(s), 0);
+    g_autoptr(SbxRecord) r = get_ok(s, NULL, "durable-1");
+    assert_string_equal(r->status, "ok");
+    assert_int_equal(r->stdout_len, 6);
+    assert_memory_equal(r->stdout_data, "hello\n", 6);
+    assert_true(sbx_records_get_calls(s, NULL, "durable-1", &calls, &approvals, &error));
+    assert_int_equal(calls->len, 1);
+    assert_int_equal(((SbxRecordCall *)calls->pdata[0])->call_id, 7);
+}
+
+static void test_killed_while_running(void **state)
+{
+    StoreFixture *f = *state;
+
+    killed_writer(f->path, FALSE);
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    assert_int_equal(sbx_store_interrupted_at_open(s), 1);
+    g_autoptr(SbxRecord) r = get_ok(s, NULL, "durable-1");
+    assert_string_equal(r->status, "interrupted");
+}
+
+static void test_code_hash(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    SbxRecord a = store_fixture_record("h1", NULL, 0);
+    SbxRecord b = store_fixture_record("h2", NULL, 0);
+
+    a.code = "abc";
+    a.code_sha256 = "not what the store computes";
+    b.code = "console.log('é')\n";
+    begin_ok(s, &a);
+    begin_ok(s, &b);
+    g_autoptr(SbxRecord) ra = get_ok(s, NULL, "h1");
+    assert_string_equal(ra->code_sha256,
+                        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    g_autoptr(SbxRecord) rb = get_ok(s, NULL, "h2");
+    g_autofree char *want = g_compute_checksum_for_string(G_CHECKSUM_SHA256, b.code, -1);
+    assert_string_equal(rb->code_sha256, want);
+    assert_string_equal(rb->code, b.code);
+}
+
+static void test_output_cap(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    SbxRecord r = store_fixture_record("cap-1", NULL, 0);
+    gsize big = SBX_RECORD_OUTPUT_MAX + 10;
+    g_autofree char *out = g_malloc(big);
+
+    memset(out, 'x', big);
+    begin_ok(s, &r);
+    r.stdout_data = out;
+    r.stdout_len = big;
+    r.stderr_data = "a\0b\xff";
+    r.stderr_len = 4;
+    finish_ok(s, &r, NULL, 0, NULL, 0);
+    g_autoptr(SbxRecord) got = get_ok(s, NULL, "cap-1");
+    assert_int_equal(got->stdout_len, SBX_RECORD_OUTPUT_MAX);
+    assert_true(got->stdout_truncated);
+    assert_int_equal(got->stderr_len, 4);
+    assert_memory_equal(got->stderr_data, "a\0b\xff", 4);
+    assert_false(got->stderr_truncated);
+    /* A stream the front end cut (output limit) stays flagged though it fits. */
+    r.stdout_len = 10;
+    r.stdout_truncated = TRUE;
+    finish_ok(s, &r, NULL, 0, NULL, 0);
+    g_autoptr(SbxRecord) again = get_ok(s, NULL, "cap-1");
+    assert_int_equal(again->stdout_len, 10);
+    assert_true(again->stdout_truncated);
+}
+
+static void test_invalid_records(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    SbxRecord r = store_fixture_record("v-1", NULL, 0);
+    g_autoptr(GError) error = NULL;
+    struct {
+        const char *id, *code, *args, *status;
+    } bad[] = {
+        {"", "1", NULL, NULL},       {"a b", "1", NULL, NULL},    {"v-2", NULL, NULL, NULL},
+        {"v-3", "\xff", NULL, NULL}, {"v-4", "1", "{nope", NULL}, {"v-5", "1", NULL, "ok"},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        SbxRecord b = store_fixture_record(bad[i].id, NULL, 0);
+        b.code = (char *)bad[i].code;
+        b.args_json = (char *)bad[i].args;
+        b.status = (char *)bad[i].status;
+        assert_false(sbx_records_begin(s, &b, &error));
+        assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_INVALID));
+        g_clear_error(&error);
+    }
+    begin_ok(s, &r);
+    assert_false(sbx_records_begin(s, &r, &error));
+    assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_EXISTS));
+    g_clear_error(&error);
+    r.status = "running";
+    assert_false(sbx_records_finish(s, &r, NULL, 0, NULL, 0, &error));
+    assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_INVALID));
+    g_clear_error(&error);
+    r.status = "ok";
+    r.result_json = "[1,";
+    assert_false(sbx_records_finish(s, &r, NULL, 0, NULL, 0, &error));
+    assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_INVALID));
+    g_clear_error(&error);
+    SbxRecordCall no_input = {.provider = "p", .tool = "t"};
+    r.result_json = NULL;
+    assert_false(sbx_records_finish(s, &r, &no_input, 1, NULL, 0, &error));
+    assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_INVALID));
+    g_clear_error(&error);
+    SbxRecord ghost = store_fixture_record("ghost", NULL, 0);
+    ghost.status = "ok";
+    assert_false(sbx_records_finish(s, &ghost, NULL, 0, NULL, 0, &error));
+    assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_NOT_FOUND));
+    g_autoptr(SbxRecord) still = get_ok(s, NULL, "v-1");
+    assert_string_equal(still->status, "running"); /* no failed finish changed it */
+}
+
+static void test_other_tenant_not_found(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    SbxRecord r = store_fixture_record("mine", "t_00000000000000aa", 0);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) calls = NULL, approvals = NULL, list = NULL;
+    SbxRecord *got = NULL;
+
+    begin_ok(s, &r);
+    assert_false(sbx_records_get(s, "t_00000000000000bb", "mine", &got, &error));
+    assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_NOT_FOUND));
+    assert_null(got);
+    g_clear_error(&error);
+    assert_false(
+        sbx_records_get_calls(s, "t_00000000000000bb", "mine", &calls, &approvals, &error));
+    assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_NOT_FOUND));
+    assert_null(calls);
+    SbxRecordFilter other = {.tenant_id = "t_00000000000000bb"};
+    assert_true(sbx_records_list(s, &other, &list, NULL));
+    assert_int_equal(list->len, 0);
+    g_autoptr(SbxRecord) own = get_ok(s, "t_00000000000000aa", "mine");
+    g_autoptr(SbxRecord) any = get_ok(s, NULL, "mine");
+    assert_string_equal(own->tenant_id, "t_00000000000000aa");
+}
+
+/* Every page of @f (limit 7) through the cursor: the ids in order. */
+static GPtrArray *all_pages(SbxStore *s, SbxRecordFilter f)
+{
+    GPtrArray *ids = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char *cursor = NULL;
+
+    f.limit = 7;
+    for (;;) {
+        g_autoptr(GPtrArray) page = NULL;
+        f.cursor_id = cursor;
+        assert_true(sbx_records_list(s, &f, &page, NULL));
+        for (guint i = 0; i < page->len; i++) {
+            const SbxRecord *r = page->pdata[i];
+            assert_null(r->code); /* lists leave the large fields out */
+            g_ptr_array_add(ids, g_strdup(r->id));
+        }
+        if (page->len < f.limit) {
+            return ids;
+        }
+        const SbxRecord *last = page->pdata[page->len - 1];
+        g_free(cursor);
+        cursor = g_strdup(last->id);
+        f.cursor_created_ms = last->created_at_ms;
+    }
+}
+
+static void test_list_paging(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+
+    /* 25 records, three to a millisecond (the id breaks ties); odd ones tenant a's, every
+     * fifth finished "error". */
+    for (int i = 0; i < 25; i++) {
+        g_autofree char *id = g_strdup_printf("r%02d", i);
+        SbxRecord r = store_fixture_record(id, i % 2 ? "t_00000000000000aa" : NULL, 1000 + i / 3);
+        begin_ok(s, &r);
+        r.status = i % 5 == 0 ? "error" : "ok";
+        finish_ok(s, &r, NULL, 0, NULL, 0);
+    }
+    g_autoptr(GPtrArray) all = all_pages(s, (SbxRecordFilter){0});
+    assert_int_equal(all->len, 25);
+    for (guint i = 0; i < 25; i++) { /* newest first */
+        g_autofree char *want = g_strdup_printf("r%02u", 24 - i);
+        assert_string_equal(all->pdata[i], want);
+    }
+    g_autoptr(GPtrArray) mine = all_pages(s, (SbxRecordFilter){.tenant_id = "t_00000000000000aa"});
+    assert_int_equal(mine->len, 12);
+    g_autoptr(GPtrArray) errors = all_pages(s, (SbxRecordFilter){.status = "error"});
+    assert_int_equal(errors->len, 5);
+    g_autoptr(GPtrArray) window =
+        all_pages(s, (SbxRecordFilter){.created_after_ms = 1002, .created_before_ms = 1005});
+    assert_int_equal(window->len, 6); /* ms 1003 and 1004: r09..r14 */
+    assert_string_equal(window->pdata[0], "r14");
+    assert_string_equal(window->pdata[5], "r09");
+    g_autoptr(GPtrArray) big = NULL;
+    SbxRecordFilter huge = {.limit = 1u << 30};
+    assert_true(sbx_records_list(s, &huge, &big, NULL));
+    assert_int_equal(big->len, 25);
+}
+
+static void add_finished(SbxStore *s, const char *id, gint64 created, const char *status)
+{
+    SbxRecord r = store_fixture_record(id, NULL, created);
+    SbxRecordCall call = {.provider = "p", .tool = "t", .input_json = "{}", .ok = TRUE};
+    SbxRecordApproval ap = {.approval_id = "a1",
+                            .provider = "p",
+                            .tool = "t",
+                            .decision = "approved",
+                            .answered_by = "ops",
+                            .asked_at_ms = created};
+
+    begin_ok(s, &r);
+    if (status != NULL) {
+        r.status = (char *)status;
+        finish_ok(s, &r, &call, 1, &ap, 1);
+    }
+}
+
+static void test_prune(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    gint64 now = sbx_store_now_ms(), day = 24 * 3600 * 1000ll;
+    guint deleted = 0;
+
+    add_finished(s, "old-1", now - 10 * day, "ok");
+    add_finished(s, "old-2", now - 9 * day, "error");
+    add_finished(s, "old-running", now - 10 * day, NULL);
+    for (int i = 0; i < 5; i++) {
+        g_autofree char *id = g_strdup_printf("new-%d", i);
+        add_finished(s, id, now - 1000 + i, "ok");
+    }
+    assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 7);
+    assert_true(sbx_records_prune(s, 24 * 3600, 0, &deleted, NULL));
+    assert_int_equal(deleted, 2);
+    assert_int_equal(query_int(s, "SELECT count(*) FROM executions"), 6);
+    assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 5); /* cascade */
+    assert_int_equal(query_int(s, "SELECT count(*) FROM approvals"), 5);
+    assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls WHERE execution_id LIKE 'old%'"),
+                     0);
+    /* By count: the newest 2 finished stay; a running one is never pruned. */
+    assert_true(sbx_records_prune(s, 0, 2, &deleted, NULL));
+    assert_int_equal(deleted, 3);
+    g_autoptr(GPtrArray) left = NULL;
+    assert_true(sbx_records_list(s, NULL, &left, NULL));
+    assert_int_equal(left->len, 3);
+    assert_string_equal(((SbxRecord *)left->pdata[0])->id, "new-4");
+    assert_string_equal(((SbxRecord *)left->pdata[1])->id, "new-3");
+    assert_string_equal(((SbxRecord *)left->pdata[2])->id, "old-running");
+    assert_int_equal(query_int(s, "SELECT count(*) FROM approvals"), 2);
+    assert_true(sbx_records_prune(s, 0, 0, NULL, NULL)); /* no bound: nothing */
+    assert_int_equal(query_int(s, "SELECT count(*) FROM executions"), 3);
+}
+
+static void test_json(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    SbxRecord r = store_fixture_record("j-1", NULL, 0);
+    SbxRecordCall call = {.call_id = 3,
+                          .provider = "my-tools",
+                          .tool = "do.it",
+                          .input_json = "{\"a\":1.50}",
+                          .ok = FALSE,
+                          .error_json = "{\"code\":\"policy_denied\"}",
+                          .policy_json = "{\"action\":\"deny\"}",
+                          .duration_ms = 4};
+    SbxRecordApproval ap = {.approval_id = "a-9",
+                            .provider = "my-tools",
+                            .tool = "do.it",
+                            .decision = "timed_out",
+                            .asked_at_ms = 5};
+    g_autoptr(GPtrArray) calls = NULL, approvals = NULL;
+
+    begin_ok(s, &r);
+    r.result_json = "{\"n\":1e400}";
+    r.has_exit_code = TRUE;
+    r.exit_code = 1;
+    r.stdout_data = "out\0\x1b[31m\xfe";
+    r.stdout_len = 10;
+    finish_ok(s, &r, &call, 1, &ap, 1);
+    g_autoptr(SbxRecord) got = get_ok(s, NULL, "j-1");
+    assert_true(sbx_records_get_calls(s, NULL, "j-1", &calls, &approvals, NULL));
+    g_autofree char *text = sbx_record_to_json_full(got, calls, approvals);
+    assert_non_null(strstr(text, "\"n\":1e400")); /* the literal as stored */
+    assert_non_null(strstr(text, "\"input\":{\"a\":1.50}"));
+    cJSON *v = cJSON_Parse(text);
+    if (v == NULL) {
+        fail_msg("not JSON: %s", text);
+    }
+    assert_string_equal(cJSON_GetObjectItem(v, "code")->valuestring, "print(1)");
+    assert_int_equal(cJSON_GetObjectItem(v, "exit_code")->valueint, 1);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(v, "tool_calls")), 1);
+    cJSON *a0 = cJSON_GetArrayItem(cJSON_GetObjectItem(v, "approvals"), 0);
+    assert_string_equal(cJSON_GetObjectItem(a0, "decision")->valuestring, "timed_out");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(a0, "answered_by")));
+    assert_memory_equal(cJSON_GetObjectItem(v, "stdout")->valuestring, "out", 4);
+    cJSON_Delete(v);
+    g_autofree char *brief = sbx_record_to_json(got);
+    cJSON *w = cJSON_Parse(brief);
+    assert_non_null(w);
+    assert_null(cJSON_GetObjectItem(w, "tool_calls"));
+    cJSON_Delete(w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, store_fixture_setup, store_fixture_teardown)
+        T(test_open_modes),
+        T(test_reopen_and_newer_schema),
+        T(test_not_a_database),
+        T(test_default_path),
+        T(test_interrupted_at_open),
+        T(test_durable_across_kill),
+        T(test_killed_while_running),
+        T(test_code_hash),
+        T(test_output_cap),
+        T(test_invalid_records),
+        T(test_other_tenant_not_found),
+        T(test_list_paging),
+        T(test_prune),
+        T(test_json),
+#undef T
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

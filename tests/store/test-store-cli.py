@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""`sandbox tenant` and `sandbox records` on a temporary database: the key printed once and
+working as stored (its hash), list/remove/rotate-key, usage errors (2), refusals (1), and records
+list/show (rows written with Python's sqlite3, as the server would). Usage: test-store-cli.py
+SANDBOX_BINARY"""
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+SANDBOX = sys.argv[1]
+failures = []
+
+
+def run(*args, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([SANDBOX, *args], capture_output=True, env=e, timeout=30)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def expect(args, rc, text=None, **kw):
+    got_rc, out, err = run(*args, **kw)
+    if got_rc != rc or (text is not None and text not in out + err):
+        failures.append(f"sandbox {' '.join(args)}: rc {got_rc} (want {rc}), "
+                        f"wanted {text!r} in:\n{out}{err}")
+    return out
+
+
+def key_hash(db, name):
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT key_hash FROM tenants WHERE name = ?", (name,)).fetchone()[0]
+
+
+with tempfile.TemporaryDirectory(prefix="sbx-store-cli-") as tmp:
+    db = os.path.join(tmp, "state", "sandbox.db")
+    d = ["--db", db]
+
+    expect(["tenant"], 2, "Usage: sandbox tenant")
+    expect(["tenant", "frob"], 2, "unknown subcommand")
+    expect(["tenant", "add", *d], 2, "expected one NAME")
+    expect(["tenant", "add", "bad name", *d], 2, "tenant name")
+    expect(["tenant", "add", "x", "--max-concurrent", "0", *d], 2, "--max-concurrent")
+    expect(["tenant", "add", "x", "--max-output", "2G", *d], 2, "--max-output")
+    expect(["tenant", "add", "x", "--max-timeout", "abc", *d], 2, "--max-timeout")
+    expect(["tenant", "list", "extra", *d], 2, "no argument")
+
+    rc, key, err = run("tenant", "add", "alice", "--max-concurrent", "3", "--per-minute", "30",
+                       "--max-timeout", "60", "--max-output", "1M", "--catalog", "web",
+                       "--catalog", "db", *d)
+    key = key.strip()
+    if rc != 0 or not key.startswith("sbx_") or len(key) != 47 or "not shown again" not in err:
+        failures.append(f"tenant add: rc {rc} key {key!r} err {err!r}")
+    if os.stat(db).st_mode & 0o777 != 0o600 or os.stat(os.path.dirname(db)).st_mode & 0o777 != 0o700:
+        failures.append("database file or folder mode is not 0600/0700")
+    if key_hash(db, "alice") != hashlib.sha256(key.encode()).hexdigest():
+        failures.append("the stored hash is not the key's SHA-256")
+    expect(["tenant", "add", "alice", *d], 1, "exists")
+
+    out = expect(["tenant", "list", *d], 0, "alice")
+    if key[:10] not in out or key[10:] in out:
+        failures.append(f"tenant list shows not just the key's start:\n{out}")
+    tenants = json.loads(expect(["tenant", "list", "--json", *d], 0))
+    t = tenants[0]
+    if (t["name"] != "alice" or t["quotas"] != {"max_concurrent": 3, "max_per_minute": 30,
+                                                 "max_timeout_ms": 60000,
+                                                 "max_output_bytes": 1048576}
+            or t["catalogs"] != ["db", "web"]):
+        failures.append(f"tenant list --json: {t}")
+
+    rc, new_key, _ = run("tenant", "rotate-key", "alice", *d)
+    new_key = new_key.strip()
+    if rc != 0 or new_key == key or key_hash(db, "alice") != hashlib.sha256(new_key.encode()).hexdigest():
+        failures.append(f"rotate-key: rc {rc}, key {new_key!r}")
+    expect(["tenant", "rotate-key", "nobody", *d], 1, "no tenant")
+
+    # Records, as a server writes them.
+    with sqlite3.connect(db) as c:
+        for i, (status, tenant) in enumerate([("ok", t["id"]), ("error", None),
+                                              ("running", t["id"])]):
+            c.execute("INSERT INTO executions (id, tenant_id, front_end, language, code,"
+                      " code_sha256, timeout_ms, output_limit, status, exit_code, created_at,"
+                      " stdout, result_json) VALUES (?, ?, 'serve', 'python', ?, ?, 1000, 100, ?,"
+                      " ?, ?, ?, ?)",
+                      (f"x{i}", tenant, f"print({i})", "0" * 64, status, i, 1000 + i,
+                       b"out\x1b[2J\xff", "{\"v\":1}"))
+        c.execute("INSERT INTO tool_calls (execution_id, seq, call_id, provider, tool, input_json,"
+                  " ok, duration_ms) VALUES ('x0', 0, 1, 'web', 'get', '{\"u\":1}', 1, 5)")
+    out = expect(["records", "list", *d], 0, "x2")
+    if out.index("x2") > out.index("x1") or out.index("x1") > out.index("x0"):
+        failures.append(f"records list is not newest first:\n{out}")
+    rows = json.loads(expect(["records", "list", "--json", "--tenant", "alice", *d], 0))
+    if [r["id"] for r in rows] != ["x2", "x0"]:
+        failures.append(f"records list --tenant alice: {rows}")
+    rows = json.loads(expect(["records", "list", "--json", "--status", "error", *d], 0))
+    if [r["id"] for r in rows] != ["x1"]:
+        failures.append(f"records list --status error: {rows}")
+    rows = json.loads(expect(["records", "list", "--json", "--limit", "1", *d], 0))
+    if len(rows) != 1:
+        failures.append(f"records list --limit 1: {rows}")
+    expect(["records", "list", "--limit", "100000", *d], 2, "--limit")
+    expect(["records", "list", "--tenant", "nobody", *d], 1, "no tenant")
+    out = expect(["records", "show", "x0", *d], 0, "print(0)")
+    if "\x1b" in out or "web.get" not in out:
+        failures.append(f"records show: control bytes or no tool call:\n{out!r}")
+    rec = json.loads(expect(["records", "show", "x0", "--json", *d], 0))
+    if rec["result"] != {"v": 1} or rec["tool_calls"][0]["input"] != {"u": 1} or \
+            rec["stdout"] != "out\x1b[2J\ufffd":
+        failures.append(f"records show --json: {rec}")
+    expect(["records", "show", "nope", *d], 1, "no record")
+    expect(["records", "show", *d], 2, "one ID")
+    expect(["records", "frob", *d], 2, "unknown subcommand")
+
+    expect(["tenant", "remove", "alice", *d], 0, "removed")
+    expect(["tenant", "remove", "alice", *d], 1, "no tenant")
+    # The records of a removed tenant stay, found by its id.
+    rows = json.loads(expect(["records", "list", "--json", "--tenant", t["id"], *d], 0))
+    if [r["id"] for r in rows] != ["x2", "x0"]:
+        failures.append(f"records of a removed tenant: {rows}")
+    out = expect(["tenant", "list", *d], 0)
+    if out.strip():
+        failures.append(f"tenant list after remove: {out!r}")
+
+    # The default path: $SANDBOX_STATE_DIR.
+    state = os.path.join(tmp, "default-state")
+    expect(["tenant", "list"], 0, env={"SANDBOX_STATE_DIR": state})
+    if not os.path.exists(os.path.join(state, "sandbox.db")):
+        failures.append("SANDBOX_STATE_DIR: no sandbox.db made there")
+
+for f in failures:
+    print("FAIL:", f)
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
