@@ -8,8 +8,8 @@
 
 #include <string.h>
 
+#include "base/paths.h"
 #include "jsonfile.h"
-#include "paths.h"
 #include "protocol/json.h"
 
 /*

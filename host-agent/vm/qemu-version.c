@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "paths.h"
+#include "base/paths.h"
 #include "vm-error.h"
 
 /* The cache file in the snapshot cache dir: the identity line, then the version line. */

@@ -25,8 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/paths.h"
 #include "channel.h"
-#include "paths.h"
 #include "profile-private.h"
 #include "protocol/frame.h"
 #include "protocol/limits.h"

@@ -17,8 +17,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/paths.h"
 #include "channel.h"
-#include "paths.h"
 #include "profile-private.h"
 #include "protocol/limits.h"
 #include "qemu.h"

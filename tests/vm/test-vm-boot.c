@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/paths.h"
 #include "jail-check.h"
-#include "paths.h"
 #include "protocol/frame.h"
 #include "protocol/message.h"
 #include "vm.h"

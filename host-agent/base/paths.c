@@ -1,12 +1,7 @@
 /* Build-time default paths with environment overrides (see paths.h). */
-#include "paths.h"
+#include "base/paths.h"
 
-#ifndef SBX_SOURCE_DIR
-#error "SBX_SOURCE_DIR must be defined by the build (host-agent/vm/meson.build)"
-#endif
-#ifndef SBX_BUILD_DIR
-#error "SBX_BUILD_DIR must be defined by the build (host-agent/vm/meson.build)"
-#endif
+#include "base/sbx-config.h"
 
 /* The value of @env when set and not empty, else the default (both copied). */
 static char *env_or(const char *env, const char *dflt)

@@ -1,6 +1,6 @@
 /*
  * Where the VM layer finds its inputs: build-time defaults (this checkout's source and build
- * directories), each overridable from the environment. Internal to host-agent/vm.
+ * directories), each overridable from the environment. The base layer: any layer may use it.
  */
 #pragma once
 
