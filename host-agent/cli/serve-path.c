@@ -4,12 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/paths.h"
 #include "cli/serve.h"
 
 char *sbx_serve_socket_path(const char *opt)
 {
     const char *env = g_getenv("SANDBOX_SERVE_SOCKET");
-    const char *xdg = g_getenv("XDG_RUNTIME_DIR");
+    g_autofree char *dir = NULL;
 
     if (opt != NULL) {
         return g_strdup(opt);
@@ -17,10 +18,9 @@ char *sbx_serve_socket_path(const char *opt)
     if (env != NULL && *env != '\0') {
         return g_strdup(env);
     }
-    if (xdg != NULL && *xdg == '/') {
-        return g_build_filename(xdg, "sandbox", "sandbox.sock", NULL);
-    }
-    return g_strdup_printf("/tmp/sandbox-%u/sandbox.sock", (unsigned)getuid());
+    /* $RUNTIME_DIRECTORY (the service), $XDG_RUNTIME_DIR/sandbox, /tmp/sandbox-$UID */
+    dir = sbx_paths_runtime_dir();
+    return g_build_filename(dir, "sandbox.sock", NULL);
 }
 
 gboolean sbx_serve_check_dir(const char *dir, GError **error)

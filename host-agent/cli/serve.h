@@ -93,8 +93,9 @@ gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals,
 
 /* serve-path.c, shared with the client */
 /**
- * The socket path: @opt, else $SANDBOX_SERVE_SOCKET, else $XDG_RUNTIME_DIR/sandbox/sandbox.sock,
- * else /tmp/sandbox-$UID/sandbox.sock.
+ * The socket path: @opt, else $SANDBOX_SERVE_SOCKET, else sandbox.sock in
+ * sbx_paths_runtime_dir() ($RUNTIME_DIRECTORY of an installed service,
+ * $XDG_RUNTIME_DIR/sandbox, else /tmp/sandbox-$UID).
  */
 char *sbx_serve_socket_path(const char *opt);
 /** The socket's directory is ours alone: a real directory, owned by us, mode 0700. */
