@@ -13,6 +13,7 @@
 static const SbxCliVerb *const verbs[] = {
     &sbx_cli_verb_run,     &sbx_cli_verb_serve, &sbx_cli_verb_tools,  &sbx_cli_verb_approvals,
     &sbx_cli_verb_approve, &sbx_cli_verb_deny,  &sbx_cli_verb_tenant, &sbx_cli_verb_records,
+    &sbx_cli_verb_version, &sbx_cli_verb_paths,
 };
 
 void sbx_cli_quit(SbxCli *cli, int exit_code)
@@ -87,7 +88,8 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? SBX_EXIT_USAGE : 0;
     }
-    const SbxCliVerb *verb = find_verb(argv[1]);
+    /* `--version` is the GNU spelling of the verb `version` */
+    const SbxCliVerb *verb = find_verb(strcmp(argv[1], "--version") == 0 ? "version" : argv[1]);
     if (verb == NULL) {
         fprintf(stderr, "sandbox: unknown verb \"%s\"\n", argv[1]);
         usage(stderr);

@@ -53,3 +53,7 @@ extern const SbxCliVerb sbx_cli_verb_tenant;
 
 /** `sandbox records list|show` (cli/records.c). */
 extern const SbxCliVerb sbx_cli_verb_records;
+
+/** `sandbox version` (also `sandbox --version`) and `sandbox paths` (cli/paths.c). */
+extern const SbxCliVerb sbx_cli_verb_version;
+extern const SbxCliVerb sbx_cli_verb_paths;
