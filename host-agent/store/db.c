@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/paths.h"
+
 G_DEFINE_QUARK(sbx - store - error - quark, sbx_store_error)
 
 /*
@@ -173,12 +175,9 @@ gint64 sbx_store_now_ms(void)
 
 char *sbx_store_default_path(void)
 {
-    const char *dir = g_getenv("SANDBOX_STATE_DIR");
+    g_autofree char *dir = sbx_paths_state_dir();
 
-    if (dir != NULL && *dir != '\0') {
-        return g_build_filename(dir, "sandbox.db", NULL);
-    }
-    return g_build_filename(g_get_user_state_dir(), "sandbox", "sandbox.db", NULL);
+    return g_build_filename(dir, "sandbox.db", NULL);
 }
 
 /*

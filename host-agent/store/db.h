@@ -42,8 +42,9 @@ guint sbx_store_interrupted_at_open(const SbxStore *store);
 const char *sbx_store_path(const SbxStore *store);
 
 /**
- * The default database: $SANDBOX_STATE_DIR/sandbox.db if that is set, else
- * $XDG_STATE_HOME/sandbox/sandbox.db (~/.local/state/sandbox/sandbox.db).
+ * The default database: sandbox.db in the state directory (sbx_paths_state_dir():
+ * $SANDBOX_STATE_DIR, the service's $STATE_DIRECTORY, the build tree's, or the user's XDG one;
+ * docs/install.md, "Paths").
  */
 char *sbx_store_default_path(void);
 

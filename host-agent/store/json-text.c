@@ -1,38 +1,13 @@
 /*
- * JSON strings for the store's list/show output (store-private.h). Output bytes may hold NUL
- * and invalid UTF-8; the JSON printed must still be valid. (A copy of cli/report.c's escaper
- * until both move to a base layer.)
+ * JSON strings for the store's list/show output (store-private.h), with the host agent's one
+ * escaper (base/json-builder.h): output bytes may hold NUL and invalid UTF-8, and the JSON
+ * printed must still be valid.
  */
 #include "store-private.h"
 
 #include <string.h>
 
-static void append_char(GString *out, gunichar c)
-{
-    switch (c) {
-    case '"':
-        g_string_append(out, "\\\"");
-        break;
-    case '\\':
-        g_string_append(out, "\\\\");
-        break;
-    case '\n':
-        g_string_append(out, "\\n");
-        break;
-    case '\r':
-        g_string_append(out, "\\r");
-        break;
-    case '\t':
-        g_string_append(out, "\\t");
-        break;
-    default:
-        if (c < 0x20) {
-            g_string_append_printf(out, "\\u%04x", c);
-        } else {
-            g_string_append_unichar(out, c);
-        }
-    }
-}
+#include "base/json-builder.h"
 
 void sbx_store_json_string(GString *out, const char *data, gsize len)
 {
@@ -40,19 +15,7 @@ void sbx_store_json_string(GString *out, const char *data, gsize len)
         g_string_append(out, "null");
         return;
     }
-    const char *p = data, *end = data + len;
-    g_string_append_c(out, '"');
-    while (p < end) {
-        gunichar c = *p == '\0' ? 0 : g_utf8_get_char_validated(p, end - p);
-        if (c == (gunichar)-1 || c == (gunichar)-2) {
-            append_char(out, 0xfffd); /* one replacement per invalid byte */
-            p++;
-            continue;
-        }
-        append_char(out, c);
-        p = c == 0 ? p + 1 : g_utf8_next_char(p);
-    }
-    g_string_append_c(out, '"');
+    sbx_json_append_string(out, data, len);
 }
 
 void sbx_store_json_str(GString *out, const char *s)
