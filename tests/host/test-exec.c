@@ -1,0 +1,482 @@
+/*
+ * The execution core (host-agent/exec/exec.c) against a fake VM source (a socketpair to a fake
+ * guest thread, an acquire that succeeds, fails or takes its time, a VM that can "die") and a
+ * recording sink: the execute once both the VM and the tools are ready, output to the sink or
+ * into the report, a tool call relayed and its process reaped before done, the VM released
+ * exactly once, and every way an execution ends early (the acquire fails, the tools fail while
+ * the VM is acquired, an abort while acquiring or while running, the VM dies).
+ */
+/* cmocka needs these first */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+#include "exec/exec.h"
+#include "exec/outcome.h"
+#include "harness.h"
+
+/* ---- the fake source ---------------------------------------------------------------------- */
+
+typedef struct {
+    SbxExecSource base;
+    FakeGuest *guest; /* plays the guest agent on the VM's channel */
+    int fd;           /* the host end, until the session takes it */
+    guint delay_ms;   /* the acquire takes this long */
+    gboolean fail;    /* the acquire fails */
+    guint timer;
+    gboolean acquiring;
+    int cancels;
+    int releases;
+    gboolean begun;
+    SbxExecAcquiredFunc done;
+    gpointer data;
+    SbxExecVmExitFunc exit_func;
+    gpointer exit_data;
+    gboolean *freed; /* set when the core frees the source */
+} FakeSource;
+
+static gboolean acquired(gpointer data)
+{
+    FakeSource *s = data;
+    g_autoptr(GError) error = NULL;
+
+    s->timer = 0;
+    s->acquiring = FALSE;
+    if (s->fail || s->cancels > 0) {
+        error = g_error_new_literal(G_IO_ERROR, G_IO_ERROR_FAILED,
+                                    s->fail ? "cannot start the VM: no QEMU here" : "cancelled");
+    }
+    s->done(&s->base, error, s->data);
+    return G_SOURCE_REMOVE;
+}
+
+static void fake_acquire(SbxExecSource *src, SbxExecAcquiredFunc done, gpointer data)
+{
+    FakeSource *s = (FakeSource *)src;
+
+    s->done = done;
+    s->data = data;
+    s->acquiring = TRUE;
+    s->timer = g_timeout_add(s->delay_ms, acquired, s);
+}
+
+static void fake_cancel(SbxExecSource *src)
+{
+    FakeSource *s = (FakeSource *)src;
+
+    if (s->acquiring) {
+        s->cancels++;
+        g_source_remove(s->timer);
+        s->timer = g_idle_add(acquired, s); /* the done still comes, from the loop */
+    }
+}
+
+static SbxVm *fake_vm(SbxExecSource *src)
+{
+    (void)src;
+    return NULL;
+}
+
+static void fake_watch(SbxExecSource *src, SbxExecVmExitFunc func, gpointer data)
+{
+    FakeSource *s = (FakeSource *)src;
+
+    s->exit_func = func;
+    s->exit_data = data;
+}
+
+static void fake_begin(SbxExecSource *src)
+{
+    ((FakeSource *)src)->begun = TRUE;
+}
+
+static SbxSession *fake_take_session(SbxExecSource *src, GError **error)
+{
+    static const SbxSessionCallbacks none = {0};
+    FakeSource *s = (FakeSource *)src;
+    int fd = s->fd;
+
+    s->fd = -1;
+    return sbx_session_new(fd, &none, NULL, error);
+}
+
+static void fake_describe(SbxExecSource *src, GString *out)
+{
+    (void)src;
+    g_string_append(out, ",\"fake\":true");
+}
+
+static gint64 fake_boot_us(SbxExecSource *src)
+{
+    (void)src;
+    return 7000;
+}
+
+static void fake_release(SbxExecSource *src)
+{
+    ((FakeSource *)src)->releases++;
+}
+
+static void fake_free(SbxExecSource *src)
+{
+    FakeSource *s = (FakeSource *)src;
+
+    g_assert(s->timer == 0); /* the core frees a source only once its acquire returned */
+    if (s->fd >= 0) {
+        close(s->fd);
+    }
+    *s->freed = TRUE;
+}
+
+static const SbxExecSourceOps fake_ops = {
+    .acquire = fake_acquire,
+    .cancel = fake_cancel,
+    .vm = fake_vm,
+    .watch = fake_watch,
+    .begin = fake_begin,
+    .take_session = fake_take_session,
+    .describe = fake_describe,
+    .boot_us = fake_boot_us,
+    .release = fake_release,
+    .free = fake_free,
+};
+
+/* ---- the recording sink ------------------------------------------------------------------- */
+
+typedef struct {
+    FakeSource src; /* the test owns its memory; the core calls free on it */
+    gboolean src_freed;
+    SbxExec *exec;
+    GString *out[SBX_STREAM__COUNT];
+    int done;
+    int warnings;
+    gint64 tools_in_flight_at_done;
+} Run;
+
+static void on_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
+{
+    Run *run = data;
+
+    g_string_append_len(run->out[stream], (const char *)bytes, len);
+}
+
+static void on_warnings(gpointer data, const char *const *warnings)
+{
+    Run *run = data;
+
+    run->warnings += g_strv_length((char **)warnings);
+}
+
+static void on_done(gpointer data, SbxExec *exec)
+{
+    Run *run = data;
+
+    run->done++;
+    run->tools_in_flight_at_done = sbx_tools_in_flight(sbx_exec_tools(exec));
+}
+
+static const SbxExecSink sink = {.output = on_output, .warnings = on_warnings, .done = on_done};
+
+/*
+ * An execution of @code on the fake source with @script as its guest (NULL: none, the acquire
+ * never gets that far), with @tools (NULL: an empty catalog).
+ */
+static Run *run_new(FakeGuestScript script, SbxTools *tools, const SbxExecRequest *req)
+{
+    Run *run = g_new0(Run, 1);
+    SbxExecRequest dflt = {.language = SBX_LANG_JAVASCRIPT, .code = "1", .timeout_ms = 10000};
+
+    run->src.base.ops = &fake_ops;
+    run->src.base.start = "fake";
+    run->src.fd = -1;
+    run->src.delay_ms = 10;
+    run->src.freed = &run->src_freed;
+    if (script != NULL) {
+        run->src.guest = fake_guest_start(script, NULL, &run->src.fd);
+    }
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+        run->out[i] = g_string_new(NULL);
+    }
+    if (tools == NULL) {
+        tools = sbx_tools_new(sbx_catalog_new_empty(), NULL);
+    }
+    run->exec = sbx_exec_new(req != NULL ? req : &dflt, tools, &run->src.base, &sink, run);
+    return run;
+}
+
+/* Run the loop until the sink's done (fails the test after @timeout_ms). */
+static void run_wait_done(Run *run, guint timeout_ms)
+{
+    gint64 deadline = g_get_monotonic_time() + timeout_ms * 1000ll;
+
+    while (run->done == 0) {
+        if (g_get_monotonic_time() > deadline) {
+            fail_msg("the execution did not end within %u ms", timeout_ms);
+        }
+        g_main_context_iteration(NULL, FALSE);
+        g_usleep(1000);
+    }
+}
+
+/* The report, parsed enough for the test: its text. */
+static char *report(Run *run)
+{
+    return sbx_exec_report_json(run->exec, ",\"extra\":1");
+}
+
+static void run_free(Run *run)
+{
+    FakeGuest *guest = run->src.guest;
+
+    sbx_exec_free(run->exec);
+    assert_true(run->src_freed);
+    if (guest != NULL) {
+        fake_guest_join_free(guest);
+    }
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+        g_string_free(run->out[i], TRUE);
+    }
+    g_free(run);
+}
+
+/* ---- guests ------------------------------------------------------------------------------- */
+
+static void guest_ok(FakeGuest *g)
+{
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0 ||
+        fake_guest_output(g, SBX_STREAM_STDOUT, "hi\n") < 0 ||
+        fake_guest_output(g, SBX_STREAM_STDERR, "warn\n") < 0) {
+        return;
+    }
+    fake_guest_done(g, SBX_STATUS_OK, "42", 0);
+}
+
+/* Starts, then waits until the host closes the channel (the VM "killed"). */
+static void guest_hangs(FakeGuest *g)
+{
+    SbxMsg msg;
+
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
+        return;
+    }
+    while (fake_guest_recv(g, &msg) == 0) {
+        sbx_msg_clear(&msg);
+    }
+}
+
+/* One tool call to the fake command tool; the result becomes the program's. */
+static void guest_tool_call(FakeGuest *g)
+{
+    SbxMsg msg;
+
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0 ||
+        fake_guest_tool_call(g, 1, "fake", "echo", "{\"x\":1}") < 0 ||
+        fake_guest_recv(g, &msg) < 0) {
+        return;
+    }
+    if (msg.type != SBX_MSG_TOOL_RESULT || !msg.tool_result.ok) {
+        fake_guest_fail(g, "expected an ok tool_result");
+    }
+    sbx_msg_clear(&msg);
+    fake_guest_done(g, SBX_STATUS_OK, "1", 0);
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
+
+/* Output streams to the sink as it comes; the VM is released once; the report has it all. */
+static void test_ok(void **state)
+{
+    (void)state;
+    Run *run = run_new(guest_ok, NULL, NULL);
+
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    assert_int_equal(run->done, 1);
+    assert_string_equal(run->out[SBX_STREAM_STDOUT]->str, "hi\n");
+    assert_string_equal(run->out[SBX_STREAM_STDERR]->str, "warn\n");
+    assert_int_equal(sbx_exec_result(run->exec)->status, SBX_STATUS_OK);
+    assert_null(sbx_exec_failure(run->exec));
+    assert_int_equal(sbx_exec_exit_code(run->exec), 0);
+    assert_true(run->src.begun);
+    assert_int_equal(run->src.releases, 1);
+    assert_int_equal(sbx_exec_boot_ms(run->exec), 7);
+    g_autofree char *rep = report(run);
+    assert_true(g_str_has_prefix(rep, "{\"start\":\"fake\",\"fake\":true,\"extra\":1,"));
+    assert_non_null(strstr(rep, "\"result\":42"));
+    assert_non_null(strstr(rep, "\"boot_ms\":7"));
+    run_free(run);
+}
+
+/* collect_output: nothing reaches the sink, the report holds the output. */
+static void test_collect(void **state)
+{
+    (void)state;
+    SbxExecRequest req = {
+        .language = SBX_LANG_PYTHON, .code = "print('hi')", .collect_output = TRUE};
+    Run *run = run_new(guest_ok, NULL, &req);
+
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    assert_int_equal(run->out[SBX_STREAM_STDOUT]->len, 0);
+    g_autofree char *rep = report(run);
+    assert_non_null(strstr(rep, "\"stdout\":\"hi\\n\""));
+    assert_non_null(strstr(rep, "\"stderr\":\"warn\\n\""));
+    run_free(run);
+}
+
+/* A tool call goes to the provider; done comes only once its process is reaped. */
+static void test_tool_call(void **state)
+{
+    (void)state;
+    g_autofree char *dir = g_dir_make_tmp("test-exec-XXXXXX", NULL);
+    Run *run = run_new(guest_tool_call, harness_fake_tools(dir, 10000, NULL), NULL);
+
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 20000);
+    assert_int_equal(sbx_exec_result(run->exec)->status, SBX_STATUS_OK);
+    assert_int_equal(run->tools_in_flight_at_done, 0);
+    assert_int_equal(sbx_exec_result(run->exec)->tool_calls->len, 1);
+    run_free(run);
+    g_rmdir(dir);
+}
+
+/* The acquire fails: done with the failure, exit 125, nothing to release. */
+static void test_acquire_fails(void **state)
+{
+    (void)state;
+    Run *run = run_new(NULL, NULL, NULL);
+
+    run->src.fail = TRUE;
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    assert_null(sbx_exec_result(run->exec));
+    assert_string_equal(sbx_exec_failure(run->exec), "cannot start the VM: no QEMU here");
+    assert_int_equal(sbx_exec_exit_code(run->exec), SBX_EXIT_SANDBOX);
+    assert_int_equal(run->src.releases, 0);
+    g_autofree char *rep = report(run);
+    assert_non_null(strstr(rep, "\"status\":\"crash\""));
+    assert_non_null(strstr(rep, "\"boot_ms\":null"));
+    run_free(run);
+}
+
+/* The tools fail while the VM is acquired: the acquire is cancelled, the exec ends with the
+ * tools' failure once it returned, and a VM handed over meanwhile is released. */
+static void test_tools_fail_while_acquiring(void **state)
+{
+    (void)state;
+    g_autoptr(GError) error = NULL;
+    static const char catalog[] =
+        "{\"providers\":{\"quits\":{\"kind\":\"mcp\",\"command\":[\"true\"]}}}";
+    g_autofree char *dir = g_dir_make_tmp("test-exec-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "tools.json", NULL);
+
+    assert_true(g_file_set_contents(path, catalog, -1, NULL));
+    SbxTools *tools = sbx_tools_load(path, &error);
+    if (tools == NULL) {
+        fail_msg("sbx_tools_load: %s", error->message);
+    }
+    Run *run = run_new(NULL, tools, NULL);
+    run->src.delay_ms = 60000;
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    assert_int_equal(run->src.cancels, 1);
+    assert_true(g_str_has_prefix(sbx_exec_failure(run->exec), "cannot start the tools: "));
+    assert_int_equal(sbx_exec_exit_code(run->exec), SBX_EXIT_SANDBOX);
+    run_free(run);
+    unlink(path);
+    g_rmdir(dir);
+}
+
+/* An abort while acquiring: the acquire is cancelled, done follows with `terminated`. */
+static void test_abort_while_acquiring(void **state)
+{
+    (void)state;
+    Run *run = run_new(NULL, NULL, NULL);
+
+    run->src.delay_ms = 60000;
+    sbx_exec_start(run->exec);
+    sbx_exec_abort(run->exec, SBX_STATUS_TERMINATED, "interrupted by SIGINT");
+    assert_int_equal(run->done, 0); /* the acquire has not returned yet */
+    run_wait_done(run, 10000);
+    assert_int_equal(run->src.cancels, 1);
+    assert_string_equal(sbx_exec_failure(run->exec), "interrupted by SIGINT");
+    g_autofree char *rep = report(run);
+    assert_non_null(strstr(rep, "\"status\":\"terminated\""));
+    run_free(run);
+}
+
+/* An abort of a running execution: terminated, the VM released, the guest told. */
+static void test_abort_while_running(void **state)
+{
+    (void)state;
+    Run *run = run_new(guest_hangs, NULL, NULL);
+
+    sbx_exec_start(run->exec);
+    while (!run->src.begun) {
+        g_main_context_iteration(NULL, TRUE);
+    }
+    harness_spin(50);
+    sbx_exec_abort(run->exec, SBX_STATUS_TERMINATED, "the client went away");
+    run_wait_done(run, 10000);
+    assert_int_equal(sbx_exec_result(run->exec)->status, SBX_STATUS_TERMINATED);
+    assert_int_equal(run->src.releases, 1);
+    assert_int_equal(sbx_exec_exit_code(run->exec), SBX_EXIT_SANDBOX);
+    sbx_exec_abort(run->exec, SBX_STATUS_TERMINATED, "again"); /* no-op once ended */
+    assert_int_equal(run->done, 1);
+    run_free(run);
+}
+
+/* The VM dies during the execution: crash, with the VM's reason. */
+static void test_vm_dies(void **state)
+{
+    (void)state;
+    Run *run = run_new(guest_hangs, NULL, NULL);
+
+    sbx_exec_start(run->exec);
+    while (!run->src.begun) {
+        g_main_context_iteration(NULL, TRUE);
+    }
+    run->src.exit_func(&run->src.base, "QEMU was killed by signal 9", run->src.exit_data);
+    run_wait_done(run, 10000);
+    const SbxRunResult *r = sbx_exec_result(run->exec);
+    assert_int_equal(r->status, SBX_STATUS_CRASH);
+    assert_non_null(strstr(r->error.message, "the VM exited: QEMU was killed by signal 9"));
+    run_free(run);
+}
+
+/* An abort before the start: done at once, nothing acquired. */
+static void test_abort_before_start(void **state)
+{
+    (void)state;
+    Run *run = run_new(NULL, NULL, NULL);
+
+    sbx_exec_abort(run->exec, SBX_STATUS_CRASH, "tool catalog: no such file");
+    assert_int_equal(run->done, 1);
+    assert_string_equal(sbx_exec_failure(run->exec), "tool catalog: no such file");
+    assert_int_equal(run->src.cancels + run->src.releases, 0);
+    run_free(run);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ok),
+        cmocka_unit_test(test_collect),
+        cmocka_unit_test(test_tool_call),
+        cmocka_unit_test(test_acquire_fails),
+        cmocka_unit_test(test_tools_fail_while_acquiring),
+        cmocka_unit_test(test_abort_while_acquiring),
+        cmocka_unit_test(test_abort_while_running),
+        cmocka_unit_test(test_vm_dies),
+        cmocka_unit_test(test_abort_before_start),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
