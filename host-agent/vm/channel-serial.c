@@ -20,7 +20,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "jsonfile.h"
+#include "base/jsonfile.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
 #include "qemu.h"

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/jsonfile.h"
 #include "base/paths.h"
-#include "jsonfile.h"
 #include "protocol/json.h"
 
 /* The manifest is a few hundred bytes; 64 KiB refuses anything that is clearly not one. */

@@ -8,8 +8,8 @@
 
 #include <string.h>
 
+#include "base/jsonfile.h"
 #include "base/paths.h"
-#include "jsonfile.h"
 #include "protocol/json.h"
 
 /*

@@ -8,8 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "jsonfile.h"
-#include "logring.h"
+#include "base/jsonfile.h"
+#include "base/logring.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
 #include "vm-error.h"

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "jsonfile.h"
+#include "base/jsonfile.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
 #include "qemu.h"

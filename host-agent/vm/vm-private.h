@@ -4,10 +4,10 @@
  */
 #pragma once
 
+#include "base/child.h"
+#include "base/logring.h"
 #include "cgroup.h"
-#include "child.h"
 #include "jail.h"
-#include "logring.h"
 #include "qmp.h"
 #include "rundir.h"
 #include "vm.h"

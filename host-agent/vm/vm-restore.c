@@ -15,8 +15,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "base/jsonfile.h"
 #include "channel.h"
-#include "jsonfile.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
 #include "qemu.h"

@@ -140,6 +140,18 @@ static void child_setup(gpointer data)
     sbx_jail_child_setup(vm->jail);
 }
 
+/* sbx_child_spawn() with its error in this layer's domain (SBX_VM_ERROR_SPAWN). */
+static SbxChild *spawn_child(const char *const *argv, const SbxChildFds *fds, const char *what,
+                             GError **error)
+{
+    g_autoptr(GError) local = NULL;
+    SbxChild *child = sbx_child_spawn(argv, fds, what, &local);
+
+    if (!child)
+        sbx_vm_fail(error, SBX_VM_ERROR_SPAWN, "%s", local->message);
+    return child;
+}
+
 /*
  * Start @argv in the VM's jail (jail.h): bwrap around it, the jail's environment, its uid and
  * rlimits in the child, and bwrap's report of the program's pid on one more fd. @fds gets the
@@ -162,7 +174,7 @@ static SbxChild *spawn_jailed(SbxVm *vm, const char *const *argv, const SbxChild
     all.setup = child_setup;
     all.setup_data = vm;
     if (!sbx_jail_enabled(vm->jail))
-        return sbx_child_spawn(argv, &all, what, error);
+        return spawn_child(argv, &all, what, error);
     /* bwrap would say "Can't find source path": say what an unjailed start says. */
     g_autofree char *found = g_find_program_in_path(argv[0]);
     if (!found) {
@@ -190,7 +202,7 @@ static SbxChild *spawn_jailed(SbxVm *vm, const char *const *argv, const SbxChild
     all.n_fds = fds->n_fds + 1;
     all.envp = (const char *const *)envp;
     all.launcher_info_fd = info[0];
-    SbxChild *child = sbx_child_spawn((const char *const *)jailed, &all, what, error);
+    SbxChild *child = spawn_child((const char *const *)jailed, &all, what, error);
     close(info[1]);
     return child;
 }

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/jsonfile.h"
 #include "channel.h"
 #include "hvsock.h"
-#include "jsonfile.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
 

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/jsonfile.h"
 #include "base/paths.h"
 #include "jail-check.h"
-#include "jsonfile.h"
 #include "protocol/frame.h"
 #include "protocol/message.h"
 #include "session.h"

@@ -23,8 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/jsonfile.h"
 #include "base/paths.h"
-#include "jsonfile.h"
 #include "profile-private.h"
 #include "protocol/json.h"
 #include "qemu.h"

@@ -1,7 +1,7 @@
 /*
  * A child process with an owner (crun's cleanup_pid): started in its own process group with
  * PR_SET_PDEATHSIG(SIGKILL), killed and reaped by sbx_child_kill(), so no path leaves it
- * running or as a zombie. Internal to host-agent/vm.
+ * running or as a zombie. One mechanism for every child of the host agent.
  *
  * Why not GSubprocess: GLib 2.74 (Debian 12) watches children with a pidfd and, when the pidfd
  * is readable but waitid() cannot reap yet (the kernel signals the pidfd a moment before the
@@ -13,6 +13,13 @@
 #pragma once
 
 #include <glib.h>
+
+#define SBX_CHILD_ERROR (sbx_child_error_quark())
+GQuark sbx_child_error_quark(void);
+
+typedef enum {
+    SBX_CHILD_ERROR_SPAWN, /* the program could not be started */
+} SbxChildError;
 
 typedef struct SbxChild SbxChild;
 
@@ -40,8 +47,8 @@ typedef struct {
 /**
  * Spawn @argv (searched in PATH) with stdin and stdout on /dev/null, @fds as given, every
  * other fd closed, in a new process group, with PR_SET_PDEATHSIG(SIGKILL). @what ("QEMU",
- * "the vsock bridge") names it in errors. Call from the thread that owns the main context:
- * the death signal fires when the *thread* that forked exits.
+ * "the vsock bridge") names it in errors (SBX_CHILD_ERROR). Call from the thread that owns the
+ * main context: the death signal fires when the *thread* that forked exits.
  */
 SbxChild *sbx_child_spawn(const char *const *argv, const SbxChildFds *fds, const char *what,
                           GError **error);

@@ -1,7 +1,8 @@
 /*
  * Reading small JSON files written by people or by our build (profiles, the image manifest):
  * size-checked before reading, parsed by sbx_json_parse() (protocol/json.h), errors with line
- * and column. Internal to host-agent/vm: no cJSON value leaves this folder.
+ * and column. The cJSON value returned stays in the module that loaded the file (CONTRIBUTING.md,
+ * "Ownership").
  */
 #pragma once
 

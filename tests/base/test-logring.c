@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "logring.h"
+#include "base/logring.h"
 #include "test-util.h"
 
 static void test_keeps_last_bytes(void **state)

@@ -1,7 +1,6 @@
 /*
  * Bounded logs of what a child process or the guest writes (the guest console, QEMU's and the
- * bridge's stderr): only the last N bytes are kept, for error reports. Internal to
- * host-agent/vm.
+ * bridge's stderr): only the last N bytes are kept, for error reports.
  */
 #pragma once
 

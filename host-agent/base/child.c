@@ -11,8 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "vm-error.h"
-
 /*
  * How long sbx_child_free() waits for a SIGKILLed child to be reaped. Tearing down a QEMU
  * with gigabytes of RAM takes the kernel a few hundred ms; 5 s is ample, and only a process
@@ -52,6 +50,11 @@ struct SbxChild {
     SbxChildExitFunc func;
     gpointer func_data;
 };
+
+GQuark sbx_child_error_quark(void)
+{
+    return g_quark_from_static_string("sbx-child-error-quark");
+}
 
 typedef struct {
     pid_t parent;
@@ -151,7 +154,7 @@ SbxChild *sbx_child_spawn(const char *const *argv, const SbxChildFds *fds, const
                 (fds->stderr_fd < 0 ? G_SPAWN_STDERR_TO_DEV_NULL : 0),
             child_setup, &setup, -1, -1, fds->stderr_fd, fds->source_fds, fds->target_fds,
             fds->n_fds, &pid, NULL, NULL, NULL, &local)) {
-        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_SPAWN, "cannot start %s (%s): %s", what,
+        g_set_error(error, SBX_CHILD_ERROR, SBX_CHILD_ERROR_SPAWN, "cannot start %s (%s): %s", what,
                     argv[0], local->message);
         if (fds->launcher_info_fd >= 0)
             close(fds->launcher_info_fd);
@@ -163,7 +166,7 @@ SbxChild *sbx_child_spawn(const char *const *argv, const SbxChildFds *fds, const
         int e = errno;
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        g_set_error(error, SBX_VM_ERROR, SBX_VM_ERROR_SPAWN,
+        g_set_error(error, SBX_CHILD_ERROR, SBX_CHILD_ERROR_SPAWN,
                     "pidfd_open for %s: %s (Linux >= 5.4 is needed)", what, g_strerror(e));
         if (fds->launcher_info_fd >= 0)
             close(fds->launcher_info_fd);
