@@ -1,5 +1,5 @@
 /* Owned child processes, reaped through a pidfd (see child.h). */
-#include "child.h"
+#include "base/child.h"
 
 #include <errno.h>
 #include <glib-unix.h>
@@ -139,6 +139,35 @@ static gboolean on_info(int fd, GIOCondition cond, gpointer data)
     return G_SOURCE_REMOVE;
 }
 
+/* Our ends of the pipes, after the child was started and killed at once. */
+static void close_pipes(const SbxChildFds *fds)
+{
+    int *ends[] = {fds->stdin_pipe, fds->stdout_pipe, fds->stderr_pipe};
+
+    for (gsize i = 0; i < G_N_ELEMENTS(ends); i++) {
+        if (ends[i] && *ends[i] >= 0) {
+            close(*ends[i]);
+            *ends[i] = -1;
+        }
+    }
+}
+
+/* The spawn flags for @fds: what is piped, what goes to /dev/null, where the program is looked up.
+ */
+static GSpawnFlags spawn_flags(const SbxChildFds *fds)
+{
+    /* Our ends of pipes close-on-exec: no other child (a second tool process started before
+     * this one's stdin is closed) may hold them open. */
+    GSpawnFlags flags = G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_CLOEXEC_PIPES;
+
+    flags |= fds->path_from_envp ? G_SPAWN_SEARCH_PATH_FROM_ENVP : G_SPAWN_SEARCH_PATH;
+    if (!fds->stdout_pipe)
+        flags |= G_SPAWN_STDOUT_TO_DEV_NULL;
+    if (!fds->stderr_pipe && fds->stderr_fd < 0)
+        flags |= G_SPAWN_STDERR_TO_DEV_NULL;
+    return flags;
+}
+
 SbxChild *sbx_child_spawn(const char *const *argv, const SbxChildFds *fds, const char *what,
                           GError **error)
 {
@@ -149,11 +178,9 @@ SbxChild *sbx_child_spawn(const char *const *argv, const SbxChildFds *fds, const
     int pidfd;
 
     if (!g_spawn_async_with_pipes_and_fds(
-            NULL, argv, (const char *const *)fds->envp,
-            G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL |
-                (fds->stderr_fd < 0 ? G_SPAWN_STDERR_TO_DEV_NULL : 0),
-            child_setup, &setup, -1, -1, fds->stderr_fd, fds->source_fds, fds->target_fds,
-            fds->n_fds, &pid, NULL, NULL, NULL, &local)) {
+            fds->cwd, argv, (const char *const *)fds->envp, spawn_flags(fds), child_setup, &setup,
+            -1, -1, fds->stderr_pipe ? -1 : fds->stderr_fd, fds->source_fds, fds->target_fds,
+            fds->n_fds, &pid, fds->stdin_pipe, fds->stdout_pipe, fds->stderr_pipe, &local)) {
         g_set_error(error, SBX_CHILD_ERROR, SBX_CHILD_ERROR_SPAWN, "cannot start %s (%s): %s", what,
                     argv[0], local->message);
         if (fds->launcher_info_fd >= 0)
@@ -166,6 +193,7 @@ SbxChild *sbx_child_spawn(const char *const *argv, const SbxChildFds *fds, const
         int e = errno;
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
+        close_pipes(fds);
         g_set_error(error, SBX_CHILD_ERROR, SBX_CHILD_ERROR_SPAWN,
                     "pidfd_open for %s: %s (Linux >= 5.4 is needed)", what, g_strerror(e));
         if (fds->launcher_info_fd >= 0)
@@ -205,13 +233,20 @@ static int status_of(const SbxChild *child, const siginfo_t *info)
     }
 }
 
-/* Reap the child if it can be reaped now. TRUE once it is (now or before). */
+/*
+ * Reap the child if it can be reaped now. TRUE once it is (now or before). Its process group
+ * is SIGKILLed first, while the unreaped child still holds the group's id (no reuse).
+ */
 static gboolean try_reap(SbxChild *child)
 {
     siginfo_t info = {0};
 
     if (child->reaped)
         return TRUE;
+    if (waitid(P_PIDFD, (id_t)child->pidfd, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid != 0)
+        kill(-child->pid, SIGKILL);
+    memset(&info, 0, sizeof info);
     while (waitid(P_PIDFD, (id_t)child->pidfd, &info, WEXITED | WNOHANG) < 0) {
         if (errno == EINTR)
             continue;
@@ -349,6 +384,17 @@ gboolean sbx_child_kill(SbxChild *child, guint timeout_ms)
     kill(-child->pid, SIGKILL);
     pidfd_send_signal(child->pidfd, SIGKILL, NULL, 0);
     return wait_reaped(child, deadline);
+}
+
+void sbx_child_kill_async(SbxChild *child)
+{
+    if (!child || child->reaped)
+        return;
+    read_info(child);
+    if (child->program_pidfd >= 0)
+        pidfd_send_signal(child->program_pidfd, SIGKILL, NULL, 0);
+    kill(-child->pid, SIGKILL);
+    pidfd_send_signal(child->pidfd, SIGKILL, NULL, 0);
 }
 
 void sbx_child_free(SbxChild *child)

@@ -1,7 +1,8 @@
 /*
  * A child process with an owner (crun's cleanup_pid): started in its own process group with
  * PR_SET_PDEATHSIG(SIGKILL), killed and reaped by sbx_child_kill(), so no path leaves it
- * running or as a zombie. One mechanism for every child of the host agent.
+ * running or as a zombie. One mechanism for every child of the host agent: QEMU and the vsock
+ * bridge (vm/), tool processes and MCP stdio servers (tools/).
  *
  * Why not GSubprocess: GLib 2.74 (Debian 12) watches children with a pidfd and, when the pidfd
  * is readable but waitid() cannot reap yet (the kernel signals the pidfd a moment before the
@@ -28,11 +29,20 @@ typedef void (*SbxChildExitFunc)(SbxChild *child, int wait_status, gpointer user
 
 /* File descriptors and more for the child. The caller keeps (and later closes) its copies. */
 typedef struct {
-    int stderr_fd;         /* becomes fd 2; -1 = /dev/null */
+    int stderr_fd;         /* becomes fd 2; -1 = /dev/null (ignored with stderr_pipe) */
     const int *source_fds; /* each becomes target_fds[i] in the child */
     const int *target_fds;
     gsize n_fds;
+    /*
+     * If set: a pipe to the child's stdin, from its stdout, from its stderr, our end stored
+     * here (close-on-exec; the caller's to close). NULL: /dev/null (stderr: stderr_fd).
+     */
+    int *stdin_pipe;
+    int *stdout_pipe;
+    int *stderr_pipe;
     const char *const *envp;      /* the child's environment; NULL: the agent's */
+    gboolean path_from_envp;      /* look argv[0] up in @envp's PATH (not the agent's) */
+    const char *cwd;              /* the child's working directory; NULL: the agent's */
     void (*setup)(gpointer data); /* more async-signal-safe steps in the child, after ours */
     gpointer setup_data;
     /*
@@ -45,15 +55,20 @@ typedef struct {
 } SbxChildFds;
 
 /**
- * Spawn @argv (searched in PATH) with stdin and stdout on /dev/null, @fds as given, every
- * other fd closed, in a new process group, with PR_SET_PDEATHSIG(SIGKILL). @what ("QEMU",
- * "the vsock bridge") names it in errors (SBX_CHILD_ERROR). Call from the thread that owns the
- * main context: the death signal fires when the *thread* that forked exits.
+ * Spawn @argv (searched in PATH) with stdin and stdout on /dev/null unless piped, @fds as
+ * given, every other fd closed, in a new process group, with PR_SET_PDEATHSIG(SIGKILL). @what
+ * ("QEMU", "the vsock bridge", "tool process") names it in errors (SBX_CHILD_ERROR). Call from
+ * the thread that owns the main context: the death signal fires when the *thread* that forked
+ * exits.
  */
 SbxChild *sbx_child_spawn(const char *const *argv, const SbxChildFds *fds, const char *what,
                           GError **error);
 
-/** Watch for the child exiting by itself (on the default main context; at most once). */
+/**
+ * Watch for the child exiting by itself (on the default main context; at most once). Before it
+ * is reaped, its process group is SIGKILLed: what it started in its group (a daemonised
+ * helper holding its pipes) ends with it.
+ */
 void sbx_child_watch(SbxChild *child, SbxChildExitFunc func, gpointer user_data);
 
 /** The pid while it is not reaped; 0 after. */
@@ -73,6 +88,13 @@ char *sbx_child_describe_status(int wait_status);
  * in uninterruptible sleep cannot be helped). Stops the watch. Idempotent. FALSE on timeout.
  */
 gboolean sbx_child_kill(SbxChild *child, guint timeout_ms);
+
+/**
+ * SIGKILL the child's process group (and a launcher's program) now, without waiting: the watch
+ * reports the exit from the main loop and reaps. For a loop that must not block. Nothing once
+ * reaped.
+ */
+void sbx_child_kill_async(SbxChild *child);
 
 /** sbx_child_kill() with the default bound, then free. Accepts NULL. */
 void sbx_child_free(SbxChild *child);

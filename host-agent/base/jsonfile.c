@@ -1,5 +1,5 @@
 /* Bounded reading and parsing of small JSON files (see jsonfile.h). */
-#include "base/jsonfile.h"
+#include "jsonfile.h"
 
 #include <errno.h>
 #include <fcntl.h>

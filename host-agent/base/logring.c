@@ -1,5 +1,5 @@
 /* Bounded logs of child processes and the guest console (see logring.h). */
-#include "base/logring.h"
+#include "logring.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,14 +9,15 @@
  * if none is free; its timeout and cancellation run from the start, the wait included. The
  * program starts as tool-proc.h says (an allow-listed environment, its own process group,
  * PR_SET_PDEATHSIG, rlimits): a timeout, an oversized output or a cancellation kills the whole
- * group, and the process is always reaped (through g_subprocess_wait_async) before the call
- * completes and releases its slot. The host process must ignore SIGPIPE: a program that exits
- * without reading its stdin makes our write fail with EPIPE.
+ * group, and the process is always reaped (base/child.h: its exit watched through a pidfd, its
+ * group killed before it is reaped) before the call completes and releases its slot. The host
+ * process must ignore SIGPIPE: a program that exits without reading its stdin makes our write fail
+ * with EPIPE.
  */
 #include <cJSON.h>
 #include <errno.h>
-#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "protocol/json.h"
 #include "protocol/limits.h"
@@ -46,11 +47,12 @@ typedef struct {
     GTask *task;                     /* borrowed: alive while an operation is pending */
     char *tool;
     guint timeout_ms;
-    SbxToolSlotWait *wait; /* queued for a slot, or NULL */
-    SbxToolSlot *slot;     /* held from before the spawn until the call completes */
-    GError *start_error;   /* no slot, or the spawn failed: no process */
-    GSubprocess *proc;
-    pid_t pid;
+    SbxToolSlotWait *wait;     /* queued for a slot, or NULL */
+    SbxToolSlot *slot;         /* held from before the spawn until the call completes */
+    GError *start_error;       /* no slot, or the spawn failed: no process */
+    SbxChild *child;           /* the process, from the spawn until the call is freed */
+    SbxToolPipes pipes;        /* its stdin, stdout and stderr */
+    int status;                /* its wait status, once it exited */
     GCancellable *io_cancel;   /* stops our reads and writes once the call is abandoned */
     GCancellable *cancellable; /* the caller's */
     gulong cancel_handler;
@@ -70,7 +72,8 @@ static void call_free(gpointer p)
     g_assert(c->wait == NULL); /* the wait is an operation: the call completed after it */
     sbx_tool_slot_release(c->slot);
     g_clear_error(&c->start_error);
-    g_clear_object(&c->proc);
+    sbx_child_free(c->child); /* reaped already: the call completed after its exit */
+    sbx_tool_pipes_clear(&c->pipes);
     g_clear_object(&c->io_cancel);
     g_clear_object(&c->cancellable);
     g_bytes_unref(c->request);
@@ -80,15 +83,11 @@ static void call_free(gpointer p)
     g_free(c);
 }
 
-/* Kill the whole process group (and the leader, should it not have made its group). */
+/* Kill the whole process group (and the leader, should it not have made its group); the exit
+ * watch reaps it. */
 static void kill_group(CommandCall *c)
 {
-    if (c->pid > 0) {
-        kill(-c->pid, SIGKILL);
-        if (c->proc != NULL) {
-            g_subprocess_force_exit(c->proc);
-        }
-    }
+    sbx_child_kill_async(c->child);
 }
 
 static void op_done(GTask *task);
@@ -130,14 +129,13 @@ static GError *exit_error(CommandCall *c)
     g_autofree char *tail = stderr_tail(c);
     const char *sep = tail[0] != '\0' ? ": " : "";
 
-    if (!g_subprocess_get_if_exited(c->proc)) {
+    if (!WIFEXITED(c->status)) {
         return g_error_new(SBX_TOOL_ERROR, SBX_ERR_TOOL,
                            "tool \"%s\" was killed by signal %d%s%.*s", c->tool,
-                           g_subprocess_get_term_sig(c->proc), sep, SBX_ERROR_TEXT_MAX / 2, tail);
+                           WTERMSIG(c->status), sep, SBX_ERROR_TEXT_MAX / 2, tail);
     }
     return g_error_new(SBX_TOOL_ERROR, SBX_ERR_TOOL, "tool \"%s\" failed (exit status %d)%s%.*s",
-                       c->tool, g_subprocess_get_exit_status(c->proc), sep, SBX_ERROR_TEXT_MAX / 2,
-                       tail);
+                       c->tool, WEXITSTATUS(c->status), sep, SBX_ERROR_TEXT_MAX / 2, tail);
 }
 
 /*
@@ -185,11 +183,8 @@ static void call_complete(GTask *task)
         g_cancellable_disconnect(c->cancellable, c->cancel_handler);
         c->cancel_handler = 0;
     }
-    /* Reaped: also end any descendant still in the group (a daemonised helper). */
-    if (c->pid > 0) {
-        kill(-c->pid, SIGKILL);
-    }
-    /* The process is gone: the next call may have its slot. */
+    /* Reaped, and any descendant still in its group (a daemonised helper) killed before
+     * (base/child.h). The process is gone: the next call may have its slot. */
     sbx_tool_slot_release(g_steal_pointer(&c->slot));
 
     switch (c->abort) {
@@ -197,7 +192,7 @@ static void call_complete(GTask *task)
         g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "tool call cancelled");
         return;
     case ABORT_TIMEOUT:
-        if (c->proc == NULL && c->start_error == NULL) {
+        if (c->child == NULL && c->start_error == NULL) {
             g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
                                     "tool \"%s\" timed out after %u ms waiting to start: the "
                                     "host's %u tool process slots (%s) stayed taken",
@@ -220,7 +215,7 @@ static void call_complete(GTask *task)
         g_task_return_error(task, g_steal_pointer(&c->start_error));
         return;
     }
-    if (!g_subprocess_get_successful(c->proc)) {
+    if (!WIFEXITED(c->status) || WEXITSTATUS(c->status) != 0) {
         g_task_return_error(task, exit_error(c));
         return;
     }
@@ -243,10 +238,12 @@ static void op_done(GTask *task)
     g_object_unref(task);
 }
 
-static void on_wait(GObject *src, GAsyncResult *res, gpointer data)
+static void on_child_exit(SbxChild *child, int wait_status, gpointer data)
 {
-    /* The result is read from the GSubprocess; errors cannot happen without a cancellable. */
-    g_subprocess_wait_finish(G_SUBPROCESS(src), res, NULL);
+    CommandCall *c = g_task_get_task_data(data);
+
+    (void)child;
+    c->status = wait_status;
     op_done(data);
 }
 
@@ -300,8 +297,7 @@ static void on_stderr(GObject *src, GAsyncResult *res, gpointer data)
 static void read_next(GTask *task, gboolean is_out)
 {
     CommandCall *c = g_task_get_task_data(task);
-    GInputStream *in =
-        is_out ? g_subprocess_get_stdout_pipe(c->proc) : g_subprocess_get_stderr_pipe(c->proc);
+    GInputStream *in = is_out ? c->pipes.out : c->pipes.err;
     g_input_stream_read_async(in, is_out ? c->out_buf : c->err_buf, READ_CHUNK, G_PRIORITY_DEFAULT,
                               c->io_cancel, is_out ? on_stdout : on_stderr, task);
 }
@@ -319,10 +315,9 @@ static void on_cancelled(GCancellable *cancellable, gpointer data)
     call_abort(data, ABORT_CANCELLED);
 }
 
-static GSubprocess *spawn(const CommandProvider *p, GError **error)
+static SbxChild *spawn(const CommandProvider *p, SbxToolPipes *ret_pipes, GError **error)
 {
-    g_autoptr(GSubprocessLauncher) l = sbx_tool_launcher_new(p->workdir, p->envp);
-    return g_subprocess_launcher_spawnv(l, (const char *const *)p->argv, error);
+    return sbx_tool_spawn((const char *const *)p->argv, p->workdir, p->envp, ret_pipes, error);
 }
 
 static GBytes *build_request(const char *tool, const char *input_json)
@@ -346,12 +341,11 @@ static void start_ops(GTask *task, CommandCall *c)
     c->pending += 4;
     gsize len = 0;
     const void *data = g_bytes_get_data(c->request, &len);
-    g_output_stream_write_all_async(g_subprocess_get_stdin_pipe(c->proc), data, len,
-                                    G_PRIORITY_DEFAULT, c->io_cancel, on_stdin_written,
-                                    g_object_ref(task));
+    g_output_stream_write_all_async(c->pipes.in, data, len, G_PRIORITY_DEFAULT, c->io_cancel,
+                                    on_stdin_written, g_object_ref(task));
     read_next(g_object_ref(task), TRUE);
     read_next(g_object_ref(task), FALSE);
-    g_subprocess_wait_async(c->proc, NULL, on_wait, g_object_ref(task));
+    sbx_child_watch(c->child, on_child_exit, g_object_ref(task));
 }
 
 /*
@@ -365,17 +359,14 @@ static void start_process(GTask *task, SbxToolSlot *slot, const GError *error)
     g_autoptr(GError) local = NULL;
 
     c->slot = slot;
-    c->proc = slot != NULL ? spawn(c->provider, &local) : NULL;
-    if (c->proc == NULL) {
+    c->child = slot != NULL ? spawn(c->provider, &c->pipes, &local) : NULL;
+    if (c->child == NULL) {
         c->start_error =
             g_error_new(SBX_TOOL_ERROR, SBX_ERR_TOOL, "cannot start provider \"%s\": %s",
                         c->provider->base.name, error != NULL ? error->message : local->message);
         op_done(task);
         return;
     }
-    /* NULL if GLib's worker already reaped it: then there is nothing left to kill. */
-    const char *ident = g_subprocess_get_identifier(c->proc);
-    c->pid = ident != NULL ? atoi(ident) : 0;
     start_ops(task, c);
     op_done(task);
 }

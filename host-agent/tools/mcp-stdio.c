@@ -7,13 +7,15 @@
  * catalog's `env_pass` and `env`, its own process group, PR_SET_PDEATHSIG, rlimits). It takes no
  * tool process slot (tool-slots.h): it lives as long as the execution's tools, their number is
  * the catalog's, not the guest's to grow, and a slot held that long would starve command tools.
- * Freeing the transport kills the whole group with SIGKILL; GSubprocess's child watch (on GLib's
- * worker thread) reaps it even if our main loop is about to end. A server that exits or closes
- * its stdout fails every pending call with its exit status and the end of its stderr.
+ * The server is an SbxChild (base/child.h): when it exits by itself its group is killed before
+ * it is reaped (its helpers too, so that stderr reaches EOF); freeing the transport kills the
+ * whole group with SIGKILL and reaps the server there and then, so it never outlives the
+ * transport, not even as a zombie. A server that exits or closes its stdout fails every
+ * pending call with its exit status and the end of its stderr.
  */
 #include <errno.h>
-#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "mcp-transports.h"
 #include "mcp-wire.h"
@@ -49,8 +51,9 @@ typedef struct {
     SbxMcpTransport base;
     gint ref; /* the owner and each async operation */
     gboolean freed;
-    GSubprocess *proc;
-    pid_t pid;
+    SbxChild *child; /* the server, until the transport is freed */
+    SbxToolPipes pipes;
+    int status; /* its wait status, once exited */
     GCancellable *io_cancel;
     GCancellable *err_cancel; /* the stderr read: only after the exit and a grace */
     SbxMcpFramer *framer;
@@ -75,7 +78,8 @@ static void stdio_unref(Stdio *t)
         return;
     }
     g_queue_clear_full(&t->writes, (GDestroyNotify)g_bytes_unref);
-    g_clear_object(&t->proc);
+    sbx_child_free(t->child); /* reaped already (exited, or killed by stdio_free) */
+    sbx_tool_pipes_clear(&t->pipes);
     g_clear_object(&t->io_cancel);
     g_clear_object(&t->err_cancel);
     sbx_mcp_framer_free(t->framer);
@@ -83,13 +87,10 @@ static void stdio_unref(Stdio *t)
     g_free(t);
 }
 
+/* The exit watch reaps it. Nothing once reaped (base/child.h). */
 static void kill_group(Stdio *t)
 {
-    /* Once reaped, the pid (and its group id) may belong to another process by now. */
-    if (t->pid > 0 && !t->exited) {
-        kill(-t->pid, SIGKILL);
-        g_subprocess_force_exit(t->proc);
-    }
+    sbx_child_kill_async(t->child);
 }
 
 /* Report the connection dead once (and stop the server if it still runs). */
@@ -113,11 +114,10 @@ static void report_exit(Stdio *t)
     g_autofree char *tail =
         t->err_tail->len > 0 ? g_utf8_make_valid((const char *)t->err_tail->data, t->err_tail->len)
                              : g_strdup("");
-    g_autofree char *why = g_subprocess_get_if_exited(t->proc)
-                               ? g_strdup_printf("the server exited (status %d)",
-                                                 g_subprocess_get_exit_status(t->proc))
-                               : g_strdup_printf("the server was killed by signal %d",
-                                                 g_subprocess_get_term_sig(t->proc));
+    g_autofree char *why =
+        WIFEXITED(t->status)
+            ? g_strdup_printf("the server exited (status %d)", WEXITSTATUS(t->status))
+            : g_strdup_printf("the server was killed by signal %d", WTERMSIG(t->status));
     g_autofree char *full =
         g_strdup_printf("%s%s%s", why, g_strstrip(tail)[0] != '\0' ? ": " : "", g_strstrip(tail));
     close_with(t, full);
@@ -139,14 +139,13 @@ static void stderr_grace(Stdio *t)
     }
 }
 
-static void on_wait(GObject *src, GAsyncResult *res, gpointer data)
+/* The server exited by itself; its group was killed before it was reaped (base/child.h). */
+static void on_child_exit(SbxChild *child, int wait_status, gpointer data)
 {
     Stdio *t = data;
 
-    g_subprocess_wait_finish(G_SUBPROCESS(src), res, NULL);
-    if (!t->freed && t->pid > 0) {
-        kill(-t->pid, SIGKILL); /* its helpers too, so that stderr reaches EOF */
-    }
+    (void)child;
+    t->status = wait_status;
     t->exited = TRUE;
     stderr_grace(t);
     report_exit(t);
@@ -225,15 +224,15 @@ static void on_stderr(GObject *src, GAsyncResult *res, gpointer data)
 
 static void read_stdout(Stdio *t)
 {
-    g_input_stream_read_async(g_subprocess_get_stdout_pipe(t->proc), t->out_buf, READ_CHUNK,
-                              G_PRIORITY_DEFAULT, t->io_cancel, on_stdout, t);
+    g_input_stream_read_async(t->pipes.out, t->out_buf, READ_CHUNK, G_PRIORITY_DEFAULT,
+                              t->io_cancel, on_stdout, t);
 }
 
 static void read_stderr(Stdio *t)
 {
     /* Not cancelled by io_cancel: the end of stderr explains a crash. EOF comes with the exit. */
-    g_input_stream_read_async(g_subprocess_get_stderr_pipe(t->proc), t->err_buf, READ_CHUNK,
-                              G_PRIORITY_DEFAULT, t->err_cancel, on_stderr, t);
+    g_input_stream_read_async(t->pipes.err, t->err_buf, READ_CHUNK, G_PRIORITY_DEFAULT,
+                              t->err_cancel, on_stderr, t);
 }
 
 /* ---- writing ----------------------------------------------------------------------------- */
@@ -274,8 +273,8 @@ static void write_next(Stdio *t)
     }
     const void *data = g_bytes_get_data(b, &len);
     t->writing = TRUE;
-    g_output_stream_write_all_async(g_subprocess_get_stdin_pipe(t->proc), data, len,
-                                    G_PRIORITY_DEFAULT, t->io_cancel, on_written, stdio_ref(t));
+    g_output_stream_write_all_async(t->pipes.in, data, len, G_PRIORITY_DEFAULT, t->io_cancel,
+                                    on_written, stdio_ref(t));
 }
 
 static void stdio_send(SbxMcpTransport *base, const char *json, gint64 id)
@@ -302,8 +301,14 @@ static void stdio_free(SbxMcpTransport *base)
     Stdio *t = (Stdio *)base;
 
     t->freed = TRUE;
-    kill_group(t);
+    if (!t->exited) {
+        /* Killed and reaped now: the exit watch, and its reference, end here. */
+        g_clear_pointer(&t->child, sbx_child_free);
+        t->exited = TRUE;
+        stdio_unref(t);
+    }
     g_cancellable_cancel(t->io_cancel);
+    g_cancellable_cancel(t->err_cancel); /* nobody is left to read the end of stderr */
     stdio_unref(t);
 }
 
@@ -316,18 +321,17 @@ SbxMcpTransport *sbx_mcp_stdio_new(const SbxCatalogProvider *config, GError **er
 {
     g_auto(GStrv) host = g_get_environ();
     g_auto(GStrv) envp = sbx_tool_environ(config, host);
-    g_autoptr(GSubprocessLauncher) l = sbx_tool_launcher_new(config->workdir, envp);
-    GSubprocess *proc =
-        g_subprocess_launcher_spawnv(l, (const char *const *)config->command, error);
-    if (proc == NULL) {
+    SbxToolPipes pipes = {0};
+    SbxChild *child =
+        sbx_tool_spawn((const char *const *)config->command, config->workdir, envp, &pipes, error);
+    if (child == NULL) {
         return NULL;
     }
     Stdio *t = g_new0(Stdio, 1);
     t->base.ops = &stdio_ops;
     t->ref = 1;
-    t->proc = proc;
-    const char *ident = g_subprocess_get_identifier(proc);
-    t->pid = ident != NULL ? atoi(ident) : 0;
+    t->child = child;
+    t->pipes = pipes;
     t->io_cancel = g_cancellable_new();
     t->err_cancel = g_cancellable_new();
     t->framer = sbx_mcp_framer_new(SBX_MCP_FRAMING_LINES, SBX_MCP_MESSAGE_MAX);
@@ -335,6 +339,6 @@ SbxMcpTransport *sbx_mcp_stdio_new(const SbxCatalogProvider *config, GError **er
     g_queue_init(&t->writes);
     read_stdout(stdio_ref(t));
     read_stderr(stdio_ref(t));
-    g_subprocess_wait_async(proc, NULL, on_wait, stdio_ref(t));
+    sbx_child_watch(child, on_child_exit, stdio_ref(t));
     return &t->base;
 }

@@ -3,11 +3,10 @@
  */
 #include "tool-proc.h"
 
-#include <signal.h>
+#include <gio/gunixinputstream.h>
+#include <gio/gunixoutputstream.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 /*
  * Host variables every tool process gets, because ordinary programs need them to run at all and
@@ -58,52 +57,66 @@ char **sbx_tool_environ(const SbxCatalogProvider *config, char *const *host)
     return env;
 }
 
-/* What the child applies before exec, computed in the parent (the child may only make
- * async-signal-safe calls). */
+/* What the child applies before exec, after base/child.c's steps (its process group, the
+ * death signal); computed in the parent: the child may only make async-signal-safe calls. */
 typedef struct {
-    pid_t parent;
     struct rlimit core;
     struct rlimit nofile;
 } ChildSetup;
 
 static void child_setup(gpointer data)
 {
-    const ChildSetup *s = data;
+    const ChildSetup *s = data; /* the parent's stack, copied by fork */
 
-    /* Async-signal-safe only: runs between fork and exec. */
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != s->parent) { /* the host agent died before the line above */
-        _exit(127);
-    }
     /* Lowering a limit cannot fail; if it did, the program runs with the host agent's. */
     setrlimit(RLIMIT_CORE, &s->core);
     setrlimit(RLIMIT_NOFILE, &s->nofile);
 }
 
-static ChildSetup *child_setup_new(void)
+static void child_setup_init(ChildSetup *s)
 {
-    ChildSetup *s = g_new0(ChildSetup, 1);
     struct rlimit own = {.rlim_cur = RLIM_INFINITY, .rlim_max = RLIM_INFINITY};
 
-    s->parent = getpid();
     /* A crashing tool writes no core file into the catalog's directory (with its memory:
      * its input, maybe its credentials). Hard 0: it cannot turn them back on. */
     s->core.rlim_cur = s->core.rlim_max = 0;
     getrlimit(RLIMIT_NOFILE, &own);
     s->nofile.rlim_max = MIN(own.rlim_max, (rlim_t)SBX_TOOL_NOFILE_HARD);
     s->nofile.rlim_cur = MIN(s->nofile.rlim_max, (rlim_t)SBX_TOOL_NOFILE_SOFT);
-    return s;
 }
 
-GSubprocessLauncher *sbx_tool_launcher_new(const char *workdir, char *const *envp)
+SbxChild *sbx_tool_spawn(const char *const *argv, const char *workdir, char *const *envp,
+                         SbxToolPipes *ret_pipes, GError **error)
 {
-    GSubprocessLauncher *l = g_subprocess_launcher_new(
-        G_SUBPROCESS_FLAGS_STDIN_PIPE | G_SUBPROCESS_FLAGS_STDOUT_PIPE |
-        G_SUBPROCESS_FLAGS_STDERR_PIPE | G_SUBPROCESS_FLAGS_SEARCH_PATH_FROM_ENVP);
+    ChildSetup setup;
+    int in = -1, out = -1, err = -1;
+    SbxChildFds fds = {
+        .stderr_fd = -1,
+        .stdin_pipe = &in,
+        .stdout_pipe = &out,
+        .stderr_pipe = &err,
+        .envp = (const char *const *)envp,
+        .path_from_envp = TRUE,
+        .cwd = workdir,
+        .setup = child_setup,
+        .setup_data = &setup,
+        .launcher_info_fd = -1,
+    };
 
-    g_subprocess_launcher_set_cwd(l, workdir);
-    g_subprocess_launcher_set_environ(l, (char **)envp);
-    g_subprocess_launcher_set_child_setup(l, child_setup, child_setup_new(), g_free);
-    return l;
+    child_setup_init(&setup);
+    SbxChild *child = sbx_child_spawn(argv, &fds, "the tool program", error);
+    if (child == NULL) {
+        return NULL;
+    }
+    ret_pipes->in = g_unix_output_stream_new(in, TRUE);
+    ret_pipes->out = g_unix_input_stream_new(out, TRUE);
+    ret_pipes->err = g_unix_input_stream_new(err, TRUE);
+    return child;
+}
+
+void sbx_tool_pipes_clear(SbxToolPipes *pipes)
+{
+    g_clear_object(&pipes->in);
+    g_clear_object(&pipes->out);
+    g_clear_object(&pipes->err);
 }

@@ -1,13 +1,15 @@
 /*
  * How a tool process starts (command tools, one per call; MCP stdio servers): its environment
  * (an allow-list of the host agent's, then the catalog's `env_pass` and `env`) and, in the child
- * before exec, its own process group, PR_SET_PDEATHSIG and resource limits. Why each variable
- * and each limit: docs/tools.md, "Tool processes".
+ * before exec, its own process group, PR_SET_PDEATHSIG (both base/child.h, the mechanism QEMU's
+ * process uses too) and resource limits. Why each variable and each limit: docs/tools.md,
+ * "Tool processes".
  */
 #pragma once
 
 #include <gio/gio.h>
 
+#include "base/child.h"
 #include "catalog.h"
 
 /*
@@ -30,9 +32,22 @@ gboolean sbx_tool_env_allowed(const char *name);
  */
 char **sbx_tool_environ(const SbxCatalogProvider *config, char *const *host);
 
+/* A tool process's stdin, stdout and stderr, our ends (each closes its pipe when freed). */
+typedef struct {
+    GOutputStream *in;
+    GInputStream *out;
+    GInputStream *err;
+} SbxToolPipes;
+
 /**
- * A launcher for a tool process: stdin, stdout and stderr piped, run in @workdir with exactly
- * @envp (the program is looked up in its PATH), and in the child before exec: a process group
- * of its own, SIGKILL when the host agent dies, no core dumps, RLIMIT_NOFILE as above.
+ * Start @argv as a tool process (sbx_child_spawn()): stdin, stdout and stderr piped (set in
+ * @ret_pipes), run in @workdir with exactly @envp (the program is looked up in its PATH), and in
+ * the child before exec: a process group of its own, SIGKILL when the host agent dies, no core
+ * dumps, RLIMIT_NOFILE as above. The caller owns the child: sbx_child_free() kills its group and
+ * reaps it. NULL with an SBX_CHILD_ERROR if it cannot start.
  */
-GSubprocessLauncher *sbx_tool_launcher_new(const char *workdir, char *const *envp);
+SbxChild *sbx_tool_spawn(const char *const *argv, const char *workdir, char *const *envp,
+                         SbxToolPipes *ret_pipes, GError **error);
+
+/** Unref the three streams (closing our ends of the pipes) and set them to NULL. */
+void sbx_tool_pipes_clear(SbxToolPipes *pipes);

@@ -75,7 +75,7 @@ typedef enum {
 /*
  * How long sbx_cgroup_destroy() waits for the SIGKILLed processes to leave the cgroup. They
  * exit within milliseconds; a QEMU with gigabytes of RAM takes the kernel a few hundred ms to
- * tear down (vm/child.c). Only a process stuck in uninterruptible sleep runs into it.
+ * tear down (base/child.c). Only a process stuck in uninterruptible sleep runs into it.
  */
 #define SBX_CGROUP_KILL_WAIT_MS 2000
 
@@ -132,7 +132,7 @@ int sbx_cgroup_join_self(const SbxCgroup *cg);
  * A GSpawnChildSetupFunc (@data: the SbxCgroup, or NULL): sbx_cgroup_join_self(), and if that
  * fails, a line on stderr and _exit(SBX_CGROUP_JOIN_FAILED_STATUS): a VM process never runs
  * outside its limits by accident. Call sbx_cgroup_join_self() from your own setup function
- * instead when it does more (setpgid, PR_SET_PDEATHSIG: vm/child.c).
+ * instead when it does more (setpgid, PR_SET_PDEATHSIG: base/child.c).
  */
 void sbx_cgroup_child_setup(gpointer data);
 
