@@ -39,13 +39,14 @@ void sbx_json_append_string(GString *out, const char *data, gsize len)
     g_string_append_c(out, '"');
     while (p < end) {
         gunichar c = *p == '\0' ? 0 : g_utf8_get_char_validated(p, end - p);
-        if (c == (gunichar)-1 || c == (gunichar)-2) {
-            append_char(out, 0xfffd); /* one replacement per invalid byte */
+        if (c == 0 || c == (gunichar)-1 || c == (gunichar)-2) {
+            /* One replacement per invalid byte, and for NUL: our JSON never holds U+0000. */
+            append_char(out, 0xfffd);
             p++;
             continue;
         }
         append_char(out, c);
-        p = c == 0 ? p + 1 : g_utf8_next_char(p);
+        p = g_utf8_next_char(p);
     }
     g_string_append_c(out, '"');
 }

@@ -1,8 +1,9 @@
 /*
  * The one JSON builder and escaper of the host agent: JSON text written into a GString, with
  * commas and nesting kept by the builder, every string escaped whatever its bytes (invalid
- * UTF-8 becomes U+FFFD, control characters are escaped), and JSON texts of ours (a report, a
- * checked tool input) inserted as they are. Values from elsewhere are never printed by hand.
+ * UTF-8 and NUL become U+FFFD, control characters are escaped), and JSON texts of ours (a
+ * report, a checked tool input) inserted as they are. What it writes follows the payload rules
+ * of docs/protocol.md (no U+0000 anywhere), so every parser of ours accepts it.
  */
 #pragma once
 
@@ -19,8 +20,9 @@ typedef struct {
 } SbxJsonb;
 
 /**
- * Append @len bytes of @data to @out as a JSON string literal. Invalid UTF-8 becomes U+FFFD,
- * NUL and control characters are escaped: any bytes give valid JSON.
+ * Append @len bytes of @data to @out as a JSON string literal. Invalid UTF-8 and NUL become
+ * U+FFFD, control characters are escaped: any bytes give valid JSON that our strict parser
+ * (protocol/json.h: no U+0000) accepts.
  */
 void sbx_json_append_string(GString *out, const char *data, gsize len);
 

@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/jsonfile.h" /* g_autoptr(cJSON) */
 #include "base/paths.h"
 #include "base/sbx-config.h"
 #include "cli/cli.h"
 #include "cli/serve.h"
 #include "image.h"
-#include "jsonfile.h" /* g_autoptr(cJSON) */
 #include "protocol/json.h"
 
 static int version_start(SbxCli *cli, int argc, char **argv)

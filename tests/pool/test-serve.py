@@ -283,6 +283,11 @@ def body(serve, sock, rt, env):
     check(rc == 0 and '"result":{"sum":0.30000000000000004,"big":1180591620717411303424,'
           '"neg":-0.0,"n":-9007199254740993}' in out,
           f"exact numbers through serve: rc {rc} out {out!r} err {err!r}")
+    # A NUL byte in collected output: the report is JSON our client's strict parser accepts
+    # (NUL as U+FFFD, as without serve), not a broken frame.
+    rc, out, err = run(env, 'process.stdout.write("a\\u0000b\\n"); 7', "javascript", "--json")
+    check(rc == 0 and '"result":7' in out and '"stdout":"a\ufffdb\\n"' in out,
+          f"NUL in output through serve: rc {rc} out {out!r} err {err!r}")
     # MCP tools: the server starts and lists its tools while the request claims a VM; one that
     # never answers initialize fails the request (the loop goes on serving).
     mcp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "mcp")
