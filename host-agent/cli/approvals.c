@@ -17,7 +17,7 @@
 #include "cli/escape.h"
 #include "cli/input-view.h"
 #include "cli/serve-client.h"
-#include "cli/serve-proto.h"
+#include "server/proto.h"
 #include "protocol/frame.h"
 #include "protocol/limits.h"
 

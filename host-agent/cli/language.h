@@ -8,7 +8,7 @@
 #include "protocol/message.h"
 
 /** What --lang accepts and a file name can say, for messages. */
-#define SBX_CLI_LANGUAGES "javascript, typescript or python"
+#define SBX_CLI_LANGUAGES SBX_LANGUAGE_NAMES
 
 /**
  * The language a file's name says: `.js`, `.mjs` JavaScript; `.ts`, `.mts` TypeScript; `.py`

@@ -9,7 +9,7 @@
 #include "base/paths.h"
 #include "base/sbx-config.h"
 #include "cli/cli.h"
-#include "cli/serve.h"
+#include "server/path.h"
 #include "image.h"
 #include "protocol/json.h"
 

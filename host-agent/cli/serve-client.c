@@ -15,8 +15,8 @@
 #include <glib-unix.h>
 
 #include "cli/serve-client.h"
-#include "cli/serve-proto.h"
-#include "cli/serve.h"
+#include "server/proto.h"
+#include "server/path.h"
 #include "exec/report.h"
 #include "protocol/frame.h"
 #include "protocol/limits.h"

@@ -42,6 +42,9 @@ typedef enum {
     SBX_LANG__COUNT
 } SbxLanguage;
 
+/* The languages' protocol names, for messages ("language: ..."). */
+#define SBX_LANGUAGE_NAMES "javascript, typescript or python"
+
 typedef enum { SBX_STREAM_STDOUT, SBX_STREAM_STDERR, SBX_STREAM__COUNT } SbxStream;
 
 typedef enum {

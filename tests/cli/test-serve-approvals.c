@@ -1,6 +1,6 @@
 /*
- * The approval messages of `sandbox serve` (host-agent/cli/serve-approvals.c), decoded as
- * `sandbox approvals` decodes them (serve-proto.c): the list carries a long input as its start
+ * The approval messages of `sandbox serve` (host-agent/server/unix-approvals.c), decoded as
+ * `sandbox approvals` decodes them (server/proto.c): the list carries a long input as its start
  * only, and `{"type":"approvals","id":ID}` carries that approval alone with its input whole;
  * an id not pending gives an empty list, a malformed one bad_request.
  */
@@ -15,24 +15,23 @@
 #include <string.h>
 
 #include "approvals.h"
-#include "cli/serve-proto.h"
-#include "cli/serve.h"
+#include "server/proto.h"
+#include "server/unix-private.h"
 
-/* The frames "sent" to the client: serve.c's sending, played here. */
+/* The frames "sent" to the client: unix.c's sending, played here. */
 static GPtrArray *sent;
 
-gboolean sbx_serve_conn_send(ServeConn *conn, const char *json, gsize len)
+void sbx_unix_conn_send_msg(UnixConn *conn, const SbxServeMsg *msg)
 {
     (void)conn;
-    g_ptr_array_add(sent, g_strndup(json, len));
-    return TRUE;
+    g_ptr_array_add(sent, sbx_serve_proto_msg_encode(msg));
 }
 
-void sbx_serve_conn_send_msg(ServeConn *conn, const SbxServeMsg *msg)
+void sbx_unix_conn_send_error(UnixConn *conn, const char *code, const char *message)
 {
-    g_autofree char *json = sbx_serve_proto_msg_encode(msg);
+    SbxServeMsg m = {.type = SBX_SERVE_MSG_ERROR, .code = (char *)code, .message = (char *)message};
 
-    sbx_serve_conn_send(conn, json, strlen(json));
+    sbx_unix_conn_send_msg(conn, &m);
 }
 
 static void never(SbxApprovalOutcome outcome, gpointer data)
@@ -48,7 +47,7 @@ static void ask(SbxApprovals *approvals, const char *request, SbxServeMsg *msg)
 
     g_ptr_array_set_size(sent, 0);
     assert_true(sbx_serve_proto_request_decode(request, strlen(request), &req));
-    assert_true(sbx_serve_approval_message(NULL, approvals, &req));
+    assert_true(sbx_unix_approval_message(NULL, approvals, &req));
     assert_int_equal(sent->len, 1);
     const char *answer = sent->pdata[0];
     assert_true(sbx_serve_proto_msg_decode(answer, strlen(answer), msg));

@@ -18,7 +18,7 @@
 #include <glib.h>
 
 #include "../protocol/fuzz.h"
-#include "cli/serve-proto.h"
+#include "server/proto.h"
 #include "protocol/frame.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"

@@ -14,7 +14,7 @@
 
 #include <string.h>
 
-#include "cli/serve-proto.h"
+#include "server/proto.h"
 #include "session/session.h"
 
 /* Decode @json as a client's request; it must be a message. */

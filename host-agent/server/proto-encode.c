@@ -4,7 +4,7 @@
  * escaped whatever its bytes; JSON texts of ours (a report, a checked tool input) are inserted
  * as they are.
  */
-#include "cli/serve-proto.h"
+#include "server/proto.h"
 
 #include <string.h>
 

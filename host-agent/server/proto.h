@@ -1,9 +1,9 @@
 /*
  * The client protocol of `sandbox serve` (docs/pool.md, "Client protocol"): typed requests
  * (client -> server) and typed messages (server -> client), each with one encoder and one
- * decoder, shared by the server (serve.c, serve-run.c, serve-approvals.c) and the clients
- * (serve-client.c, approvals.c). Pure: no I/O, no server state (whether a profile is pooled is
- * the server's to check); cJSON stays inside.
+ * decoder, shared by the server (unix.c, unix-run.c, unix-approvals.c) and the clients
+ * (cli/serve-client.c, cli/approvals.c). Pure: no I/O, no server state (whether a profile is pooled
+ * is the server's to check); cJSON stays inside.
  *
  * Ownership: every pointer in an SbxServeRequest or SbxServeMsg is owned by it and freed by its
  * clear function; optional strings are NULL when absent.

@@ -1,11 +1,15 @@
 /*
  * Where `sandbox serve` listens, and the check that nobody else can reach or replace it.
  */
+#include "server/path.h"
+
+#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <gio/gio.h>
+
 #include "base/paths.h"
-#include "cli/serve.h"
 
 char *sbx_serve_socket_path(const char *opt)
 {

@@ -5,8 +5,8 @@
  */
 #include <string.h>
 
-#include "cli/serve.h"
 #include "protocol/limits.h"
+#include "server/unix-private.h"
 
 /*
  * Input shown per pending approval. A call's input may be 1 MiB and up to
@@ -22,13 +22,6 @@
  * before anyone is asked; this only keeps the answer within one frame whatever happens.
  */
 #define APPROVAL_INPUT_ALONE_MAX (SBX_FRAME_MAX / 2)
-
-static void send_error(ServeConn *conn, const char *code, const char *message)
-{
-    SbxServeMsg m = {.type = SBX_SERVE_MSG_ERROR, .code = (char *)code, .message = (char *)message};
-
-    sbx_serve_conn_send_msg(conn, &m);
-}
 
 /* @a as an entry of `pending` (strings borrowed), its input whole if at most @input_max bytes. */
 static void pending_entry(const SbxApproval *a, gsize input_max, SbxServePending *p)
@@ -49,7 +42,7 @@ static void pending_entry(const SbxApproval *a, gsize input_max, SbxServePending
 }
 
 /* Every pending approval (@id NULL), or approval @id alone (none if it is not pending). */
-static void list(ServeConn *conn, SbxApprovals *approvals, const char *id)
+static void list(UnixConn *conn, SbxApprovals *approvals, const char *id)
 {
     g_autoptr(GPtrArray) pending = sbx_approvals_pending(approvals);
     g_autofree SbxServePending *entries = g_new0(SbxServePending, pending->len + 1);
@@ -62,39 +55,39 @@ static void list(ServeConn *conn, SbxApprovals *approvals, const char *id)
                           &entries[m.n_pending++]);
         }
     }
-    sbx_serve_conn_send_msg(conn, &m);
+    sbx_unix_conn_send_msg(conn, &m);
     for (gsize i = 0; i < m.n_pending; i++) {
         g_free(entries[i].input_excerpt);
     }
 }
 
-/* An `approve` or `deny` (@req->id checked by serve-proto.c, unless @req->bad says why not). */
-static void decide(ServeConn *conn, SbxApprovals *approvals, const SbxServeRequest *req)
+/* An `approve` or `deny` (@req->id checked by proto.c, unless @req->bad says why not). */
+static void decide(UnixConn *conn, SbxApprovals *approvals, const SbxServeRequest *req)
 {
     gboolean approve = req->type == SBX_SERVE_REQ_APPROVE;
 
     if (req->bad != NULL) {
-        send_error(conn, "bad_request", req->bad);
+        sbx_unix_conn_send_error(conn, "bad_request", req->bad);
         return;
     }
     if (!sbx_approvals_decide(approvals, req->id, approve)) {
         g_autofree char *why = g_strdup_printf(
             "no pending approval \"%s\" (answered, timed out, or its run ended)", req->id);
-        send_error(conn, "not_found", why);
+        sbx_unix_conn_send_error(conn, "not_found", why);
         return;
     }
     SbxServeMsg m = {
         .type = approve ? SBX_SERVE_MSG_APPROVED : SBX_SERVE_MSG_DENIED,
         .id = req->id,
     };
-    sbx_serve_conn_send_msg(conn, &m);
+    sbx_unix_conn_send_msg(conn, &m);
 }
 
-gboolean sbx_serve_approval_message(ServeConn *conn, SbxApprovals *approvals,
-                                    const SbxServeRequest *req)
+gboolean sbx_unix_approval_message(UnixConn *conn, SbxApprovals *approvals,
+                                   const SbxServeRequest *req)
 {
     if (req->type == SBX_SERVE_REQ_APPROVALS && req->bad != NULL) {
-        send_error(conn, "bad_request", req->bad);
+        sbx_unix_conn_send_error(conn, "bad_request", req->bad);
     } else if (req->type == SBX_SERVE_REQ_APPROVALS) {
         list(conn, approvals, req->id);
     } else if (req->type == SBX_SERVE_REQ_APPROVE || req->type == SBX_SERVE_REQ_DENY) {

@@ -3,13 +3,12 @@
  * client's request, and the fields of a server's message. The only file of the serve protocol
  * that looks into JSON.
  */
-#include "cli/serve-proto.h"
+#include "server/proto.h"
 
 #include <string.h>
 
 #include <cJSON.h>
 
-#include "cli/language.h"
 #include "protocol/base64.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
@@ -88,7 +87,7 @@ static const char *decode_run(const cJSON *msg, SbxServeRun *run)
     guint64 timeout = SBX_SESSION_TIMEOUT_DEFAULT_MS, limit = SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
 
     if (!cJSON_IsString(lang) || sbx_language_from_name(lang->valuestring, &run->language) < 0) {
-        return "language: " SBX_CLI_LANGUAGES;
+        return "language: " SBX_LANGUAGE_NAMES;
     }
     if (!cJSON_IsString(code) || strlen(code->valuestring) == 0 ||
         !g_utf8_validate(code->valuestring, -1, NULL)) {

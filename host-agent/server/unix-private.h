@@ -1,0 +1,70 @@
+/*
+ * Inside the Unix socket front end (unix.h): unix.c owns the socket, the connections and their
+ * frames; unix-run.c runs one `run` request as a server job and forwards its events;
+ * unix-approvals.c answers the approval requests.
+ */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "approvals.h"
+#include "protocol/message.h"
+#include "server/proto.h"
+#include "server/server.h"
+#include "server/unix.h"
+
+/*
+ * Client connections at once. The socket is owner-only, so clients are the user's own
+ * programs; each connection costs an fd, a frame buffer and a write queue. 16 is plenty for
+ * one user's concurrent `sandbox run`s and bounds what a runaway script can hold.
+ */
+#define SBX_UNIX_CONNECTIONS_MAX 16
+
+/*
+ * Bytes queued for a client that does not read. Output is forwarded as it comes (up to the
+ * request's output limit, which may be 1 GiB); a client more than 16 MiB behind is dropped
+ * and its execution ended, so a stuck client cannot grow our memory.
+ */
+#define SBX_UNIX_WRITE_QUEUE_MAX (16u * 1024 * 1024)
+
+/* Output is forwarded in pieces of at most this many bytes (base64 keeps it under a frame). */
+#define SBX_UNIX_OUTPUT_CHUNK (256u * 1024)
+
+/* Listen backlog: connections beyond SBX_UNIX_CONNECTIONS_MAX are refused anyway. */
+#define SBX_UNIX_BACKLOG 16
+
+typedef struct UnixConn UnixConn;
+typedef struct UnixRun UnixRun;
+
+/* unix.c, for unix-run.c and unix-approvals.c */
+/** The server behind @conn. */
+SbxServer *sbx_unix_conn_server(UnixConn *conn);
+/** Who is on the other end of @conn ("sandbox run, pid N"), for the approvals list. */
+char *sbx_unix_conn_origin(UnixConn *conn);
+/** Queue a frame with @json (a JSON object text) for @conn; FALSE if the client is too slow. */
+gboolean sbx_unix_conn_send(UnixConn *conn, const char *json, gsize len);
+/** Queue the frame of message @msg for @conn (as sbx_unix_conn_send()). */
+void sbx_unix_conn_send_msg(UnixConn *conn, const SbxServeMsg *msg);
+/** Queue an error message. */
+void sbx_unix_conn_send_error(UnixConn *conn, const char *code, const char *message);
+/** The run on @conn is over (its done frame is queued): @conn may take the next request. */
+void sbx_unix_conn_run_over(UnixConn *conn);
+
+/* unix-run.c */
+/**
+ * Start the checked `run` request @req on @conn as a server job; a refusal is answered with an
+ * error frame and NULL is returned.
+ */
+UnixRun *sbx_unix_run_start(UnixConn *conn, const SbxServeRun *req);
+/** The client is gone or too slow: end the run without it (its job ends on its own). */
+void sbx_unix_run_abandon(UnixRun *run, const char *why);
+/** QEMU PID of the run's VM, 0 if none. */
+GPid sbx_unix_run_pid(UnixRun *run);
+
+/* unix-approvals.c */
+/**
+ * Answer the client request @req if it is about approvals (`approvals`, `approve`, `deny`:
+ * docs/pool.md). FALSE if it is of another type.
+ */
+gboolean sbx_unix_approval_message(UnixConn *conn, SbxApprovals *approvals,
+                                   const SbxServeRequest *req);
