@@ -17,9 +17,9 @@
 #include "cli/escape.h"
 #include "cli/input-view.h"
 #include "cli/serve-client.h"
-#include "server/proto.h"
 #include "protocol/frame.h"
 #include "protocol/limits.h"
+#include "server/proto.h"
 
 /* The server answers from its main loop; 5 s covers a loaded host without hanging a script. */
 #define APPROVALS_ANSWER_MS 5000

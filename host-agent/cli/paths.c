@@ -9,9 +9,9 @@
 #include "base/paths.h"
 #include "base/sbx-config.h"
 #include "cli/cli.h"
-#include "server/path.h"
 #include "image.h"
 #include "protocol/json.h"
+#include "server/path.h"
 
 static int version_start(SbxCli *cli, int argc, char **argv)
 {

@@ -15,11 +15,11 @@
 #include <glib-unix.h>
 
 #include "cli/serve-client.h"
-#include "server/proto.h"
-#include "server/path.h"
 #include "exec/report.h"
 #include "protocol/frame.h"
 #include "protocol/limits.h"
+#include "server/path.h"
+#include "server/proto.h"
 
 typedef struct {
     SbxCli *cli;

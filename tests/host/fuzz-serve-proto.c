@@ -18,10 +18,10 @@
 #include <glib.h>
 
 #include "../protocol/fuzz.h"
-#include "server/proto.h"
 #include "protocol/frame.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
+#include "server/proto.h"
 
 /* Streams of more frames than this are cut: the checks per frame are what matters. */
 #define FUZZ_FRAMES_MAX 64
