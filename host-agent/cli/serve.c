@@ -1,7 +1,8 @@
 /*
  * `sandbox serve [--socket PATH] [--pool N] [--profile NAME]...`: a long-lived host agent that
  * keeps a warm pool of restored VMs per machine profile and runs requests on them: `sandbox
- * run`'s over a Unix socket only its owner can reach (docs/pool.md). This file parses the
+ * run`'s over a Unix socket only its owner can reach (docs/pool.md), and with --listen the HTTP
+ * API's for tenants (docs/api.md). This file parses the
  * options, makes the server (server/server.h) and its front ends, and stops them on a signal.
  */
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "prestart.h"
+#include "server/http.h"
 #include "server/path.h"
 #include "server/server.h"
 #include "server/unix.h"
@@ -48,9 +50,16 @@ typedef struct {
     guint pool_sizes[SBX_SERVER_PROFILES_MAX];
     guint prestarts[SBX_SERVER_PROFILES_MAX];
     gboolean no_warm_up;
+    char *listen;
+    char *tls_cert;
+    char *tls_key;
+    char *catalogs_dir;
+    char *db_path;
     char *socket_path;
+    SbxStore *store; /* the tenants of the HTTP API */
     SbxServer *server;
     SbxUnixFront *unix_front;
+    SbxHttpFront *http_front;
     guint grace_source;
 } ServeCli;
 
@@ -82,6 +91,9 @@ static void on_signal(SbxCli *cli, gpointer data)
     (void)cli;
 
     sbx_unix_front_close(srv->unix_front);
+    if (srv->http_front != NULL) {
+        sbx_http_front_close(srv->http_front);
+    }
     srv->grace_source = g_timeout_add(SERVE_SHUTDOWN_GRACE_MS, grace_over, srv);
     sbx_server_shutdown(srv->server, on_drained, srv);
 }
@@ -173,6 +185,16 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
          "QEMUs kept started for restores on demand: N for every profile (default: 1), NAME=N "
          "for one (repeatable)",
          "[NAME=]N"},
+        {"listen", 'l', 0, G_OPTION_ARG_STRING, &srv->listen,
+         "Serve the HTTP API for tenants on ADDR:PORT (docs/api.md)", "ADDR:PORT"},
+        {"tls-cert", 0, 0, G_OPTION_ARG_FILENAME, &srv->tls_cert,
+         "HTTPS with this PEM certificate (with --tls-key)", "FILE"},
+        {"tls-key", 0, 0, G_OPTION_ARG_FILENAME, &srv->tls_key, "The certificate's PEM key",
+         "FILE"},
+        {"catalogs-dir", 0, 0, G_OPTION_ARG_FILENAME, &srv->catalogs_dir,
+         "The tool catalogs tenants may name (NAME.json)", "DIR"},
+        {"db", 0, 0, G_OPTION_ARG_FILENAME, &srv->db_path,
+         "The store of tenants (default: sandbox.db in the state directory)", "PATH"},
         {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
          "Offer pooled VMs without the runners' warm-up after the restore (for comparison)", NULL},
         G_OPTION_ENTRY_NULL,
@@ -238,7 +260,29 @@ static gboolean start_server(ServeCli *srv, GError **error)
         return FALSE;
     }
     srv->unix_front = sbx_unix_front_new(srv->server, srv->socket_path, error);
-    return srv->unix_front != NULL;
+    if (srv->unix_front == NULL || srv->listen == NULL) {
+        return srv->unix_front != NULL;
+    }
+    g_autofree char *db = srv->db_path != NULL ? g_strdup(srv->db_path) : sbx_store_default_path();
+    srv->store = sbx_store_open(db, error);
+    if (srv->store == NULL) {
+        return FALSE;
+    }
+    SbxHttpConfig http = {
+        .listen = srv->listen,
+        .tls_cert = srv->tls_cert,
+        .tls_key = srv->tls_key,
+        .catalogs_dir = srv->catalogs_dir,
+        .store = srv->store,
+    };
+    srv->http_front = sbx_http_front_new(srv->server, &http, error);
+    if (srv->http_front == NULL) {
+        return FALSE;
+    }
+    fprintf(stderr, "sandbox serve: HTTP API on %s://%s (port %u)\n",
+            srv->tls_cert != NULL ? "https" : "http", srv->listen,
+            sbx_http_front_port(srv->http_front));
+    return TRUE;
 }
 
 static int serve_start(SbxCli *cli, int argc, char **argv)
@@ -275,9 +319,16 @@ static void serve_cleanup(SbxCli *cli)
     if (srv == NULL) {
         return;
     }
+    sbx_http_front_free(srv->http_front); /* its executions' jobs are detached */
     sbx_unix_front_free(srv->unix_front); /* its connections' runs are abandoned */
     sbx_server_free(srv->server);         /* jobs left after the grace: their VMs killed now */
     g_clear_handle_id(&srv->grace_source, g_source_remove);
+    sbx_store_close(srv->store);
+    g_free(srv->listen);
+    g_free(srv->tls_cert);
+    g_free(srv->tls_key);
+    g_free(srv->catalogs_dir);
+    g_free(srv->db_path);
     g_free(srv->socket_opt);
     g_strfreev(srv->profile_names);
     g_strfreev(srv->pool_opts);

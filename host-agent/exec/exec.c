@@ -104,9 +104,14 @@ static void on_output(SbxSession *s, SbxStream stream, const guint8 *data, gsize
     }
 }
 
-static void on_tool_settled(gpointer user_data)
+static void on_tool_settled(gpointer user_data, guint32 call_id, gboolean ok, guint64 duration_ms)
 {
-    maybe_finish(user_data);
+    SbxExec *exec = user_data;
+
+    if (exec->sink->tool_result != NULL) {
+        exec->sink->tool_result(exec->sink_data, call_id, ok, duration_ms);
+    }
+    maybe_finish(exec);
 }
 
 static void on_tool_call(SbxSession *s, guint32 call_id, const char *provider, const char *tool,
@@ -114,6 +119,12 @@ static void on_tool_call(SbxSession *s, guint32 call_id, const char *provider, c
 {
     SbxExec *exec = user_data;
 
+    if (exec->sink->tool_call != NULL) {
+        const char *real_provider = provider, *real_tool = tool;
+        sbx_namespace_resolve(sbx_tools_namespace(exec->tools), provider, tool, &real_provider,
+                              &real_tool);
+        exec->sink->tool_call(exec->sink_data, call_id, real_provider, real_tool, input_json);
+    }
     sbx_relay_tool_call(s, exec->tools, call_id, provider, tool, input_json, exec->cancel,
                         on_tool_settled, exec);
 }
@@ -253,6 +264,9 @@ void sbx_exec_start(SbxExec *exec)
     g_assert(!exec->started);
     exec->started = TRUE;
     exec->acquiring = TRUE;
+    if (exec->sink->started != NULL) {
+        exec->sink->started(exec->sink_data);
+    }
     exec->src->ops->acquire(exec->src, on_acquired, exec);
     /* Spawns the MCP stdio servers; they list their tools while the VM starts. */
     sbx_tools_start(exec->tools, on_tools_ready, exec);
@@ -282,6 +296,11 @@ const SbxRunResult *sbx_exec_result(const SbxExec *exec)
 const char *sbx_exec_failure(const SbxExec *exec)
 {
     return exec->failure;
+}
+
+SbxStatus sbx_exec_failure_status(const SbxExec *exec)
+{
+    return exec->failure_status;
 }
 
 int sbx_exec_exit_code(const SbxExec *exec)

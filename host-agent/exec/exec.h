@@ -35,8 +35,15 @@ typedef struct {
 
 /* Where the events go. Every member is optional except done. */
 typedef struct {
+    /* The execution started (a server's job left its queue): its VM is being acquired. */
+    void (*started)(gpointer data);
     /* Output accepted (within the limit), as it comes; not when collected. */
     void (*output)(gpointer data, SbxStream stream, const guint8 *bytes, gsize len);
+    /* A tool call of the guest (real names, its input's JSON), on its way to the provider. */
+    void (*tool_call)(gpointer data, guint32 call_id, const char *provider, const char *tool,
+                      const char *input_json);
+    /* Its answer went back to the guest (@ok: a result), or it was dropped at the end. */
+    void (*tool_result)(gpointer data, guint32 call_id, gboolean ok, guint64 duration_ms);
     /* The tools started: their warnings (an MCP server's schema left unchecked, ...). */
     void (*warnings)(gpointer data, const char *const *warnings);
     /* The execution is over and every tool process reaped: the outcome can be read. Once. */
@@ -68,6 +75,9 @@ const SbxRunResult *sbx_exec_result(const SbxExec *exec);
 
 /** Why the sandbox failed before an execution result, or NULL. */
 const char *sbx_exec_failure(const SbxExec *exec);
+
+/** The status of such a failure (crash, or terminated/cancelled by an abort). */
+SbxStatus sbx_exec_failure_status(const SbxExec *exec);
 
 /** The exit code `sandbox run` ends with (docs/cli.md); only after done. */
 int sbx_exec_exit_code(const SbxExec *exec);

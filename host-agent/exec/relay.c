@@ -7,6 +7,7 @@ typedef struct {
     SbxSession *session;
     SbxTools *tools;
     guint32 call_id;
+    gint64 t_start; /* monotonic us */
     SbxRelaySettledFunc settled;
     gpointer user_data;
 } RelayCall;
@@ -31,7 +32,8 @@ static void on_tool_done(GObject *src, GAsyncResult *res, gpointer data)
         };
         sbx_session_tool_result(rc->session, rc->call_id, NULL, &e);
     }
-    rc->settled(rc->user_data);
+    rc->settled(rc->user_data, rc->call_id, result != NULL,
+                (guint64)(g_get_monotonic_time() - rc->t_start) / 1000);
     g_free(rc);
 }
 
@@ -44,6 +46,7 @@ void sbx_relay_tool_call(SbxSession *session, SbxTools *tools, guint32 call_id,
     rc->session = session;
     rc->tools = tools;
     rc->call_id = call_id;
+    rc->t_start = g_get_monotonic_time();
     rc->settled = settled;
     rc->user_data = user_data;
     sbx_tools_call_async(tools, provider, tool, input_json, cancel, on_tool_done, rc);

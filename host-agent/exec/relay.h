@@ -11,10 +11,12 @@
 #include "tools.h"
 
 /*
- * Called after a relayed call was answered (or dropped because the session ended), so that the
- * owner can check whether it may finish: sbx_tools_in_flight() has already dropped by one.
+ * Called after relayed call @call_id was answered (@ok: with a result) or dropped because the
+ * session ended, @duration_ms after it was relayed, so that the owner can check whether it may
+ * finish: sbx_tools_in_flight() has already dropped by one.
  */
-typedef void (*SbxRelaySettledFunc)(gpointer user_data);
+typedef void (*SbxRelaySettledFunc)(gpointer user_data, guint32 call_id, gboolean ok,
+                                    guint64 duration_ms);
 
 /**
  * Run @tool of @provider with @input_json through @tools and answer @call_id on @session with

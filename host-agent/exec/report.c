@@ -107,6 +107,26 @@ static void append_failure(GString *out, SbxStatus status, const char *failure)
                          "\"duration_ms\":0,\"tool_calls\":[],\"tool_calls_dropped\":0");
 }
 
+char *sbx_report_error_json(const SbxError *e)
+{
+    GString *out = g_string_new(NULL);
+
+    append_error(out, e);
+    return g_string_free(out, FALSE);
+}
+
+char *sbx_report_tool_calls_json(const SbxRunResult *r, const SbxNamespace *ns)
+{
+    GString *out = g_string_new("[");
+
+    for (guint i = 0; r->tool_calls != NULL && i < r->tool_calls->len; i++) {
+        g_string_append(out, i > 0 ? "," : "");
+        append_call(out, g_ptr_array_index(r->tool_calls, i), ns);
+    }
+    g_string_append_c(out, ']');
+    return g_string_free(out, FALSE);
+}
+
 char *sbx_report_json(const SbxReport *report)
 {
     GString *out = g_string_new(NULL);

@@ -20,3 +20,9 @@ typedef struct {
 
 /** The report as one line of JSON (caller frees). */
 char *sbx_report_json(const SbxReport *report);
+
+/** An error as the report writes it: {"code","type","message","stack"} (caller frees). */
+char *sbx_report_error_json(const SbxError *e);
+
+/** The tool calls of @r as the report writes them, a JSON array (real names through @ns). */
+char *sbx_report_tool_calls_json(const SbxRunResult *r, const SbxNamespace *ns);

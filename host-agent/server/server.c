@@ -223,6 +223,34 @@ static void job_output(gpointer data, SbxStream stream, const guint8 *bytes, gsi
     }
 }
 
+static void job_started(gpointer data)
+{
+    SbxServerJob *job = data;
+
+    if (job->sink != NULL && job->sink->started != NULL) {
+        job->sink->started(job->sink_data);
+    }
+}
+
+static void job_tool_call(gpointer data, guint32 call_id, const char *provider, const char *tool,
+                          const char *input_json)
+{
+    SbxServerJob *job = data;
+
+    if (job->sink != NULL && job->sink->tool_call != NULL) {
+        job->sink->tool_call(job->sink_data, call_id, provider, tool, input_json);
+    }
+}
+
+static void job_tool_result(gpointer data, guint32 call_id, gboolean ok, guint64 duration_ms)
+{
+    SbxServerJob *job = data;
+
+    if (job->sink != NULL && job->sink->tool_result != NULL) {
+        job->sink->tool_result(job->sink_data, call_id, ok, duration_ms);
+    }
+}
+
 static void job_warnings(gpointer data, const char *const *warnings)
 {
     SbxServerJob *job = data;
@@ -251,7 +279,10 @@ static void job_done(gpointer data, SbxExec *exec)
 }
 
 static const SbxExecSink job_sink = {
+    .started = job_started,
     .output = job_output,
+    .tool_call = job_tool_call,
+    .tool_result = job_tool_result,
     .warnings = job_warnings,
     .done = job_done,
 };

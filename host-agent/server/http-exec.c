@@ -1,0 +1,899 @@
+/*
+ * The executions of the HTTP API (http-private.h, docs/api.md): a request checked into a job
+ * of the server, its state and output as it runs, its events kept for later streams and sent
+ * to the streams and waiters attached, and its JSON object. Finished executions stay in memory
+ * (the last SBX_HTTP_FINISHED_KEPT).
+ */
+#include "server/http-private.h"
+
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "base/json-builder.h"
+#include "exec/report.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
+#include "tools.h"
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
+
+/* One event, kept for streams that start later. */
+typedef struct {
+    char *name;
+    char *data; /* JSON text */
+} Event;
+
+/* A client following the events (GET .../events), or waiting for the end (?wait=). */
+typedef struct {
+    HttpExec *exec;
+    SoupServerMessage *msg;
+    gboolean ndjson; /* else server-sent events */
+    gboolean waiter; /* ?wait=: answered with the object at the end or the timeout */
+    gsize queued;    /* bytes appended and not yet written */
+    guint timeout;   /* a waiter's */
+    gulong finished_handler;
+    gulong wrote_handler;
+} Follower;
+
+struct HttpExec {
+    HttpFront *front;
+    char *id;
+    char *tenant_id;
+    char *origin; /* the approvals' origin of its calls: "http execution <id>" */
+    SbxLanguage language;
+    char *catalog;
+    guint timeout_ms;
+    guint64 output_limit;
+    gint64 created_us; /* wall clock */
+    gint64 started_us;
+    gint64 finished_us;
+    SbxServerJob *job; /* until done */
+    gboolean done;
+    GByteArray *out[SBX_STREAM__COUNT]; /* what it wrote (bounded by its output limit) */
+    char *final_json;                   /* the object, once done */
+    char *status;                       /* once done */
+    GPtrArray *events;                  /* Event* */
+    gsize events_bytes;
+    gboolean events_cut; /* past SBX_HTTP_EVENTS_KEPT_MAX: later events streamed live only */
+    GList *followers;    /* Follower* */
+    GHashTable *approvals_seen;
+};
+
+/* ---- the object --------------------------------------------------------------------------- */
+
+static char *iso_time(gint64 us)
+{
+    g_autoptr(GDateTime) s = g_date_time_new_from_unix_utc(us / G_USEC_PER_SEC);
+    g_autoptr(GDateTime) t = g_date_time_add(s, us % G_USEC_PER_SEC);
+
+    return g_date_time_format_iso8601(t);
+}
+
+static void member_time(SbxJsonb *b, const char *key, gint64 us)
+{
+    g_autofree char *text = us > 0 ? iso_time(us) : NULL;
+
+    sbx_jsonb_member_string(b, key, text);
+}
+
+static void member_output(SbxJsonb *b, const char *key, const GByteArray *a)
+{
+    sbx_jsonb_key(b, key);
+    sbx_jsonb_string_len(b, (const char *)a->data, a->len);
+}
+
+/* The members every view has (no braces). */
+static void common_members(SbxJsonb *b, HttpExec *e, const char *status)
+{
+    sbx_jsonb_member_string(b, "id", e->id);
+    sbx_jsonb_member_string(b, "status", status);
+    sbx_jsonb_member_string(b, "language", sbx_language_name(e->language));
+    member_time(b, "created_at", e->created_us);
+    member_time(b, "started_at", e->started_us);
+    member_time(b, "finished_at", e->finished_us);
+    sbx_jsonb_member_uint(b, "timeout_ms", e->timeout_ms);
+    sbx_jsonb_member_uint(b, "output_limit", e->output_limit);
+    sbx_jsonb_member_string(b, "catalog", e->catalog);
+}
+
+static const char *live_status(HttpExec *e)
+{
+    return e->done ? e->status : sbx_server_job_queued(e->job) ? "queued" : "running";
+}
+
+/* The object while it runs (no result yet), or the summary of a listing (@full FALSE). */
+static char *object_json(HttpExec *e, gboolean full)
+{
+    SbxJsonb b;
+
+    if (e->done && full) {
+        return g_strdup(e->final_json);
+    }
+    sbx_jsonb_init(&b);
+    sbx_jsonb_begin_object(&b);
+    common_members(&b, e, live_status(e));
+    if (full) {
+        sbx_jsonb_key(&b, "exit_code");
+        sbx_jsonb_null(&b);
+        sbx_jsonb_member_raw(&b, "result", NULL);
+        sbx_jsonb_member_raw(&b, "error", NULL);
+        member_output(&b, "stdout", e->out[SBX_STREAM_STDOUT]);
+        member_output(&b, "stderr", e->out[SBX_STREAM_STDERR]);
+        sbx_jsonb_member_bool(&b, "output_truncated", FALSE);
+        sbx_jsonb_member_raw(&b, "duration_ms", NULL);
+        sbx_jsonb_member_raw(&b, "tool_calls", "[]");
+    }
+    sbx_jsonb_end_object(&b);
+    return sbx_jsonb_finish(&b);
+}
+
+/* The object at the end, from the execution's outcome (the exec is freed after done). */
+static char *final_object(HttpExec *e, SbxExec *exec)
+{
+    const SbxRunResult *r = sbx_exec_result(exec);
+    SbxJsonb b;
+
+    sbx_jsonb_init(&b);
+    sbx_jsonb_begin_object(&b);
+    common_members(&b, e, e->status);
+    sbx_jsonb_key(&b, "exit_code");
+    if (r != NULL && r->exit_code >= 0) {
+        sbx_jsonb_int(&b, r->exit_code);
+    } else {
+        sbx_jsonb_null(&b);
+    }
+    sbx_jsonb_member_raw(&b, "result", r != NULL ? r->result_json : NULL);
+    g_autofree char *error = NULL;
+    if (r == NULL) {
+        SbxError fail = {.code = SBX_ERR_INTERNAL, .message = (char *)sbx_exec_failure(exec)};
+        error = sbx_report_error_json(&fail);
+    } else if (r->has_error) {
+        error = sbx_report_error_json(&r->error);
+    }
+    sbx_jsonb_member_raw(&b, "error", error);
+    member_output(&b, "stdout", e->out[SBX_STREAM_STDOUT]);
+    member_output(&b, "stderr", e->out[SBX_STREAM_STDERR]);
+    sbx_jsonb_member_bool(&b, "output_truncated", r != NULL && r->output_truncated);
+    sbx_jsonb_key(&b, "duration_ms");
+    if (r != NULL) {
+        sbx_jsonb_uint(&b, r->duration_ms);
+    } else {
+        sbx_jsonb_null(&b);
+    }
+    g_autofree char *calls =
+        r != NULL ? sbx_report_tool_calls_json(r, sbx_tools_namespace(sbx_exec_tools(exec)))
+                  : g_strdup("[]");
+    sbx_jsonb_member_raw(&b, "tool_calls", calls);
+    sbx_jsonb_end_object(&b);
+    return sbx_jsonb_finish(&b);
+}
+
+/* ---- followers ---------------------------------------------------------------------------- */
+
+static void follower_free(Follower *f)
+{
+    g_clear_handle_id(&f->timeout, g_source_remove);
+    g_signal_handler_disconnect(f->msg, f->finished_handler);
+    if (f->wrote_handler != 0) {
+        g_signal_handler_disconnect(f->msg, f->wrote_handler);
+    }
+    g_object_unref(f->msg);
+    g_free(f);
+}
+
+static void follower_drop(Follower *f)
+{
+    f->exec->followers = g_list_remove(f->exec->followers, f);
+    follower_free(f);
+}
+
+/* The client went away, or its answer is complete. */
+static void on_follower_finished(SoupServerMessage *msg, gpointer data)
+{
+    (void)msg;
+    follower_drop(data);
+}
+
+static void on_wrote(SoupServerMessage *msg, gsize chunk, gpointer data)
+{
+    Follower *f = data;
+    (void)msg;
+
+    f->queued -= MIN(chunk, f->queued);
+}
+
+/* @f's answer ends: a waiter gets the object, a stream its end. @f is dropped by "finished". */
+static void follower_end(Follower *f)
+{
+    SoupServerMessage *msg = f->msg;
+
+    if (f->waiter) {
+        sbx_http_reply_json(msg, SOUP_STATUS_OK, object_json(f->exec, TRUE));
+    } else {
+        soup_message_body_complete(soup_server_message_get_response_body(msg));
+    }
+    f->exec->followers = g_list_remove(f->exec->followers, f);
+    soup_server_message_unpause(msg);
+    follower_free(f);
+}
+
+static void stream_append(Follower *f, const Event *ev)
+{
+    g_autofree char *text =
+        f->ndjson ? g_strdup_printf("{\"event\":\"%s\",\"data\":%s}\n", ev->name, ev->data)
+                  : g_strdup_printf("event: %s\ndata: %s\n\n", ev->name, ev->data);
+    gsize len = strlen(text);
+
+    if (f->queued + len > SBX_HTTP_STREAM_QUEUE_MAX) {
+        follower_end(f); /* a client that does not read: its stream ends here */
+        return;
+    }
+    f->queued += len;
+    soup_message_body_append(soup_server_message_get_response_body(f->msg), SOUP_MEMORY_TAKE,
+                             g_steal_pointer(&text), len);
+    soup_server_message_unpause(f->msg);
+}
+
+static Follower *follow(HttpExec *e, SoupServerMessage *msg)
+{
+    Follower *f = g_new0(Follower, 1);
+
+    f->exec = e;
+    f->msg = g_object_ref(msg);
+    f->finished_handler = g_signal_connect(msg, "finished", G_CALLBACK(on_follower_finished), f);
+    e->followers = g_list_prepend(e->followers, f);
+    soup_server_message_pause(msg);
+    return f;
+}
+
+/* ---- events ------------------------------------------------------------------------------- */
+
+static void event_free(Event *ev)
+{
+    g_free(ev->name);
+    g_free(ev->data);
+    g_free(ev);
+}
+
+/* Keep event @name with @data (JSON, taken) and send it to the streams. */
+static void emit(HttpExec *e, const char *name, char *data)
+{
+    Event *ev = g_new0(Event, 1);
+
+    ev->name = g_strdup(name);
+    ev->data = data;
+    for (GList *l = e->followers, *next; l != NULL; l = next) {
+        next = l->next;
+        Follower *f = l->data;
+        if (!f->waiter) {
+            stream_append(f, ev);
+        }
+    }
+    gsize size = strlen(data) + strlen(name) + 32;
+    if (!e->events_cut && e->events_bytes + size <= SBX_HTTP_EVENTS_KEPT_MAX) {
+        e->events_bytes += size;
+        g_ptr_array_add(e->events, ev);
+        return;
+    }
+    e->events_cut = TRUE;
+    event_free(ev);
+}
+
+static void on_started(gpointer data)
+{
+    HttpExec *e = data;
+
+    e->started_us = g_get_real_time();
+}
+
+static void on_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
+{
+    HttpExec *e = data;
+    SbxJsonb b;
+
+    g_byte_array_append(e->out[stream], bytes, len); /* the session caps it at output_limit */
+    sbx_jsonb_init(&b);
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_member_string(&b, "stream", sbx_stream_name(stream));
+    sbx_jsonb_key(&b, "data");
+    sbx_jsonb_string_len(&b, (const char *)bytes, len);
+    sbx_jsonb_end_object(&b);
+    emit(e, "output", sbx_jsonb_finish(&b));
+}
+
+static void on_tool_call(gpointer data, guint32 call_id, const char *provider, const char *tool,
+                         const char *input_json)
+{
+    HttpExec *e = data;
+    SbxJsonb b;
+
+    sbx_jsonb_init(&b);
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_member_uint(&b, "call_id", call_id);
+    sbx_jsonb_member_string(&b, "provider", provider);
+    sbx_jsonb_member_string(&b, "tool", tool);
+    sbx_jsonb_member_raw(&b, "input", input_json); /* checked compact JSON */
+    sbx_jsonb_end_object(&b);
+    emit(e, "tool_call", sbx_jsonb_finish(&b));
+}
+
+static void on_tool_result(gpointer data, guint32 call_id, gboolean ok, guint64 duration_ms)
+{
+    HttpExec *e = data;
+
+    emit(e, "tool_result",
+         g_strdup_printf("{\"call_id\":%u,\"ok\":%s,\"duration_ms\":%" G_GUINT64_FORMAT "}",
+                         call_id, ok ? "true" : "false", duration_ms));
+}
+
+void sbx_http_exec_approval(HttpExec *e, const char *json)
+{
+    emit(e, "approval", g_strdup(json));
+}
+
+static void forget_oldest(HttpFront *front)
+{
+    while (g_queue_get_length(&front->finished) > SBX_HTTP_FINISHED_KEPT) {
+        HttpExec *old = g_queue_pop_head(&front->finished);
+        g_hash_table_remove(front->execs, old->id);
+        /* its followers, if any, hold no pointer that outlives it */
+        while (old->followers != NULL) {
+            follower_end(old->followers->data);
+        }
+        sbx_http_exec_free_one(old);
+    }
+}
+
+static void on_done(gpointer data, SbxExec *exec)
+{
+    HttpExec *e = data;
+    const SbxRunResult *r = sbx_exec_result(exec);
+
+    e->done = TRUE;
+    e->job = NULL; /* freed by the server after this */
+    e->finished_us = g_get_real_time();
+    e->status = g_strdup(sbx_status_name(r != NULL ? r->status : sbx_exec_failure_status(exec)));
+    e->final_json = final_object(e, exec);
+    emit(e, "done", g_strdup(e->final_json));
+    while (e->followers != NULL) {
+        follower_end(e->followers->data);
+    }
+    g_queue_push_tail(&e->front->finished, e);
+    forget_oldest(e->front);
+}
+
+static const SbxExecSink sink = {
+    .started = on_started,
+    .output = on_output,
+    .tool_call = on_tool_call,
+    .tool_result = on_tool_result,
+    .done = on_done,
+};
+
+/* ---- the request -------------------------------------------------------------------------- */
+
+/* A checked POST /v1/executions body. */
+typedef struct {
+    SbxLanguage language;
+    const char *code;    /* in the parsed tree */
+    const char *catalog; /* in the parsed tree, or NULL */
+    guint timeout_ms;
+    guint64 output_limit;
+} CreateRequest;
+
+/* An optional integer member from 1 to @max into @out; NULL on success, else what is wrong. */
+static gboolean get_limit(const cJSON *body, const char *name, guint64 max, guint64 *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, name);
+    int64_t n;
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        return TRUE;
+    }
+    if (!sbx_json_int64(v, &n) || n < 1 || (guint64)n > max) {
+        return FALSE;
+    }
+    *out = (guint64)n;
+    return TRUE;
+}
+
+/* The members of a creation; NULL on success, else what is wrong (static text or @why). */
+static const char *check_create(const cJSON *body, const SbxTenant *t, CreateRequest *req,
+                                char **why)
+{
+    static const char *const known[] = {"language", "code", "catalog", "timeout_ms",
+                                        "output_limit"};
+    const cJSON *lang = cJSON_GetObjectItemCaseSensitive(body, "language");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(body, "code");
+    const cJSON *catalog = cJSON_GetObjectItemCaseSensitive(body, "catalog");
+    const cJSON *m;
+    guint64 timeout = MIN(30000, t->quotas.max_timeout_ms);
+    guint64 limit = MIN(10u * 1024 * 1024, t->quotas.max_output_bytes);
+
+    cJSON_ArrayForEach(m, body)
+    {
+        gboolean ok = FALSE;
+        for (gsize i = 0; i < G_N_ELEMENTS(known); i++) {
+            ok = ok || strcmp(m->string, known[i]) == 0;
+        }
+        if (!ok) {
+            *why = g_strdup_printf("unknown member \"%s\"", m->string);
+            return *why;
+        }
+    }
+    if (!cJSON_IsString(lang) || sbx_language_from_name(lang->valuestring, &req->language) < 0) {
+        return "language: " SBX_LANGUAGE_NAMES;
+    }
+    if (!cJSON_IsString(code) || code->valuestring[0] == '\0' ||
+        strlen(code->valuestring) > SBX_HTTP_CODE_MAX) {
+        return "code: a non-empty string of at most 1 MiB";
+    }
+    if (catalog != NULL && !cJSON_IsNull(catalog) && !cJSON_IsString(catalog)) {
+        return "catalog: the name of a catalog allowed to this tenant, or null";
+    }
+    req->catalog = cJSON_IsString(catalog) ? catalog->valuestring : NULL;
+    if (req->catalog != NULL &&
+        (t->catalogs == NULL || !g_strv_contains((const char *const *)t->catalogs, req->catalog))) {
+        return "catalog: not one allowed to this tenant";
+    }
+    if (!get_limit(body, "timeout_ms", t->quotas.max_timeout_ms, &timeout)) {
+        *why = g_strdup_printf("timeout_ms: an integer from 1 to %" G_GUINT64_FORMAT,
+                               t->quotas.max_timeout_ms);
+        return *why;
+    }
+    if (!get_limit(body, "output_limit", t->quotas.max_output_bytes, &limit)) {
+        *why = g_strdup_printf("output_limit: an integer from 1 to %" G_GUINT64_FORMAT,
+                               t->quotas.max_output_bytes);
+        return *why;
+    }
+    req->code = code->valuestring;
+    req->timeout_ms = (guint)timeout;
+    req->output_limit = limit;
+    return NULL;
+}
+
+/* The body as a JSON object; NULL when answered (400, 415). */
+static cJSON *read_body(SoupServerMessage *msg)
+{
+    SoupMessageHeaders *h = soup_server_message_get_request_headers(msg);
+    const char *type = soup_message_headers_get_content_type(h, NULL);
+    SoupMessageBody *body = soup_server_message_get_request_body(msg);
+    g_autofree char *error = NULL;
+
+    if (type == NULL || g_ascii_strcasecmp(type, "application/json") != 0) {
+        sbx_http_reply_error(msg, SOUP_STATUS_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type",
+                             "the body must be application/json");
+        return NULL;
+    }
+    cJSON *v = sbx_json_parse(body->data, body->length, SBX_JSON_DEPTH_MAX, &error);
+    if (!cJSON_IsObject(v)) {
+        g_autofree char *why =
+            g_strdup_printf("the body must be one JSON object%s%s", error != NULL ? ": " : "",
+                            error != NULL ? error : "");
+        sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request", why);
+        cJSON_Delete(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* The tools of @catalog (NULL: none) from the operator's catalogs; NULL when answered. */
+static SbxTools *load_tools(HttpFront *front, SoupServerMessage *msg, const char *catalog)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (catalog == NULL) {
+        return sbx_tools_new(sbx_catalog_new_empty(), NULL);
+    }
+    g_autofree char *file = g_strdup_printf("%s.json", catalog);
+    g_autofree char *path =
+        front->catalogs_dir != NULL ? g_build_filename(front->catalogs_dir, file, NULL) : NULL;
+    SbxTools *tools =
+        path != NULL && sbx_tenant_name_valid(catalog) ? sbx_tools_load(path, &error) : NULL;
+    if (tools == NULL) {
+        g_autofree char *why =
+            g_strdup_printf("catalog %s cannot be used: %s", catalog,
+                            error != NULL ? error->message : "no catalogs on this server");
+        sbx_http_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "unavailable", why);
+    }
+    return tools;
+}
+
+static char *new_id(void)
+{
+    guint8 r[12];
+    GString *id = g_string_new("ex_");
+
+    for (gsize i = 0; i < sizeof(r); i++) {
+        r[i] = (guint8)g_random_int_range(0, 256);
+        g_string_append_printf(id, "%02x", r[i]);
+    }
+    return g_string_free(id, FALSE);
+}
+
+/* The `?wait=` seconds: -1 when absent; FALSE when answered (400). */
+static gboolean get_wait(SoupServerMessage *msg, GHashTable *query, gint *ret)
+{
+    const char *v = query != NULL ? g_hash_table_lookup(query, "wait") : NULL;
+    guint64 n;
+
+    *ret = -1;
+    if (v == NULL) {
+        return TRUE;
+    }
+    if (!g_ascii_string_to_unsigned(v, 10, 0, SBX_HTTP_WAIT_MAX_S, &n, NULL)) {
+        sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request",
+                             "wait: seconds from 0 to 300");
+        return FALSE;
+    }
+    *ret = (gint)n;
+    return TRUE;
+}
+
+static gboolean wait_over(gpointer data)
+{
+    Follower *f = data;
+
+    f->timeout = 0;
+    follower_end(f);
+    return G_SOURCE_REMOVE;
+}
+
+/* Answer @msg with @e's object with @status now, or when it ends within @wait_s seconds. */
+static void reply_object(HttpExec *e, SoupServerMessage *msg, guint status, gint wait_s)
+{
+    if (e->done || wait_s <= 0) {
+        sbx_http_reply_json(msg, status, object_json(e, TRUE));
+        return;
+    }
+    Follower *f = follow(e, msg);
+    f->waiter = TRUE;
+    soup_server_message_set_status(msg, status, NULL);
+    f->timeout = g_timeout_add_seconds(wait_s, wait_over, f);
+}
+
+static HttpExec *exec_new(HttpFront *front, const SbxTenant *tenant, const CreateRequest *req)
+{
+    HttpExec *e = g_new0(HttpExec, 1);
+
+    e->front = front;
+    e->id = new_id();
+    e->tenant_id = g_strdup(tenant->id);
+    e->origin = g_strdup_printf("http execution %s", e->id);
+    e->language = req->language;
+    e->catalog = g_strdup(req->catalog);
+    e->timeout_ms = req->timeout_ms;
+    e->output_limit = req->output_limit;
+    e->created_us = g_get_real_time();
+    e->events = g_ptr_array_new_with_free_func((GDestroyNotify)event_free);
+    e->approvals_seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+        e->out[i] = g_byte_array_new();
+    }
+    return e;
+}
+
+void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
+                          GHashTable *query)
+{
+    g_autoptr(cJSON) body = read_body(msg);
+    g_autofree char *why = NULL;
+    g_autoptr(GError) error = NULL;
+    CreateRequest req = {0};
+    gint wait_s;
+
+    if (body == NULL || !get_wait(msg, query, &wait_s)) {
+        return;
+    }
+    const char *bad = check_create(body, tenant, &req, &why);
+    if (bad != NULL) {
+        sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request", bad);
+        return;
+    }
+    SbxTools *tools = load_tools(front, msg, req.catalog);
+    if (tools == NULL) {
+        return;
+    }
+    HttpExec *e = exec_new(front, tenant, &req);
+    SbxServerRequest sreq = {
+        .exec = {.language = req.language,
+                 .code = req.code,
+                 .timeout_ms = req.timeout_ms,
+                 .output_limit = req.output_limit},
+        .tenant_id = tenant->id,
+        .origin = e->origin,
+    };
+    e->job = sbx_server_submit(front->srv, &sreq, tools, &sink, e, &error);
+    if (e->job == NULL) {
+        sbx_http_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "unavailable", error->message);
+        sbx_http_exec_free_one(e);
+        return;
+    }
+    g_hash_table_insert(front->execs, e->id, e);
+    sbx_http_exec_note_start(front, tenant->id);
+    g_autofree char *location = g_strdup_printf("/v1/executions/%s", e->id);
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Location",
+                                 location);
+    reply_object(e, msg, SOUP_STATUS_CREATED, wait_s);
+}
+
+/* ---- fetch, cancel, events ---------------------------------------------------------------- */
+
+HttpExec *sbx_http_exec_find(HttpFront *front, const char *tenant_id, const char *id)
+{
+    HttpExec *e = g_hash_table_lookup(front->execs, id);
+
+    return e != NULL && strcmp(e->tenant_id, tenant_id) == 0 ? e : NULL;
+}
+
+const char *sbx_http_exec_of_origin(const char *origin)
+{
+    return origin != NULL && g_str_has_prefix(origin, "http execution ")
+               ? origin + strlen("http execution ")
+               : NULL;
+}
+
+static void cancel(HttpExec *e, SoupServerMessage *msg)
+{
+    if (e->done) {
+        sbx_http_reply_error(msg, SOUP_STATUS_CONFLICT, "conflict", "the execution has ended");
+        return;
+    }
+    sbx_server_job_abort(e->job, SBX_STATUS_CANCELLED, "cancelled by the client");
+    sbx_http_reply_json(msg, SOUP_STATUS_ACCEPTED, object_json(e, TRUE));
+}
+
+/* GET .../events: what was kept, then live, in the format the client accepts. */
+static void events(HttpExec *e, SoupServerMessage *msg)
+{
+    SoupMessageHeaders *rh = soup_server_message_get_response_headers(msg);
+    const char *accept =
+        soup_message_headers_get_one(soup_server_message_get_request_headers(msg), "Accept");
+    gboolean ndjson = accept != NULL && strstr(accept, "application/x-ndjson") != NULL;
+
+    soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
+    soup_message_headers_set_content_type(rh, ndjson ? "application/x-ndjson" : "text/event-stream",
+                                          NULL);
+    soup_message_headers_replace(rh, "Cache-Control", "no-store");
+    soup_message_headers_set_encoding(rh, SOUP_ENCODING_CHUNKED);
+    Follower *f = follow(e, msg);
+    f->ndjson = ndjson;
+    f->wrote_handler = g_signal_connect(msg, "wrote-body-data", G_CALLBACK(on_wrote), f);
+    for (guint i = 0; i < e->events->len && g_list_find(e->followers, f) != NULL; i++) {
+        stream_append(f, g_ptr_array_index(e->events, i));
+    }
+    if (g_list_find(e->followers, f) != NULL && e->done) {
+        follower_end(f);
+    }
+}
+
+void sbx_http_exec_route(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
+                         const char *id, const char *rest, GHashTable *query)
+{
+    HttpExec *e = sbx_http_exec_find(front, tenant->id, id);
+    gboolean get = strcmp(soup_server_message_get_method(msg), "GET") == 0;
+    gboolean post = strcmp(soup_server_message_get_method(msg), "POST") == 0;
+    gint wait_s;
+
+    if (strcmp(rest, "") != 0 && strcmp(rest, "/cancel") != 0 && strcmp(rest, "/events") != 0) {
+        sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such path");
+    } else if (e == NULL) {
+        sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such execution");
+    } else if (strcmp(rest, "/cancel") == 0 ? !post : !get) {
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Allow",
+                                     strcmp(rest, "/cancel") == 0 ? "POST" : "GET");
+        sbx_http_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "method_not_allowed",
+                             "this path does not take that method");
+    } else if (strcmp(rest, "/cancel") == 0) {
+        cancel(e, msg);
+    } else if (strcmp(rest, "/events") == 0) {
+        events(e, msg);
+    } else if (get_wait(msg, query, &wait_s)) {
+        reply_object(e, msg, SOUP_STATUS_OK, wait_s);
+    }
+}
+
+/* ---- listing ------------------------------------------------------------------------------ */
+
+/* Newest first; ties by id. */
+static gint newest_first(gconstpointer a, gconstpointer b)
+{
+    const HttpExec *x = *(HttpExec *const *)a, *y = *(HttpExec *const *)b;
+
+    if (x->created_us != y->created_us) {
+        return x->created_us > y->created_us ? -1 : 1;
+    }
+    return -strcmp(x->id, y->id);
+}
+
+/* An RFC 3339 time query member into unix us; FALSE if present and not one. */
+static gboolean get_time(GHashTable *query, const char *name, gint64 *ret)
+{
+    const char *v = query != NULL ? g_hash_table_lookup(query, name) : NULL;
+
+    if (v == NULL) {
+        return TRUE;
+    }
+    g_autoptr(GDateTime) t = g_date_time_new_from_iso8601(v, NULL);
+    if (t == NULL) {
+        return FALSE;
+    }
+    *ret = g_date_time_to_unix(t) * G_USEC_PER_SEC + g_date_time_get_microsecond(t);
+    return TRUE;
+}
+
+/* The cursor "<created_us>.<id>" of the last execution of a page. */
+static gboolean get_cursor(GHashTable *query, gint64 *ret_us, const char **ret_id)
+{
+    const char *v = query != NULL ? g_hash_table_lookup(query, "cursor") : NULL;
+    char *end = NULL;
+
+    if (v == NULL) {
+        return TRUE;
+    }
+    *ret_us = g_ascii_strtoll(v, &end, 10);
+    if (end == v || *end != '.' || end[1] == '\0') {
+        return FALSE;
+    }
+    *ret_id = end + 1;
+    return TRUE;
+}
+
+static gboolean listed(HttpExec *e, const SbxTenant *t, const char *status, gint64 after,
+                       gint64 before, gint64 cursor_us, const char *cursor_id)
+{
+    if (strcmp(e->tenant_id, t->id) != 0 || (status != NULL && strcmp(status, live_status(e)))) {
+        return FALSE;
+    }
+    if ((after != 0 && e->created_us <= after) || (before != 0 && e->created_us >= before)) {
+        return FALSE;
+    }
+    return cursor_id == NULL || e->created_us < cursor_us ||
+           (e->created_us == cursor_us && strcmp(e->id, cursor_id) < 0);
+}
+
+void sbx_http_exec_list(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
+                        GHashTable *query)
+{
+    const char *status = query != NULL ? g_hash_table_lookup(query, "status") : NULL;
+    const char *limit_text = query != NULL ? g_hash_table_lookup(query, "limit") : NULL;
+    const char *cursor_id = NULL;
+    gint64 after = 0, before = 0, cursor_us = 0;
+    guint64 limit = SBX_HTTP_LIST_DEFAULT;
+    g_autoptr(GPtrArray) all = g_ptr_array_new();
+    SbxJsonb b;
+
+    if ((limit_text != NULL &&
+         !g_ascii_string_to_unsigned(limit_text, 10, 1, SBX_HTTP_LIST_MAX, &limit, NULL)) ||
+        !get_time(query, "created_after", &after) || !get_time(query, "created_before", &before) ||
+        !get_cursor(query, &cursor_us, &cursor_id)) {
+        sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request",
+                             "limit (1..100), created_after and created_before (RFC 3339), "
+                             "cursor (from next_cursor)");
+        return;
+    }
+    GHashTableIter it;
+    gpointer value;
+    g_hash_table_iter_init(&it, front->execs);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        if (listed(value, tenant, status, after, before, cursor_us, cursor_id)) {
+            g_ptr_array_add(all, value);
+        }
+    }
+    g_ptr_array_sort(all, newest_first);
+    sbx_jsonb_init(&b);
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_key(&b, "executions");
+    sbx_jsonb_begin_array(&b);
+    for (guint i = 0; i < all->len && i < limit; i++) {
+        g_autofree char *one = object_json(all->pdata[i], FALSE);
+        sbx_jsonb_raw(&b, one);
+    }
+    sbx_jsonb_end_array(&b);
+    g_autofree char *next = NULL;
+    if (all->len > limit) {
+        HttpExec *last = all->pdata[limit - 1];
+        next = g_strdup_printf("%" G_GINT64_FORMAT ".%s", last->created_us, last->id);
+    }
+    sbx_jsonb_member_string(&b, "next_cursor", next);
+    sbx_jsonb_end_object(&b);
+    sbx_http_reply_json(msg, SOUP_STATUS_OK, sbx_jsonb_finish(&b));
+}
+
+/* ---- quotas, the end ---------------------------------------------------------------------- */
+
+/* @tenant_id's starts of the last minute, the older ones dropped. */
+static GQueue *recent(HttpFront *front, const char *tenant_id)
+{
+    GQueue *q = g_hash_table_lookup(front->recent_starts, tenant_id);
+    gint64 since = g_get_monotonic_time() - 60 * G_USEC_PER_SEC;
+
+    if (q == NULL) {
+        q = g_queue_new();
+        g_hash_table_insert(front->recent_starts, g_strdup(tenant_id), q);
+    }
+    while (!g_queue_is_empty(q) && *(gint64 *)g_queue_peek_head(q) < since) {
+        g_free(g_queue_pop_head(q));
+    }
+    return q;
+}
+
+guint sbx_http_exec_started_last_minute(HttpFront *front, const char *tenant_id,
+                                        gint64 *ret_oldest_us)
+{
+    GQueue *q = recent(front, tenant_id);
+
+    *ret_oldest_us = g_queue_is_empty(q) ? 0 : *(gint64 *)g_queue_peek_head(q);
+    return g_queue_get_length(q);
+}
+
+void sbx_http_exec_note_start(HttpFront *front, const char *tenant_id)
+{
+    gint64 *now = g_new(gint64, 1);
+
+    *now = g_get_monotonic_time();
+    g_queue_push_tail(recent(front, tenant_id), now);
+}
+
+void sbx_http_exec_end_streams(HttpFront *front)
+{
+    GHashTableIter it;
+    gpointer value;
+
+    g_hash_table_iter_init(&it, front->execs);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        HttpExec *e = value;
+        while (e->followers != NULL) {
+            follower_end(e->followers->data);
+        }
+    }
+}
+
+void sbx_http_exec_free_one(HttpExec *e)
+{
+    if (e->job != NULL) {
+        sbx_server_job_detach(e->job); /* the job ends on its own, nothing reaches us */
+        sbx_server_job_abort(e->job, SBX_STATUS_TERMINATED, "the server is shutting down");
+    }
+    while (e->followers != NULL) {
+        follower_drop(e->followers->data);
+    }
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+        g_byte_array_unref(e->out[i]);
+    }
+    g_ptr_array_unref(e->events);
+    g_hash_table_destroy(e->approvals_seen);
+    g_free(e->id);
+    g_free(e->tenant_id);
+    g_free(e->origin);
+    g_free(e->catalog);
+    g_free(e->final_json);
+    g_free(e->status);
+    g_free(e);
+}
+
+void sbx_http_exec_free_all(HttpFront *front)
+{
+    g_autoptr(GList) all = g_hash_table_get_values(front->execs);
+
+    g_hash_table_remove_all(front->execs);
+    g_queue_clear(&front->finished);
+    for (GList *l = all; l != NULL; l = l->next) {
+        sbx_http_exec_free_one(l->data);
+    }
+}
+
+gboolean sbx_http_exec_seen_approval(HttpExec *e, const char *approval_id)
+{
+    if (g_hash_table_contains(e->approvals_seen, approval_id)) {
+        return TRUE;
+    }
+    g_hash_table_add(e->approvals_seen, g_strdup(approval_id));
+    return FALSE;
+}
+
+const char *sbx_http_exec_id(HttpExec *e)
+{
+    return e->id;
+}

@@ -1,0 +1,127 @@
+/*
+ * Inside the HTTP front end (http.h): http.c owns the listener, the connections, routing,
+ * authentication, quotas and error answers; http-exec.c the executions (their state, events,
+ * waiters and JSON); http-approvals.c the approvals of a tenant's executions.
+ */
+#pragma once
+
+#include <libsoup/soup.h>
+
+#include "server/http.h"
+#include "store/tenants.h"
+
+/*
+ * A request body: a program (SBX_HTTP_CODE_MAX) escaped in JSON can grow (a quote becomes two
+ * bytes), plus the other members: 1 MiB + 64 KiB. Beyond, 413 without reading the body.
+ */
+#define SBX_HTTP_BODY_MAX (1024u * 1024 + 64 * 1024)
+
+/* A program's code: 1 MiB of source is far beyond what a person or a model writes for one run. */
+#define SBX_HTTP_CODE_MAX (1024u * 1024)
+
+/*
+ * Connections at once. Each costs an fd, libsoup's buffers and, while it streams events, a
+ * write queue; 256 covers many clients following executions, and bounds what a flood holds.
+ * Beyond, new connections are closed at once.
+ */
+#define SBX_HTTP_CONNECTIONS_MAX 256
+
+/*
+ * A request's headers must arrive within this (a slowloris sending a byte a second is cut
+ * off), and its body within SBX_HTTP_BODY_TIMEOUT_S after them (1 MiB in 30 s is 35 KB/s).
+ */
+#define SBX_HTTP_HEADER_TIMEOUT_S 10
+#define SBX_HTTP_BODY_TIMEOUT_S 30
+
+/* A connection with nothing to read or write for this long is closed (keep-alive included). */
+#define SBX_HTTP_IDLE_TIMEOUT_S 60
+
+/* A `?wait=` holds the answer at most this long (clients poll again for longer runs). */
+#define SBX_HTTP_WAIT_MAX_S 300
+
+/*
+ * The events kept per execution for streams that start later: its output is bounded by its
+ * output limit (at most 1 GiB for a tenant allowed that), but what is kept here for a replay
+ * is bounded apart: past 16 MiB, later events are streamed live only (the replay says so).
+ */
+#define SBX_HTTP_EVENTS_KEPT_MAX (16u * 1024 * 1024)
+
+/*
+ * Bytes an event stream may have queued for a client that does not read: past it, that stream
+ * ends (the execution goes on; the client can fetch it). Bounds memory per slow reader.
+ */
+#define SBX_HTTP_STREAM_QUEUE_MAX (16u * 1024 * 1024)
+
+/*
+ * Finished executions kept in memory, for fetching, listing and streaming their events: the
+ * oldest go first. Each holds its output (up to its limit) and events.
+ */
+#define SBX_HTTP_FINISHED_KEPT 1024
+
+/* A page of a listing: at most 100 executions, 20 unless asked. */
+#define SBX_HTTP_LIST_MAX 100
+#define SBX_HTTP_LIST_DEFAULT 20
+
+typedef struct HttpExec HttpExec;
+
+typedef struct {
+    SbxServer *srv;
+    SbxStore *store;
+    char *catalogs_dir;
+    SoupServer *soup;
+    GSocketListener *listener;
+    GCancellable *accept_cancel;
+    guint16 port;
+    gboolean https;
+    GList *conns;              /* HttpConn* */
+    GHashTable *execs;         /* id -> HttpExec* */
+    GQueue finished;           /* HttpExec*, oldest first */
+    GHashTable *recent_starts; /* tenant id -> GQueue of gint64 (monotonic us), last minute */
+    gboolean closing;
+} HttpFront;
+
+/* http.c, for the other files */
+/** Answer @msg with JSON @body (taken) and @status. */
+void sbx_http_reply_json(SoupServerMessage *msg, guint status, char *body);
+/** Answer @msg with an error: {"error":{"code":@code,"message":@message}}. */
+void sbx_http_reply_error(SoupServerMessage *msg, guint status, const char *code,
+                          const char *message);
+
+/* http-exec.c */
+/** POST /v1/executions for @tenant (authenticated, quotas checked by the caller). */
+void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
+                          GHashTable *query);
+/** GET /v1/executions/{id}, POST .../cancel, GET .../events: @rest is what follows the id. */
+void sbx_http_exec_route(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
+                         const char *id, const char *rest, GHashTable *query);
+/** GET /v1/executions: the tenant's, newest first. */
+void sbx_http_exec_list(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
+                        GHashTable *query);
+/** The execution @id if it is @tenant_id's, else NULL. */
+HttpExec *sbx_http_exec_find(HttpFront *front, const char *tenant_id, const char *id);
+/** The id of the execution whose job made approval origin @origin, or NULL. */
+const char *sbx_http_exec_of_origin(const char *origin);
+/** The approval @approval_id started waiting for @exec: its event. */
+void sbx_http_exec_approval(HttpExec *exec, const char *json);
+/** Free @exec (its job, if still running, detached and aborted). */
+void sbx_http_exec_free_one(HttpExec *exec);
+/** Whether @exec already emitted approval @approval_id (it is noted as emitted now). */
+gboolean sbx_http_exec_seen_approval(HttpExec *exec, const char *approval_id);
+/** The execution's id. */
+const char *sbx_http_exec_id(HttpExec *exec);
+/** End every event stream (closing). */
+void sbx_http_exec_end_streams(HttpFront *front);
+/** Free every execution (the server's jobs are gone or detached). */
+void sbx_http_exec_free_all(HttpFront *front);
+/** Executions started by @tenant_id in the last minute (for the per-minute quota). */
+guint sbx_http_exec_started_last_minute(HttpFront *front, const char *tenant_id,
+                                        gint64 *ret_oldest_us);
+/** Note a start of @tenant_id now. */
+void sbx_http_exec_note_start(HttpFront *front, const char *tenant_id);
+
+/* http-approvals.c */
+/** GET /v1/approvals and POST /v1/approvals/{id} (@id NULL for the list). */
+void sbx_http_approvals_route(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
+                              const char *id);
+/** Watch the server's approvals: each new one of an execution of ours becomes its event. */
+void sbx_http_approvals_watch(HttpFront *front);

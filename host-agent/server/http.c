@@ -1,0 +1,473 @@
+/*
+ * The HTTP front end (http.h, docs/api.md): the listener and its connections (a cap, a deadline
+ * for a request's headers and one for its body, an idle timeout), routing, authentication by
+ * API key, the tenants' quotas, and error answers. Everything a client sends is untrusted.
+ */
+#include "server/http-private.h"
+
+#include <string.h>
+
+#include "base/json-builder.h"
+
+struct SbxHttpFront {
+    HttpFront f;
+};
+
+/* One accepted connection, until libsoup lets go of it. */
+typedef struct {
+    HttpFront *front;
+    GSocketConnection *conn; /* weak: libsoup holds it */
+    GSocket *socket;
+    guint deadline; /* the current request's headers or body must arrive before it */
+} HttpConn;
+
+/* ---- answers ------------------------------------------------------------------------------ */
+
+void sbx_http_reply_json(SoupServerMessage *msg, guint status, char *body)
+{
+    soup_server_message_set_status(msg, status, NULL);
+    soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, body, strlen(body));
+}
+
+void sbx_http_reply_error(SoupServerMessage *msg, guint status, const char *code,
+                          const char *message)
+{
+    SbxJsonb b;
+
+    sbx_jsonb_init(&b);
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_key(&b, "error");
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_member_string(&b, "code", code);
+    sbx_jsonb_member_string(&b, "message", message);
+    sbx_jsonb_end_object(&b);
+    sbx_jsonb_end_object(&b);
+    sbx_http_reply_json(msg, status, sbx_jsonb_finish(&b));
+}
+
+/* ---- connections -------------------------------------------------------------------------- */
+
+static HttpConn *conn_of(HttpFront *front, SoupServerMessage *msg)
+{
+    GSocket *socket = soup_server_message_get_socket(msg);
+
+    for (GList *l = front->conns; l != NULL; l = l->next) {
+        HttpConn *c = l->data;
+        if (c->socket == socket) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
+static gboolean deadline_passed(gpointer data)
+{
+    HttpConn *c = data;
+
+    c->deadline = 0;
+    g_socket_shutdown(c->socket, TRUE, TRUE, NULL); /* libsoup's next read fails: it closes */
+    return G_SOURCE_REMOVE;
+}
+
+static void arm(HttpConn *c, guint seconds)
+{
+    g_clear_handle_id(&c->deadline, g_source_remove);
+    if (seconds > 0) {
+        c->deadline = g_timeout_add_seconds(seconds, deadline_passed, c);
+    }
+}
+
+static void on_conn_gone(gpointer data, GObject *where)
+{
+    HttpConn *c = data;
+    (void)where;
+
+    g_clear_handle_id(&c->deadline, g_source_remove);
+    c->front->conns = g_list_remove(c->front->conns, c);
+    g_free(c);
+}
+
+static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+{
+    HttpConn *c = conn_of(data, msg);
+    (void)soup;
+
+    if (c != NULL) {
+        arm(c, SBX_HTTP_HEADER_TIMEOUT_S);
+    }
+}
+
+static void on_request_read(SoupServer *soup, SoupServerMessage *msg, gpointer data)
+{
+    HttpConn *c = conn_of(data, msg);
+    (void)soup;
+
+    if (c != NULL) {
+        arm(c, 0); /* the answer may take long (?wait=, an event stream): the idle timeout rules */
+    }
+}
+
+static void accept_next(HttpFront *front);
+
+static void on_accepted(GObject *obj, GAsyncResult *res, gpointer data)
+{
+    HttpFront *front = data;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GSocketConnection) conn =
+        g_socket_listener_accept_finish(G_SOCKET_LISTENER(obj), res, NULL, &error);
+
+    if (conn == NULL) {
+        if (!g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+            accept_next(front); /* EMFILE and the like: the next one may work */
+        }
+        return;
+    }
+    accept_next(front);
+    if (g_list_length(front->conns) >= SBX_HTTP_CONNECTIONS_MAX) {
+        g_io_stream_close(G_IO_STREAM(conn), NULL, NULL);
+        return;
+    }
+    HttpConn *c = g_new0(HttpConn, 1);
+    c->front = front;
+    c->conn = conn;
+    c->socket = g_socket_connection_get_socket(conn);
+    g_socket_set_timeout(c->socket, SBX_HTTP_IDLE_TIMEOUT_S);
+    front->conns = g_list_prepend(front->conns, c);
+    g_object_weak_ref(G_OBJECT(conn), on_conn_gone, c);
+    arm(c, SBX_HTTP_HEADER_TIMEOUT_S);
+    g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(conn, NULL);
+    g_autoptr(GSocketAddress) remote = g_socket_connection_get_remote_address(conn, NULL);
+    if (!soup_server_accept_iostream(front->soup, G_IO_STREAM(conn), local, remote, NULL)) {
+        g_io_stream_close(G_IO_STREAM(conn), NULL, NULL);
+    }
+}
+
+static void accept_next(HttpFront *front)
+{
+    if (!front->closing) {
+        g_socket_listener_accept_async(front->listener, front->accept_cancel, on_accepted, front);
+    }
+}
+
+/* ---- requests ----------------------------------------------------------------------------- */
+
+/*
+ * Before the body is read: a body that may not be bounded ahead (chunked) or is too large is
+ * refused unread, and the body's deadline starts.
+ */
+static void early_handler(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                          GHashTable *query, gpointer data)
+{
+    SoupMessageHeaders *h = soup_server_message_get_request_headers(msg);
+    HttpConn *c = conn_of(data, msg);
+    (void)soup;
+    (void)path;
+    (void)query;
+
+    if (soup_message_headers_get_encoding(h) == SOUP_ENCODING_CHUNKED) {
+        sbx_http_reply_error(msg, SOUP_STATUS_LENGTH_REQUIRED, "bad_request",
+                             "a request body needs a Content-Length");
+        return;
+    }
+    if (soup_message_headers_get_encoding(h) == SOUP_ENCODING_CONTENT_LENGTH &&
+        soup_message_headers_get_content_length(h) > SBX_HTTP_BODY_MAX) {
+        sbx_http_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "payload_too_large",
+                             "the request body is larger than 1 MiB + 64 KiB");
+        return;
+    }
+    if (c != NULL) {
+        arm(c, SBX_HTTP_BODY_TIMEOUT_S);
+    }
+}
+
+/* The tenant of the request's bearer key; FALSE when answered (401, 500). */
+static gboolean authenticate(HttpFront *front, SoupServerMessage *msg, SbxTenant **ret)
+{
+    SoupMessageHeaders *h = soup_server_message_get_request_headers(msg);
+    const char *auth = soup_message_headers_get_one(h, "Authorization");
+    g_autoptr(GError) error = NULL;
+
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "WWW-Authenticate",
+                                 "Bearer");
+    if (auth == NULL || g_ascii_strncasecmp(auth, "Bearer ", 7) != 0) {
+        sbx_http_reply_error(msg, SOUP_STATUS_UNAUTHORIZED, "unauthorized",
+                             "an API key is needed: Authorization: Bearer <key>");
+        return FALSE;
+    }
+    if (!sbx_tenant_authenticate(front->store, auth + 7, ret, &error)) {
+        gboolean ours = error->domain == SBX_STORE_ERROR && error->code != SBX_STORE_ERROR_DB;
+        sbx_http_reply_error(msg,
+                             ours ? SOUP_STATUS_UNAUTHORIZED : SOUP_STATUS_INTERNAL_SERVER_ERROR,
+                             ours ? "unauthorized" : "internal",
+                             ours ? "unknown API key" : "the tenant store failed");
+        return FALSE;
+    }
+    soup_message_headers_remove(soup_server_message_get_response_headers(msg), "WWW-Authenticate");
+    return TRUE;
+}
+
+static void reply_method(SoupServerMessage *msg, const char *allow)
+{
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Allow", allow);
+    sbx_http_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "method_not_allowed",
+                         "this path does not take that method");
+}
+
+static gboolean is(SoupServerMessage *msg, const char *method)
+{
+    return strcmp(soup_server_message_get_method(msg), method) == 0;
+}
+
+/* The quotas of @tenant on a new execution; FALSE when answered (429 with Retry-After). */
+static gboolean within_quota(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant)
+{
+    SoupMessageHeaders *rh = soup_server_message_get_response_headers(msg);
+    gint64 oldest = 0;
+
+    if (sbx_server_tenant_jobs(front->srv, tenant->id) >= tenant->quotas.max_concurrent) {
+        soup_message_headers_replace(rh, "Retry-After", "1");
+        g_autofree char *why = g_strdup_printf("at most %u executions at once for this tenant",
+                                               tenant->quotas.max_concurrent);
+        sbx_http_reply_error(msg, 429, "rate_limited", why);
+        return FALSE;
+    }
+    if (sbx_http_exec_started_last_minute(front, tenant->id, &oldest) >=
+        tenant->quotas.max_per_minute) {
+        gint64 wait_s = (oldest + 60 * G_USEC_PER_SEC - g_get_monotonic_time()) / G_USEC_PER_SEC;
+        g_autofree char *after = g_strdup_printf("%" G_GINT64_FORMAT, MAX(wait_s + 1, 1));
+        soup_message_headers_replace(rh, "Retry-After", after);
+        g_autofree char *why = g_strdup_printf("at most %u executions a minute for this tenant",
+                                               tenant->quotas.max_per_minute);
+        sbx_http_reply_error(msg, 429, "rate_limited", why);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void route_executions(HttpFront *front, SoupServerMessage *msg, const char *rest,
+                             GHashTable *query, const SbxTenant *tenant)
+{
+    if (*rest == '\0') {
+        if (is(msg, "POST")) {
+            if (within_quota(front, msg, tenant)) {
+                sbx_http_exec_create(front, msg, tenant, query);
+            }
+        } else if (is(msg, "GET")) {
+            sbx_http_exec_list(front, msg, tenant, query);
+        } else {
+            reply_method(msg, "GET, POST");
+        }
+        return;
+    }
+    const char *slash = strchr(rest + 1, '/');
+    g_autofree char *id =
+        g_strndup(rest + 1, slash != NULL ? (gsize)(slash - rest - 1) : strlen(rest + 1));
+    sbx_http_exec_route(front, msg, tenant, id, slash != NULL ? slash : "", query);
+}
+
+static void route_approvals(HttpFront *front, SoupServerMessage *msg, const char *rest,
+                            const SbxTenant *tenant)
+{
+    if (*rest == '\0') {
+        is(msg, "GET") ? sbx_http_approvals_route(front, msg, tenant, NULL)
+                       : reply_method(msg, "GET");
+    } else if (strchr(rest + 1, '/') != NULL) {
+        sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such path");
+    } else {
+        is(msg, "POST") ? sbx_http_approvals_route(front, msg, tenant, rest + 1)
+                        : reply_method(msg, "POST");
+    }
+}
+
+/* The OpenAPI document, compiled in (http-openapi.gresource.xml). */
+static void reply_openapi(SoupServerMessage *msg)
+{
+    g_autoptr(GBytes) doc = g_resources_lookup_data("/org/sandbox/server/openapi.json",
+                                                    G_RESOURCE_LOOKUP_FLAGS_NONE, NULL);
+    gsize len = 0;
+    const char *data = g_bytes_get_data(doc, &len);
+
+    soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
+    soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, data, len);
+}
+
+static void handler(SoupServer *soup, SoupServerMessage *msg, const char *path, GHashTable *query,
+                    gpointer data)
+{
+    HttpFront *front = data;
+    g_autoptr(SbxTenant) tenant = NULL;
+    (void)soup;
+
+    if (soup_server_message_get_status(msg) != 0) {
+        return; /* answered early (413, 411) */
+    }
+    if (strcmp(path, "/v1/health") == 0 || strcmp(path, "/v1/openapi.json") == 0) {
+        if (!is(msg, "GET")) {
+            reply_method(msg, "GET");
+        } else if (path[4] == 'h') {
+            sbx_http_reply_json(msg, SOUP_STATUS_OK, g_strdup("{\"status\":\"ok\"}"));
+        } else {
+            reply_openapi(msg);
+        }
+        return;
+    }
+    gboolean execs =
+        g_str_has_prefix(path, "/v1/executions") && (path[14] == '\0' || path[14] == '/');
+    gboolean approvals =
+        g_str_has_prefix(path, "/v1/approvals") && (path[13] == '\0' || path[13] == '/');
+    if (!execs && !approvals) {
+        sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such path");
+        return;
+    }
+    if (!authenticate(front, msg, &tenant)) {
+        return;
+    }
+    if (front->closing || sbx_server_stopping(front->srv)) {
+        sbx_http_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "unavailable",
+                             "the server is shutting down");
+        return;
+    }
+    if (execs) {
+        route_executions(front, msg, path + 14, query, tenant);
+    } else {
+        route_approvals(front, msg, path + 13, tenant);
+    }
+}
+
+/* ---- the listener ------------------------------------------------------------------------- */
+
+/* "ADDR:PORT" ("[::1]:8080" for IPv6) into a socket address. */
+static GSocketAddress *parse_listen(const char *listen, GError **error)
+{
+    const char *colon = strrchr(listen, ':');
+    g_autofree char *host = NULL;
+    guint64 port;
+
+    if (colon == NULL || !g_ascii_string_to_unsigned(colon + 1, 10, 0, 65535, &port, NULL)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "--listen %s: expected ADDR:PORT (e.g. 127.0.0.1:8080)", listen);
+        return NULL;
+    }
+    host = g_strndup(listen, colon - listen);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    GSocketAddress *addr = g_inet_socket_address_new_from_string(host, (guint)port);
+    if (addr == NULL) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "--listen %s: \"%s\" is no IP address", listen, host);
+    }
+    return addr;
+}
+
+static gboolean set_tls(HttpFront *front, const SbxHttpConfig *config, GError **error)
+{
+    if ((config->tls_cert == NULL) != (config->tls_key == NULL)) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                            "--tls-cert and --tls-key go together");
+        return FALSE;
+    }
+    if (config->tls_cert == NULL) {
+        return TRUE;
+    }
+    g_autoptr(GTlsCertificate) cert =
+        g_tls_certificate_new_from_files(config->tls_cert, config->tls_key, error);
+    if (cert == NULL) {
+        g_prefix_error(error, "TLS certificate: ");
+        return FALSE;
+    }
+    soup_server_set_tls_certificate(front->soup, cert);
+    front->https = TRUE;
+    return TRUE;
+}
+
+static gboolean start_listening(HttpFront *front, const char *listen, GError **error)
+{
+    g_autoptr(GSocketAddress) addr = parse_listen(listen, error);
+    g_autoptr(GSocketAddress) bound = NULL;
+
+    if (addr == NULL) {
+        return FALSE;
+    }
+    front->listener = g_socket_listener_new();
+    if (!g_socket_listener_add_address(front->listener, addr, G_SOCKET_TYPE_STREAM,
+                                       G_SOCKET_PROTOCOL_TCP, NULL, &bound, error)) {
+        g_prefix_error(error, "listen on %s: ", listen);
+        return FALSE;
+    }
+    front->port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(bound));
+    front->accept_cancel = g_cancellable_new();
+    accept_next(front);
+    return TRUE;
+}
+
+SbxHttpFront *sbx_http_front_new(SbxServer *srv, const SbxHttpConfig *config, GError **error)
+{
+    SbxHttpFront *pub = g_new0(SbxHttpFront, 1);
+    HttpFront *front = &pub->f;
+
+    front->srv = srv;
+    front->store = config->store;
+    front->catalogs_dir = g_strdup(config->catalogs_dir);
+    front->execs = g_hash_table_new(g_str_hash, g_str_equal);
+    front->recent_starts =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_queue_free);
+    g_queue_init(&front->finished);
+    front->soup = soup_server_new("server-header", "sandbox", NULL);
+    soup_server_add_early_handler(front->soup, NULL, early_handler, front, NULL);
+    soup_server_add_handler(front->soup, NULL, handler, front, NULL);
+    g_signal_connect(front->soup, "request-started", G_CALLBACK(on_request_started), front);
+    g_signal_connect(front->soup, "request-read", G_CALLBACK(on_request_read), front);
+    if (!set_tls(front, config, error) || !start_listening(front, config->listen, error)) {
+        sbx_http_front_free(pub);
+        return NULL;
+    }
+    sbx_http_approvals_watch(front);
+    return pub;
+}
+
+guint16 sbx_http_front_port(SbxHttpFront *pub)
+{
+    return pub->f.port;
+}
+
+void sbx_http_front_close(SbxHttpFront *pub)
+{
+    HttpFront *front = &pub->f;
+
+    front->closing = TRUE;
+    if (front->accept_cancel != NULL) {
+        g_cancellable_cancel(front->accept_cancel);
+    }
+    if (front->listener != NULL) {
+        g_socket_listener_close(front->listener);
+    }
+    sbx_http_exec_end_streams(front);
+}
+
+void sbx_http_front_free(SbxHttpFront *pub)
+{
+    if (pub == NULL) {
+        return;
+    }
+    HttpFront *front = &pub->f;
+    sbx_http_front_close(pub);
+    sbx_approvals_set_notify(sbx_server_approvals(front->srv), NULL, NULL);
+    sbx_http_exec_free_all(front);
+    soup_server_disconnect(front->soup);
+    for (GList *l = front->conns; l != NULL; l = l->next) {
+        HttpConn *c = l->data;
+        g_clear_handle_id(&c->deadline, g_source_remove);
+        g_object_weak_unref(G_OBJECT(c->conn), on_conn_gone, c);
+        g_free(c);
+    }
+    g_list_free(front->conns);
+    g_clear_object(&front->soup);
+    g_clear_object(&front->listener);
+    g_clear_object(&front->accept_cancel);
+    g_hash_table_destroy(front->execs);
+    g_hash_table_destroy(front->recent_starts);
+    g_free(front->catalogs_dir);
+    g_free(pub);
+}
