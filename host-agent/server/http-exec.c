@@ -8,15 +8,10 @@
 
 #include <string.h>
 
-#include <cJSON.h>
-
 #include "base/json-builder.h"
 #include "exec/report.h"
-#include "protocol/json.h"
-#include "protocol/limits.h"
+#include "server/http-request.h"
 #include "tools.h"
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 
 /* One event, kept for streams that start later. */
 typedef struct {
@@ -373,109 +368,30 @@ static const SbxExecSink sink = {
 
 /* ---- the request -------------------------------------------------------------------------- */
 
-/* A checked POST /v1/executions body. */
-typedef struct {
-    SbxLanguage language;
-    const char *code;    /* in the parsed tree */
-    const char *catalog; /* in the parsed tree, or NULL */
-    guint timeout_ms;
-    guint64 output_limit;
-} CreateRequest;
-
-/* An optional integer member from 1 to @max into @out; NULL on success, else what is wrong. */
-static gboolean get_limit(const cJSON *body, const char *name, guint64 max, guint64 *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, name);
-    int64_t n;
-
-    if (v == NULL || cJSON_IsNull(v)) {
-        return TRUE;
-    }
-    if (!sbx_json_int64(v, &n) || n < 1 || (guint64)n > max) {
-        return FALSE;
-    }
-    *out = (guint64)n;
-    return TRUE;
-}
-
-/* The members of a creation; NULL on success, else what is wrong (static text or @why). */
-static const char *check_create(const cJSON *body, const SbxTenant *t, CreateRequest *req,
-                                char **why)
-{
-    static const char *const known[] = {"language", "code", "catalog", "timeout_ms",
-                                        "output_limit"};
-    const cJSON *lang = cJSON_GetObjectItemCaseSensitive(body, "language");
-    const cJSON *code = cJSON_GetObjectItemCaseSensitive(body, "code");
-    const cJSON *catalog = cJSON_GetObjectItemCaseSensitive(body, "catalog");
-    const cJSON *m;
-    guint64 timeout = MIN(30000, t->quotas.max_timeout_ms);
-    guint64 limit = MIN(10u * 1024 * 1024, t->quotas.max_output_bytes);
-
-    cJSON_ArrayForEach(m, body)
-    {
-        gboolean ok = FALSE;
-        for (gsize i = 0; i < G_N_ELEMENTS(known); i++) {
-            ok = ok || strcmp(m->string, known[i]) == 0;
-        }
-        if (!ok) {
-            *why = g_strdup_printf("unknown member \"%s\"", m->string);
-            return *why;
-        }
-    }
-    if (!cJSON_IsString(lang) || sbx_language_from_name(lang->valuestring, &req->language) < 0) {
-        return "language: " SBX_LANGUAGE_NAMES;
-    }
-    if (!cJSON_IsString(code) || code->valuestring[0] == '\0' ||
-        strlen(code->valuestring) > SBX_HTTP_CODE_MAX) {
-        return "code: a non-empty string of at most 1 MiB";
-    }
-    if (catalog != NULL && !cJSON_IsNull(catalog) && !cJSON_IsString(catalog)) {
-        return "catalog: the name of a catalog allowed to this tenant, or null";
-    }
-    req->catalog = cJSON_IsString(catalog) ? catalog->valuestring : NULL;
-    if (req->catalog != NULL &&
-        (t->catalogs == NULL || !g_strv_contains((const char *const *)t->catalogs, req->catalog))) {
-        return "catalog: not one allowed to this tenant";
-    }
-    if (!get_limit(body, "timeout_ms", t->quotas.max_timeout_ms, &timeout)) {
-        *why = g_strdup_printf("timeout_ms: an integer from 1 to %" G_GUINT64_FORMAT,
-                               t->quotas.max_timeout_ms);
-        return *why;
-    }
-    if (!get_limit(body, "output_limit", t->quotas.max_output_bytes, &limit)) {
-        *why = g_strdup_printf("output_limit: an integer from 1 to %" G_GUINT64_FORMAT,
-                               t->quotas.max_output_bytes);
-        return *why;
-    }
-    req->code = code->valuestring;
-    req->timeout_ms = (guint)timeout;
-    req->output_limit = limit;
-    return NULL;
-}
-
-/* The body as a JSON object; NULL when answered (400, 415). */
-static cJSON *read_body(SoupServerMessage *msg)
+/* The body of a creation, checked; FALSE when answered (400, 415). */
+static gboolean read_create(SoupServerMessage *msg, const SbxTenant *t, SbxHttpCreate *req)
 {
     SoupMessageHeaders *h = soup_server_message_get_request_headers(msg);
     const char *type = soup_message_headers_get_content_type(h, NULL);
     SoupMessageBody *body = soup_server_message_get_request_body(msg);
-    g_autofree char *error = NULL;
+    SbxHttpLimits limits = {
+        .max_timeout_ms = t->quotas.max_timeout_ms,
+        .max_output_bytes = t->quotas.max_output_bytes,
+        .catalogs = (const char *const *)t->catalogs,
+    };
 
     if (type == NULL || g_ascii_strcasecmp(type, "application/json") != 0) {
         sbx_http_reply_error(msg, SOUP_STATUS_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type",
                              "the body must be application/json");
-        return NULL;
+        return FALSE;
     }
-    cJSON *v = sbx_json_parse(body->data, body->length, SBX_JSON_DEPTH_MAX, &error);
-    if (!cJSON_IsObject(v)) {
-        g_autofree char *why =
-            g_strdup_printf("the body must be one JSON object%s%s", error != NULL ? ": " : "",
-                            error != NULL ? error : "");
+    g_autofree char *why =
+        sbx_http_create_decode(body->data != NULL ? body->data : "", body->length, &limits, req);
+    if (why != NULL) {
         sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request", why);
-        cJSON_Delete(v);
-        return NULL;
+        return FALSE;
     }
-    return v;
+    return TRUE;
 }
 
 /* The tools of @catalog (NULL: none) from the operator's catalogs; NULL when answered. */
@@ -553,7 +469,7 @@ static void reply_object(HttpExec *e, SoupServerMessage *msg, guint status, gint
     f->timeout = g_timeout_add_seconds(wait_s, wait_over, f);
 }
 
-static HttpExec *exec_new(HttpFront *front, const SbxTenant *tenant, const CreateRequest *req)
+static HttpExec *exec_new(HttpFront *front, const SbxTenant *tenant, const SbxHttpCreate *req)
 {
     HttpExec *e = g_new0(HttpExec, 1);
 
@@ -577,18 +493,11 @@ static HttpExec *exec_new(HttpFront *front, const SbxTenant *tenant, const Creat
 void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
                           GHashTable *query)
 {
-    g_autoptr(cJSON) body = read_body(msg);
-    g_autofree char *why = NULL;
     g_autoptr(GError) error = NULL;
-    CreateRequest req = {0};
+    g_auto(SbxHttpCreate) req = {0};
     gint wait_s;
 
-    if (body == NULL || !get_wait(msg, query, &wait_s)) {
-        return;
-    }
-    const char *bad = check_create(body, tenant, &req, &why);
-    if (bad != NULL) {
-        sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request", bad);
+    if (!get_wait(msg, query, &wait_s) || !read_create(msg, tenant, &req)) {
         return;
     }
     SbxTools *tools = load_tools(front, msg, req.catalog);

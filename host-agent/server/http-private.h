@@ -16,9 +16,6 @@
  */
 #define SBX_HTTP_BODY_MAX (1024u * 1024 + 64 * 1024)
 
-/* A program's code: 1 MiB of source is far beyond what a person or a model writes for one run. */
-#define SBX_HTTP_CODE_MAX (1024u * 1024)
-
 /*
  * Connections at once. Each costs an fd, libsoup's buffers and, while it streams events, a
  * write queue; 256 covers many clients following executions, and bounds what a flood holds.

@@ -1,0 +1,113 @@
+/*
+ * Decoding the body of POST /v1/executions (http-request.h). The only file of the HTTP API
+ * that looks into a client's JSON besides the approval decision.
+ */
+#include "server/http-request.h"
+
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "protocol/json.h"
+#include "protocol/limits.h"
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
+
+/* An optional integer member from 1 to @max into @out; FALSE if present and not one. */
+static gboolean get_limit(const cJSON *body, const char *name, guint64 max, guint64 *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, name);
+    int64_t n;
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        return TRUE;
+    }
+    if (!sbx_json_int64(v, &n) || n < 1 || (guint64)n > max) {
+        return FALSE;
+    }
+    *out = (guint64)n;
+    return TRUE;
+}
+
+static char *check_members(const cJSON *body)
+{
+    static const char *const known[] = {"language", "code", "catalog", "timeout_ms",
+                                        "output_limit"};
+    const cJSON *m;
+
+    cJSON_ArrayForEach(m, body)
+    {
+        gboolean ok = FALSE;
+        for (gsize i = 0; i < G_N_ELEMENTS(known); i++) {
+            ok = ok || strcmp(m->string, known[i]) == 0;
+        }
+        if (!ok) {
+            return g_strdup_printf("unknown member \"%s\"", m->string);
+        }
+    }
+    return NULL;
+}
+
+static char *check(const cJSON *body, const SbxHttpLimits *limits, SbxHttpCreate *req)
+{
+    const cJSON *lang = cJSON_GetObjectItemCaseSensitive(body, "language");
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(body, "code");
+    const cJSON *catalog = cJSON_GetObjectItemCaseSensitive(body, "catalog");
+    guint64 timeout = MIN(SBX_HTTP_TIMEOUT_DEFAULT_MS, limits->max_timeout_ms);
+    guint64 limit = MIN(SBX_HTTP_OUTPUT_LIMIT_DEFAULT, limits->max_output_bytes);
+    char *why = check_members(body);
+
+    if (why != NULL) {
+        return why;
+    }
+    if (!cJSON_IsString(lang) || sbx_language_from_name(lang->valuestring, &req->language) < 0) {
+        return g_strdup("language: " SBX_LANGUAGE_NAMES);
+    }
+    if (!cJSON_IsString(code) || code->valuestring[0] == '\0' ||
+        strlen(code->valuestring) > SBX_HTTP_CODE_MAX) {
+        return g_strdup("code: a non-empty string of at most 1 MiB");
+    }
+    if (catalog != NULL && !cJSON_IsNull(catalog) &&
+        (!cJSON_IsString(catalog) || limits->catalogs == NULL ||
+         !g_strv_contains(limits->catalogs, catalog->valuestring))) {
+        return g_strdup("catalog: the name of a catalog allowed to this tenant, or null");
+    }
+    if (!get_limit(body, "timeout_ms", limits->max_timeout_ms, &timeout)) {
+        return g_strdup_printf("timeout_ms: an integer from 1 to %" G_GUINT64_FORMAT,
+                               limits->max_timeout_ms);
+    }
+    if (!get_limit(body, "output_limit", limits->max_output_bytes, &limit)) {
+        return g_strdup_printf("output_limit: an integer from 1 to %" G_GUINT64_FORMAT,
+                               limits->max_output_bytes);
+    }
+    req->code = g_strdup(code->valuestring);
+    req->catalog = cJSON_IsString(catalog) ? g_strdup(catalog->valuestring) : NULL;
+    req->timeout_ms = (guint)MIN(timeout, G_MAXUINT);
+    req->output_limit = limit;
+    return NULL;
+}
+
+char *sbx_http_create_decode(const char *body, gsize len, const SbxHttpLimits *limits,
+                             SbxHttpCreate *ret)
+{
+    g_autofree char *error = NULL;
+
+    memset(ret, 0, sizeof(*ret));
+    g_autoptr(cJSON) v = sbx_json_parse(body, len, SBX_JSON_DEPTH_MAX, &error);
+    if (!cJSON_IsObject(v)) {
+        return g_strdup_printf("the body must be one JSON object%s%s", error != NULL ? ": " : "",
+                               error != NULL ? error : "");
+    }
+    char *why = check(v, limits, ret);
+    if (why != NULL) {
+        sbx_http_create_clear(ret);
+    }
+    return why;
+}
+
+void sbx_http_create_clear(SbxHttpCreate *c)
+{
+    g_free(c->code);
+    g_free(c->catalog);
+    memset(c, 0, sizeof(*c));
+}
