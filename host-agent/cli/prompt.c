@@ -187,7 +187,8 @@ static void answer(SbxPrompt *p)
     if (p->asking == NULL || (p->view != NULL && answer_paging(p, line))) {
         return;
     }
-    if (!sbx_approvals_decide(p->approvals, p->asking, is_word(line, "y", "yes"))) {
+    if (!sbx_approvals_decide_by(p->approvals, p->asking, is_word(line, "y", "yes"),
+                                 "the terminal of sandbox run")) {
         say(p, "sandbox: too late: that call is no longer waiting\n");
     }
     ask_next(p);

@@ -23,6 +23,7 @@
 #include "exec/outcome.h"
 #include "exec/report.h"
 #include "session.h"
+#include "store/db.h"
 #include "tools.h"
 #include "vm.h"
 
@@ -71,7 +72,8 @@ typedef struct {
     SbxPrompt *prompt;
     /* running: the execution core (exec.h) does the work, this file prints */
     SbxExec *exec;
-    SbxOut *out; /* our stdout and stderr, never blocking the loop (out.h) */
+    SbxStore *store; /* where the execution is recorded, or NULL */
+    SbxOut *out;     /* our stdout and stderr, never blocking the loop (out.h) */
 } RunCtx;
 
 /* ---- printing ----------------------------------------------------------------------------- */
@@ -112,6 +114,11 @@ static void on_done(gpointer data, SbxExec *exec)
         print_report(ctx);
     } else {
         print_summary(ctx);
+    }
+    if (sbx_exec_record_error(exec) != NULL) {
+        g_autofree char *warning = g_strdup_printf("sandbox: warning: the record of this run: %s\n",
+                                                   sbx_exec_record_error(exec));
+        sbx_out_text(ctx->out, SBX_STREAM_STDERR, warning);
     }
     if (ctx->debug && r != NULL) {
         g_autofree char *times = g_strdup_printf(
@@ -370,6 +377,35 @@ static gboolean try_serve(RunCtx *ctx)
     return !ctx->cold && !ctx->debug && !ctx->no_serve && sbx_serve_client_try(ctx->cli, &req);
 }
 
+/*
+ * Record the execution in the store (docs/service.md, "Records") unless SANDBOX_RECORDS=off;
+ * a store that cannot be opened is a warning, not a failure of the run.
+ */
+static void set_record(RunCtx *ctx)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = NULL;
+
+    if (g_strcmp0(g_getenv("SANDBOX_RECORDS"), "off") == 0) {
+        return;
+    }
+    path = sbx_store_default_path();
+    ctx->store = sbx_store_open_client(path, &error);
+    if (ctx->store == NULL) {
+        g_autofree char *warning =
+            g_strdup_printf("sandbox: warning: this run is not recorded: %s\n", error->message);
+        sbx_out_text(ctx->out, SBX_STREAM_STDERR, warning);
+        return;
+    }
+    SbxExecRecordInfo info = {
+        .front_end = "run",
+        .profile = sbx_profile_name(ctx->profile),
+        .snapshot_key = ctx->snapshot != NULL ? sbx_snapshot_inputs(ctx->snapshot)->key : NULL,
+        .image_id = ctx->image->hash,
+    };
+    sbx_exec_set_record(ctx->exec, ctx->store, &info);
+}
+
 static int run_start(SbxCli *cli, int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
@@ -425,6 +461,7 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     };
     SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
     ctx->exec = sbx_exec_new(&req, g_steal_pointer(&tools), src, &sink, ctx);
+    set_record(ctx);
     cli->on_signal = on_signal;
     cli->data = ctx;
     sbx_exec_start(ctx->exec);
@@ -441,6 +478,7 @@ static void run_cleanup(SbxCli *cli)
     }
     sbx_serve_client_cleanup();
     sbx_exec_free(ctx->exec); /* its VM and tool processes killed and reaped */
+    sbx_store_close(ctx->store);
     sbx_prompt_free(ctx->prompt);
     sbx_approvals_free(ctx->approvals); /* after the calls: nothing waits any more */
     sbx_catalog_free(ctx->catalog);

@@ -56,7 +56,7 @@ typedef struct {
     char *catalogs_dir;
     char *db_path;
     char *socket_path;
-    SbxStore *store; /* the tenants of the HTTP API */
+    SbxStore *store; /* every run's record; the tenants of the HTTP API */
     SbxServer *server;
     SbxUnixFront *unix_front;
     SbxHttpFront *http_front;
@@ -194,7 +194,7 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
         {"catalogs-dir", 0, 0, G_OPTION_ARG_FILENAME, &srv->catalogs_dir,
          "The tool catalogs tenants may name (NAME.json)", "DIR"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &srv->db_path,
-         "The store of tenants (default: sandbox.db in the state directory)", "PATH"},
+         "The store of records and tenants (default: sandbox.db in the state directory)", "PATH"},
         {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
          "Offer pooled VMs without the runners' warm-up after the restore (for comparison)", NULL},
         G_OPTION_ENTRY_NULL,
@@ -210,7 +210,8 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
     /* parse_sizes() below relies on this bound (and caps --pool and --prestart itself). */
     if (argc != 1 || n > SBX_SERVER_PROFILES_MAX) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "usage: sandbox serve [--socket PATH] [--pool [NAME=]N]... "
+                    "usage: sandbox serve [--socket PATH] [--db PATH] [--listen ADDR:PORT] "
+                    "[--tls-cert FILE --tls-key FILE] [--catalogs-dir DIR] [--pool [NAME=]N]... "
                     "[--prestart [NAME=]N]... [--profile NAME]... [--no-warm-up] (up to %d "
                     "profiles)",
                     SBX_SERVER_PROFILES_MAX);
@@ -244,6 +245,7 @@ static gboolean start_server(ServeCli *srv, GError **error)
 {
     const char *const *names = pooled_names(srv);
     SbxServerProfileConfig profiles[SBX_SERVER_PROFILES_MAX];
+    g_autofree char *db = srv->db_path != NULL ? g_strdup(srv->db_path) : sbx_store_default_path();
     SbxServerConfig config = {
         .profiles = profiles,
         .n_profiles = g_strv_length((char **)names),
@@ -255,6 +257,12 @@ static gboolean start_server(ServeCli *srv, GError **error)
         profiles[i] = (SbxServerProfileConfig){
             .name = names[i], .pool_size = srv->pool_sizes[i], .prestart = srv->prestarts[i]};
     }
+    /* Executions a killed server left are marked interrupted here (docs/service.md). */
+    srv->store = sbx_store_open(db, error);
+    if (srv->store == NULL) {
+        return FALSE;
+    }
+    config.store = srv->store;
     srv->server = sbx_server_new(&config, error);
     if (srv->server == NULL) {
         return FALSE;
@@ -262,11 +270,6 @@ static gboolean start_server(ServeCli *srv, GError **error)
     srv->unix_front = sbx_unix_front_new(srv->server, srv->socket_path, error);
     if (srv->unix_front == NULL || srv->listen == NULL) {
         return srv->unix_front != NULL;
-    }
-    g_autofree char *db = srv->db_path != NULL ? g_strdup(srv->db_path) : sbx_store_default_path();
-    srv->store = sbx_store_open(db, error);
-    if (srv->store == NULL) {
-        return FALSE;
     }
     SbxHttpConfig http = {
         .listen = srv->listen,
@@ -323,7 +326,7 @@ static void serve_cleanup(SbxCli *cli)
     sbx_unix_front_free(srv->unix_front); /* its connections' runs are abandoned */
     sbx_server_free(srv->server);         /* jobs left after the grace: their VMs killed now */
     g_clear_handle_id(&srv->grace_source, g_source_remove);
-    sbx_store_close(srv->store);
+    sbx_store_close(srv->store); /* after the jobs: their records are written */
     g_free(srv->listen);
     g_free(srv->tls_cert);
     g_free(srv->tls_key);

@@ -11,7 +11,8 @@ SbxStore *sbx_cli_store_open(const char *verb, const char *path)
 {
     g_autofree char *fallback = path == NULL ? sbx_store_default_path() : NULL;
     g_autoptr(GError) error = NULL;
-    SbxStore *store = sbx_store_open(path != NULL ? path : fallback, &error);
+    /* `sandbox serve` may be using it: its running executions are not interrupted. */
+    SbxStore *store = sbx_store_open_client(path != NULL ? path : fallback, &error);
 
     if (store == NULL) {
         fprintf(stderr, "%s: %s\n", verb, error->message);

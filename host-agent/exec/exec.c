@@ -7,11 +7,13 @@
 
 #include <string.h>
 
+#include "exec/exec-record.h"
 #include "exec/outcome.h"
 #include "exec/relay.h"
 #include "exec/report.h"
 
 struct SbxExec {
+    char id[SBX_SESSION_EXECUTION_ID_SIZE];
     /* the request */
     SbxLanguage language;
     char *code;
@@ -40,7 +42,86 @@ struct SbxExec {
     const SbxRunResult *result; /* owned by the session */
     char *failure;              /* the sandbox failed before an execution result */
     SbxStatus failure_status;
+    /* the record (sbx_exec_set_record()) */
+    SbxStore *store; /* NULL: none */
+    SbxExecRecordInfo info;
+    gboolean record_begun;
+    char *record_error;
+    gint64 started_at_ms;
+    GByteArray *kept[SBX_STREAM__COUNT]; /* streamed output, up to the record's cap */
+    gboolean kept_cut[SBX_STREAM__COUNT];
 };
+
+/* ---- the record --------------------------------------------------------------------------- */
+
+static void record_input(const SbxExec *exec, SbxExecRecordInput *in, SbxSessionGiven *given)
+{
+    *in = (SbxExecRecordInput){
+        .id = exec->id,
+        .info = &exec->info,
+        .language = exec->language,
+        .code = exec->code,
+        .timeout_ms = exec->timeout_ms,
+        .output_limit = exec->output_limit,
+        .started_at_ms = exec->started_at_ms,
+        .boot_ms = sbx_exec_boot_ms(exec),
+        .result = exec->result,
+        .failure = exec->failure,
+        .failure_status = exec->failure_status,
+        .kept = {exec->kept[0], exec->kept[1]},
+        .kept_cut = {exec->kept_cut[0], exec->kept_cut[1]},
+        .ns = sbx_tools_namespace(exec->tools),
+        .given = exec->session != NULL && sbx_session_given(exec->session, given) ? given : NULL,
+    };
+}
+
+/* Keep the first failure: the front end warns about it; the execution goes on regardless. */
+static void record_failed(SbxExec *exec, GError *error)
+{
+    if (exec->record_error == NULL) {
+        exec->record_error = g_strdup(error->message);
+    }
+    g_error_free(error);
+}
+
+static void record_begin(SbxExec *exec)
+{
+    SbxExecRecordInput in;
+    SbxSessionGiven given;
+    GError *error = NULL;
+
+    record_input(exec, &in, &given);
+    exec->record_begun = sbx_exec_record_begin(exec->store, &in, &error);
+    if (!exec->record_begun) {
+        record_failed(exec, error);
+    }
+}
+
+static void record_finish(SbxExec *exec)
+{
+    SbxExecRecordInput in;
+    SbxSessionGiven given;
+    GError *error = NULL;
+
+    if (!exec->record_begun) {
+        record_begin(exec); /* ended before its start (an abort), or the begin failed */
+    }
+    record_input(exec, &in, &given);
+    if (exec->record_begun && !sbx_exec_record_finish(exec->store, &in, &error)) {
+        record_failed(exec, error);
+    }
+    explicit_bzero(&given, sizeof(given));
+}
+
+/* Streamed output, kept for the record up to its cap; beyond, the stream is flagged cut. */
+static void record_output(SbxExec *exec, SbxStream stream, const guint8 *data, gsize len)
+{
+    GByteArray *kept = exec->kept[stream];
+    gsize room = SBX_RECORD_OUTPUT_MAX - kept->len;
+
+    g_byte_array_append(kept, data, MIN(len, room));
+    exec->kept_cut[stream] |= len > room;
+}
 
 /* ---- the end ------------------------------------------------------------------------------ */
 
@@ -52,6 +133,9 @@ static void maybe_finish(SbxExec *exec)
         return;
     }
     exec->reported = TRUE;
+    if (exec->store != NULL) {
+        record_finish(exec); /* durable before anyone hears of the end */
+    }
     exec->sink->done(exec->sink_data, exec);
 }
 
@@ -99,6 +183,9 @@ static void on_output(SbxSession *s, SbxStream stream, const guint8 *data, gsize
     SbxExec *exec = user_data;
     (void)s;
 
+    if (exec->kept[stream] != NULL) {
+        record_output(exec, stream, data, len);
+    }
     if (exec->sink->output != NULL) {
         exec->sink->output(exec->sink_data, stream, data, len);
     }
@@ -159,6 +246,7 @@ static void execute(SbxExec *exec)
     gsize n_tools = 0;
     const SbxToolDecl *decls = sbx_tools_decls(exec->tools, &n_tools);
     SbxRunRequest req = {
+        .id = exec->id,
         .language = exec->language,
         .code = exec->code,
         .tools = decls,
@@ -179,6 +267,7 @@ static void execute(SbxExec *exec)
         fail(exec, SBX_STATUS_CRASH, msg);
         return;
     }
+    exec->started_at_ms = g_get_real_time() / 1000;
     exec->src->ops->begin(exec->src);
 }
 
@@ -256,7 +345,37 @@ SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource 
     exec->sink_data = sink_data;
     exec->cancel = g_cancellable_new();
     exec->failure_status = SBX_STATUS_CRASH;
+    if (!sbx_session_new_execution_id(exec->id, NULL)) {
+        /* No getrandom(): an id only needs to be unique, not secret. */
+        g_snprintf(exec->id, sizeof(exec->id), "x%08x%08x", g_random_int(), g_random_int());
+    }
     return exec;
+}
+
+void sbx_exec_set_record(SbxExec *exec, SbxStore *store, const SbxExecRecordInfo *info)
+{
+    g_assert(!exec->started && exec->store == NULL && info->front_end != NULL);
+    exec->store = store;
+    exec->info.tenant_id = g_strdup(info->tenant_id);
+    exec->info.front_end = g_strdup(info->front_end);
+    exec->info.profile = g_strdup(info->profile);
+    exec->info.snapshot_key = g_strdup(info->snapshot_key);
+    exec->info.image_id = g_strdup(info->image_id);
+    if (!exec->collect_output) {
+        for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+            exec->kept[i] = g_byte_array_new();
+        }
+    }
+}
+
+const char *sbx_exec_id(const SbxExec *exec)
+{
+    return exec->id;
+}
+
+const char *sbx_exec_record_error(const SbxExec *exec)
+{
+    return exec->record_error;
 }
 
 void sbx_exec_start(SbxExec *exec)
@@ -270,6 +389,9 @@ void sbx_exec_start(SbxExec *exec)
     exec->src->ops->acquire(exec->src, on_acquired, exec);
     /* Spawns the MCP stdio servers; they list their tools while the VM starts. */
     sbx_tools_start(exec->tools, on_tools_ready, exec);
+    if (exec->store != NULL) {
+        record_begin(exec); /* its fsync while the VM starts: both callbacks come from the loop */
+    }
 }
 
 void sbx_exec_abort(SbxExec *exec, SbxStatus status, const char *why)
@@ -337,7 +459,8 @@ char *sbx_exec_report_json(const SbxExec *exec, const char *extra)
     if (extra != NULL) {
         g_string_append(out, extra);
     }
-    /* The execution's members: the report is one JSON object. */
+    /* The execution's members, its id (its record's) first: the report is one JSON object. */
+    g_string_append_printf(out, ",\"id\":\"%s\"", exec->id);
     g_assert(report[0] == '{');
     if (report[1] != '}') {
         g_string_append_c(out, ',');
@@ -373,5 +496,16 @@ void sbx_exec_free(SbxExec *exec)
     g_free(exec->pending);
     g_free(exec->failure);
     g_free(exec->code);
+    g_free(exec->record_error);
+    g_free((char *)exec->info.tenant_id);
+    g_free((char *)exec->info.front_end);
+    g_free((char *)exec->info.profile);
+    g_free((char *)exec->info.snapshot_key);
+    g_free((char *)exec->info.image_id);
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+        if (exec->kept[i] != NULL) {
+            g_byte_array_unref(exec->kept[i]);
+        }
+    }
     g_free(exec);
 }

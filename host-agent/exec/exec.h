@@ -20,6 +20,7 @@
 #include "exec/source.h"
 #include "protocol/message.h"
 #include "session.h"
+#include "store/db.h"
 #include "tools.h"
 
 typedef struct SbxExec SbxExec;
@@ -50,12 +51,36 @@ typedef struct {
     void (*done)(gpointer data, SbxExec *exec);
 } SbxExecSink;
 
+/* Who runs the execution and on what, for its record (docs/service.md, "Records"). Copied. */
+typedef struct {
+    const char *tenant_id;    /* NULL: a local run */
+    const char *front_end;    /* "run", "serve", "http" */
+    const char *profile;      /* the machine profile's name */
+    const char *snapshot_key; /* NULL: a cold boot */
+    const char *image_id;
+} SbxExecRecordInfo;
+
 /**
  * An execution of @req with @tools (taken; NULL: none) on a VM from @src (taken). Nothing
  * starts until sbx_exec_start(). @sink must outlive the exec.
  */
 SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource *src,
                       const SbxExecSink *sink, gpointer sink_data);
+
+/**
+ * Record the execution in @store (which must outlive the exec): begun (status running) at
+ * sbx_exec_start(), finished just before the sink's done, with the outcome, the output (kept up
+ * to the record's cap also when streamed), the tool calls, their approvals, and the entropy and
+ * clock the guest was given. Call before sbx_exec_start(). A store that fails does not fail the
+ * execution: see sbx_exec_record_error().
+ */
+void sbx_exec_set_record(SbxExec *exec, SbxStore *store, const SbxExecRecordInfo *info);
+
+/** The execution id (the session's, and the record's), from sbx_exec_new() on. */
+const char *sbx_exec_id(const SbxExec *exec);
+
+/** Why the record could not be written (the first failure), or NULL: a warning to print. */
+const char *sbx_exec_record_error(const SbxExec *exec);
 
 /**
  * Start: the VM's acquire and the tools' start, in parallel; the execute once both are ready.

@@ -16,7 +16,7 @@ static void append_str(GString *out, const char *s)
     }
 }
 
-static void append_error(GString *out, const SbxError *e)
+void sbx_report_append_error(GString *out, const SbxError *e)
 {
     g_string_append(out, "{\"code\":");
     append_str(out, sbx_error_code_name(e->code));
@@ -52,7 +52,7 @@ static void append_call(GString *out, const SbxToolRecord *rec, const SbxNamespa
             }
         } else {
             g_string_append(out, ",\"error\":");
-            append_error(out, &rec->error);
+            sbx_report_append_error(out, &rec->error);
         }
         g_string_append_printf(out, ",\"duration_ms\":%" G_GUINT64_FORMAT, rec->duration_ms);
     }
@@ -79,7 +79,7 @@ static void append_result(GString *out, const SbxRunResult *r, const SbxNamespac
     g_string_append_printf(out, ",\"exit_code\":%d,\"result\":%s,\"error\":", r->exit_code,
                            r->result_json != NULL ? r->result_json : "null");
     if (r->has_error) {
-        append_error(out, &r->error);
+        sbx_report_append_error(out, &r->error);
     } else {
         g_string_append(out, "null");
     }
@@ -102,7 +102,7 @@ static void append_failure(GString *out, SbxStatus status, const char *failure)
     g_string_append(out, "{\"status\":");
     append_str(out, sbx_status_name(status));
     g_string_append(out, ",\"exit_code\":-1,\"result\":null,\"error\":");
-    append_error(out, &e);
+    sbx_report_append_error(out, &e);
     g_string_append(out, ",\"stdout\":\"\",\"stderr\":\"\",\"output_truncated\":false,"
                          "\"duration_ms\":0,\"tool_calls\":[],\"tool_calls_dropped\":0");
 }
@@ -111,7 +111,7 @@ char *sbx_report_error_json(const SbxError *e)
 {
     GString *out = g_string_new(NULL);
 
-    append_error(out, e);
+    sbx_report_append_error(out, e);
     return g_string_free(out, FALSE);
 }
 

@@ -18,6 +18,9 @@ typedef struct {
     gint64 boot_ms;             /* VM start to agent ready; -1 if unknown */
 } SbxReport;
 
+/** @e as the report's error object ({"code","type","message","stack"}), appended to @out. */
+void sbx_report_append_error(GString *out, const SbxError *e);
+
 /** The report as one line of JSON (caller frees). */
 char *sbx_report_json(const SbxReport *report);
 

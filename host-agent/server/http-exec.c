@@ -510,6 +510,7 @@ void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTen
                  .code = req.code,
                  .timeout_ms = req.timeout_ms,
                  .output_limit = req.output_limit},
+        .front_end = "http",
         .tenant_id = tenant->id,
         .origin = e->origin,
     };

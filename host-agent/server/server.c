@@ -33,6 +33,7 @@ typedef struct {
 
 struct SbxServer {
     ServerProfile profiles[SBX_SERVER_PROFILES_MAX];
+    SbxStore *store; /* every job's record, or NULL */
     guint n_profiles;
     SbxApprovals *approvals;
     GList *jobs;        /* every job until it is freed */
@@ -103,6 +104,7 @@ SbxServer *sbx_server_new(const SbxServerConfig *config, GError **error)
 
     g_assert(config->n_profiles >= 1 && config->n_profiles <= SBX_SERVER_PROFILES_MAX);
     srv->approvals = sbx_approvals_new();
+    srv->store = config->store;
     srv->queues =
         g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_queue_free);
     g_queue_init(&srv->turns);
@@ -349,6 +351,17 @@ SbxServerJob *sbx_server_submit(SbxServer *srv, const SbxServerRequest *req, Sbx
     job->exec =
         sbx_exec_new(&req->exec, g_steal_pointer(&owned),
                      sbx_exec_source_new_pool(srv->profiles[req->profile].pool), &job_sink, job);
+    if (srv->store != NULL) {
+        ServerProfile *sp = &srv->profiles[req->profile];
+        SbxExecRecordInfo info = {
+            .tenant_id = req->tenant_id,
+            .front_end = req->front_end,
+            .profile = sbx_profile_name(sp->profile),
+            .snapshot_key = sbx_snapshot_inputs(sp->snapshot)->key,
+            .image_id = sp->image->hash,
+        };
+        sbx_exec_set_record(job->exec, srv->store, &info);
+    }
     srv->jobs = g_list_prepend(srv->jobs, job);
     GQueue *q = g_hash_table_lookup(srv->queues, job->queue);
     if (q == NULL) {

@@ -15,6 +15,7 @@
 #include "exec/exec.h"
 #include "pool.h"
 #include "profile.h"
+#include "store/db.h"
 
 /*
  * Executions at once. Each holds a VM (~117 MB of RAM copy plus QEMU) and under TCG keeps a
@@ -52,6 +53,8 @@ typedef struct {
     const SbxServerProfileConfig *profiles; /* the first serves requests that name none */
     guint n_profiles;                       /* 1..SBX_SERVER_PROFILES_MAX */
     gboolean no_warm_up;                    /* offer pooled VMs without the runners' warm-up */
+    /* Where every job's execution is recorded (docs/service.md, "Records"); NULL: nowhere. */
+    SbxStore *store;
     /* Called when a snapshot is made at start (once per image and profile; blocks). */
     void (*on_make_snapshot)(const char *dir, gpointer data);
     gpointer data;
@@ -93,7 +96,8 @@ void sbx_server_profile_state_clear(SbxServerProfileState *st);
 typedef struct {
     SbxExecRequest exec;
     guint profile;         /* index of the pooled profile */
-    const char *tenant_id; /* the queue it waits in; NULL: the local clients' */
+    const char *front_end; /* its record's: "serve" (the Unix socket), "http" */
+    const char *tenant_id; /* the queue it waits in and its record's tenant; NULL: local */
     const char *origin;    /* who asked, shown with its approvals ("sandbox run, pid N") */
 } SbxServerRequest;
 

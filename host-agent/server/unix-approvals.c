@@ -70,7 +70,9 @@ static void decide(UnixConn *conn, SbxApprovals *approvals, const SbxServeReques
         sbx_unix_conn_send_error(conn, "bad_request", req->bad);
         return;
     }
-    if (!sbx_approvals_decide(approvals, req->id, approve)) {
+    g_autofree char *by =
+        g_strdup_printf("a client of sandbox serve, pid %d", (int)sbx_unix_conn_peer_pid(conn));
+    if (!sbx_approvals_decide_by(approvals, req->id, approve, by)) {
         g_autofree char *why = g_strdup_printf(
             "no pending approval \"%s\" (answered, timed out, or its run ended)", req->id);
         sbx_unix_conn_send_error(conn, "not_found", why);

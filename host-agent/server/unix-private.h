@@ -39,6 +39,8 @@ typedef struct UnixRun UnixRun;
 /* unix.c, for unix-run.c and unix-approvals.c */
 /** The server behind @conn. */
 SbxServer *sbx_unix_conn_server(UnixConn *conn);
+/** The PID of @conn's client (SO_PEERCRED), 0 if unknown. */
+GPid sbx_unix_conn_peer_pid(UnixConn *conn);
 /** Who is on the other end of @conn ("sandbox run, pid N"), for the approvals list. */
 char *sbx_unix_conn_origin(UnixConn *conn);
 /** Queue a frame with @json (a JSON object text) for @conn; FALSE if the client is too slow. */

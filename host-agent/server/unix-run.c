@@ -3,6 +3,7 @@
  * server: its output forwarded to the client as it comes (or collected), then the done frame
  * with the exit code, the summary and the report `sandbox run --json` prints.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "server/unix-private.h"
@@ -60,6 +61,10 @@ static void on_done(gpointer data, SbxExec *exec)
 {
     UnixRun *run = data;
 
+    if (sbx_exec_record_error(exec) != NULL) {
+        fprintf(stderr, "sandbox serve: warning: the record of execution %s: %s\n",
+                sbx_exec_id(exec), sbx_exec_record_error(exec));
+    }
     send_done(run, exec);
     sbx_unix_conn_run_over(run->conn); /* the connection forgets the run: it is freed here */
     g_free(run);
@@ -101,6 +106,7 @@ UnixRun *sbx_unix_run_start(UnixConn *conn, const SbxServeRun *req)
                 .output_limit = req->output_limit,
                 .collect_output = req->collect,
             },
+        .front_end = "serve",
         .origin = origin,
     };
 

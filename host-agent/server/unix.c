@@ -106,6 +106,11 @@ static void conn_flush_later(UnixConn *conn)
     }
 }
 
+GPid sbx_unix_conn_peer_pid(UnixConn *conn)
+{
+    return conn->peer_pid;
+}
+
 char *sbx_unix_conn_origin(UnixConn *conn)
 {
     return conn != NULL && conn->peer_pid > 0

@@ -20,6 +20,7 @@
 
 /* Random bytes in an execution id ("x" + 16 hex characters <= SBX_ID_MAX). */
 #define EXEC_ID_BYTES 8
+G_STATIC_ASSERT(SBX_SESSION_EXECUTION_ID_SIZE == EXEC_ID_BYTES * 2 + 2);
 
 typedef enum {
     ST_NEW,
@@ -42,7 +43,7 @@ struct SbxSession {
     gpointer user_data;
     State state;
     char token[TOKEN_BYTES * 2 + 1];
-    char exec_id[EXEC_ID_BYTES * 2 + 2];
+    char exec_id[SBX_ID_MAX + 1];
     SbxLanguage language;
     uint8_t *execute_frame; /* encoded at run(), sent once hello_ok checked out */
     size_t execute_len;
@@ -58,6 +59,7 @@ struct SbxSession {
     SbxRunResult result;
     guint offered; /* bit per SbxLanguage the agent offered in hello_ok */
     gint64 hello_us;
+    SbxSessionGiven given; /* what the guest last got (hello, or a refreshing execute) */
     SbxSessionReadyFunc handshake_func;
     gpointer handshake_data;
     guint32 ping_seq;              /* the outstanding ping's seq (0: none); its pong is expected */
@@ -710,6 +712,15 @@ static void prepare(SbxSession *s, const SbxRunRequest *req)
                        : SBX_TOOL_CALLS_IN_FLIGHT_MAX;
 }
 
+/* Keep what the guest is given for the execution's record (never logged). */
+static void keep_given(SbxSession *s, const uint8_t *entropy, gsize len, gint64 time_us)
+{
+    g_assert(len <= sizeof(s->given.entropy));
+    memcpy(s->given.entropy, entropy, len);
+    s->given.entropy_len = len;
+    s->given.time_us = time_us;
+}
+
 /*
  * @refresh: the hello was before this run (a handshake ahead, or an earlier execution), maybe
  * long ago: the execute carries the clock and fresh entropy again (applied before the code runs).
@@ -731,6 +742,7 @@ static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, gboolean
         e->entropy = entropy;
         e->entropy_len = sizeof(entropy);
         e->time_us = g_get_real_time();
+        keep_given(s, entropy, sizeof(entropy), e->time_us);
     }
 
     e->id = s->exec_id;
@@ -780,10 +792,13 @@ static gboolean send_hello(SbxSession *s, gboolean warm_up, GError **error)
     msg.hello.time_us = g_get_real_time();
     msg.hello.warm_up = warm_up;
     r = sbx_msg_encode(&msg, &frame, &len);
-    explicit_bzero(entropy, sizeof(entropy));
     if (r == 0) {
         r = sbx_channel_send(s->channel, frame, len);
     }
+    if (r == 0) {
+        keep_given(s, entropy, sizeof(entropy), msg.hello.time_us);
+    }
+    explicit_bzero(entropy, sizeof(entropy));
     if (r < 0) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE, "cannot send hello: %s",
                     g_strerror(-r));
@@ -807,11 +822,14 @@ gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GErr
                     "the guest agent does not offer %s", sbx_language_name(request->language));
         return FALSE;
     }
+    if (request->id != NULL && !sbx_id_valid(request->id)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "invalid execution id");
+        return FALSE;
+    }
     prepare(s, request);
-    s->exec_id[0] = 'x';
-    int r = random_hex(s->exec_id + 1, EXEC_ID_BYTES);
-    if (r < 0) {
-        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s", g_strerror(-r));
+    if (request->id != NULL) {
+        g_strlcpy(s->exec_id, request->id, sizeof(s->exec_id));
+    } else if (!sbx_session_new_execution_id(s->exec_id, error)) {
         return FALSE;
     }
     if (!encode_execute(s, request, s->state == ST_IDLE, error)) {
@@ -951,4 +969,21 @@ void sbx_session_abort(SbxSession *session, SbxStatus status, SbxErrorCode code,
 const char *sbx_session_execution_id(const SbxSession *session)
 {
     return session->exec_id[0] != '\0' ? session->exec_id : NULL;
+}
+
+gboolean sbx_session_new_execution_id(char out[SBX_SESSION_EXECUTION_ID_SIZE], GError **error)
+{
+    out[0] = 'x';
+    int r = random_hex(out + 1, EXEC_ID_BYTES);
+    if (r < 0) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s", g_strerror(-r));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean sbx_session_given(const SbxSession *session, SbxSessionGiven *out)
+{
+    *out = session->given;
+    return out->entropy_len > 0;
 }

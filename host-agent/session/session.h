@@ -117,6 +117,7 @@ typedef struct {
 } SbxSessionCallbacks;
 
 typedef struct {
+    const char *id; /* the execution id (sbx_session_new_execution_id()); NULL: a new one */
     SbxLanguage language;
     const char *code;
     const char *entry;     /* optional */
@@ -221,6 +222,26 @@ void sbx_session_abort(SbxSession *session, SbxStatus status, SbxErrorCode code,
 
 /** The execution id of the current (or last) execution, or NULL before the first. */
 const char *sbx_session_execution_id(const SbxSession *session);
+
+/* Room for an execution id ("x" + 16 hex digits, NUL), as sbx_session_run() makes them. */
+#define SBX_SESSION_EXECUTION_ID_SIZE 18
+
+/** A new execution id into @out, as sbx_session_run() makes one ("x" + 16 hex digits). */
+gboolean sbx_session_new_execution_id(char out[SBX_SESSION_EXECUTION_ID_SIZE], GError **error);
+
+/*
+ * What the guest was given for its current (or last) execution, as the record keeps it for a
+ * replay: the entropy and the wall clock of the hello, or of the execute when that carried them
+ * again (after a handshake ahead, a pooled VM). Secret-ish: never logged.
+ */
+typedef struct {
+    guint8 entropy[SBX_SESSION_ENTROPY_BYTES];
+    gsize entropy_len; /* 0: nothing was sent yet */
+    gint64 time_us;    /* the wall clock sent (unix us) */
+} SbxSessionGiven;
+
+/** Fill @out with what the guest was given (above). FALSE if nothing was sent yet. */
+gboolean sbx_session_given(const SbxSession *session, SbxSessionGiven *out);
 
 /** Free a record (for owners that copy records). */
 void sbx_tool_record_free(SbxToolRecord *record);

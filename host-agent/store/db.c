@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -303,12 +304,33 @@ static gboolean mark_interrupted(SbxStore *store, GError **error)
     return TRUE;
 }
 
-SbxStore *sbx_store_open(const char *path, GError **error)
+/*
+ * A server's lock on the database: one server per file, since a server marks every execution
+ * still running interrupted when it opens (a second one would interrupt the first's). The
+ * lock goes with the process, kill -9 included, so a dead server never blocks the next.
+ */
+static gboolean lock_server(SbxStore *store, GError **error)
+{
+    g_autofree char *lock = g_strdup_printf("%s.lock", store->path);
+
+    store->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (store->lock_fd < 0 || flock(store->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        g_set_error(error, SBX_STORE_ERROR, SBX_STORE_ERROR_DB, "%s: %s", lock,
+                    e == EWOULDBLOCK ? "another `sandbox serve` uses this database"
+                                     : g_strerror(e));
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static SbxStore *open_store(const char *path, gboolean server, GError **error)
 {
     g_autoptr(SbxStore) store = g_new0(SbxStore, 1);
 
+    store->lock_fd = -1;
     store->path = g_strdup(path);
-    if (!make_file(path, error)) {
+    if (!make_file(path, error) || (server && !lock_server(store, error))) {
         return NULL;
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX;
@@ -317,10 +339,21 @@ SbxStore *sbx_store_open(const char *path, GError **error)
         return NULL;
     }
     sqlite3_extended_result_codes(store->db, 0);
-    if (!configure(store, error) || !migrate(store, error) || !mark_interrupted(store, error)) {
+    if (!configure(store, error) || !migrate(store, error) ||
+        (server && !mark_interrupted(store, error))) {
         return NULL;
     }
     return g_steal_pointer(&store);
+}
+
+SbxStore *sbx_store_open(const char *path, GError **error)
+{
+    return open_store(path, TRUE, error);
+}
+
+SbxStore *sbx_store_open_client(const char *path, GError **error)
+{
+    return open_store(path, FALSE, error);
 }
 
 void sbx_store_close(SbxStore *store)
@@ -329,6 +362,9 @@ void sbx_store_close(SbxStore *store)
         return;
     }
     sqlite3_close_v2(store->db); /* NULL: a no-op */
+    if (store->lock_fd >= 0) {
+        close(store->lock_fd); /* the lock goes with it */
+    }
     g_free(store->path);
     g_free(store);
 }

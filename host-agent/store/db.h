@@ -32,6 +32,12 @@ typedef struct SbxStore SbxStore;
  */
 SbxStore *sbx_store_open(const char *path, GError **error);
 
+/**
+ * As sbx_store_open(), but executions left running are left alone: for a process that may run
+ * beside the server using the database (`sandbox run`, `sandbox records`, `sandbox tenant`).
+ */
+SbxStore *sbx_store_open_client(const char *path, GError **error);
+
 /** Close @store (NULL: nothing). */
 void sbx_store_close(SbxStore *store);
 

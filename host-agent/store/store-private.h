@@ -12,6 +12,7 @@ struct SbxStore {
     sqlite3 *db;
     char *path;
     guint interrupted; /* executions marked interrupted at open */
+    int lock_fd;       /* a server's: the exclusive lock beside the file (<path>.lock), or -1 */
 };
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(sqlite3_stmt, sqlite3_finalize)

@@ -13,6 +13,9 @@ typedef struct {
     GSource *cancel_src; /* the call's cancellable, seen from the loop */
     guint idle;          /* an ending decided where calling back is not allowed */
     SbxApprovalOutcome outcome;
+    char *answered_by;     /* who decided, or NULL */
+    gint64 asked_at_ms;    /* unix ms */
+    gint64 answered_at_ms; /* unix ms, 0 until decided */
     SbxApprovalFunc func;
     gpointer user_data;
 } Pending;
@@ -56,6 +59,7 @@ static void pending_free(Pending *p)
     g_free(p->pub.tool);
     g_free(p->pub.input_json);
     g_free(p->pub.origin);
+    g_free(p->answered_by);
     g_free(p);
 }
 
@@ -67,8 +71,14 @@ static void finish(Pending *p, SbxApprovalOutcome outcome)
     }
     SbxApprovalFunc func = p->func;
     gpointer data = p->user_data;
+    g_autofree char *by = g_steal_pointer(&p->answered_by);
+    SbxApprovalAnswer answer = {
+        .answered_by = by,
+        .asked_at_ms = p->asked_at_ms,
+        .answered_at_ms = p->answered_at_ms,
+    };
     pending_free(p);
-    func(outcome, data);
+    func(outcome, &answer, data);
 }
 
 /*
@@ -128,6 +138,7 @@ const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider,
     p->pub.input_json = g_strdup(input_json);
     p->pub.origin = g_strdup(origin);
     p->pub.since_us = g_get_monotonic_time();
+    p->asked_at_ms = g_get_real_time() / 1000;
     p->pub.timeout_ms = timeout_ms;
     p->func = func;
     p->user_data = user_data;
@@ -169,6 +180,12 @@ static Pending *find(SbxApprovals *approvals, const char *id)
 
 gboolean sbx_approvals_decide(SbxApprovals *approvals, const char *id, gboolean approve)
 {
+    return sbx_approvals_decide_by(approvals, id, approve, NULL);
+}
+
+gboolean sbx_approvals_decide_by(SbxApprovals *approvals, const char *id, gboolean approve,
+                                 const char *by)
+{
     Pending *p = find(approvals, id);
 
     if (p == NULL) {
@@ -176,6 +193,10 @@ gboolean sbx_approvals_decide(SbxApprovals *approvals, const char *id, gboolean 
     }
     /* The answer is taken now; the call goes on from the loop (the caller may be mid-frame). */
     p->outcome = approve ? SBX_APPROVAL_APPROVED : SBX_APPROVAL_DENIED;
+    p->answered_at_ms = g_get_real_time() / 1000;
+    if (by != NULL) {
+        p->answered_by = g_utf8_make_valid(by, MIN(strlen(by), (gsize)SBX_APPROVAL_BY_MAX));
+    }
     g_clear_handle_id(&p->timer, g_source_remove);
     p->idle = g_idle_add(on_idle, p);
     return TRUE;

@@ -23,7 +23,18 @@ typedef enum {
     SBX_APPROVAL_UNAVAILABLE, /* too many pending: refused without asking */
 } SbxApprovalOutcome;
 
-typedef void (*SbxApprovalFunc)(SbxApprovalOutcome outcome, gpointer user_data);
+/* Who answered, kept for the execution's record: a pid and a program's name are ample. */
+#define SBX_APPROVAL_BY_MAX 128
+
+/* How an approval ended, for the record (valid during the SbxApprovalFunc only). */
+typedef struct {
+    const char *answered_by; /* who answered (sbx_approvals_decide_by()), or NULL: nobody */
+    gint64 asked_at_ms;      /* unix ms */
+    gint64 answered_at_ms;   /* unix ms of the decision; 0: not answered (timed out, ...) */
+} SbxApprovalAnswer;
+
+typedef void (*SbxApprovalFunc)(SbxApprovalOutcome outcome, const SbxApprovalAnswer *answer,
+                                gpointer user_data);
 
 /* A pending approval, as listed. */
 typedef struct {
@@ -67,6 +78,13 @@ void sbx_approvals_set_notify(SbxApprovals *approvals, SbxApprovalsNotify func, 
 
 /** Approve (@approve TRUE) or deny approval @id. FALSE if no such approval is pending. */
 gboolean sbx_approvals_decide(SbxApprovals *approvals, const char *id, gboolean approve);
+
+/**
+ * As sbx_approvals_decide(), saying who answered (@by: "the terminal", "sandbox approve, pid
+ * 4242"; cut at SBX_APPROVAL_BY_MAX bytes; NULL: unknown) for the execution's record.
+ */
+gboolean sbx_approvals_decide_by(SbxApprovals *approvals, const char *id, gboolean approve,
+                                 const char *by);
 
 /** The pending approvals, oldest first (const SbxApproval *, valid until the loop runs). */
 GPtrArray *sbx_approvals_pending(SbxApprovals *approvals);

@@ -394,7 +394,7 @@ static void deny(GTask *task, const char *fmt, ...)
                             cd->prov_real, cd->tool_real, msg);
 }
 
-static void on_approval(SbxApprovalOutcome outcome, gpointer data)
+static void on_approval(SbxApprovalOutcome outcome, const SbxApprovalAnswer *answer, gpointer data)
 {
     GTask *task = data;
     CallData *cd = g_task_get_task_data(task);
@@ -402,6 +402,16 @@ static void on_approval(SbxApprovalOutcome outcome, gpointer data)
     g_string_append_printf(cd->policy, ",\"approval\":\"%s\",\"wait_ms\":%" G_GINT64_FORMAT,
                            sbx_approval_outcome_name(outcome),
                            (g_get_monotonic_time() - cd->asked_us) / 1000);
+    /* Who answered and when: the execution's record of its approvals (exec-record.c). */
+    g_string_append(cd->policy, ",\"answered_by\":");
+    if (answer->answered_by != NULL) {
+        append_json_string(cd->policy, answer->answered_by);
+    } else {
+        g_string_append(cd->policy, "null");
+    }
+    g_string_append_printf(
+        cd->policy, ",\"asked_at_ms\":%" G_GINT64_FORMAT ",\"answered_at_ms\":%" G_GINT64_FORMAT,
+        answer->asked_at_ms, answer->answered_at_ms);
     if (outcome == SBX_APPROVAL_APPROVED) {
         run_provider(task); /* still in flight */
         return;

@@ -63,9 +63,10 @@ static int teardown(void **state)
     return 0;
 }
 
-static void on_decided(SbxApprovalOutcome outcome, gpointer data)
+static void on_decided(SbxApprovalOutcome outcome, const SbxApprovalAnswer *answer, gpointer data)
 {
     Fixture *f = data;
+    (void)answer;
 
     f->decided++;
     f->outcome = outcome;

@@ -34,9 +34,16 @@ void sbx_unix_conn_send_error(UnixConn *conn, const char *code, const char *mess
     sbx_unix_conn_send_msg(conn, &m);
 }
 
-static void never(SbxApprovalOutcome outcome, gpointer data)
+GPid sbx_unix_conn_peer_pid(UnixConn *conn)
+{
+    (void)conn;
+    return 4242;
+}
+
+static void never(SbxApprovalOutcome outcome, const SbxApprovalAnswer *answer, gpointer data)
 {
     (void)outcome;
+    (void)answer;
     (void)data;
 }
 

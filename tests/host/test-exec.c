@@ -22,6 +22,7 @@
 #include "exec/exec.h"
 #include "exec/outcome.h"
 #include "harness.h"
+#include "store/records.h"
 
 /* ---- the fake source ---------------------------------------------------------------------- */
 
@@ -289,6 +290,301 @@ static void guest_tool_call(FakeGuest *g)
     fake_guest_done(g, SBX_STATUS_OK, "1", 0);
 }
 
+/* More than the record keeps of a stream (SBX_RECORD_OUTPUT_MAX), in the protocol's chunks. */
+static void guest_floods(FakeGuest *g)
+{
+    g_autofree char *piece = g_strnfill(SBX_OUTPUT_CHUNK_MAX, 'a');
+
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
+        return;
+    }
+    for (int i = 0; i < 20; i++) {
+        if (fake_guest_output(g, SBX_STREAM_STDOUT, piece) < 0) {
+            return;
+        }
+    }
+    fake_guest_done(g, SBX_STATUS_OK, "null", 0);
+}
+
+/* ---- records ------------------------------------------------------------------------------ */
+
+/* A temporary store for one test. */
+typedef struct {
+    char *dir;
+    SbxStore *store;
+} TmpStore;
+
+static TmpStore *tmp_store_new(void)
+{
+    g_autoptr(GError) error = NULL;
+    TmpStore *t = g_new0(TmpStore, 1);
+
+    t->dir = g_dir_make_tmp("test-exec-db-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(t->dir, "sandbox.db", NULL);
+    t->store = sbx_store_open(path, &error);
+    if (t->store == NULL) {
+        fail_msg("sbx_store_open: %s", error->message);
+    }
+    return t;
+}
+
+static void tmp_store_free(TmpStore *t)
+{
+    static const char *const files[] = {"sandbox.db", "sandbox.db-wal", "sandbox.db-shm",
+                                        "sandbox.db.lock"};
+
+    sbx_store_close(t->store);
+    for (gsize i = 0; i < G_N_ELEMENTS(files); i++) {
+        g_autofree char *path = g_build_filename(t->dir, files[i], NULL);
+        unlink(path);
+    }
+    assert_int_equal(g_rmdir(t->dir), 0);
+    g_free(t->dir);
+    g_free(t);
+}
+
+static const SbxExecRecordInfo record_info = {
+    .front_end = "run",
+    .profile = "q35-serial",
+    .snapshot_key = "snapkey",
+    .image_id = "img-1",
+};
+
+/* The record of @run (read back from @t), with its tool calls and approvals. */
+static SbxRecord *record_of(TmpStore *t, Run *run, GPtrArray **ret_calls, GPtrArray **ret_appr)
+{
+    g_autoptr(GError) error = NULL;
+    SbxRecord *r = NULL;
+    GPtrArray *calls = NULL, *approvals = NULL;
+
+    assert_null(sbx_exec_record_error(run->exec));
+    if (!sbx_records_get(t->store, NULL, sbx_exec_id(run->exec), &r, &error) ||
+        !sbx_records_get_calls(t->store, NULL, sbx_exec_id(run->exec), &calls, &approvals,
+                               &error)) {
+        fail_msg("the record: %s", error->message);
+    }
+    if (ret_calls != NULL) {
+        *ret_calls = calls;
+    } else {
+        g_ptr_array_unref(calls);
+    }
+    if (ret_appr != NULL) {
+        *ret_appr = approvals;
+    } else {
+        g_ptr_array_unref(approvals);
+    }
+    return r;
+}
+
+static char *hex_of(const guint8 *bytes, gsize len)
+{
+    GString *out = g_string_new(NULL);
+
+    for (gsize i = 0; i < len; i++) {
+        g_string_append_printf(out, "%02x", bytes[i]);
+    }
+    return g_string_free(out, FALSE);
+}
+
+/* A streamed run: begun running, finished ok with its output, code hash, entropy and clock. */
+static void test_record_streamed(void **state)
+{
+    (void)state;
+    TmpStore *t = tmp_store_new();
+    Run *run = run_new(guest_ok, NULL, NULL);
+
+    sbx_exec_set_record(run->exec, t->store, &record_info);
+    sbx_exec_start(run->exec);
+    {
+        g_autoptr(SbxRecord) r = NULL;
+        g_autoptr(GError) error = NULL;
+        assert_true(sbx_records_get(t->store, NULL, sbx_exec_id(run->exec), &r, &error));
+        assert_string_equal(r->status, "running"); /* begun with the start */
+    }
+    run_wait_done(run, 10000);
+    fake_guest_join(run->src.guest);
+    g_autoptr(SbxRecord) r = record_of(t, run, NULL, NULL);
+    assert_string_equal(r->status, "ok");
+    assert_string_equal(r->front_end, "run");
+    assert_null(r->tenant_id);
+    assert_string_equal(r->language, "javascript");
+    assert_string_equal(r->code, "1");
+    g_autofree char *sha = g_compute_checksum_for_string(G_CHECKSUM_SHA256, "1", -1);
+    assert_string_equal(r->code_sha256, sha);
+    assert_string_equal(r->profile, "q35-serial");
+    assert_string_equal(r->snapshot_key, "snapkey");
+    assert_string_equal(r->image_id, "img-1");
+    assert_int_equal(r->timeout_ms, 10000);
+    assert_int_equal(r->exit_code, 0);
+    assert_string_equal(r->result_json, "42");
+    assert_null(r->error_json);
+    assert_int_equal(r->stdout_len, 3);
+    assert_memory_equal(r->stdout_data, "hi\n", 3);
+    assert_memory_equal(r->stderr_data, "warn\n", 5);
+    assert_false(r->stdout_truncated);
+    assert_int_equal(r->boot_ms, 7);
+    assert_true(r->started_at_ms > 0 && r->finished_at_ms >= r->started_at_ms);
+    /* The execution id is the session's: the guest ran under it. */
+    assert_string_equal(run->src.guest->execute.execute.id, sbx_exec_id(run->exec));
+    /* What the guest was given in hello (a fresh session: the execute carried none). */
+    const SbxHello *hello = &run->src.guest->hello.hello;
+    g_autofree char *entropy = hex_of(hello->entropy, hello->entropy_len);
+    assert_int_equal(strlen(r->entropy_hex), 128);
+    assert_string_equal(r->entropy_hex, entropy);
+    assert_int_equal(r->guest_clock_ms, hello->time_us / 1000);
+    g_autofree char *rep = report(run);
+    g_autofree char *id_member =
+        g_strdup_printf(",\"extra\":1,\"id\":\"%s\",\"status\"", sbx_exec_id(run->exec));
+    assert_non_null(strstr(rep, id_member));
+    run_free(run);
+    tmp_store_free(t);
+}
+
+/* Collected output is recorded from the result. */
+static void test_record_collected(void **state)
+{
+    (void)state;
+    TmpStore *t = tmp_store_new();
+    SbxExecRequest req = {
+        .language = SBX_LANG_PYTHON, .code = "print('hi')", .collect_output = TRUE};
+    Run *run = run_new(guest_ok, NULL, &req);
+
+    sbx_exec_set_record(run->exec, t->store, &record_info);
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    g_autoptr(SbxRecord) r = record_of(t, run, NULL, NULL);
+    assert_string_equal(r->language, "python");
+    assert_int_equal(r->stdout_len, 3);
+    assert_memory_equal(r->stdout_data, "hi\n", 3);
+    assert_memory_equal(r->stderr_data, "warn\n", 5);
+    run_free(run);
+    tmp_store_free(t);
+}
+
+/* Streamed output beyond the record's cap: kept up to it, flagged; the sink had it all. */
+static void test_record_over_cap(void **state)
+{
+    (void)state;
+    TmpStore *t = tmp_store_new();
+    Run *run = run_new(guest_floods, NULL, NULL);
+
+    sbx_exec_set_record(run->exec, t->store, &record_info);
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 20000);
+    assert_int_equal(run->out[SBX_STREAM_STDOUT]->len, 20 * SBX_OUTPUT_CHUNK_MAX);
+    g_autoptr(SbxRecord) r = record_of(t, run, NULL, NULL);
+    assert_int_equal(r->stdout_len, SBX_RECORD_OUTPUT_MAX);
+    assert_true(r->stdout_truncated);
+    assert_false(r->stderr_truncated);
+    run_free(run);
+    tmp_store_free(t);
+}
+
+/* A tool call is recorded under its real names with its input, result and policy note. */
+static void test_record_tool_call(void **state)
+{
+    (void)state;
+    TmpStore *t = tmp_store_new();
+    g_autofree char *dir = g_dir_make_tmp("test-exec-XXXXXX", NULL);
+    Run *run = run_new(guest_tool_call, harness_fake_tools(dir, 10000, NULL), NULL);
+    g_autoptr(GPtrArray) calls = NULL;
+    g_autoptr(GPtrArray) approvals = NULL;
+
+    sbx_exec_set_record(run->exec, t->store, &record_info);
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 20000);
+    g_autoptr(SbxRecord) r = record_of(t, run, &calls, &approvals);
+    assert_string_equal(r->status, "ok");
+    assert_int_equal(calls->len, 1);
+    const SbxRecordCall *c = calls->pdata[0];
+    assert_int_equal(c->call_id, 1);
+    assert_string_equal(c->provider, "fake");
+    assert_string_equal(c->tool, "echo");
+    assert_string_equal(c->input_json, "{\"x\":1}");
+    assert_true(c->ok);
+    assert_non_null(c->result_json);
+    assert_non_null(c->policy_json);
+    assert_non_null(strstr(c->policy_json, "\"action\":\"allow\""));
+    assert_int_equal(approvals->len, 0); /* allowed: nobody was asked */
+    run_free(run);
+    tmp_store_free(t);
+    g_rmdir(dir);
+}
+
+/* A failure before the execute: crash, the failure as the error, no entropy (nothing sent). */
+static void test_record_failure(void **state)
+{
+    (void)state;
+    TmpStore *t = tmp_store_new();
+    Run *run = run_new(NULL, NULL, NULL);
+
+    run->src.fail = TRUE;
+    sbx_exec_set_record(run->exec, t->store, &record_info);
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    g_autoptr(SbxRecord) r = record_of(t, run, NULL, NULL);
+    assert_string_equal(r->status, "crash");
+    assert_non_null(strstr(r->error_json, "cannot start the VM: no QEMU here"));
+    assert_null(r->entropy_hex);
+    assert_int_equal(r->stdout_len, 0);
+    run_free(run);
+    tmp_store_free(t);
+}
+
+/* Aborts: while running (terminated, with the guest's entropy) and before the start. */
+static void test_record_aborts(void **state)
+{
+    (void)state;
+    TmpStore *t = tmp_store_new();
+    Run *run = run_new(guest_hangs, NULL, NULL);
+
+    sbx_exec_set_record(run->exec, t->store, &record_info);
+    sbx_exec_start(run->exec);
+    while (!run->src.begun) {
+        g_main_context_iteration(NULL, TRUE);
+    }
+    sbx_exec_abort(run->exec, SBX_STATUS_TERMINATED, "the client went away");
+    run_wait_done(run, 10000);
+    g_autoptr(SbxRecord) r = record_of(t, run, NULL, NULL);
+    assert_string_equal(r->status, "terminated");
+    assert_non_null(strstr(r->error_json, "the client went away"));
+    assert_int_equal(strlen(r->entropy_hex), 128);
+    run_free(run);
+
+    run = run_new(NULL, NULL, NULL);
+    sbx_exec_set_record(run->exec, t->store, &record_info);
+    sbx_exec_abort(run->exec, SBX_STATUS_CRASH, "tool catalog: no such file");
+    g_autoptr(SbxRecord) never = record_of(t, run, NULL, NULL);
+    assert_string_equal(never->status, "crash");
+    assert_non_null(strstr(never->error_json, "tool catalog: no such file"));
+    run_free(run);
+    tmp_store_free(t);
+}
+
+/* A store that fails does not fail the execution: the error is kept for a warning. */
+static void test_record_store_fails(void **state)
+{
+    (void)state;
+    TmpStore *t = tmp_store_new();
+    Run *first = run_new(guest_ok, NULL, NULL);
+    Run *again = run_new(guest_ok, NULL, NULL);
+
+    sbx_exec_set_record(first->exec, t->store, &record_info);
+    sbx_exec_start(first->exec);
+    run_wait_done(first, 10000);
+    /* The same id twice: the store refuses the second record's begin. */
+    memcpy((char *)sbx_exec_id(again->exec), sbx_exec_id(first->exec),
+           strlen(sbx_exec_id(first->exec)) + 1);
+    sbx_exec_set_record(again->exec, t->store, &record_info);
+    sbx_exec_start(again->exec);
+    run_wait_done(again, 10000);
+    assert_int_equal(sbx_exec_result(again->exec)->status, SBX_STATUS_OK);
+    assert_non_null(sbx_exec_record_error(again->exec));
+    run_free(first);
+    run_free(again);
+    tmp_store_free(t);
+}
+
 /* ---- tests -------------------------------------------------------------------------------- */
 
 /* Output streams to the sink as it comes; the VM is released once; the report has it all. */
@@ -477,6 +773,13 @@ int main(void)
         cmocka_unit_test(test_abort_while_running),
         cmocka_unit_test(test_vm_dies),
         cmocka_unit_test(test_abort_before_start),
+        cmocka_unit_test(test_record_streamed),
+        cmocka_unit_test(test_record_collected),
+        cmocka_unit_test(test_record_over_cap),
+        cmocka_unit_test(test_record_tool_call),
+        cmocka_unit_test(test_record_failure),
+        cmocka_unit_test(test_record_aborts),
+        cmocka_unit_test(test_record_store_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -147,13 +147,19 @@ static void test_errors(void **state)
 typedef struct {
     int calls;
     SbxApprovalOutcome outcome;
+    char *answered_by;
+    gint64 asked_at_ms, answered_at_ms;
 } Seen;
 
-static void on_outcome(SbxApprovalOutcome outcome, gpointer data)
+static void on_outcome(SbxApprovalOutcome outcome, const SbxApprovalAnswer *answer, gpointer data)
 {
     Seen *s = data;
     s->calls++;
     s->outcome = outcome;
+    g_free(s->answered_by);
+    s->answered_by = g_strdup(answer->answered_by);
+    s->asked_at_ms = answer->asked_at_ms;
+    s->answered_at_ms = answer->answered_at_ms;
 }
 
 static void spin_until(Seen *s, int ms)
@@ -185,7 +191,7 @@ static void test_approvals(void **state)
     assert_string_equal(first->origin, "me");
     assert_int_equal(yes.calls, 0); /* never from inside the request */
 
-    assert_true(sbx_approvals_decide(a, keep1, TRUE));
+    assert_true(sbx_approvals_decide_by(a, keep1, TRUE, "the terminal"));
     assert_false(sbx_approvals_decide(a, keep1, TRUE)); /* answered already */
     assert_true(sbx_approvals_decide(a, keep2, FALSE));
     assert_false(sbx_approvals_decide(a, "nope", TRUE));
@@ -197,6 +203,14 @@ static void test_approvals(void **state)
     assert_int_equal(no.outcome, SBX_APPROVAL_DENIED);
     assert_int_equal(late.calls, 1);
     assert_int_equal(late.outcome, SBX_APPROVAL_TIMED_OUT);
+    /* Who answered and when, for the record; nobody answered the late one. */
+    assert_string_equal(yes.answered_by, "the terminal");
+    assert_true(yes.asked_at_ms > 0 && yes.answered_at_ms >= yes.asked_at_ms);
+    assert_null(no.answered_by);
+    assert_true(no.answered_at_ms >= no.asked_at_ms);
+    assert_null(late.answered_by);
+    assert_int_equal(late.answered_at_ms, 0);
+    g_free(yes.answered_by);
     g_autoptr(GPtrArray) none = sbx_approvals_pending(a);
     assert_int_equal(none->len, 0);
     sbx_approvals_free(a);

@@ -458,7 +458,8 @@ def image_dir(binary):
 
 
 class Env:
-    """A private dir (0711) holding the runtime parent, TMPDIR and HOME of one scenario."""
+    """A private dir (0711) holding the runtime parent, TMPDIR, HOME and state directory (the
+    records' database: each `sandbox serve` locks its own) of one scenario."""
 
     def __init__(self, binary, base=None):
         self.binary = binary
@@ -478,7 +479,8 @@ class Env:
         os.makedirs(self.snapshots, exist_ok=True)
         os.chmod(self.snapshots, 0o700)
         self.env = dict(os.environ, XDG_RUNTIME_DIR=self.runtime, TMPDIR=self.tmp, HOME=self.home,
-                        SANDBOX_SNAPSHOT_DIR=self.snapshots)
+                        SANDBOX_SNAPSHOT_DIR=self.snapshots,
+                        SANDBOX_STATE_DIR=os.path.join(self.dir, "state"))
         self.env.setdefault("SANDBOX_ACCEL", "tcg")
         self.env.pop("SANDBOX_SERVE_SOCKET", None)
         self.shm_before = shm_entries()

@@ -12,9 +12,12 @@ import time
 
 
 def start_serve(sandbox, sock, *args, cwd=None, env=None):
-    """`sandbox serve --socket SOCK ARGS...` (stderr dropped); stop it with stop_serve()."""
+    """`sandbox serve --socket SOCK ARGS...` (stderr dropped); stop it with stop_serve(). Its
+    records go to a state directory beside the socket's (each serve locks its database)."""
+    state = os.path.join(os.path.dirname(os.path.dirname(sock)), "state")
     return subprocess.Popen([sandbox, "serve", "--socket", sock, *args],
-                            env=dict(env or os.environ, SANDBOX_SERVE_SOCKET=sock),
+                            env=dict(env or os.environ, SANDBOX_SERVE_SOCKET=sock,
+                                     SANDBOX_STATE_DIR=state),
                             stderr=subprocess.DEVNULL, cwd=cwd)
 
 

@@ -211,7 +211,8 @@ def main():
         sock = os.path.join(tmp, "s", "sandbox.sock")
         rt = os.path.join(tmp, "rt")
         os.mkdir(rt, 0o700)
-        env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt)
+        env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt,
+                   SANDBOX_STATE_DIR=os.path.join(tmp, "state"))
         log = open(os.path.join(tmp, "serve.log"), "w+")
         serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, "--pool", "2",
                                   "--prestart", "1", *PROFILE], env=env, stdout=log, stderr=log)

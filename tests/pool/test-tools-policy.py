@@ -308,6 +308,7 @@ def main():
             rt = os.path.join(tmp, "rt")
             os.mkdir(rt, 0o700)
             env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt,
+                       SANDBOX_STATE_DIR=os.path.join(tmp, "state"),
                        SANDBOX_SECRETS_FILE=os.path.join(tmp, "no-secrets"))
             serve_env = dict(env, SANDBOX_SECRET_TEST_API_TOKEN=TOKEN)
             direct = dict(serve_env)  # a direct run loads the providers (and the secret) itself

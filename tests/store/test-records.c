@@ -167,6 +167,15 @@ static void test_interrupted_at_open(void **state)
     finish_ok(s, &done, NULL, 0, NULL, 0);
     sbx_store_close(s); /* without finishing two: as a server that was killed */
 
+    /* A client (`sandbox records`, `sandbox run` beside a server) leaves them alone. */
+    g_autoptr(GError) error = NULL;
+    s = sbx_store_open_client(f->path, &error);
+    assert_non_null(s);
+    assert_int_equal(sbx_store_interrupted_at_open(s), 0);
+    g_autoptr(SbxRecord) still = get_ok(s, NULL, "run-1");
+    assert_string_equal(still->status, "running");
+    sbx_store_close(s);
+
     s = open_ok(f->path);
     assert_int_equal(sbx_store_interrupted_at_open(s), 2);
     const char *ids[] = {"run-1", "queued-1"};
@@ -181,6 +190,24 @@ static void test_interrupted_at_open(void **state)
     s = open_ok(f->path);
     assert_int_equal(sbx_store_interrupted_at_open(s), 0);
     sbx_store_close(s);
+}
+
+/* One server per database: a second server's open fails and says why; clients still open it;
+ * the lock goes with the first server's close. */
+static void test_one_server(void **state)
+{
+    StoreFixture *f = *state;
+    SbxStore *first = open_ok(f->path);
+    g_autoptr(GError) error = NULL;
+
+    assert_null(sbx_store_open(f->path, &error));
+    assert_non_null(error);
+    assert_non_null(strstr(error->message, "another `sandbox serve` uses this database"));
+    SbxStore *client = sbx_store_open_client(f->path, NULL);
+    assert_non_null(client);
+    sbx_store_close(client);
+    sbx_store_close(first);
+    sbx_store_close(open_ok(f->path));
 }
 
 /*
@@ -551,6 +578,7 @@ int main(void)
         T(test_not_a_database),
         T(test_default_path),
         T(test_interrupted_at_open),
+        T(test_one_server),
         T(test_durable_across_kill),
         T(test_killed_while_running),
         T(test_code_hash),

@@ -1,0 +1,199 @@
+/*
+ * An execution's record (exec-record.h): SbxRecord, SbxRecordCall and SbxRecordApproval filled
+ * from the core's state, with the tool calls under their real names (as report.c shows them)
+ * and each approval read back from its call's policy note (tools.h: the note says the approval
+ * id, its outcome, who answered and when).
+ */
+#include "exec/exec-record.h"
+
+#include <cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/report.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
+
+/* The request and the source: what a record begins with. */
+static void fill_begin(SbxRecord *r, const SbxExecRecordInput *in)
+{
+    r->id = (char *)in->id;
+    r->tenant_id = (char *)in->info->tenant_id;
+    r->front_end = (char *)in->info->front_end;
+    r->language = (char *)sbx_language_name(in->language);
+    r->code = (char *)in->code;
+    r->profile = (char *)in->info->profile;
+    r->snapshot_key = (char *)in->info->snapshot_key;
+    r->image_id = (char *)in->info->image_id;
+    r->timeout_ms = in->timeout_ms != 0 ? in->timeout_ms : SBX_SESSION_TIMEOUT_DEFAULT_MS;
+    r->output_limit = (gint64)in->output_limit;
+}
+
+gboolean sbx_exec_record_begin(SbxStore *store, const SbxExecRecordInput *in, GError **error)
+{
+    SbxRecord r = {0};
+
+    fill_begin(&r, in);
+    return sbx_records_begin(store, &r, error);
+}
+
+static char *error_json(const SbxError *e)
+{
+    GString *out = g_string_new(NULL);
+
+    sbx_report_append_error(out, e);
+    return g_string_free(out, FALSE);
+}
+
+/* The output of @stream: collected in the result, or kept by the core while it streamed. */
+static void fill_output(const SbxExecRecordInput *in, SbxStream stream, char **ret_data,
+                        gsize *ret_len, gboolean *ret_cut)
+{
+    const GByteArray *data = in->result != NULL && in->result->collected[stream] != NULL
+                                 ? in->result->collected[stream]
+                                 : in->kept[stream];
+
+    *ret_data = data != NULL ? (char *)data->data : NULL;
+    *ret_len = data != NULL ? data->len : 0;
+    /* The session's flag is for both streams together: either may have been cut. */
+    *ret_cut = in->kept_cut[stream] || (in->result != NULL && in->result->output_truncated);
+}
+
+/* The outcome columns; the caller frees *@ret_error_json. */
+static void fill_outcome(SbxRecord *r, const SbxExecRecordInput *in, char **ret_error_json)
+{
+    const SbxRunResult *res = in->result;
+
+    if (res != NULL) {
+        r->status = (char *)sbx_status_name(res->status);
+        r->has_exit_code = res->exit_code >= 0;
+        r->exit_code = res->exit_code;
+        r->result_json = res->result_json;
+        *ret_error_json = res->has_error ? error_json(&res->error) : NULL;
+        r->duration_ms = (gint64)res->duration_ms;
+    } else {
+        SbxError e = {.code = SBX_ERR_INTERNAL,
+                      .message = (char *)(in->failure != NULL ? in->failure : "unknown failure")};
+        r->status = (char *)sbx_status_name(in->failure_status);
+        *ret_error_json = error_json(&e);
+    }
+    fill_output(in, SBX_STREAM_STDOUT, &r->stdout_data, &r->stdout_len, &r->stdout_truncated);
+    fill_output(in, SBX_STREAM_STDERR, &r->stderr_data, &r->stderr_len, &r->stderr_truncated);
+    r->started_at_ms = in->started_at_ms;
+    r->boot_ms = in->boot_ms > 0 ? in->boot_ms : 0;
+}
+
+/* A call as recorded, under its real names; strings borrowed except error_json (caller's). */
+static void fill_call(SbxRecordCall *c, const SbxToolRecord *t, const SbxNamespace *ns)
+{
+    const char *provider = t->provider, *tool = t->tool;
+
+    if (ns != NULL) {
+        sbx_namespace_resolve(ns, t->provider, t->tool, &provider, &tool);
+    }
+    c->call_id = t->call_id;
+    c->provider = (char *)provider;
+    c->tool = (char *)tool;
+    c->input_json = t->input_json;
+    c->ok = t->answered && t->ok;
+    c->result_json = c->ok ? t->result_json : NULL;
+    c->error_json = t->answered && !t->ok ? error_json(&t->error) : NULL;
+    c->policy_json = t->policy_json;
+    c->duration_ms = (gint64)t->duration_ms;
+}
+
+static const char *member_string(const cJSON *obj, const char *name)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    return cJSON_IsString(m) ? m->valuestring : NULL;
+}
+
+static gint64 member_ms(const cJSON *obj, const char *name)
+{
+    int64_t v = 0;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    return m != NULL && sbx_json_int64(m, &v) && v > 0 ? v : 0;
+}
+
+/*
+ * The approval of call @c, from its policy note (tools.h), into @a (strings owned). FALSE if
+ * the call asked for none.
+ */
+static gboolean fill_approval(SbxRecordApproval *a, const SbxRecordCall *c)
+{
+    if (c->policy_json == NULL) {
+        return FALSE;
+    }
+    char *why = NULL;
+    cJSON *note = sbx_json_parse(c->policy_json, strlen(c->policy_json), SBX_JSON_DEPTH_MAX, &why);
+    free(why);
+    const char *id = member_string(note, "approval_id");
+    if (id != NULL) {
+        const char *decision = member_string(note, "approval");
+        a->approval_id = g_strdup(id);
+        a->provider = g_strdup(c->provider);
+        a->tool = g_strdup(c->tool);
+        a->decision = g_strdup(decision != NULL ? decision : "cancelled");
+        a->answered_by = g_strdup(member_string(note, "answered_by"));
+        a->asked_at_ms = member_ms(note, "asked_at_ms");
+        a->answered_at_ms = member_ms(note, "answered_at_ms");
+    }
+    cJSON_Delete(note);
+    return id != NULL;
+}
+
+static void clear_approval(SbxRecordApproval *a)
+{
+    g_free(a->approval_id);
+    g_free(a->provider);
+    g_free(a->tool);
+    g_free(a->decision);
+    g_free(a->answered_by);
+}
+
+static char *hex(const guint8 *bytes, gsize len)
+{
+    GString *out = g_string_sized_new(len * 2);
+
+    for (gsize i = 0; i < len; i++) {
+        g_string_append_printf(out, "%02x", bytes[i]);
+    }
+    return g_string_free(out, FALSE);
+}
+
+gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, GError **error)
+{
+    SbxRecord r = {0};
+    g_autofree char *err_json = NULL;
+    g_autofree char *entropy = NULL;
+    const GPtrArray *tc = in->result != NULL ? in->result->tool_calls : NULL;
+    guint n = tc != NULL ? MIN(tc->len, (guint)SBX_RECORD_CALLS_MAX) : 0;
+    g_autofree SbxRecordCall *calls = g_new0(SbxRecordCall, MAX(n, 1));
+    g_autofree SbxRecordApproval *approvals = g_new0(SbxRecordApproval, MAX(n, 1));
+    gsize n_approvals = 0;
+
+    fill_begin(&r, in);
+    fill_outcome(&r, in, &err_json);
+    r.error_json = err_json;
+    if (in->given != NULL && in->given->entropy_len > 0) {
+        r.entropy_hex = entropy = hex(in->given->entropy, in->given->entropy_len);
+        r.guest_clock_ms = in->given->time_us / 1000;
+    }
+    for (guint i = 0; i < n; i++) {
+        fill_call(&calls[i], g_ptr_array_index(tc, i), in->ns);
+        n_approvals += fill_approval(&approvals[n_approvals], &calls[i]);
+    }
+    gboolean ok = sbx_records_finish(store, &r, calls, n, approvals, n_approvals, error);
+    for (guint i = 0; i < n; i++) {
+        g_free(calls[i].error_json);
+    }
+    for (gsize i = 0; i < n_approvals; i++) {
+        clear_approval(&approvals[i]);
+    }
+    if (entropy != NULL) {
+        explicit_bzero(entropy, strlen(entropy));
+    }
+    return ok;
+}

@@ -1,0 +1,36 @@
+/*
+ * The execution's record in the store (docs/service.md, "Records"), built from what the core
+ * knows: the request, the source, the outcome, the tool calls with their policy notes and
+ * approvals, and what the guest was given. Internal to the execution core (exec.c).
+ */
+#pragma once
+
+#include "exec/exec.h"
+#include "namespace.h"
+#include "store/records.h"
+
+/* What exec.c hands over; every pointer is borrowed. */
+typedef struct {
+    const char *id;
+    const SbxExecRecordInfo *info;
+    SbxLanguage language;
+    const char *code;
+    guint timeout_ms;
+    guint64 output_limit;
+    gint64 started_at_ms; /* unix ms the execute went out, 0: never */
+    gint64 boot_ms;       /* -1: unknown */
+    const SbxRunResult *result;
+    const char *failure; /* when result is NULL */
+    SbxStatus failure_status;
+    /* Streamed output, as kept by the core (NULL when collected: the result has it). */
+    const GByteArray *kept[SBX_STREAM__COUNT];
+    gboolean kept_cut[SBX_STREAM__COUNT];
+    const SbxNamespace *ns;
+    const SbxSessionGiven *given; /* NULL: nothing was sent to the guest */
+} SbxExecRecordInput;
+
+/** Record that the execution starts (status running). */
+gboolean sbx_exec_record_begin(SbxStore *store, const SbxExecRecordInput *in, GError **error);
+
+/** Record its end: the outcome, output, tool calls and approvals, in one transaction. */
+gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, GError **error);
