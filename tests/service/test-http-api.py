@@ -64,6 +64,11 @@ def is_execution(obj, what, summary=False):
     return check(not errs, f"{what}: a {schema} object", (errs, obj))
 
 
+def ts(text):
+    """An RFC 3339 time as a datetime (to compare times, not strings)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 def section(fn, *args):
     """Run one group of checks; an exception is a failure of the group, the rest go on."""
     print(f"-- {fn.__name__}", flush=True)
@@ -176,7 +181,7 @@ def listing(srv, key):
     check(got[:3] == ids[::-1], "newest first", (got, ids))
     check(all(not ({"stdout", "stderr", "tool_calls"} & set(e)) for e in page["executions"]),
           "list items have no stdout, stderr, tool_calls")
-    created = [e["created_at"] for e in page["executions"]]
+    created = [ts(e["created_at"]) for e in page["executions"]]
     check(created == sorted(created, reverse=True), "created_at descending", created)
     seen, cursor, pages = [], None, 0
     while pages < 50:
@@ -514,8 +519,8 @@ def fairness(srv, kf, kg):
                  "every flood execution ended ok",
                  [e for e in done.values() if e.get("status") != "ok"][:3]):
         return
-    f_end = sorted(ended[i] for i in f_ids)
-    g_last = max(ended[i] for i in g_ids)
+    f_end = sorted(ts(ended[i]) for i in f_ids)
+    g_last = max(ts(ended[i]) for i in g_ids)
     tail = f_end[-max(1, len(f_end) // 2):]
     check(g_last < tail[0], f"G's 10 ended before the last {len(tail)} of F's {len(f_end)}",
           f"G's last {g_last}, F's ends {f_end[0]} .. {f_end[-1]}, last half from {tail[0]}")
