@@ -13,7 +13,7 @@
 #include "exec/report.h"
 
 struct SbxExec {
-    char id[SBX_SESSION_EXECUTION_ID_SIZE];
+    char id[SBX_ID_MAX + 1];
     /* the request */
     SbxLanguage language;
     char *code;
@@ -345,7 +345,10 @@ SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource 
     exec->sink_data = sink_data;
     exec->cancel = g_cancellable_new();
     exec->failure_status = SBX_STATUS_CRASH;
-    if (!sbx_session_new_execution_id(exec->id, NULL)) {
+    if (req->id != NULL) {
+        g_assert(sbx_id_valid(req->id)); /* the front end's own id, not a client's text */
+        g_strlcpy(exec->id, req->id, sizeof(exec->id));
+    } else if (!sbx_session_new_execution_id(exec->id, NULL)) {
         /* No getrandom(): an id only needs to be unique, not secret. */
         g_snprintf(exec->id, sizeof(exec->id), "x%08x%08x", g_random_int(), g_random_int());
     }
@@ -361,6 +364,8 @@ void sbx_exec_set_record(SbxExec *exec, SbxStore *store, const SbxExecRecordInfo
     exec->info.profile = g_strdup(info->profile);
     exec->info.snapshot_key = g_strdup(info->snapshot_key);
     exec->info.image_id = g_strdup(info->image_id);
+    exec->info.catalog = g_strdup(info->catalog);
+    exec->info.created_at_ms = info->created_at_ms;
     if (!exec->collect_output) {
         for (int i = 0; i < SBX_STREAM__COUNT; i++) {
             exec->kept[i] = g_byte_array_new();
@@ -502,6 +507,7 @@ void sbx_exec_free(SbxExec *exec)
     g_free((char *)exec->info.profile);
     g_free((char *)exec->info.snapshot_key);
     g_free((char *)exec->info.image_id);
+    g_free((char *)exec->info.catalog);
     for (int i = 0; i < SBX_STREAM__COUNT; i++) {
         if (exec->kept[i] != NULL) {
             g_byte_array_unref(exec->kept[i]);

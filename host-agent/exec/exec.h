@@ -27,6 +27,7 @@ typedef struct SbxExec SbxExec;
 
 /* What to run, checked by the front end. The strings are copied. */
 typedef struct {
+    const char *id; /* the front end's id for it (sbx_id_valid()), or NULL: a new random one */
     SbxLanguage language;
     const char *code;
     guint timeout_ms;        /* 0: SBX_SESSION_TIMEOUT_DEFAULT_MS */
@@ -58,6 +59,8 @@ typedef struct {
     const char *profile;      /* the machine profile's name */
     const char *snapshot_key; /* NULL: a cold boot */
     const char *image_id;
+    const char *catalog;  /* the tool catalog an API request named, or NULL */
+    gint64 created_at_ms; /* when the front end took the request (unix ms); 0: at the start */
 } SbxExecRecordInfo;
 
 /**

@@ -10,6 +10,7 @@
 
 #include "base/json-builder.h"
 #include "exec/report.h"
+#include "server/http-object.h"
 #include "server/http-request.h"
 #include "tools.h"
 
@@ -25,6 +26,7 @@ typedef struct {
     SoupServerMessage *msg;
     gboolean ndjson; /* else server-sent events */
     gboolean waiter; /* ?wait=: answered with the object at the end or the timeout */
+    guint status;    /* a waiter's: 201 for a creation, else 200 */
     gsize queued;    /* bytes appended and not yet written */
     guint timeout;   /* a waiter's */
     gulong finished_handler;
@@ -47,6 +49,7 @@ struct HttpExec {
     gboolean done;
     GByteArray *out[SBX_STREAM__COUNT]; /* what it wrote (bounded by its output limit) */
     char *final_json;                   /* the object, once done */
+    char *summary_json;                 /* and its summary for listings */
     char *status;                       /* once done */
     GPtrArray *events;                  /* Event* */
     gsize events_bytes;
@@ -57,39 +60,26 @@ struct HttpExec {
 
 /* ---- the object --------------------------------------------------------------------------- */
 
-static char *iso_time(gint64 us)
+/* What every view of @e shows while it runs (the outcome left out). */
+static SbxHttpObject base_object(HttpExec *e, const char *status)
 {
-    g_autoptr(GDateTime) s = g_date_time_new_from_unix_utc(us / G_USEC_PER_SEC);
-    g_autoptr(GDateTime) t = g_date_time_add(s, us % G_USEC_PER_SEC);
+    SbxHttpObject o = {
+        .id = e->id,
+        .status = status,
+        .language = sbx_language_name(e->language),
+        .catalog = e->catalog,
+        .created_us = e->created_us,
+        .started_us = e->started_us,
+        .finished_us = e->finished_us,
+        .timeout_ms = e->timeout_ms,
+        .output_limit = e->output_limit,
+    };
 
-    return g_date_time_format_iso8601(t);
-}
-
-static void member_time(SbxJsonb *b, const char *key, gint64 us)
-{
-    g_autofree char *text = us > 0 ? iso_time(us) : NULL;
-
-    sbx_jsonb_member_string(b, key, text);
-}
-
-static void member_output(SbxJsonb *b, const char *key, const GByteArray *a)
-{
-    sbx_jsonb_key(b, key);
-    sbx_jsonb_string_len(b, (const char *)a->data, a->len);
-}
-
-/* The members every view has (no braces). */
-static void common_members(SbxJsonb *b, HttpExec *e, const char *status)
-{
-    sbx_jsonb_member_string(b, "id", e->id);
-    sbx_jsonb_member_string(b, "status", status);
-    sbx_jsonb_member_string(b, "language", sbx_language_name(e->language));
-    member_time(b, "created_at", e->created_us);
-    member_time(b, "started_at", e->started_us);
-    member_time(b, "finished_at", e->finished_us);
-    sbx_jsonb_member_uint(b, "timeout_ms", e->timeout_ms);
-    sbx_jsonb_member_uint(b, "output_limit", e->output_limit);
-    sbx_jsonb_member_string(b, "catalog", e->catalog);
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+        o.out[i] = (const char *)e->out[i]->data;
+        o.out_len[i] = e->out[i]->len;
+    }
+    return o;
 }
 
 static const char *live_status(HttpExec *e)
@@ -97,71 +87,43 @@ static const char *live_status(HttpExec *e)
     return e->done ? e->status : sbx_server_job_queued(e->job) ? "queued" : "running";
 }
 
-/* The object while it runs (no result yet), or the summary of a listing (@full FALSE). */
+/* The object (@full) or the summary of a listing. */
 static char *object_json(HttpExec *e, gboolean full)
 {
-    SbxJsonb b;
-
-    if (e->done && full) {
-        return g_strdup(e->final_json);
+    if (e->done) {
+        return g_strdup(full ? e->final_json : e->summary_json);
     }
-    sbx_jsonb_init(&b);
-    sbx_jsonb_begin_object(&b);
-    common_members(&b, e, live_status(e));
-    if (full) {
-        sbx_jsonb_key(&b, "exit_code");
-        sbx_jsonb_null(&b);
-        sbx_jsonb_member_raw(&b, "result", NULL);
-        sbx_jsonb_member_raw(&b, "error", NULL);
-        member_output(&b, "stdout", e->out[SBX_STREAM_STDOUT]);
-        member_output(&b, "stderr", e->out[SBX_STREAM_STDERR]);
-        sbx_jsonb_member_bool(&b, "output_truncated", FALSE);
-        sbx_jsonb_member_raw(&b, "duration_ms", NULL);
-        sbx_jsonb_member_raw(&b, "tool_calls", "[]");
-    }
-    sbx_jsonb_end_object(&b);
-    return sbx_jsonb_finish(&b);
+    SbxHttpObject o = base_object(e, live_status(e));
+    return sbx_http_object_json(&o, full);
 }
 
-/* The object at the end, from the execution's outcome (the exec is freed after done). */
-static char *final_object(HttpExec *e, SbxExec *exec)
+/* The object and summary at the end, from the execution's outcome (the exec is freed after
+ * done). */
+static void end_objects(HttpExec *e, SbxExec *exec)
 {
     const SbxRunResult *r = sbx_exec_result(exec);
-    SbxJsonb b;
-
-    sbx_jsonb_init(&b);
-    sbx_jsonb_begin_object(&b);
-    common_members(&b, e, e->status);
-    sbx_jsonb_key(&b, "exit_code");
-    if (r != NULL && r->exit_code >= 0) {
-        sbx_jsonb_int(&b, r->exit_code);
-    } else {
-        sbx_jsonb_null(&b);
-    }
-    sbx_jsonb_member_raw(&b, "result", r != NULL ? r->result_json : NULL);
+    SbxHttpObject o = base_object(e, e->status);
     g_autofree char *error = NULL;
+
     if (r == NULL) {
         SbxError fail = {.code = SBX_ERR_INTERNAL, .message = (char *)sbx_exec_failure(exec)};
         error = sbx_report_error_json(&fail);
     } else if (r->has_error) {
         error = sbx_report_error_json(&r->error);
     }
-    sbx_jsonb_member_raw(&b, "error", error);
-    member_output(&b, "stdout", e->out[SBX_STREAM_STDOUT]);
-    member_output(&b, "stderr", e->out[SBX_STREAM_STDERR]);
-    sbx_jsonb_member_bool(&b, "output_truncated", r != NULL && r->output_truncated);
-    sbx_jsonb_key(&b, "duration_ms");
-    if (r != NULL) {
-        sbx_jsonb_uint(&b, r->duration_ms);
-    } else {
-        sbx_jsonb_null(&b);
-    }
     g_autofree char *calls =
-        r != NULL ? sbx_report_tool_calls_json(r, sbx_tools_namespace(sbx_exec_tools(exec)))
-                  : g_strdup("[]");
-    sbx_jsonb_member_raw(&b, "tool_calls", calls);
-    sbx_jsonb_end_object(&b);
-    return sbx_jsonb_finish(&b);
+        sbx_http_object_calls_live(r, sbx_tools_namespace(sbx_exec_tools(exec)));
+    o.ended = TRUE;
+    o.has_exit_code = r != NULL && r->exit_code >= 0;
+    o.exit_code = r != NULL ? r->exit_code : -1;
+    o.result_json = r != NULL ? r->result_json : NULL;
+    o.error_json = error;
+    o.output_truncated = r != NULL && r->output_truncated;
+    o.has_duration = r != NULL;
+    o.duration_ms = r != NULL ? r->duration_ms : 0;
+    o.tool_calls_json = calls;
+    e->final_json = sbx_http_object_json(&o, TRUE);
+    e->summary_json = sbx_http_object_json(&o, FALSE);
 }
 
 /* ---- followers ---------------------------------------------------------------------------- */
@@ -204,7 +166,7 @@ static void follower_end(Follower *f)
     SoupServerMessage *msg = f->msg;
 
     if (f->waiter) {
-        sbx_http_reply_json(msg, SOUP_STATUS_OK, object_json(f->exec, TRUE));
+        sbx_http_reply_json(msg, f->status, object_json(f->exec, TRUE));
     } else {
         soup_message_body_complete(soup_server_message_get_response_body(msg));
     }
@@ -349,7 +311,7 @@ static void on_done(gpointer data, SbxExec *exec)
     e->job = NULL; /* freed by the server after this */
     e->finished_us = g_get_real_time();
     e->status = g_strdup(sbx_status_name(r != NULL ? r->status : sbx_exec_failure_status(exec)));
-    e->final_json = final_object(e, exec);
+    end_objects(e, exec);
     emit(e, "done", g_strdup(e->final_json));
     while (e->followers != NULL) {
         follower_end(e->followers->data);
@@ -428,6 +390,26 @@ static char *new_id(void)
     return g_string_free(id, FALSE);
 }
 
+/* Whether every member of @query is one of @allowed (NULL-terminated); else answered 400. */
+static gboolean query_only(SoupServerMessage *msg, GHashTable *query, const char *const *allowed)
+{
+    GHashTableIter it;
+    gpointer key;
+
+    if (query == NULL) {
+        return TRUE;
+    }
+    g_hash_table_iter_init(&it, query);
+    while (g_hash_table_iter_next(&it, &key, NULL)) {
+        if (!g_strv_contains(allowed, key)) {
+            g_autofree char *why = g_strdup_printf("unknown parameter \"%.64s\"", (char *)key);
+            sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request", why);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
 /* The `?wait=` seconds: -1 when absent; FALSE when answered (400). */
 static gboolean get_wait(SoupServerMessage *msg, GHashTable *query, gint *ret)
 {
@@ -465,7 +447,7 @@ static void reply_object(HttpExec *e, SoupServerMessage *msg, guint status, gint
     }
     Follower *f = follow(e, msg);
     f->waiter = TRUE;
-    soup_server_message_set_status(msg, status, NULL);
+    f->status = status;
     f->timeout = g_timeout_add_seconds(wait_s, wait_over, f);
 }
 
@@ -481,7 +463,8 @@ static HttpExec *exec_new(HttpFront *front, const SbxTenant *tenant, const SbxHt
     e->catalog = g_strdup(req->catalog);
     e->timeout_ms = req->timeout_ms;
     e->output_limit = req->output_limit;
-    e->created_us = g_get_real_time();
+    /* In ms, as its record keeps it: a listing orders both alike (http-stored.c). */
+    e->created_us = g_get_real_time() / 1000 * 1000;
     e->events = g_ptr_array_new_with_free_func((GDestroyNotify)event_free);
     e->approvals_seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     for (int i = 0; i < SBX_STREAM__COUNT; i++) {
@@ -497,7 +480,10 @@ void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTen
     g_auto(SbxHttpCreate) req = {0};
     gint wait_s;
 
-    if (!get_wait(msg, query, &wait_s) || !read_create(msg, tenant, &req)) {
+    static const char *const with_wait[] = {"wait", NULL};
+
+    if (!query_only(msg, query, with_wait) || !get_wait(msg, query, &wait_s) ||
+        !read_create(msg, tenant, &req)) {
         return;
     }
     SbxTools *tools = load_tools(front, msg, req.catalog);
@@ -506,13 +492,16 @@ void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTen
     }
     HttpExec *e = exec_new(front, tenant, &req);
     SbxServerRequest sreq = {
-        .exec = {.language = req.language,
+        .exec = {.id = e->id,
+                 .language = req.language,
                  .code = req.code,
                  .timeout_ms = req.timeout_ms,
                  .output_limit = req.output_limit},
         .front_end = "http",
         .tenant_id = tenant->id,
         .origin = e->origin,
+        .catalog = req.catalog,
+        .created_at_ms = e->created_us / 1000,
     };
     e->job = sbx_server_submit(front->srv, &sreq, tools, &sink, e, &error);
     if (e->job == NULL) {
@@ -581,25 +570,38 @@ static void events(HttpExec *e, SoupServerMessage *msg)
 void sbx_http_exec_route(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
                          const char *id, const char *rest, GHashTable *query)
 {
-    HttpExec *e = sbx_http_exec_find(front, tenant->id, id);
-    gboolean get = strcmp(soup_server_message_get_method(msg), "GET") == 0;
-    gboolean post = strcmp(soup_server_message_get_method(msg), "POST") == 0;
-    gint wait_s;
+    static const char *const with_wait[] = {"wait", NULL}, *const none[] = {NULL};
+    gboolean is_cancel = strcmp(rest, "/cancel") == 0, is_object = strcmp(rest, "") == 0;
+    const char *method = soup_server_message_get_method(msg);
+    gint wait_s = -1;
 
-    if (strcmp(rest, "") != 0 && strcmp(rest, "/cancel") != 0 && strcmp(rest, "/events") != 0) {
+    /* The path, the method, then the parameters, and only then whether it exists: the same
+     * request gets the same error for any id. */
+    if (!is_object && !is_cancel && strcmp(rest, "/events") != 0) {
         sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such path");
-    } else if (e == NULL) {
-        sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such execution");
-    } else if (strcmp(rest, "/cancel") == 0 ? !post : !get) {
+        return;
+    }
+    if (strcmp(method, is_cancel ? "POST" : "GET") != 0) {
         soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Allow",
-                                     strcmp(rest, "/cancel") == 0 ? "POST" : "GET");
+                                     is_cancel ? "POST" : "GET");
         sbx_http_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "method_not_allowed",
                              "this path does not take that method");
-    } else if (strcmp(rest, "/cancel") == 0) {
+        return;
+    }
+    if (!query_only(msg, query, is_object ? with_wait : none) ||
+        (is_object && !get_wait(msg, query, &wait_s))) {
+        return;
+    }
+    HttpExec *e = sbx_http_exec_find(front, tenant->id, id);
+    if (e == NULL) {
+        if (!sbx_http_stored_route(front, msg, tenant, id, rest)) {
+            sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such execution");
+        }
+    } else if (is_cancel) {
         cancel(e, msg);
-    } else if (strcmp(rest, "/events") == 0) {
+    } else if (!is_object) {
         events(e, msg);
-    } else if (get_wait(msg, query, &wait_s)) {
+    } else {
         reply_object(e, msg, SOUP_STATUS_OK, wait_s);
     }
 }
@@ -609,7 +611,7 @@ void sbx_http_exec_route(HttpFront *front, SoupServerMessage *msg, const SbxTena
 /* Newest first; ties by id. */
 static gint newest_first(gconstpointer a, gconstpointer b)
 {
-    const HttpExec *x = *(HttpExec *const *)a, *y = *(HttpExec *const *)b;
+    const SbxHttpListItem *x = *(SbxHttpListItem *const *)a, *y = *(SbxHttpListItem *const *)b;
 
     if (x->created_us != y->created_us) {
         return x->created_us > y->created_us ? -1 : 1;
@@ -643,52 +645,123 @@ static gboolean get_cursor(GHashTable *query, gint64 *ret_us, const char **ret_i
         return TRUE;
     }
     *ret_us = g_ascii_strtoll(v, &end, 10);
-    if (end == v || *end != '.' || end[1] == '\0') {
+    if (end == v || *end != '.' || *ret_us <= 0 || !sbx_id_valid(end + 1)) {
         return FALSE;
     }
     *ret_id = end + 1;
     return TRUE;
 }
 
-static gboolean listed(HttpExec *e, const SbxTenant *t, const char *status, gint64 after,
-                       gint64 before, gint64 cursor_us, const char *cursor_id)
+/* A status of the API (openapi.json's Status). */
+static gboolean status_known(const char *status)
 {
-    if (strcmp(e->tenant_id, t->id) != 0 || (status != NULL && strcmp(status, live_status(e)))) {
+    static const char *const known[] = {"queued",  "running",      "ok",        "error",
+                                        "timeout", "memory_limit", "cancelled", "terminated",
+                                        "crash",   "interrupted",  NULL};
+
+    return g_strv_contains(known, status);
+}
+
+/* The exact bounds of a page (unix us; 0: none), which the records' filter rounds to ms. */
+typedef struct {
+    gint64 after_us;
+    gint64 before_us;
+    gint64 cursor_us;
+} Page;
+
+/* The filter of a listing, checked; FALSE when answered (400). */
+static gboolean get_filter(SoupServerMessage *msg, GHashTable *query, SbxRecordFilter *f,
+                           Page *page)
+{
+    static const char *const allowed[] = {"limit",          "status", "created_after",
+                                          "created_before", "cursor", NULL};
+    const char *limit_text = query != NULL ? g_hash_table_lookup(query, "limit") : NULL;
+    guint64 limit = SBX_HTTP_LIST_DEFAULT;
+
+    if (!query_only(msg, query, allowed)) {
         return FALSE;
     }
-    if ((after != 0 && e->created_us <= after) || (before != 0 && e->created_us >= before)) {
+    f->status = query != NULL ? g_hash_table_lookup(query, "status") : NULL;
+    if ((limit_text != NULL &&
+         !g_ascii_string_to_unsigned(limit_text, 10, 1, SBX_HTTP_LIST_MAX, &limit, NULL)) ||
+        (f->status != NULL && !status_known(f->status)) ||
+        !get_time(query, "created_after", &page->after_us) ||
+        !get_time(query, "created_before", &page->before_us) ||
+        !get_cursor(query, &page->cursor_us, &f->cursor_id)) {
+        sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request",
+                             "limit (1..100), status (as an execution's), created_after and "
+                             "created_before (RFC 3339), cursor (from next_cursor)");
         return FALSE;
     }
-    return cursor_id == NULL || e->created_us < cursor_us ||
-           (e->created_us == cursor_us && strcmp(e->id, cursor_id) < 0);
+    f->limit = (guint)limit;
+    /* Records keep ms: the bounds (exclusive) rounded outwards find at least what the exact
+     * ones do; in_page() filters every item by the exact ones. */
+    f->created_after_ms = page->after_us / 1000;
+    f->created_before_ms = (page->before_us + 999) / 1000;
+    f->cursor_created_ms = (page->cursor_us + 999) / 1000;
+    return TRUE;
+}
+
+/* Whether @item is within @page's exact bounds (after @cursor_id, if any). */
+static gboolean in_page(const SbxHttpListItem *item, const Page *page, const char *cursor_id)
+{
+    if ((page->after_us != 0 && item->created_us <= page->after_us) ||
+        (page->before_us != 0 && item->created_us >= page->before_us)) {
+        return FALSE;
+    }
+    return cursor_id == NULL || item->created_us < page->cursor_us ||
+           (item->created_us == page->cursor_us && strcmp(item->id, cursor_id) < 0);
 }
 
 void sbx_http_exec_list(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
                         GHashTable *query)
 {
-    const char *status = query != NULL ? g_hash_table_lookup(query, "status") : NULL;
-    const char *limit_text = query != NULL ? g_hash_table_lookup(query, "limit") : NULL;
-    const char *cursor_id = NULL;
-    gint64 after = 0, before = 0, cursor_us = 0;
-    guint64 limit = SBX_HTTP_LIST_DEFAULT;
-    g_autoptr(GPtrArray) all = g_ptr_array_new();
+    SbxRecordFilter f = {.tenant_id = tenant->id};
+    Page page = {0};
+    g_autoptr(GPtrArray) all =
+        g_ptr_array_new_with_free_func((GDestroyNotify)sbx_http_list_item_free);
+    g_autoptr(GError) error = NULL;
+    guint live = 0;
     SbxJsonb b;
 
-    if ((limit_text != NULL &&
-         !g_ascii_string_to_unsigned(limit_text, 10, 1, SBX_HTTP_LIST_MAX, &limit, NULL)) ||
-        !get_time(query, "created_after", &after) || !get_time(query, "created_before", &before) ||
-        !get_cursor(query, &cursor_us, &cursor_id)) {
-        sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request",
-                             "limit (1..100), created_after and created_before (RFC 3339), "
-                             "cursor (from next_cursor)");
+    if (!get_filter(msg, query, &f, &page)) {
         return;
     }
+    /* What is in memory, as it stands now. */
     GHashTableIter it;
     gpointer value;
     g_hash_table_iter_init(&it, front->execs);
     while (g_hash_table_iter_next(&it, NULL, &value)) {
-        if (listed(value, tenant, status, after, before, cursor_us, cursor_id)) {
-            g_ptr_array_add(all, value);
+        HttpExec *e = value;
+        if (strcmp(e->tenant_id, tenant->id) != 0) {
+            continue;
+        }
+        live += !e->done;
+        if (f.status != NULL && strcmp(f.status, live_status(e)) != 0) {
+            continue;
+        }
+        SbxHttpListItem *item = g_new0(SbxHttpListItem, 1);
+        item->created_us = e->created_us;
+        item->id = g_strdup(e->id);
+        item->json = object_json(e, FALSE);
+        g_ptr_array_add(all, item);
+    }
+    /*
+     * Then the records not in memory. A record of one in memory may match the filter when the
+     * one in memory does not (a status changed since): those are skipped, so ask for as many
+     * more as there are live ones, and the page is still whole.
+     */
+    SbxRecordFilter stored = f;
+    stored.limit = MIN(f.limit + 1 + live, SBX_RECORDS_LIST_MAX);
+    if (!sbx_http_stored_page(front, &stored, all, &error)) {
+        g_warning("http: list executions: %s", error->message);
+        sbx_http_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "unavailable",
+                             "the records cannot be read now");
+        return;
+    }
+    for (guint i = all->len; i-- > 0;) {
+        if (!in_page(all->pdata[i], &page, f.cursor_id)) {
+            g_ptr_array_remove_index_fast(all, i);
         }
     }
     g_ptr_array_sort(all, newest_first);
@@ -696,14 +769,13 @@ void sbx_http_exec_list(HttpFront *front, SoupServerMessage *msg, const SbxTenan
     sbx_jsonb_begin_object(&b);
     sbx_jsonb_key(&b, "executions");
     sbx_jsonb_begin_array(&b);
-    for (guint i = 0; i < all->len && i < limit; i++) {
-        g_autofree char *one = object_json(all->pdata[i], FALSE);
-        sbx_jsonb_raw(&b, one);
+    for (guint i = 0; i < all->len && i < f.limit; i++) {
+        sbx_jsonb_raw(&b, ((SbxHttpListItem *)all->pdata[i])->json);
     }
     sbx_jsonb_end_array(&b);
     g_autofree char *next = NULL;
-    if (all->len > limit) {
-        HttpExec *last = all->pdata[limit - 1];
+    if (all->len > f.limit) {
+        SbxHttpListItem *last = all->pdata[f.limit - 1];
         next = g_strdup_printf("%" G_GINT64_FORMAT ".%s", last->created_us, last->id);
     }
     sbx_jsonb_member_string(&b, "next_cursor", next);
@@ -779,6 +851,7 @@ void sbx_http_exec_free_one(HttpExec *e)
     g_free(e->origin);
     g_free(e->catalog);
     g_free(e->final_json);
+    g_free(e->summary_json);
     g_free(e->status);
     g_free(e);
 }

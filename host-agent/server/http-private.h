@@ -1,13 +1,16 @@
 /*
  * Inside the HTTP front end (http.h): http.c owns the listener, the connections, routing,
  * authentication, quotas and error answers; http-exec.c the executions (their state, events,
- * waiters and JSON); http-approvals.c the approvals of a tenant's executions.
+ * waiters, listings); http-object.c their JSON object; http-stored.c the ones read back from
+ * the store (forgotten, or from before a restart); http-approvals.c the approvals of a
+ * tenant's executions; http-request.c the creation body's decoder.
  */
 #pragma once
 
 #include <libsoup/soup.h>
 
 #include "server/http.h"
+#include "store/records.h"
 #include "store/tenants.h"
 
 /*
@@ -75,6 +78,8 @@ typedef struct {
     GQueue finished;           /* HttpExec*, oldest first */
     GHashTable *recent_starts; /* tenant id -> GQueue of gint64 (monotonic us), last minute */
     gboolean closing;
+    guint64 closed_unanswered; /* connections closed by the caps and deadlines */
+    gint64 closed_noted_us;    /* when that was last logged (monotonic) */
 } HttpFront;
 
 /* http.c, for the other files */
@@ -116,6 +121,24 @@ guint sbx_http_exec_started_last_minute(HttpFront *front, const char *tenant_id,
 /** Note a start of @tenant_id now. */
 void sbx_http_exec_note_start(HttpFront *front, const char *tenant_id);
 
+/* http-stored.c */
+/** One execution of a listing: its summary and where it sorts (newest first, then by id). */
+typedef struct {
+    gint64 created_us;
+    char *id;
+    char *json; /* the summary */
+} SbxHttpListItem;
+void sbx_http_list_item_free(SbxHttpListItem *item);
+/**
+ * GET /v1/executions/{id}, .../events and POST .../cancel of an execution not in memory, from
+ * its record (@rest as for sbx_http_exec_route()). FALSE if @tenant has no such record: not
+ * answered (404 is the caller's).
+ */
+gboolean sbx_http_stored_route(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
+                               const char *id, const char *rest);
+/** Append to @items (SbxHttpListItem *) the records @f finds that are not in memory. */
+gboolean sbx_http_stored_page(HttpFront *front, const SbxRecordFilter *f, GPtrArray *items,
+                              GError **error);
 /* http-approvals.c */
 /** GET /v1/approvals and POST /v1/approvals/{id} (@id NULL for the list). */
 void sbx_http_approvals_route(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,

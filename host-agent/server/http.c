@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/json-builder.h"
+#include "server-resources.h"
 
 struct SbxHttpFront {
     HttpFront f;
@@ -18,7 +19,8 @@ typedef struct {
     HttpFront *front;
     GSocketConnection *conn; /* weak: libsoup holds it */
     GSocket *socket;
-    guint deadline; /* the current request's headers or body must arrive before it */
+    GSocketAddress *remote; /* how its messages are told apart (conn_of()) */
+    guint deadline;         /* the current request's headers or body must arrive before it */
 } HttpConn;
 
 /* ---- answers ------------------------------------------------------------------------------ */
@@ -47,17 +49,53 @@ void sbx_http_reply_error(SoupServerMessage *msg, guint status, const char *code
 
 /* ---- connections -------------------------------------------------------------------------- */
 
+static gboolean same_peer(GSocketAddress *a, GSocketAddress *b)
+{
+    if (a == b) {
+        return TRUE;
+    }
+    if (!G_IS_INET_SOCKET_ADDRESS(a) || !G_IS_INET_SOCKET_ADDRESS(b)) {
+        return FALSE;
+    }
+    GInetSocketAddress *x = G_INET_SOCKET_ADDRESS(a), *y = G_INET_SOCKET_ADDRESS(b);
+    return g_inet_socket_address_get_port(x) == g_inet_socket_address_get_port(y) &&
+           g_inet_address_equal(g_inet_socket_address_get_address(x),
+                                g_inet_socket_address_get_address(y));
+}
+
+/*
+ * The connection of @msg, by its peer's address and port (unique among the open connections
+ * of one listener). Not by its GSocket: a connection handed over with
+ * soup_server_accept_iostream() has none in libsoup's eyes (NULL), and no request was then
+ * found, so every deadline set at accept cut its connection 10 s later, mid-answer.
+ */
 static HttpConn *conn_of(HttpFront *front, SoupServerMessage *msg)
 {
-    GSocket *socket = soup_server_message_get_socket(msg);
+    GSocketAddress *remote = soup_server_message_get_remote_address(msg);
 
-    for (GList *l = front->conns; l != NULL; l = l->next) {
+    for (GList *l = front->conns; remote != NULL && l != NULL; l = l->next) {
         HttpConn *c = l->data;
-        if (c->socket == socket) {
+        if (same_peer(c->remote, remote)) {
             return c;
         }
     }
     return NULL;
+}
+
+/*
+ * Say why the server closed a connection without an answer, at most once per 10 s: a flood of
+ * slow or excess connections must not flood the log too.
+ */
+static void note_closed(HttpFront *front, const char *why)
+{
+    gint64 now = g_get_monotonic_time();
+
+    front->closed_unanswered++;
+    if (now - front->closed_noted_us >= 10 * G_USEC_PER_SEC) {
+        g_message("http: closed a connection without an answer: %s (%" G_GUINT64_FORMAT " so far)",
+                  why, front->closed_unanswered);
+        front->closed_noted_us = now;
+    }
 }
 
 static gboolean deadline_passed(gpointer data)
@@ -65,6 +103,7 @@ static gboolean deadline_passed(gpointer data)
     HttpConn *c = data;
 
     c->deadline = 0;
+    note_closed(c->front, "its request did not arrive in time");
     g_socket_shutdown(c->socket, TRUE, TRUE, NULL); /* libsoup's next read fails: it closes */
     return G_SOURCE_REMOVE;
 }
@@ -84,6 +123,7 @@ static void on_conn_gone(gpointer data, GObject *where)
 
     g_clear_handle_id(&c->deadline, g_source_remove);
     c->front->conns = g_list_remove(c->front->conns, c);
+    g_clear_object(&c->remote);
     g_free(c);
 }
 
@@ -92,6 +132,14 @@ static void on_request_started(SoupServer *soup, SoupServerMessage *msg, gpointe
     HttpConn *c = conn_of(data, msg);
     (void)soup;
 
+    /*
+     * One request per connection, and every answer says so. libsoup keeps a connection alive
+     * only if one of its own listeners accepted it, and ours are accepted here (to cap them
+     * and set deadlines): without this header a client would send its next request on a
+     * connection the server closes, and see it reset (docs/decisions.md).
+     */
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Connection",
+                                 "close");
     if (c != NULL) {
         arm(c, SBX_HTTP_HEADER_TIMEOUT_S);
     }
@@ -124,6 +172,7 @@ static void on_accepted(GObject *obj, GAsyncResult *res, gpointer data)
     }
     accept_next(front);
     if (g_list_length(front->conns) >= SBX_HTTP_CONNECTIONS_MAX) {
+        note_closed(front, "too many connections");
         g_io_stream_close(G_IO_STREAM(conn), NULL, NULL);
         return;
     }
@@ -137,6 +186,7 @@ static void on_accepted(GObject *obj, GAsyncResult *res, gpointer data)
     arm(c, SBX_HTTP_HEADER_TIMEOUT_S);
     g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(conn, NULL);
     g_autoptr(GSocketAddress) remote = g_socket_connection_get_remote_address(conn, NULL);
+    c->remote = remote != NULL ? g_object_ref(remote) : NULL;
     if (!soup_server_accept_iostream(front->soup, G_IO_STREAM(conn), local, remote, NULL)) {
         g_io_stream_close(G_IO_STREAM(conn), NULL, NULL);
     }
@@ -279,13 +329,24 @@ static void route_approvals(HttpFront *front, SoupServerMessage *msg, const char
     }
 }
 
-/* The OpenAPI document, compiled in (http-openapi.gresource.xml). */
+/*
+ * The OpenAPI document, compiled in (openapi.gresource.xml). Looked up in the resource itself:
+ * the global registry depends on a constructor in a static library's object that nothing else
+ * references, which the linker may leave out (the document was then served empty).
+ */
 static void reply_openapi(SoupServerMessage *msg)
 {
-    g_autoptr(GBytes) doc = g_resources_lookup_data("/org/sandbox/server/openapi.json",
-                                                    G_RESOURCE_LOOKUP_FLAGS_NONE, NULL);
+    g_autoptr(GBytes) doc =
+        g_resource_lookup_data(sbx_server_get_resource(), "/org/sandbox/server/openapi.json",
+                               G_RESOURCE_LOOKUP_FLAGS_NONE, NULL);
     gsize len = 0;
-    const char *data = g_bytes_get_data(doc, &len);
+    const char *data = doc != NULL ? g_bytes_get_data(doc, &len) : NULL;
+
+    if (data == NULL || len == 0) {
+        sbx_http_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, "internal",
+                             "the OpenAPI document is missing from this build");
+        return;
+    }
 
     soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
     soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_COPY, data, len);
@@ -460,6 +521,7 @@ void sbx_http_front_free(SbxHttpFront *pub)
         HttpConn *c = l->data;
         g_clear_handle_id(&c->deadline, g_source_remove);
         g_object_weak_unref(G_OBJECT(c->conn), on_conn_gone, c);
+        g_clear_object(&c->remote);
         g_free(c);
     }
     g_list_free(front->conns);

@@ -359,6 +359,8 @@ SbxServerJob *sbx_server_submit(SbxServer *srv, const SbxServerRequest *req, Sbx
             .profile = sbx_profile_name(sp->profile),
             .snapshot_key = sbx_snapshot_inputs(sp->snapshot)->key,
             .image_id = sp->image->hash,
+            .catalog = req->catalog,
+            .created_at_ms = req->created_at_ms,
         };
         sbx_exec_set_record(job->exec, srv->store, &info);
     }

@@ -99,6 +99,8 @@ typedef struct {
     const char *front_end; /* its record's: "serve" (the Unix socket), "http" */
     const char *tenant_id; /* the queue it waits in and its record's tenant; NULL: local */
     const char *origin;    /* who asked, shown with its approvals ("sandbox run, pid N") */
+    const char *catalog;   /* its record's: the catalog an API request named, or NULL */
+    gint64 created_at_ms;  /* its record's: when the request came (unix ms); 0: at the start */
 } SbxServerRequest;
 
 /**

@@ -100,6 +100,10 @@ static const char *const migrations[] = {
     "  answered_at INTEGER,"
     "  PRIMARY KEY (execution_id, seq));"
     "PRAGMA user_version = 1;",
+    /* 1 -> 2: the catalog an API request named, so the API can show the execution whole once
+     * the server has forgotten it (after a restart). */
+    "ALTER TABLE executions ADD COLUMN catalog TEXT;"
+    "PRAGMA user_version = 2;",
 };
 
 G_STATIC_ASSERT(G_N_ELEMENTS(migrations) == SBX_STORE_SCHEMA_VERSION);

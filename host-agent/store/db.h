@@ -19,7 +19,7 @@ typedef enum {
 } SbxStoreErrorCode;
 
 /* The schema this build writes (PRAGMA user_version); older files are migrated at open. */
-#define SBX_STORE_SCHEMA_VERSION 1
+#define SBX_STORE_SCHEMA_VERSION 2
 
 typedef struct SbxStore SbxStore;
 

@@ -45,6 +45,7 @@ static void append_record(GString *out, const SbxRecord *r)
     append_str(out, "profile", r->profile);
     append_str(out, "snapshot_key", r->snapshot_key);
     append_str(out, "image_id", r->image_id);
+    append_str(out, "catalog", r->catalog);
     g_string_append_printf(
         out, ",\"timeout_ms\":%" G_GINT64_FORMAT ",\"output_limit\":%" G_GINT64_FORMAT,
         r->timeout_ms, r->output_limit);

@@ -13,7 +13,7 @@
     "id, tenant_id, front_end, language, " code ", code_sha256, entry, " args ", profile,"         \
     " snapshot_key, image_id, timeout_ms, output_limit, status, exit_code, " result ", " error     \
     ", " out ", " err ", stdout_truncated, stderr_truncated, created_at, started_at,"              \
-    " finished_at, boot_ms, duration_ms, entropy_hex, guest_clock_ms"
+    " finished_at, boot_ms, duration_ms, entropy_hex, guest_clock_ms, catalog"
 #define ALL_COLUMNS                                                                                \
     RECORD_COLUMNS("code", "args_json", "result_json", "error_json", "stdout", "stderr")
 #define LIST_COLUMNS RECORD_COLUMNS("NULL", "NULL", "NULL", "NULL", "NULL", "NULL")
@@ -62,6 +62,7 @@ static SbxRecord *read_row(sqlite3_stmt *stmt)
     }
     r->entropy_hex = sbx_store_column_text(stmt, 26);
     r->guest_clock_ms = sqlite3_column_int64(stmt, 27);
+    r->catalog = sbx_store_column_text(stmt, 28);
     return r;
 }
 

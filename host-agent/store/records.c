@@ -24,7 +24,7 @@ void sbx_record_free(SbxRecord *r)
                         &r->code,        &r->code_sha256,  &r->entry,       &r->args_json,
                         &r->profile,     &r->snapshot_key, &r->image_id,    &r->status,
                         &r->result_json, &r->error_json,   &r->stdout_data, &r->stderr_data,
-                        &r->entropy_hex};
+                        &r->entropy_hex, &r->catalog};
     for (gsize i = 0; i < G_N_ELEMENTS(strings); i++) {
         g_free(*strings[i]);
     }
@@ -131,6 +131,7 @@ static gboolean check_begin(const SbxRecord *r, GError **error)
            check_text("profile", r->profile, TRUE, error) &&
            check_text("snapshot_key", r->snapshot_key, TRUE, error) &&
            check_text("image_id", r->image_id, TRUE, error) &&
+           check_id("catalog", r->catalog, TRUE, error) &&
            check_text("entropy_hex", r->entropy_hex, TRUE, error) &&
            (r->timeout_ms >= 0 && r->output_limit >= 0 ? TRUE : bad(error, "limits", "negative"));
 }
@@ -154,9 +155,9 @@ gboolean sbx_records_begin(SbxStore *store, const SbxRecord *r, GError **error)
         store,
         "INSERT INTO executions (id, tenant_id, front_end, language, code, code_sha256, entry,"
         " args_json, profile, snapshot_key, image_id, timeout_ms, output_limit, status,"
-        " created_at, started_at, boot_ms, entropy_hex, guest_clock_ms)"
+        " created_at, started_at, boot_ms, entropy_hex, guest_clock_ms, catalog)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-        " ?19)",
+        " ?19, ?20)",
         error);
     if (stmt == NULL) {
         return FALSE;
@@ -175,6 +176,7 @@ gboolean sbx_records_begin(SbxStore *store, const SbxRecord *r, GError **error)
     bind_ms(stmt, 17, r->boot_ms);
     sbx_store_bind_text(stmt, 18, r->entropy_hex);
     bind_ms(stmt, 19, r->guest_clock_ms);
+    sbx_store_bind_text(stmt, 20, r->catalog);
     return sbx_store_step_done(store, stmt, error);
 }
 

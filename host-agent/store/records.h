@@ -40,6 +40,7 @@ typedef struct {
     char *profile;
     char *snapshot_key;
     char *image_id;
+    char *catalog; /* the tool catalog named by an API request, or NULL */
     gint64 timeout_ms;
     gint64 output_limit;
     char *status; /* "queued", "running", then the outcome ("ok", "error", "timeout", ...),

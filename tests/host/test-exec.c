@@ -387,6 +387,38 @@ static char *hex_of(const guint8 *bytes, gsize len)
 }
 
 /* A streamed run: begun running, finished ok with its output, code hash, entropy and clock. */
+/* A front end's own id (the API's ex_...) is the execution's, the guest's and the record's;
+ * the catalog it named and when it took the request are recorded. */
+static void test_record_front_end_id(void **state)
+{
+    (void)state;
+    TmpStore *t = tmp_store_new();
+    SbxExecRequest req = {
+        .id = "ex_0123abcd", .language = SBX_LANG_JAVASCRIPT, .code = "1", .timeout_ms = 10000};
+    SbxExecRecordInfo info = record_info;
+    Run *run = run_new(guest_ok, NULL, &req);
+
+    info.front_end = "http";
+    info.tenant_id = "t_00000000000000aa";
+    info.catalog = "github";
+    info.created_at_ms = 1700000000123;
+    sbx_exec_set_record(run->exec, t->store, &info);
+    assert_string_equal(sbx_exec_id(run->exec), "ex_0123abcd");
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    fake_guest_join(run->src.guest);
+    assert_string_equal(run->src.guest->execute.execute.id, "ex_0123abcd");
+    g_autoptr(SbxRecord) r = record_of(t, run, NULL, NULL);
+    assert_string_equal(r->id, "ex_0123abcd");
+    assert_string_equal(r->front_end, "http");
+    assert_string_equal(r->tenant_id, "t_00000000000000aa");
+    assert_string_equal(r->catalog, "github");
+    assert_int_equal(r->created_at_ms, 1700000000123);
+    assert_string_equal(r->status, "ok");
+    run_free(run);
+    tmp_store_free(t);
+}
+
 static void test_record_streamed(void **state)
 {
     (void)state;
@@ -773,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_abort_while_running),
         cmocka_unit_test(test_vm_dies),
         cmocka_unit_test(test_abort_before_start),
+        cmocka_unit_test(test_record_front_end_id),
         cmocka_unit_test(test_record_streamed),
         cmocka_unit_test(test_record_collected),
         cmocka_unit_test(test_record_over_cap),

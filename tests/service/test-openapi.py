@@ -120,7 +120,8 @@ def contents(doc):
     ex = schemas["Execution"]
     check(set(ex["required"]) == set(ex["properties"]) and
           set(ex["properties"]) - set(schemas["ExecutionSummary"]["properties"]) ==
-          {"stdout", "stderr", "tool_calls"}, "Execution and ExecutionSummary's members")
+          {"stdout", "stderr", "tool_calls", "result", "error"},
+          "Execution and ExecutionSummary's members")
     req = schemas["ExecutionRequest"]
     check(req.get("additionalProperties") is False and req["required"] == ["language", "code"],
           "ExecutionRequest: unknown members refused, language and code required")

@@ -119,6 +119,33 @@ static void test_reopen_and_newer_schema(void **state)
     assert_non_null(strstr(error->message, "newer"));
 }
 
+/* A database of schema 1 (before records kept the catalog) is migrated at open, its records
+ * kept. */
+static void test_migrate_from_1(void **state)
+{
+    StoreFixture *f = *state;
+    SbxStore *s = open_ok(f->path);
+    SbxRecord old = store_fixture_record("old-1", NULL, 0);
+
+    begin_ok(s, &old);
+    assert_int_equal(sqlite3_exec(s->db,
+                                  "ALTER TABLE executions DROP COLUMN catalog;"
+                                  "PRAGMA user_version = 1;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sbx_store_close(s);
+    s = open_ok(f->path);
+    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    SbxRecord r = store_fixture_record("new-1", "t1", 0);
+    r.catalog = "approvals";
+    begin_ok(s, &r);
+    g_autoptr(SbxRecord) got = get_ok(s, NULL, "new-1");
+    assert_string_equal(got->catalog, "approvals");
+    g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-1");
+    assert_null(kept->catalog);
+    sbx_store_close(s);
+}
+
 static void test_not_a_database(void **state)
 {
     StoreFixture *f = *state;
@@ -397,8 +424,9 @@ static void test_other_tenant_not_found(void **state)
     assert_true(sbx_records_list(s, &other, &list, NULL));
     assert_int_equal(list->len, 0);
     g_autoptr(SbxRecord) own = get_ok(s, "t_00000000000000aa", "mine");
-    g_autoptr(SbxRecord) any = get_ok(s, NULL, "mine");
+    g_autoptr(SbxRecord) any = get_ok(s, NULL, "mine"); /* the operator's view: any tenant's */
     assert_string_equal(own->tenant_id, "t_00000000000000aa");
+    assert_string_equal(any->tenant_id, "t_00000000000000aa");
 }
 
 /* Every page of @f (limit 7) through the cursor: the ids in order. */
@@ -575,6 +603,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, store_fixture_setup, store_fixture_teardown)
         T(test_open_modes),
         T(test_reopen_and_newer_schema),
+        T(test_migrate_from_1),
         T(test_not_a_database),
         T(test_default_path),
         T(test_interrupted_at_open),

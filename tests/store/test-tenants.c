@@ -185,6 +185,7 @@ static void test_names(void **state)
     g_clear_error(&error);
     g_autofree char *k1 = add_ok(s, max, NULL, NULL);
     g_autofree char *k2 = add_ok(s, "ok.Name-1_2", NULL, NULL);
+    assert_true(g_str_has_prefix(k1, "sbx_") && g_str_has_prefix(k2, "sbx_"));
     assert_false(sbx_tenant_add(s, "ok.Name-1_2", NULL, NULL, &key, &error));
     assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_EXISTS));
     g_clear_error(&error);
