@@ -39,6 +39,7 @@ struct SbxExec {
     /* the end */
     gboolean finished;          /* the execution ended, or never could start */
     gboolean reported;          /* the sink's done ran */
+    guint release_source;       /* the VM's release after the end, once the loop is idle */
     const SbxRunResult *result; /* owned by the session */
     char *failure;              /* the sandbox failed before an execution result */
     SbxStatus failure_status;
@@ -216,6 +217,15 @@ static void on_tool_call(SbxSession *s, guint32 call_id, const char *provider, c
                         on_tool_settled, exec);
 }
 
+static gboolean release_later(gpointer data)
+{
+    SbxExec *exec = data;
+
+    exec->release_source = 0;
+    release_vm(exec);
+    return G_SOURCE_REMOVE;
+}
+
 static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_data)
 {
     SbxExec *exec = user_data;
@@ -225,7 +235,12 @@ static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_dat
     exec->finished = TRUE;
     g_cancellable_cancel(exec->cancel);
     maybe_finish(exec); /* the sink hears of it before the kill's reaping wait */
-    release_vm(exec);
+    /*
+     * The kill waits for QEMU's end (tens of ms under load): at low priority, after what the
+     * loop has ready, so a front end's answer that the loop writes (HTTP) goes out first. The
+     * VM's program has ended; sbx_exec_free() releases it at once if it comes first.
+     */
+    exec->release_source = g_idle_add_full(G_PRIORITY_LOW, release_later, exec, NULL);
 }
 
 /* ---- the start ---------------------------------------------------------------------------- */
@@ -493,6 +508,10 @@ void sbx_exec_free(SbxExec *exec)
 {
     if (exec == NULL) {
         return;
+    }
+    if (exec->release_source != 0) {
+        g_clear_handle_id(&exec->release_source, g_source_remove);
+        release_vm(exec);
     }
     sbx_session_free(exec->session); /* exec->result points into it: gone from here on */
     sbx_exec_source_free(exec->src); /* kills and reaps the VM */

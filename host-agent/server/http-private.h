@@ -73,6 +73,7 @@ typedef struct {
     GCancellable *accept_cancel;
     guint16 port;
     gboolean https;
+    GTlsCertificate *tls_cert; /* HTTPS: every accepted connection gets a TLS layer with it */
     GList *conns;              /* HttpConn* */
     GHashTable *execs;         /* id -> HttpExec* */
     GQueue finished;           /* HttpExec*, oldest first */

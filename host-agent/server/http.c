@@ -187,7 +187,18 @@ static void on_accepted(GObject *obj, GAsyncResult *res, gpointer data)
     g_autoptr(GSocketAddress) local = g_socket_connection_get_local_address(conn, NULL);
     g_autoptr(GSocketAddress) remote = g_socket_connection_get_remote_address(conn, NULL);
     c->remote = remote != NULL ? g_object_ref(remote) : NULL;
-    if (!soup_server_accept_iostream(front->soup, G_IO_STREAM(conn), local, remote, NULL)) {
+    /*
+     * HTTPS: the TLS layer is ours too (libsoup's certificate applies to its own listeners
+     * only; it read a ClientHello as plain HTTP, and the client hung). Its handshake happens on
+     * libsoup's first read, within the header deadline armed above.
+     */
+    g_autoptr(GIOStream) stream = G_IO_STREAM(g_object_ref(conn));
+    if (front->tls_cert != NULL) {
+        g_clear_object(&stream);
+        stream = g_tls_server_connection_new(G_IO_STREAM(conn), front->tls_cert, &error);
+    }
+    if (stream == NULL ||
+        !soup_server_accept_iostream(front->soup, stream, local, remote, &error)) {
         g_io_stream_close(G_IO_STREAM(conn), NULL, NULL);
     }
 }
@@ -438,7 +449,7 @@ static gboolean set_tls(HttpFront *front, const SbxHttpConfig *config, GError **
         g_prefix_error(error, "TLS certificate: ");
         return FALSE;
     }
-    soup_server_set_tls_certificate(front->soup, cert);
+    front->tls_cert = g_steal_pointer(&cert); /* the accepted connections' (on_accepted()) */
     front->https = TRUE;
     return TRUE;
 }
@@ -526,6 +537,7 @@ void sbx_http_front_free(SbxHttpFront *pub)
     }
     g_list_free(front->conns);
     g_clear_object(&front->soup);
+    g_clear_object(&front->tls_cert);
     g_clear_object(&front->listener);
     g_clear_object(&front->accept_cancel);
     g_hash_table_destroy(front->execs);

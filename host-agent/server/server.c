@@ -276,7 +276,9 @@ static void job_done(gpointer data, SbxExec *exec)
     if (job->sink != NULL) {
         job->sink->done(job->sink_data, exec); /* the front end drops the job here */
     }
-    job->free_source = g_idle_add(free_idle, job);
+    /* Low priority: the front end's answer (an HTTP response libsoup writes from the loop)
+     * goes out before the exec's free waits for its VM's and tools' ends. */
+    job->free_source = g_idle_add_full(G_PRIORITY_LOW, free_idle, job, NULL);
     start_waiting(srv);
 }
 

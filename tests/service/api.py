@@ -99,9 +99,13 @@ def vm_pids(status):
 class Server:
     """`sandbox serve --listen 127.0.0.1:PORT` on a store @db, in scratch dir @tmp."""
 
-    def __init__(self, sandbox, tmp, db, name="serve", pool=2, catalogs_dir=None, extra=()):
+    def __init__(self, sandbox, tmp, db, name="serve", pool=2, catalogs_dir=None, extra=(),
+                 tls=None):
+        """@tls: (certificate, key) PEM files: HTTPS, the certificate trusted by requests."""
         self.sandbox, self.tmp, self.db, self.name = sandbox, tmp, db, name
         self.pool, self.catalogs_dir, self.extra = pool, catalogs_dir, list(extra)
+        self.tls = tls
+        self.verify = tls[0] if tls else True
         self.sock = os.path.join(tmp, name + "-sock", "sandbox.sock")
         self.rt = os.path.join(tmp, name + "-rt")
         self.log_path = os.path.join(tmp, name + ".log")
@@ -110,7 +114,7 @@ class Server:
 
     @property
     def base(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def env(self):
         return dict(os.environ, SANDBOX_SERVE_SOCKET=self.sock, XDG_RUNTIME_DIR=self.rt)
@@ -122,6 +126,8 @@ class Server:
                 "--socket", self.sock, "--pool", str(self.pool)]
         if self.catalogs_dir:
             args += ["--catalogs-dir", self.catalogs_dir]
+        if self.tls:
+            args += ["--tls-cert", self.tls[0], "--tls-key", self.tls[1]]
         with open(self.log_path, "a") as log:
             self.proc = subprocess.Popen(args + self.extra, env=self.env(), stdout=log,
                                          stderr=log, stdin=subprocess.DEVNULL)
@@ -130,7 +136,8 @@ class Server:
             if self.proc.poll() is not None:
                 return f"{' '.join(args)} exited {self.proc.returncode}:\n{self.log()}"
             try:
-                if requests.get(self.base + "/v1/health", timeout=5).status_code == 200:
+                if requests.get(self.base + "/v1/health", timeout=5,
+                                verify=self.verify).status_code == 200:
                     self.track()
                     return None
             except requests.RequestException:
@@ -194,6 +201,7 @@ class Server:
         h = dict(headers or {})
         if key is not None:
             h["Authorization"] = "Bearer " + key
+        kw.setdefault("verify", self.verify)
         return requests.request(method, self.base + path, headers=h, timeout=timeout, **kw)
 
     def create(self, key, body, wait=None, timeout=None):

@@ -9,8 +9,10 @@ and curl: health and the OpenAPI document without a key (valid, and the file in 
 409; every kind of malformed request; tenant isolation (404); quotas (429 + Retry-After);
 fairness between a flooding tenant and another (SBX_TEST_FLOOD executions, default 100); an
 approval answered over the API; the header timeout (slowloris), big headers and bodies, many
-connections; kill -9 of the server mid-execution (restart on the same store: `interrupted`,
-no QEMU left); SIGTERM leaves nothing. A check the server cannot do fails. Exit 77 only when
+connections; README's Python client (docs/examples/api-client.py); HTTPS with --tls-cert and
+--tls-key (a second server, openssl's self-signed certificate); kill -9 of the server
+mid-execution (restart on the same store: `interrupted`, what ended before read back from its
+record, no QEMU left); SIGTERM leaves nothing. A check the server cannot do fails. Exit 77 only when
 the guest image or the bridge is not built."""
 import json
 import os
@@ -701,6 +703,49 @@ def example(srv, key):
           (p.returncode, p.stdout[-1000:], p.stderr[-1000:]))
 
 
+def run_curl(args, timeout=180):
+    """curl ARGS: its exit status and stdout."""
+    p = subprocess.run(["curl", "-sS", "--max-time", str(timeout - 10), *args],
+                       capture_output=True, timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace")
+
+
+def tls(tmp, servers):
+    """--tls-cert/--tls-key: HTTPS with a self-signed certificate (openssl), trusted by the
+    client; plain HTTP on that port gets no answer; an execution over TLS; curl too."""
+    cert, key = os.path.join(tmp, "tls-cert.pem"), os.path.join(tmp, "tls-key.pem")
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                        "-keyout", key, "-out", cert], capture_output=True, text=True, timeout=60)
+    if not check(p.returncode == 0, "openssl made a certificate (scripts/setup)", p.stderr):
+        return
+    db = os.path.join(tmp, "tls-state", "sandbox.db")  # one server per store
+    k = api.tenant(SANDBOX, db, "add", "tls-tenant")
+    srv = api.Server(SANDBOX, tmp, db, name="tls", pool=1, tls=(cert, key))
+    servers.append(srv)
+    why = srv.start()
+    if not check(why is None, "sandbox serve --listen --tls-cert --tls-key answers over HTTPS",
+                 why):
+        return
+    try:
+        requests.get(f"http://127.0.0.1:{srv.port}/v1/health", timeout=10)
+        check(False, "plain HTTP on the TLS port: no answer")
+    except requests.RequestException:
+        check(True, "plain HTTP on the TLS port: no answer")
+    try:
+        requests.get(srv.base + "/v1/health", timeout=10, verify=True)
+        check(False, "a client that does not trust the certificate refuses it")
+    except requests.exceptions.SSLError:
+        check(True, "a client that does not trust the certificate refuses it")
+    r = srv.create(k, {"language": "python", "code": "print('tls')"}, wait=120)
+    check(r.status_code == 201 and r.json().get("stdout") == "tls\n", "an execution over TLS",
+          r.text[:300])
+    rc, out = run_curl(["--cacert", cert, "-o", "/dev/null", "-w", "%{http_code}",
+                        "-H", f"Authorization: Bearer {k}", srv.base + "/v1/executions"])
+    check(rc == 0 and out == "200", "curl over TLS", (rc, out))
+    check(srv.stop() == 0, "the TLS server: SIGTERM, exit 0")
+
+
 def shutdown(srv):
     srv.track()
     rc = srv.stop()
@@ -770,6 +815,7 @@ def body(tmp, servers):
     section(slowloris, srv)
     section(connections, srv)
     section(fairness, srv, keys["flood"], keys["fair"])
+    section(tls, tmp, servers)
     section(kill9, srv, keys["a"])
     if srv.proc.poll() is None:
         section(shutdown, srv)
