@@ -1,6 +1,6 @@
 """Helpers to drive a `sandbox serve` from outside: starting and stopping one, its status
 request, waiting for a full pool, PSS of its VMs, one timed `sandbox run` through it, the
-claim-to-done figures. Used by bench-serve.py and scripts/bench."""
+claim-to-done figures. Used by bench-serve.py, bench_http_lib.py and scripts/bench."""
 import json
 import os
 import signal
