@@ -1,7 +1,7 @@
 /*
- * `sandbox records list|show` (docs/service.md, "Records"): the operator's view of the
- * execution records in the store, every tenant's. What a person reads is escaped for a terminal
- * (escape.h): code and output come from tenants and guests.
+ * `sandbox records list|show|prune` (docs/service.md, "Records"): the operator's view of the
+ * execution records in the store, every tenant's, and their retention. What a person reads is
+ * escaped for a terminal (escape.h): code and output come from tenants and guests.
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,11 +20,13 @@ typedef struct {
     char *tenant;
     char *status;
     int limit;
+    gint64 max_age_days; /* prune: 0 no bound */
+    gint64 max_count;
 } RecordsOpts;
 
 static gboolean parse(int argc, char **argv, RecordsOpts *o, char **ret_id, GError **error)
 {
-    gboolean list = strcmp(argv[0], "list") == 0;
+    gboolean list = strcmp(argv[0], "list") == 0, prune = strcmp(argv[0], "prune") == 0;
     const GOptionEntry common[] = {
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &o->db, "The store (default: docs/service.md)", "PATH"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &o->json, "JSON instead of text", NULL},
@@ -37,12 +39,22 @@ static gboolean parse(int argc, char **argv, RecordsOpts *o, char **ret_id, GErr
         {"limit", 0, 0, G_OPTION_ARG_INT, &o->limit, "At most N, newest first (default 50)", "N"},
         G_OPTION_ENTRY_NULL,
     };
+    const GOptionEntry prune_entries[] = {
+        {"max-age-days", 0, 0, G_OPTION_ARG_INT64, &o->max_age_days,
+         "Delete finished records created more than DAYS days ago", "DAYS"},
+        {"max-count", 0, 0, G_OPTION_ARG_INT64, &o->max_count,
+         "Keep only the newest N finished records", "N"},
+        G_OPTION_ENTRY_NULL,
+    };
     g_autofree char *prgname = g_strdup_printf(VERB " %s", argv[0]);
-    g_autoptr(GOptionContext) oc = g_option_context_new(list ? NULL : "ID");
+    g_autoptr(GOptionContext) oc = g_option_context_new(list || prune ? NULL : "ID");
     g_set_prgname(prgname);
     g_option_context_add_main_entries(oc, common, NULL);
     if (list) {
         g_option_context_add_main_entries(oc, list_entries, NULL);
+    }
+    if (prune) {
+        g_option_context_add_main_entries(oc, prune_entries, NULL);
     }
     g_option_context_set_description(
         oc, "Exit status: 0, 1 if there is no such record or the store fails, 2 for invalid "
@@ -50,9 +62,17 @@ static gboolean parse(int argc, char **argv, RecordsOpts *o, char **ret_id, GErr
     if (!g_option_context_parse(oc, &argc, &argv, error)) {
         return FALSE;
     }
-    if (argc != (list ? 1 : 2)) {
+    if (argc != (list || prune ? 1 : 2)) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "expected %s; see `%s --help`",
-                    list ? "no argument" : "one ID", prgname);
+                    list || prune ? "no argument" : "one ID", prgname);
+        return FALSE;
+    }
+    if (prune &&
+        (o->max_age_days < 0 || o->max_count < 0 || o->max_age_days > SBX_RECORDS_AGE_MAX_DAYS ||
+         (o->max_age_days == 0 && o->max_count == 0))) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "expected --max-age-days (1 to %d) or --max-count (1 or more), or both",
+                    SBX_RECORDS_AGE_MAX_DAYS);
         return FALSE;
     }
     if (o->limit < 0 || o->limit > SBX_RECORDS_LIST_MAX) {
@@ -241,10 +261,24 @@ static int do_show(SbxStore *store, const char *id, const RecordsOpts *o)
     return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
 }
 
+static int do_prune(SbxStore *store, const RecordsOpts *o)
+{
+    g_autoptr(GError) error = NULL;
+    guint deleted = 0;
+
+    if (!sbx_records_prune(store, (guint64)o->max_age_days * 86400, (guint64)o->max_count, &deleted,
+                           &error)) {
+        return sbx_cli_store_fail(VERB, error);
+    }
+    printf("%u record%s deleted\n", deleted, deleted == 1 ? "" : "s");
+    return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out, "Usage: " VERB " list [--tenant NAME] [--status S] [--limit N] [--json]\n"
                  "       " VERB " show ID [--json]\n"
+                 "       " VERB " prune [--max-age-days DAYS] [--max-count N]\n"
                  "Each takes --db PATH (the store; default $SANDBOX_STATE_DIR/sandbox.db, else "
                  "$XDG_STATE_HOME/sandbox/sandbox.db). `" VERB " SUBCOMMAND --help` for more.\n");
 }
@@ -256,7 +290,8 @@ static int records_start(SbxCli *cli, int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? SBX_EXIT_USAGE : 0;
     }
-    if (strcmp(argv[1], "list") != 0 && strcmp(argv[1], "show") != 0) {
+    if (strcmp(argv[1], "list") != 0 && strcmp(argv[1], "show") != 0 &&
+        strcmp(argv[1], "prune") != 0) {
         fprintf(stderr, VERB ": unknown subcommand \"%s\"\n", argv[1]);
         usage(stderr);
         return SBX_EXIT_USAGE;
@@ -269,9 +304,10 @@ static int records_start(SbxCli *cli, int argc, char **argv)
         fprintf(stderr, VERB ": %s\n", error->message);
     } else {
         g_autoptr(SbxStore) store = sbx_cli_store_open(VERB, o.db);
-        rc = store == NULL ? SBX_EXIT_STORE
-             : id == NULL  ? do_list(store, &o)
-                           : do_show(store, id, &o);
+        rc = store == NULL                   ? SBX_EXIT_STORE
+             : strcmp(argv[1], "prune") == 0 ? do_prune(store, &o)
+             : id == NULL                    ? do_list(store, &o)
+                                             : do_show(store, id, &o);
     }
     g_free(o.db);
     g_free(o.tenant);
@@ -281,6 +317,6 @@ static int records_start(SbxCli *cli, int argc, char **argv)
 
 const SbxCliVerb sbx_cli_verb_records = {
     .name = "records",
-    .summary = "List and show the records of executions",
+    .summary = "List, show and prune the records of executions",
     .start = records_start,
 };

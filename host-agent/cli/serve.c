@@ -13,6 +13,7 @@
 #include "prestart.h"
 #include "server/http.h"
 #include "server/path.h"
+#include "server/retention.h"
 #include "server/server.h"
 #include "server/unix.h"
 
@@ -40,6 +41,14 @@
 /* A shutdown waits at most this long for runs to end (they were aborted: milliseconds). */
 #define SERVE_SHUTDOWN_GRACE_MS 5000
 
+/*
+ * Records kept by default (docs/service.md, "Retention"): a month answers "what ran last
+ * week?" and an audit's usual window; 100000 records bound the file (each holds at most 2 MiB
+ * of output, most a few KiB) for a busy server. An operator with other rules sets both.
+ */
+#define SERVE_KEEP_DAYS_DEFAULT 30
+#define SERVE_KEEP_RECORDS_DEFAULT 100000
+
 typedef struct {
     SbxCli *cli;
     char *socket_opt;
@@ -55,8 +64,11 @@ typedef struct {
     char *tls_key;
     char *catalogs_dir;
     char *db_path;
+    gint64 keep_days;    /* records' retention: -1 the default */
+    gint64 keep_records; /* the same */
     char *socket_path;
     SbxStore *store; /* every run's record; the tenants of the HTTP API */
+    SbxRetention *retention;
     SbxServer *server;
     SbxUnixFront *unix_front;
     SbxHttpFront *http_front;
@@ -195,6 +207,10 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
          "The tool catalogs tenants may name (NAME.json)", "DIR"},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &srv->db_path,
          "The store of records and tenants (default: sandbox.db in the state directory)", "PATH"},
+        {"keep-days", 0, 0, G_OPTION_ARG_INT64, &srv->keep_days,
+         "Delete finished records older than DAYS (default: 30; 0: keep them)", "DAYS"},
+        {"keep-records", 0, 0, G_OPTION_ARG_INT64, &srv->keep_records,
+         "Keep at most N finished records, the newest (default: 100000; 0: no bound)", "N"},
         {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
          "Offer pooled VMs without the runners' warm-up after the restore (for comparison)", NULL},
         G_OPTION_ENTRY_NULL,
@@ -211,7 +227,8 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
     if (argc != 1 || n > SBX_SERVER_PROFILES_MAX) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "usage: sandbox serve [--socket PATH] [--db PATH] [--listen ADDR:PORT] "
-                    "[--tls-cert FILE --tls-key FILE] [--catalogs-dir DIR] [--pool [NAME=]N]... "
+                    "[--tls-cert FILE --tls-key FILE] [--catalogs-dir DIR] [--keep-days DAYS] "
+                    "[--keep-records N] [--pool [NAME=]N]... "
                     "[--prestart [NAME=]N]... [--profile NAME]... [--no-warm-up] (up to %d "
                     "profiles)",
                     SBX_SERVER_PROFILES_MAX);
@@ -230,6 +247,17 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
         !parse_sizes(srv, "--prestart", srv->prestart_opts, SERVE_PRESTART_DEFAULT,
                      SBX_PRESTART_MAX, srv->prestarts, error))
         return FALSE;
+    if (srv->keep_days == -1) {
+        srv->keep_days = SERVE_KEEP_DAYS_DEFAULT;
+    }
+    if (srv->keep_records == -1) {
+        srv->keep_records = SERVE_KEEP_RECORDS_DEFAULT;
+    }
+    if (srv->keep_days < 0 || srv->keep_days > SBX_RECORDS_AGE_MAX_DAYS || srv->keep_records < 0) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "--keep-days: 0 to %d; --keep-records: 0 or more", SBX_RECORDS_AGE_MAX_DAYS);
+        return FALSE;
+    }
     srv->socket_path = sbx_serve_socket_path(srv->socket_opt);
     return TRUE;
 }
@@ -263,6 +291,8 @@ static gboolean start_server(ServeCli *srv, GError **error)
         return FALSE;
     }
     config.store = srv->store;
+    srv->retention = sbx_retention_start(srv->store, (guint64)srv->keep_days * 86400,
+                                         (guint64)srv->keep_records);
     srv->server = sbx_server_new(&config, error);
     if (srv->server == NULL) {
         return FALSE;
@@ -294,6 +324,7 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
     ServeCli *srv = serve_ctx = g_new0(ServeCli, 1);
 
     srv->cli = cli;
+    srv->keep_days = srv->keep_records = -1; /* not given */
     if (!parse_options(srv, argc, argv, &error)) {
         fprintf(stderr, "sandbox serve: %s\n", error->message);
         return SBX_EXIT_USAGE;
@@ -326,6 +357,7 @@ static void serve_cleanup(SbxCli *cli)
     sbx_unix_front_free(srv->unix_front); /* its connections' runs are abandoned */
     sbx_server_free(srv->server);         /* jobs left after the grace: their VMs killed now */
     g_clear_handle_id(&srv->grace_source, g_source_remove);
+    sbx_retention_free(srv->retention);
     sbx_store_close(srv->store); /* after the jobs: their records are written */
     g_free(srv->listen);
     g_free(srv->tls_cert);

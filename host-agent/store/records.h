@@ -24,6 +24,9 @@
 #define SBX_RECORDS_LIST_MAX 1000
 #define SBX_RECORDS_LIST_DEFAULT 50
 
+/* A retention age in days: 100 years is "keep", and ages in seconds stay far from overflow. */
+#define SBX_RECORDS_AGE_MAX_DAYS 36500
+
 /* Ids (execution, approval, call) and short names (status, front end, language): as the
  * protocol's ids (SBX_ID_MAX). */
 #define SBX_RECORD_ID_MAX 64

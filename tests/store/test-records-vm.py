@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -149,11 +150,18 @@ def serve_kill9(env, tmp):
             loop.wait(timeout=30)  # its server is gone
         except subprocess.TimeoutExpired:
             check(False, "the looping client did not end when serve died")
+        # A finished record 40 days old: the next start's retention (default 30 days) drops it.
+        with sqlite3.connect(db) as c:
+            c.execute("INSERT INTO executions (id, front_end, language, code, code_sha256,"
+                      " timeout_ms, output_limit, status, created_at) VALUES ('old-1', 'serve',"
+                      " 'python', '1', ?, 1000, 100, 'ok', ?)",
+                      ("0" * 64, int(time.time() * 1000) - 40 * 86400 * 1000))
         serve2, ok = start_serve(senv, sock, db, log)
         procs.append(serve2)
         rc, out, err = sandbox(env, "records", "list", "--json", "--db", db)
         rows = {r["id"]: r for r in json.loads(out)} if rc == 0 else {}
-        check(len(rows) == 2, "two records", rows)
+        check(len(rows) == 2 and "old-1" not in rows,
+              "two records; one 40 days old pruned at the start (--keep-days 30)", rows)
         rec = show(env, done_id, "--db", db)
         check(rec.get("status") == "ok" and rec.get("stdout") == "42\n" and
               rec.get("front_end") == "serve" and len(rec.get("entropy") or "") == 128,

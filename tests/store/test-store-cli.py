@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`sandbox tenant` and `sandbox records` on a temporary database: the key printed once and
 working as stored (its hash), list/remove/rotate-key, usage errors (2), refusals (1), and records
-list/show (rows written with Python's sqlite3, as the server would). Usage: test-store-cli.py
+list/show/prune (rows written with Python's sqlite3, as the server would). Usage: test-store-cli.py
 SANDBOX_BINARY"""
 import hashlib
 import json
@@ -123,6 +123,21 @@ with tempfile.TemporaryDirectory(prefix="sbx-store-cli-") as tmp:
     out = expect(["tenant", "list", *d], 0)
     if out.strip():
         failures.append(f"tenant list after remove: {out!r}")
+
+    # Retention: finished records by count, then by age; running ones stay; calls go with theirs.
+    expect(["records", "prune", *d], 2, "--max-age-days")
+    expect(["records", "prune", "--max-age-days", "-1", *d], 2, "--max-age-days")
+    expect(["records", "prune", "--max-count", "1", *d], 0, "1 record deleted")
+    rows = json.loads(expect(["records", "list", "--json", *d], 0))
+    if [r["id"] for r in rows] != ["x2", "x1"]:
+        failures.append(f"records prune --max-count 1: {[r['id'] for r in rows]}")
+    with sqlite3.connect(db) as c:
+        if c.execute("SELECT count(*) FROM tool_calls").fetchone()[0] != 0:
+            failures.append("records prune: the pruned record's tool calls stayed")
+    expect(["records", "prune", "--max-age-days", "1", *d], 0, "1 record deleted")
+    rows = json.loads(expect(["records", "list", "--json", *d], 0))
+    if [r["id"] for r in rows] != ["x2"]:
+        failures.append(f"records prune --max-age-days 1: {[r['id'] for r in rows]}")
 
     # The default path: $SANDBOX_STATE_DIR.
     state = os.path.join(tmp, "default-state")
