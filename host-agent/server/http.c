@@ -474,6 +474,12 @@ static gboolean start_listening(HttpFront *front, const char *listen, GError **e
     return TRUE;
 }
 
+/* A tenant's starts of the last minute: a GQueue of gint64 * (http-exec.c). */
+static void free_starts(gpointer q)
+{
+    g_queue_free_full(q, g_free);
+}
+
 SbxHttpFront *sbx_http_front_new(SbxServer *srv, const SbxHttpConfig *config, GError **error)
 {
     SbxHttpFront *pub = g_new0(SbxHttpFront, 1);
@@ -483,8 +489,7 @@ SbxHttpFront *sbx_http_front_new(SbxServer *srv, const SbxHttpConfig *config, GE
     front->store = config->store;
     front->catalogs_dir = g_strdup(config->catalogs_dir);
     front->execs = g_hash_table_new(g_str_hash, g_str_equal);
-    front->recent_starts =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_queue_free);
+    front->recent_starts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, free_starts);
     g_queue_init(&front->finished);
     front->soup = soup_server_new("server-header", "sandbox", NULL);
     soup_server_add_early_handler(front->soup, NULL, early_handler, front, NULL);
