@@ -284,6 +284,7 @@ static void channel_lost(SbxSession *s, const char *what)
     if (s->state == ST_HANDSHAKING) {
         handshake_failed(s, what);
     } else if (executing(s)) {
+        s->result.channel_lost = TRUE;
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "channel to the guest lost: %s",
                  what);
     } else {
@@ -964,6 +965,14 @@ void sbx_session_abort(SbxSession *session, SbxStatus status, SbxErrorCode code,
                        const char *message)
 {
     end_with(session, status, code, TRUE, "%s", message);
+}
+
+void sbx_session_amend_error(SbxSession *session, const char *message)
+{
+    if (session->result.has_error) {
+        g_free(session->result.error.message);
+        session->result.error.message = g_strdup(message);
+    }
 }
 
 const char *sbx_session_execution_id(const SbxSession *session)

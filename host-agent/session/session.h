@@ -90,6 +90,8 @@ typedef struct {
     guint64 output_bytes;        /* output bytes accepted (<= the cap) */
     guint64 duration_ms;         /* host-measured: execute sent to the end */
     gboolean protocol_violation; /* the guest broke the protocol */
+    gboolean channel_lost;       /* the channel ended under it: maybe the VM died (its caller
+                                    may know why: sbx_session_amend_error()) */
     gboolean vm_reusable;        /* only after a proper done: else the guest may still run */
     GByteArray *collected[SBX_STREAM__COUNT]; /* when collect_output; else NULL */
     GPtrArray *tool_calls;                    /* SbxToolRecord*, in arrival order */
@@ -219,6 +221,12 @@ gboolean sbx_session_tool_policy(SbxSession *session, guint32 call_id, const cha
  */
 void sbx_session_abort(SbxSession *session, SbxStatus status, SbxErrorCode code,
                        const char *message);
+
+/**
+ * The last execution ended with an error (e.g. its channel lost) whose cause its caller learnt
+ * afterwards (the VM's exit): its error message becomes @message. No-op without an error.
+ */
+void sbx_session_amend_error(SbxSession *session, const char *message);
 
 /** The execution id of the current (or last) execution, or NULL before the first. */
 const char *sbx_session_execution_id(const SbxSession *session);

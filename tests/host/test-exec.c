@@ -291,6 +291,14 @@ static void guest_hangs(FakeGuest *g)
     }
 }
 
+/* Starts, then its end of the channel closes (the VM killed from outside, or the agent gone). */
+static void guest_vanishes(FakeGuest *g)
+{
+    if (fake_guest_handshake(g, NULL) == 0) {
+        fake_guest_started(g);
+    }
+}
+
 /* One tool call to the fake command tool; the result becomes the program's. */
 static void guest_tool_call(FakeGuest *g)
 {
@@ -798,6 +806,56 @@ static void test_vm_dies(void **state)
     run_free(run);
 }
 
+/*
+ * The channel ends, then the VM's exit is seen (QEMU killed from outside: the EOF comes first):
+ * the outcome waits for it and says the VM exited, not that the guest closed the channel.
+ */
+static void test_channel_lost_vm_exits(void **state)
+{
+    (void)state;
+    Run *run = run_new(guest_vanishes, NULL, NULL);
+
+    gint64 deadline = g_get_monotonic_time() + 10 * G_USEC_PER_SEC;
+
+    sbx_exec_start(run->exec);
+    while (sbx_exec_result(run->exec) == NULL) { /* the session ended: the EOF was read */
+        if (g_get_monotonic_time() > deadline) {
+            fail_msg("the channel's end was not seen within 10 s");
+        }
+        g_main_context_iteration(NULL, FALSE);
+    }
+    fake_guest_join(run->src.guest);
+    assert_int_equal(run->done, 0); /* the done waits for the VM's exit */
+    assert_int_equal(run->src.releases, 0);
+    run->src.exit_func(&run->src.base, "QEMU was killed by signal 9", run->src.exit_data);
+    run_wait_done(run, 10000);
+    const SbxRunResult *r = sbx_exec_result(run->exec);
+    assert_int_equal(r->status, SBX_STATUS_CRASH);
+    assert_non_null(strstr(r->error.message, "the VM exited: QEMU was killed by signal 9 "
+                                             "(channel to the guest lost"));
+    wait_released(run);
+    run_free(run);
+}
+
+/* The channel ends and the VM lives (the guest's side closed it): after the grace, the done
+ * says so. */
+static void test_channel_lost_vm_lives(void **state)
+{
+    (void)state;
+    Run *run = run_new(guest_vanishes, NULL, NULL);
+    gint64 t0 = g_get_monotonic_time();
+
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    fake_guest_join(run->src.guest);
+    const SbxRunResult *r = sbx_exec_result(run->exec);
+    assert_int_equal(r->status, SBX_STATUS_CRASH);
+    assert_true(g_str_has_prefix(r->error.message, "channel to the guest lost"));
+    assert_true(g_get_monotonic_time() - t0 >= 900 * 1000); /* the grace was waited out */
+    wait_released(run);
+    run_free(run);
+}
+
 /* An abort before the start: done at once, nothing acquired. */
 static void test_abort_before_start(void **state)
 {
@@ -822,6 +880,8 @@ int main(void)
         cmocka_unit_test(test_abort_while_acquiring),
         cmocka_unit_test(test_abort_while_running),
         cmocka_unit_test(test_vm_dies),
+        cmocka_unit_test(test_channel_lost_vm_exits),
+        cmocka_unit_test(test_channel_lost_vm_lives),
         cmocka_unit_test(test_abort_before_start),
         cmocka_unit_test(test_record_front_end_id),
         cmocka_unit_test(test_record_streamed),
