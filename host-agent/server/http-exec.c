@@ -740,10 +740,14 @@ void sbx_http_exec_list(HttpFront *front, SoupServerMessage *msg, const SbxTenan
         if (f.status != NULL && strcmp(f.status, live_status(e)) != 0) {
             continue;
         }
+        SbxHttpListItem probe = {.created_us = e->created_us, .id = e->id};
+        if (!in_page(&probe, &page, f.cursor_id)) {
+            continue;
+        }
         SbxHttpListItem *item = g_new0(SbxHttpListItem, 1);
         item->created_us = e->created_us;
         item->id = g_strdup(e->id);
-        item->json = object_json(e, FALSE);
+        item->json = object_json(e, FALSE); /* only for those on the page's side of its bounds */
         g_ptr_array_add(all, item);
     }
     /*

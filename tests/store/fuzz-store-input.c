@@ -19,7 +19,7 @@ static char *store_key;
 
 static void remove_store(void)
 {
-    const char *names[] = {"sandbox.db", "sandbox.db-wal", "sandbox.db-shm"};
+    const char *names[] = {"sandbox.db", "sandbox.db-wal", "sandbox.db-shm", "sandbox.db.lock"};
 
     sbx_store_close(store);
     for (gsize i = 0; i < G_N_ELEMENTS(names); i++) {
