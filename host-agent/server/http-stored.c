@@ -10,8 +10,14 @@
 
 #include "server/http-object.h"
 
-/* @id's record of @tenant_id as the API's object (@full, or its summary); NULL: none. */
-static char *stored_json(HttpFront *front, const char *tenant_id, const char *id, gboolean full)
+/*
+ * @id's record of @tenant_id as the API's object; NULL if there is none, or (*@ret_failed) if
+ * the store failed. Every record of a tenant that is still running is one this server holds in
+ * memory (a server marks the others interrupted at its start, and holds the lock), so a record
+ * read here has ended.
+ */
+static char *stored_json(HttpFront *front, const char *tenant_id, const char *id,
+                         gboolean *ret_failed)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(SbxRecord) rec = NULL;
@@ -19,19 +25,21 @@ static char *stored_json(HttpFront *front, const char *tenant_id, const char *id
     g_autoptr(GPtrArray) approvals = NULL;
     SbxHttpObject o;
 
-    if (front->store == NULL || !sbx_records_get(front->store, tenant_id, id, &rec, &error)) {
-        if (error != NULL && !g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_NOT_FOUND)) {
+    *ret_failed = FALSE;
+    if (front->store == NULL) {
+        return NULL;
+    }
+    if (!sbx_records_get(front->store, tenant_id, id, &rec, &error) ||
+        !sbx_records_get_calls(front->store, tenant_id, id, &calls, &approvals, &error)) {
+        if (!g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_NOT_FOUND)) {
             g_warning("http: execution %s: %s", id, error->message);
+            *ret_failed = TRUE;
         }
         return NULL;
     }
-    if (full && !sbx_records_get_calls(front->store, tenant_id, id, &calls, &approvals, &error)) {
-        g_warning("http: execution %s: %s", id, error->message);
-        return NULL;
-    }
-    g_autofree char *calls_json = full ? sbx_http_object_calls_stored(calls) : NULL;
+    g_autofree char *calls_json = sbx_http_object_calls_stored(calls);
     sbx_http_object_from_record(&o, rec, calls_json);
-    return sbx_http_object_json(&o, full);
+    return sbx_http_object_json(&o, TRUE);
 }
 
 /* GET .../events of an ended execution: its end, the one event a record can give. */
@@ -53,8 +61,14 @@ static void stored_events(SoupServerMessage *msg, const char *json)
 gboolean sbx_http_stored_route(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
                                const char *id, const char *rest)
 {
-    g_autofree char *json = stored_json(front, tenant->id, id, TRUE);
+    gboolean failed = FALSE;
+    g_autofree char *json = stored_json(front, tenant->id, id, &failed);
 
+    if (failed) {
+        sbx_http_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "unavailable",
+                             "the records cannot be read now");
+        return TRUE;
+    }
     if (json == NULL) {
         return FALSE;
     }
