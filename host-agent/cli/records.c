@@ -24,9 +24,14 @@ typedef struct {
     gint64 max_count;
 } RecordsOpts;
 
-static gboolean parse(int argc, char **argv, RecordsOpts *o, char **ret_id, GError **error)
+/* The subcommands, in the order of their names. */
+typedef enum { SUB_LIST, SUB_SHOW, SUB_PRUNE } RecordsSub;
+static const char *const SUB_NAMES[] = {"list", "show", "prune"};
+
+static gboolean parse(int argc, char **argv, RecordsSub sub, RecordsOpts *o, char **ret_id,
+                      GError **error)
 {
-    gboolean list = strcmp(argv[0], "list") == 0, prune = strcmp(argv[0], "prune") == 0;
+    gboolean list = sub == SUB_LIST, prune = sub == SUB_PRUNE;
     const GOptionEntry common[] = {
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &o->db, "The store (default: docs/service.md)", "PATH"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &o->json, "JSON instead of text", NULL},
@@ -290,8 +295,11 @@ static int records_start(SbxCli *cli, int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? SBX_EXIT_USAGE : 0;
     }
-    if (strcmp(argv[1], "list") != 0 && strcmp(argv[1], "show") != 0 &&
-        strcmp(argv[1], "prune") != 0) {
+    gsize sub = 0;
+    while (sub < G_N_ELEMENTS(SUB_NAMES) && strcmp(argv[1], SUB_NAMES[sub]) != 0) {
+        sub++;
+    }
+    if (sub == G_N_ELEMENTS(SUB_NAMES)) {
         fprintf(stderr, VERB ": unknown subcommand \"%s\"\n", argv[1]);
         usage(stderr);
         return SBX_EXIT_USAGE;
@@ -300,14 +308,14 @@ static int records_start(SbxCli *cli, int argc, char **argv)
     g_autofree char *id = NULL;
     g_autoptr(GError) error = NULL;
     int rc = SBX_EXIT_USAGE;
-    if (!parse(argc - 1, argv + 1, &o, &id, &error)) {
+    if (!parse(argc - 1, argv + 1, (RecordsSub)sub, &o, &id, &error)) {
         fprintf(stderr, VERB ": %s\n", error->message);
     } else {
         g_autoptr(SbxStore) store = sbx_cli_store_open(VERB, o.db);
-        rc = store == NULL                   ? SBX_EXIT_STORE
-             : strcmp(argv[1], "prune") == 0 ? do_prune(store, &o)
-             : id == NULL                    ? do_list(store, &o)
-                                             : do_show(store, id, &o);
+        rc = store == NULL      ? SBX_EXIT_STORE
+             : sub == SUB_PRUNE ? do_prune(store, &o)
+             : sub == SUB_LIST  ? do_list(store, &o)
+                                : do_show(store, id, &o);
     }
     g_free(o.db);
     g_free(o.tenant);

@@ -2,7 +2,7 @@
  * The executions of the HTTP API (http-private.h, docs/api.md): a request checked into a job
  * of the server, its state and output as it runs, its events kept for later streams and sent
  * to the streams and waiters attached, and its JSON object. Finished executions stay in memory
- * (the last SBX_HTTP_FINISHED_KEPT).
+ * (the last SBX_HTTP_FINISHED_KEPT, within SBX_HTTP_FINISHED_BYTES_MAX).
  */
 #include "server/http-private.h"
 
@@ -54,6 +54,7 @@ struct HttpExec {
     GPtrArray *events;                  /* Event* */
     gsize events_bytes;
     gboolean events_cut; /* past SBX_HTTP_EVENTS_KEPT_MAX: later events streamed live only */
+    gsize held_bytes;    /* once done: its objects and events (front->finished_bytes) */
     GList *followers;    /* Follower* */
     GHashTable *approvals_seen;
 };
@@ -291,8 +292,10 @@ void sbx_http_exec_approval(HttpExec *e, const char *json)
 
 static void forget_oldest(HttpFront *front)
 {
-    while (g_queue_get_length(&front->finished) > SBX_HTTP_FINISHED_KEPT) {
+    while (g_queue_get_length(&front->finished) > SBX_HTTP_FINISHED_KEPT ||
+           front->finished_bytes > SBX_HTTP_FINISHED_BYTES_MAX) {
         HttpExec *old = g_queue_pop_head(&front->finished);
+        front->finished_bytes -= old->held_bytes;
         g_hash_table_remove(front->execs, old->id);
         /* its followers, if any, hold no pointer that outlives it */
         while (old->followers != NULL) {
@@ -316,6 +319,12 @@ static void on_done(gpointer data, SbxExec *exec)
     while (e->followers != NULL) {
         follower_end(e->followers->data);
     }
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) { /* the object holds the output from here on */
+        g_byte_array_unref(e->out[i]);
+        e->out[i] = g_byte_array_new();
+    }
+    e->held_bytes = e->events_bytes + strlen(e->final_json) + strlen(e->summary_json);
+    e->front->finished_bytes += e->held_bytes;
     g_queue_push_tail(&e->front->finished, e);
     forget_oldest(e->front);
 }

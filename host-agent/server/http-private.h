@@ -57,6 +57,13 @@
  * oldest go first. Each holds its output (up to its limit) and events.
  */
 #define SBX_HTTP_FINISHED_KEPT 1024
+/*
+ * And at most this many bytes of them (objects and kept events) together: a tenant's output
+ * limit may reach 1 GiB, so 1024 finished executions alone could hold terabytes. Past it the
+ * oldest are forgotten too, also a single larger one at once: the store still answers for them
+ * (http-stored.c, output up to the record's 1 MiB per stream).
+ */
+#define SBX_HTTP_FINISHED_BYTES_MAX (256u * 1024 * 1024)
 
 /* A page of a listing: at most 100 executions, 20 unless asked. */
 #define SBX_HTTP_LIST_MAX 100
@@ -77,6 +84,7 @@ typedef struct {
     GList *conns;              /* HttpConn* */
     GHashTable *execs;         /* id -> HttpExec* */
     GQueue finished;           /* HttpExec*, oldest first */
+    gsize finished_bytes;      /* what they hold (SBX_HTTP_FINISHED_BYTES_MAX) */
     GHashTable *recent_starts; /* tenant id -> GQueue of gint64 (monotonic us), last minute */
     gboolean closing;
     guint64 closed_unanswered; /* connections closed by the caps and deadlines */
