@@ -94,3 +94,18 @@
 
 /* Languages one hello_ok may announce; an agent offering more is confused or hostile. */
 #define SBX_LANGUAGES_MAX 16
+
+/*
+ * Files (docs/protocol.md, "Files"). A chunk of 1 MiB is 1.4 MiB of base64, well inside a
+ * frame, and large enough that a round trip per chunk costs little against copying it.
+ */
+#define SBX_FILE_CHUNK_MAX (1024 * 1024)
+
+/*
+ * A workspace path: 1024 bytes (a file name 255, Linux's NAME_MAX). One list answer holds at
+ * most 1024 entries: with every path at its longest and every byte escaped twice as long in
+ * JSON, that is under 2.5 MiB, inside a frame.
+ */
+#define SBX_PATH_MAX 1024
+#define SBX_PATH_NAME_MAX 255
+#define SBX_FILE_LIST_MAX 1024

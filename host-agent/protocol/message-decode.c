@@ -351,6 +351,11 @@ static void decode_execute(Dec *d, const cJSON *o, SbxExecute *m)
     args = get_json(d, o, "args", OPTIONAL, false, &m->args_json);
     if (args && !cJSON_IsArray(args))
         fail(d, "args", "expected an array");
+    args = get_json(d, o, "kwargs", OPTIONAL, false, &m->kwargs_json);
+    if (args && !cJSON_IsObject(args))
+        fail(d, "kwargs", "expected an object");
+    if (member(d, o, "keep", OPTIONAL))
+        get_bool(d, o, "keep", &m->keep);
     decode_tools(d, o, m);
     get_u53(d, o, "output_limit", OPTIONAL, &m->output_limit);
     if (get_number(d, o, "timeout_ms", OPTIONAL, 0, UINT32_MAX, &v))
@@ -420,6 +425,115 @@ static void decode_error_msg(Dec *d, const cJSON *o, SbxErrorMsg *m)
     get_text(d, o, "message", REQUIRED, SBX_ERROR_TEXT_MAX, &m->message);
 }
 
+static void get_path(Dec *d, const cJSON *o, const char *key, Presence p, char **out)
+{
+    const char *s = get_borrowed(d, o, key, p, "a workspace path");
+
+    if (s && !sbx_workspace_path_valid(s))
+        fail(d, key, "expected a workspace path (relative, 1..%d bytes, no \".\" or \"..\")",
+             SBX_PATH_MAX);
+    else if (s)
+        *out = check_alloc(d, strdup(s));
+}
+
+/* Optional base64 of 0..@max bytes: absent is none. */
+static void get_chunk(Dec *d, const cJSON *o, const char *key, uint8_t **out, size_t *len)
+{
+    if (member(d, o, key, OPTIONAL))
+        get_base64(d, o, key, 0, SBX_FILE_CHUNK_MAX, out, len);
+}
+
+static void decode_file(Dec *d, const cJSON *o, SbxFile *m)
+{
+    const char *op;
+
+    get_u32(d, o, "seq", REQUIRED, 0, &m->seq);
+    op = get_borrowed(d, o, "op", REQUIRED, "a file operation");
+    if (op && sbx_file_op_from_name(op, &m->op) < 0)
+        fail(d, "op", "expected \"write\", \"read\", \"list\" or \"delete\"");
+    if (d->err)
+        return;
+    get_path(d, o, "path", m->op == SBX_FILE_LIST ? OPTIONAL : REQUIRED, &m->path);
+    switch (m->op) {
+    case SBX_FILE_WRITE:
+        get_u53(d, o, "offset", REQUIRED, &m->offset);
+        get_chunk(d, o, "data", &m->data, &m->len);
+        get_bool(d, o, "last", &m->last);
+        break;
+    case SBX_FILE_READ:
+        get_u53(d, o, "offset", REQUIRED, &m->offset);
+        get_u32(d, o, "length", REQUIRED, 1, &m->length);
+        if (!d->err && m->length > SBX_FILE_CHUNK_MAX)
+            fail(d, "length", "expected an integer 1..%d", SBX_FILE_CHUNK_MAX);
+        break;
+    default:
+        break;
+    }
+}
+
+static void decode_entry(Dec *d, const cJSON *o, SbxFileEntry *e)
+{
+    const char *type;
+
+    get_path(d, o, "path", REQUIRED, &e->path);
+    type = get_borrowed(d, o, "type", REQUIRED, "a file type");
+    if (type && sbx_file_type_from_name(type, &e->type) < 0)
+        fail(d, "type", "expected \"file\", \"dir\", \"symlink\" or \"other\"");
+    get_u53(d, o, "size", REQUIRED, &e->size);
+    get_u53(d, o, "mtime_us", REQUIRED, &e->mtime_us);
+}
+
+static void decode_entries(Dec *d, const cJSON *o, SbxFileResult *m)
+{
+    const cJSON *arr = member(d, o, "entries", OPTIONAL);
+    const cJSON *c;
+    const char *where = d->where;
+    char path[64];
+    size_t n;
+
+    if (!arr)
+        return;
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > SBX_FILE_LIST_MAX) {
+        fail(d, "entries", "expected an array of at most %d entries", SBX_FILE_LIST_MAX);
+        return;
+    }
+    n = (size_t)cJSON_GetArraySize(arr);
+    /* present, even empty, is non-NULL: a re-encode writes it again */
+    m->entries = check_alloc(d, calloc(n ? n : 1, sizeof(*m->entries)));
+    if (!m->entries)
+        return;
+    m->n_entries = n;
+    n = 0;
+    cJSON_ArrayForEach(c, arr)
+    {
+        if (!cJSON_IsObject(c)) {
+            fail(d, "entries", "expected an array of {path, type, size, mtime_us}");
+            return;
+        }
+        snprintf(path, sizeof(path), "%s.entries[%zu]", where, n);
+        d->where = path;
+        decode_entry(d, c, &m->entries[n++]);
+        d->where = where;
+    }
+}
+
+static void decode_file_result(Dec *d, const cJSON *o, SbxFileResult *m)
+{
+    get_u32(d, o, "seq", REQUIRED, 0, &m->seq);
+    get_bool(d, o, "ok", &m->ok);
+    if (d->err)
+        return;
+    if (!m->ok) {
+        get_error(d, o, "error", REQUIRED, &m->error, NULL);
+        return;
+    }
+    get_u53(d, o, "size", OPTIONAL, &m->size);
+    get_chunk(d, o, "data", &m->data, &m->len);
+    decode_entries(d, o, m);
+    if (member(d, o, "truncated", OPTIONAL))
+        get_bool(d, o, "truncated", &m->truncated);
+}
+
 static void decode_body(Dec *d, const cJSON *o, SbxMsg *m)
 {
     switch (m->type) {
@@ -446,6 +560,10 @@ static void decode_body(Dec *d, const cJSON *o, SbxMsg *m)
         return get_u32(d, o, "seq", REQUIRED, 0, &m->ping.seq);
     case SBX_MSG_ERROR:
         return decode_error_msg(d, o, &m->error);
+    case SBX_MSG_FILE:
+        return decode_file(d, o, &m->file);
+    case SBX_MSG_FILE_RESULT:
+        return decode_file_result(d, o, &m->file_result);
     default:
         return;
     }

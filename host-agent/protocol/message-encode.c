@@ -249,6 +249,11 @@ static void encode_execute(Enc *e, cJSON *o, const SbxExecute *m)
     put_string(e, o, "code", m->code, REQUIRED, SBX_FRAME_MAX);
     put_ident(e, o, "entry", m->entry, OPTIONAL);
     put_json(e, o, "args", m->args_json, OPTIONAL, true);
+    put_json(e, o, "kwargs", m->kwargs_json, OPTIONAL, false);
+    if (m->kwargs_json && m->kwargs_json[strspn(m->kwargs_json, " \t\r\n")] != '{')
+        invalid(e);
+    if (m->keep)
+        put_bool(e, o, "keep", true);
     encode_tools(e, o, m);
     if (m->output_limit)
         put_uint(e, o, "output_limit", m->output_limit, 0, SBX_JSON_INT_MAX);
@@ -301,6 +306,79 @@ static void encode_done(Enc *e, cJSON *o, const SbxDone *m)
     put_bool(e, o, "output_truncated", m->output_truncated);
 }
 
+static void put_path(Enc *e, cJSON *o, const char *key, const char *path, Presence p)
+{
+    if (path && !sbx_workspace_path_valid(path))
+        invalid(e);
+    put_string(e, o, key, path, p, SBX_PATH_MAX);
+}
+
+/* A chunk of 0..SBX_FILE_CHUNK_MAX bytes; none is written as no member. */
+static void put_chunk(Enc *e, cJSON *o, const char *key, const uint8_t *data, size_t len)
+{
+    if (len)
+        put_base64(e, o, key, data, len, 1, SBX_FILE_CHUNK_MAX);
+}
+
+static void encode_file(Enc *e, cJSON *o, const SbxFile *m)
+{
+    put_uint(e, o, "seq", m->seq, 0, UINT32_MAX);
+    put_enum(e, o, "op", sbx_file_op_name(m->op));
+    put_path(e, o, "path", m->path, m->op == SBX_FILE_LIST ? OPTIONAL : REQUIRED);
+    switch (m->op) {
+    case SBX_FILE_WRITE:
+        put_uint(e, o, "offset", m->offset, 0, SBX_JSON_INT_MAX);
+        put_chunk(e, o, "data", m->data, m->len);
+        put_bool(e, o, "last", m->last);
+        break;
+    case SBX_FILE_READ:
+        put_uint(e, o, "offset", m->offset, 0, SBX_JSON_INT_MAX);
+        put_uint(e, o, "length", m->length, 1, SBX_FILE_CHUNK_MAX);
+        break;
+    default:
+        break;
+    }
+}
+
+static void encode_file_result(Enc *e, cJSON *o, const SbxFileResult *m)
+{
+    cJSON *arr;
+
+    put_uint(e, o, "seq", m->seq, 0, UINT32_MAX);
+    put_bool(e, o, "ok", m->ok);
+    if (!m->ok) {
+        put_error(e, o, "error", &m->error);
+        return;
+    }
+    if (m->size)
+        put_uint(e, o, "size", m->size, 0, SBX_JSON_INT_MAX);
+    put_chunk(e, o, "data", m->data, m->len);
+    if (!m->entries) {
+        if (m->n_entries)
+            invalid(e);
+        goto truncated;
+    }
+    if (m->n_entries > SBX_FILE_LIST_MAX) {
+        invalid(e);
+        return;
+    }
+    arr = cJSON_CreateArray();
+    for (size_t i = 0; i < m->n_entries && !e->err; i++) {
+        const SbxFileEntry *en = &m->entries[i];
+        cJSON *eo = cJSON_CreateObject();
+
+        put_path(e, eo, "path", en->path, REQUIRED);
+        put_enum(e, eo, "type", sbx_file_type_name(en->type));
+        put_uint(e, eo, "size", en->size, 0, SBX_JSON_INT_MAX);
+        put_uint(e, eo, "mtime_us", en->mtime_us, 0, SBX_JSON_INT_MAX);
+        add_to_array(e, arr, eo);
+    }
+    add(e, o, "entries", arr);
+truncated:
+    if (m->truncated)
+        put_bool(e, o, "truncated", true);
+}
+
 static void encode_body(Enc *e, cJSON *o, const SbxMsg *m)
 {
     switch (m->type) {
@@ -328,6 +406,10 @@ static void encode_body(Enc *e, cJSON *o, const SbxMsg *m)
     case SBX_MSG_ERROR:
         put_enum(e, o, "code", sbx_error_code_name(m->error.code));
         return put_text(e, o, "message", m->error.message, REQUIRED, SBX_ERROR_TEXT_MAX);
+    case SBX_MSG_FILE:
+        return encode_file(e, o, &m->file);
+    case SBX_MSG_FILE_RESULT:
+        return encode_file_result(e, o, &m->file_result);
     default:
         return invalid(e);
     }

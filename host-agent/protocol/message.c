@@ -21,6 +21,22 @@ static const char *const type_names[SBX_MSG__COUNT] = {
     [SBX_MSG_PING] = "ping",
     [SBX_MSG_PONG] = "pong",
     [SBX_MSG_ERROR] = "error",
+    [SBX_MSG_FILE] = "file",
+    [SBX_MSG_FILE_RESULT] = "file_result",
+};
+
+static const char *const file_op_names[SBX_FILE_OP__COUNT] = {
+    [SBX_FILE_WRITE] = "write",
+    [SBX_FILE_READ] = "read",
+    [SBX_FILE_LIST] = "list",
+    [SBX_FILE_DELETE] = "delete",
+};
+
+static const char *const file_type_names[SBX_FILE_TYPE__COUNT] = {
+    [SBX_FILE_TYPE_FILE] = "file",
+    [SBX_FILE_TYPE_DIR] = "dir",
+    [SBX_FILE_TYPE_SYMLINK] = "symlink",
+    [SBX_FILE_TYPE_OTHER] = "other",
 };
 
 static const char *const language_names[SBX_LANG__COUNT] = {
@@ -96,6 +112,36 @@ const char *sbx_status_name(SbxStatus s)
 const char *sbx_error_code_name(SbxErrorCode c)
 {
     return name_of(error_code_names, SBX_ERR__COUNT, c);
+}
+
+const char *sbx_file_op_name(SbxFileOp op)
+{
+    return name_of(file_op_names, SBX_FILE_OP__COUNT, op);
+}
+
+const char *sbx_file_type_name(SbxFileType t)
+{
+    return name_of(file_type_names, SBX_FILE_TYPE__COUNT, t);
+}
+
+int sbx_file_op_from_name(const char *name, SbxFileOp *ret)
+{
+    unsigned i;
+    int r = index_of(file_op_names, SBX_FILE_OP__COUNT, name, &i);
+
+    if (r == 0)
+        *ret = (SbxFileOp)i;
+    return r;
+}
+
+int sbx_file_type_from_name(const char *name, SbxFileType *ret)
+{
+    unsigned i;
+    int r = index_of(file_type_names, SBX_FILE_TYPE__COUNT, name, &i);
+
+    if (r == 0)
+        *ret = (SbxFileType)i;
+    return r;
 }
 
 int sbx_msg_type_from_name(const char *name, SbxMsgType *ret)
@@ -183,6 +229,32 @@ bool sbx_identifier_valid(const char *s)
     return n > 0;
 }
 
+bool sbx_workspace_path_valid(const char *path)
+{
+    size_t n = 0, name = 0;
+
+    if (!path || !path[0])
+        return false;
+    for (;; n++) {
+        unsigned char c = (unsigned char)path[n];
+
+        if (c == '/' || c == '\0') {
+            /* the component path[n - name .. n) */
+            if (name == 0 || name > SBX_PATH_NAME_MAX)
+                return false;
+            if (path[n - name] == '.' && (name == 1 || (name == 2 && path[n - 1] == '.')))
+                return false;
+            if (c == '\0')
+                return n <= SBX_PATH_MAX;
+            name = 0;
+            continue;
+        }
+        if (c < 0x20 || c == 0x7f || n >= SBX_PATH_MAX)
+            return false;
+        name++;
+    }
+}
+
 static void error_clear(SbxError *e)
 {
     free(e->type);
@@ -197,6 +269,7 @@ static void execute_clear(SbxExecute *m)
     free(m->code);
     free(m->entry);
     free(m->args_json);
+    free(m->kwargs_json);
     for (size_t i = 0; m->tools && i < m->n_tools; i++) {
         free(m->tools[i].provider);
         free(m->tools[i].name);
@@ -255,6 +328,17 @@ void sbx_msg_clear(SbxMsg *msg)
         break;
     case SBX_MSG_ERROR:
         free(msg->error.message);
+        break;
+    case SBX_MSG_FILE:
+        free(msg->file.path);
+        free(msg->file.data);
+        break;
+    case SBX_MSG_FILE_RESULT:
+        error_clear(&msg->file_result.error);
+        free(msg->file_result.data);
+        for (size_t i = 0; msg->file_result.entries && i < msg->file_result.n_entries; i++)
+            free(msg->file_result.entries[i].path);
+        free(msg->file_result.entries);
         break;
     default:
         break;

@@ -31,6 +31,8 @@ typedef enum {
     SBX_MSG_PING,        /* either way */
     SBX_MSG_PONG,        /* answer to ping */
     SBX_MSG_ERROR,       /* either way: fatal protocol error, sender closes after it */
+    SBX_MSG_FILE,        /* host -> guest: a step of a workspace file operation */
+    SBX_MSG_FILE_RESULT, /* guest -> host: its answer */
     SBX_MSG__COUNT
 } SbxMsgType;
 
@@ -112,6 +114,8 @@ typedef struct {
     char *code;         /* source text */
     char *entry;        /* optional: name of a function to call with args */
     char *args_json;    /* optional: JSON array of arguments for entry */
+    char *kwargs_json;  /* optional: JSON object of keyword arguments for entry (Python) */
+    bool keep; /* a session's: the runner and its state stay for the next execute (its language) */
     SbxToolDecl *tools; /* namespace, n_tools entries (may be 0) */
     size_t n_tools;
     uint64_t output_limit; /* bytes of stdout+stderr the guest may send; 0 = host default */
@@ -174,6 +178,53 @@ typedef struct {
     char *message;
 } SbxErrorMsg;
 
+/* Operations on the guest's workspace (docs/protocol.md, "Files"). */
+typedef enum {
+    SBX_FILE_WRITE,  /* one chunk of a file, in order; the last one puts the file in place */
+    SBX_FILE_READ,   /* one chunk of a file from an offset */
+    SBX_FILE_LIST,   /* every entry under a directory, recursively */
+    SBX_FILE_DELETE, /* a file, or a directory with everything in it */
+    SBX_FILE_OP__COUNT
+} SbxFileOp;
+
+typedef enum {
+    SBX_FILE_TYPE_FILE,
+    SBX_FILE_TYPE_DIR,
+    SBX_FILE_TYPE_SYMLINK,
+    SBX_FILE_TYPE_OTHER,
+    SBX_FILE_TYPE__COUNT
+} SbxFileType;
+
+typedef struct {
+    uint32_t seq; /* chosen by the host, echoed by the answer */
+    SbxFileOp op;
+    char *path;      /* a workspace path (sbx_workspace_path_valid()); NULL for list: the root */
+    uint64_t offset; /* write, read: where the chunk starts */
+    uint8_t *data;   /* write: 0..SBX_FILE_CHUNK_MAX bytes (NULL when 0) */
+    size_t len;
+    bool last;       /* write: the file is complete */
+    uint32_t length; /* read: bytes asked for, 1..SBX_FILE_CHUNK_MAX */
+} SbxFile;
+
+typedef struct {
+    char *path; /* workspace path */
+    SbxFileType type;
+    uint64_t size;
+    uint64_t mtime_us; /* modification time, microseconds since the Unix epoch */
+} SbxFileEntry;
+
+typedef struct {
+    uint32_t seq;
+    bool ok;
+    SbxError error;            /* when !ok: code, and type an errno name ("ENOENT") */
+    uint64_t size;             /* write: bytes written so far; read: the file's size */
+    uint8_t *data;             /* read: the chunk, 0..length bytes (NULL when 0) */
+    size_t len;
+    SbxFileEntry *entries;     /* list: at most SBX_FILE_LIST_MAX */
+    size_t n_entries;
+    bool truncated;            /* list: more entries than the answer holds */
+} SbxFileResult;
+
 typedef struct {
     SbxMsgType type;
     union {
@@ -188,6 +239,8 @@ typedef struct {
         SbxDone done;
         SbxPing ping; /* SBX_MSG_PING and SBX_MSG_PONG */
         SbxErrorMsg error;
+        SbxFile file;
+        SbxFileResult file_result;
     };
 } SbxMsg;
 
@@ -216,6 +269,8 @@ const char *sbx_language_name(SbxLanguage l);
 const char *sbx_stream_name(SbxStream s);
 const char *sbx_status_name(SbxStatus s);
 const char *sbx_error_code_name(SbxErrorCode c);
+const char *sbx_file_op_name(SbxFileOp op);
+const char *sbx_file_type_name(SbxFileType t);
 
 /** Reverse lookups; return 0 and set *ret, or -EINVAL for an unknown name. */
 int sbx_language_from_name(const char *name, SbxLanguage *ret);
@@ -223,9 +278,18 @@ int sbx_status_from_name(const char *name, SbxStatus *ret);
 int sbx_error_code_from_name(const char *name, SbxErrorCode *ret);
 int sbx_msg_type_from_name(const char *name, SbxMsgType *ret);
 int sbx_stream_from_name(const char *name, SbxStream *ret);
+int sbx_file_op_from_name(const char *name, SbxFileOp *ret);
+int sbx_file_type_from_name(const char *name, SbxFileType *ret);
 
 /** True if @id is a valid execution id: 1..SBX_ID_MAX chars of [A-Za-z0-9_.-]. */
 bool sbx_id_valid(const char *id);
 
 /** True if @s is a valid identifier: 1..SBX_NAME_MAX chars, [A-Za-z_$][A-Za-z0-9_$]*. */
 bool sbx_identifier_valid(const char *s);
+
+/**
+ * True if @path is a valid workspace path: 1..SBX_PATH_MAX bytes, relative, components of
+ * 1..SBX_PATH_NAME_MAX bytes separated by single slashes, none of them "." or "..", no control
+ * character (below 0x20, 0x7f). UTF-8 validity is the JSON layer's check.
+ */
+bool sbx_workspace_path_valid(const char *path);

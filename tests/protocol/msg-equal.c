@@ -33,6 +33,7 @@ static bool execute_eq(const SbxExecute *a, const SbxExecute *b)
 {
     if (!str_eq(a->id, b->id) || a->language != b->language || !str_eq(a->code, b->code) ||
         !str_eq(a->entry, b->entry) || !str_eq(a->args_json, b->args_json) ||
+        !str_eq(a->kwargs_json, b->kwargs_json) || a->keep != b->keep ||
         a->n_tools != b->n_tools || a->output_limit != b->output_limit ||
         a->timeout_ms != b->timeout_ms || a->time_us != b->time_us ||
         !bytes_eq(a->entropy, a->entropy_len, b->entropy, b->entropy_len))
@@ -57,6 +58,31 @@ static bool tool_result_eq(const SbxToolResult *a, const SbxToolResult *b)
 {
     return str_eq(a->id, b->id) && a->call_id == b->call_id && a->ok == b->ok &&
            (a->ok ? str_eq(a->result_json, b->result_json) : error_eq(&a->error, &b->error));
+}
+
+static bool file_eq(const SbxFile *a, const SbxFile *b)
+{
+    return a->seq == b->seq && a->op == b->op && str_eq(a->path, b->path) &&
+           a->offset == b->offset && bytes_eq(a->data, a->len, b->data, b->len) &&
+           a->last == b->last && a->length == b->length;
+}
+
+static bool file_result_eq(const SbxFileResult *a, const SbxFileResult *b)
+{
+    if (a->seq != b->seq || a->ok != b->ok)
+        return false;
+    if (!a->ok)
+        return error_eq(&a->error, &b->error);
+    if (a->size != b->size || !bytes_eq(a->data, a->len, b->data, b->len) ||
+        !a->entries != !b->entries || a->n_entries != b->n_entries ||
+        a->truncated != b->truncated)
+        return false;
+    for (size_t i = 0; i < a->n_entries; i++)
+        if (!str_eq(a->entries[i].path, b->entries[i].path) ||
+            a->entries[i].type != b->entries[i].type || a->entries[i].size != b->entries[i].size ||
+            a->entries[i].mtime_us != b->entries[i].mtime_us)
+            return false;
+    return true;
 }
 
 bool test_msg_equal(const SbxMsg *a, const SbxMsg *b)
@@ -99,6 +125,10 @@ bool test_msg_equal(const SbxMsg *a, const SbxMsg *b)
         return a->ping.seq == b->ping.seq;
     case SBX_MSG_ERROR:
         return a->error.code == b->error.code && str_eq(a->error.message, b->error.message);
+    case SBX_MSG_FILE:
+        return file_eq(&a->file, &b->file);
+    case SBX_MSG_FILE_RESULT:
+        return file_result_eq(&a->file_result, &b->file_result);
     default:
         return false;
     }

@@ -168,6 +168,142 @@ static void test_execute_minimal(void **state)
     free(json);
 }
 
+/* A session's execute: keyword arguments (an object) and keep. */
+static void test_execute_kwargs_keep(void **state)
+{
+    SbxMsg m = {.type = SBX_MSG_EXECUTE,
+                .execute = {.id = "e",
+                            .language = SBX_LANG_PYTHON,
+                            .code = "",
+                            .entry = "f",
+                            .args_json = "[1]",
+                            .kwargs_json = "{\"b\":2.50}",
+                            .keep = true}};
+    char *json;
+
+    (void)state;
+    json = round_trip(&m);
+    assert_non_null(strstr(json, "\"kwargs\":{\"b\":2.50},\"keep\":true"));
+    free(json);
+    m.execute.kwargs_json = "[1]"; /* not an object */
+    assert_int_equal(sbx_msg_encode(&m, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+}
+
+static void test_file(void **state)
+{
+    uint8_t chunk[300];
+    SbxMsg w = {.type = SBX_MSG_FILE,
+                .file = {.seq = 7,
+                         .op = SBX_FILE_WRITE,
+                         .path = "dir/\xc3\xa9t\xc3\xa9.bin",
+                         .offset = 1u << 20,
+                         .data = chunk,
+                         .len = sizeof(chunk),
+                         .last = true}};
+    SbxMsg r = {.type = SBX_MSG_FILE,
+                .file = {.seq = 8, .op = SBX_FILE_READ, .path = "a", .length = SBX_FILE_CHUNK_MAX}};
+    SbxMsg l = {.type = SBX_MSG_FILE, .file = {.seq = 9, .op = SBX_FILE_LIST}};
+    SbxMsg d = {.type = SBX_MSG_FILE, .file = {.seq = 10, .op = SBX_FILE_DELETE, .path = "a/b"}};
+    char *json;
+
+    (void)state;
+    fill(chunk, sizeof(chunk));
+    check_round_trip(&w);
+    w.file.data = NULL; /* an empty file: no data member */
+    w.file.len = 0;
+    w.file.offset = 0;
+    json = round_trip(&w);
+    assert_null(strstr(json, "\"data\""));
+    free(json);
+    check_round_trip(&r);
+    json = round_trip(&l);
+    assert_string_equal(json, "{\"type\":\"file\",\"seq\":9,\"op\":\"list\"}");
+    free(json);
+    check_round_trip(&d);
+    /* the encoder refuses what the decoder would */
+    r.file.length = SBX_FILE_CHUNK_MAX + 1;
+    assert_int_equal(sbx_msg_encode(&r, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+    d.file.path = "../x";
+    assert_int_equal(sbx_msg_encode(&d, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+    d.file.path = NULL; /* only list may name no path */
+    assert_int_equal(sbx_msg_encode(&d, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+}
+
+static void test_file_result(void **state)
+{
+    uint8_t chunk[100];
+    SbxFileEntry entries[] = {
+        {.path = "a", .type = SBX_FILE_TYPE_DIR, .mtime_us = 1800000000000001},
+        {.path = "a/b.txt", .type = SBX_FILE_TYPE_FILE, .size = 12, .mtime_us = 2},
+        {.path = "l", .type = SBX_FILE_TYPE_SYMLINK, .size = 3},
+    };
+    SbxMsg ok = {.type = SBX_MSG_FILE_RESULT,
+                 .file_result = {.seq = 3, .ok = true, .size = 1000, .data = chunk, .len = 100}};
+    SbxMsg list = {.type = SBX_MSG_FILE_RESULT,
+                   .file_result = {.seq = 4,
+                                   .ok = true,
+                                   .entries = entries,
+                                   .n_entries = 3,
+                                   .truncated = true}};
+    SbxMsg empty = {.type = SBX_MSG_FILE_RESULT,
+                    .file_result = {.seq = 5, .ok = true, .entries = entries, .n_entries = 0}};
+    SbxMsg bad = {.type = SBX_MSG_FILE_RESULT,
+                  .file_result = {.seq = 6,
+                                  .ok = false,
+                                  .error = {.code = SBX_ERR_VALIDATION,
+                                            .type = "ENOENT",
+                                            .message = "no such file"}}};
+    char *json;
+
+    (void)state;
+    fill(chunk, sizeof(chunk));
+    check_round_trip(&ok);
+    check_round_trip(&list);
+    json = round_trip(&empty); /* an empty list is a list */
+    assert_non_null(strstr(json, "\"entries\":[]"));
+    free(json);
+    check_round_trip(&bad);
+    entries[1].path = "/etc/passwd";
+    assert_int_equal(sbx_msg_encode(&list, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+}
+
+static void test_workspace_path(void **state)
+{
+    char name[SBX_PATH_NAME_MAX + 2], path[SBX_PATH_MAX + 2];
+
+    (void)state;
+    assert_true(sbx_workspace_path_valid("a"));
+    assert_true(sbx_workspace_path_valid("a/b/c.txt"));
+    assert_true(sbx_workspace_path_valid(".hidden/..x/x.."));
+    assert_true(sbx_workspace_path_valid("\xc3\xa9 space \\ \""));
+    assert_false(sbx_workspace_path_valid(NULL));
+    assert_false(sbx_workspace_path_valid(""));
+    assert_false(sbx_workspace_path_valid("/a"));
+    assert_false(sbx_workspace_path_valid("a/"));
+    assert_false(sbx_workspace_path_valid("a//b"));
+    assert_false(sbx_workspace_path_valid("."));
+    assert_false(sbx_workspace_path_valid(".."));
+    assert_false(sbx_workspace_path_valid("a/../b"));
+    assert_false(sbx_workspace_path_valid("a/."));
+    assert_false(sbx_workspace_path_valid("../a"));
+    assert_false(sbx_workspace_path_valid("a\nb"));
+    assert_false(sbx_workspace_path_valid("a\x7f"));
+    memset(name, 'n', sizeof(name));
+    name[SBX_PATH_NAME_MAX] = '\0';
+    assert_true(sbx_workspace_path_valid(name));
+    name[SBX_PATH_NAME_MAX] = 'n';
+    name[SBX_PATH_NAME_MAX + 1] = '\0';
+    assert_false(sbx_workspace_path_valid(name));
+    memset(path, 'p', sizeof(path));
+    for (size_t i = 100; i < SBX_PATH_MAX; i += 101)
+        path[i] = '/';
+    path[SBX_PATH_MAX] = '\0';
+    assert_true(sbx_workspace_path_valid(path));
+    path[SBX_PATH_MAX] = 'p';
+    path[SBX_PATH_MAX + 1] = '\0';
+    assert_false(sbx_workspace_path_valid(path));
+}
+
 static void test_started_cancel(void **state)
 {
     SbxMsg s = {.type = SBX_MSG_STARTED, .started = {.id = "x"}};
@@ -407,6 +543,18 @@ static void test_names(void **state)
         assert_int_equal(sbx_error_code_from_name(sbx_error_code_name((SbxErrorCode)i), &c), 0);
         assert_int_equal(c, i);
     }
+    for (int i = 0; i < SBX_FILE_OP__COUNT; i++) {
+        SbxFileOp op;
+
+        assert_int_equal(sbx_file_op_from_name(sbx_file_op_name((SbxFileOp)i), &op), 0);
+        assert_int_equal(op, i);
+    }
+    for (int i = 0; i < SBX_FILE_TYPE__COUNT; i++) {
+        SbxFileType ft;
+
+        assert_int_equal(sbx_file_type_from_name(sbx_file_type_name((SbxFileType)i), &ft), 0);
+        assert_int_equal(ft, i);
+    }
     assert_string_equal(sbx_error_code_name(SBX_ERR_VALIDATION), "validation_error");
     assert_string_equal(sbx_status_name(SBX_STATUS_MEMORY_LIMIT), "memory_limit");
     assert_null(sbx_msg_type_name(SBX_MSG__COUNT));
@@ -473,6 +621,10 @@ int main(void)
         cmocka_unit_test(test_hello_ok),
         cmocka_unit_test(test_execute_full),
         cmocka_unit_test(test_execute_minimal),
+        cmocka_unit_test(test_execute_kwargs_keep),
+        cmocka_unit_test(test_file),
+        cmocka_unit_test(test_file_result),
+        cmocka_unit_test(test_workspace_path),
         cmocka_unit_test(test_started_cancel),
         cmocka_unit_test(test_output),
         cmocka_unit_test(test_tool_call),

@@ -91,6 +91,59 @@ static void test_missing_field(void **state)
                   "execute.tools: missing");
 }
 
+/* Files: what a hostile guest answers, and what a host may ask. */
+static void test_file_rules(void **state)
+{
+    SbxMsg m;
+
+    (void)state;
+    expect_reject("{\"type\":\"file\",\"seq\":1,\"op\":\"read\",\"path\":\"../x\","
+                  "\"offset\":0,\"length\":1}",
+                  "file.path: expected a workspace path");
+    expect_reject("{\"type\":\"file\",\"seq\":1,\"op\":\"delete\",\"path\":\"/etc\"}",
+                  "file.path: expected a workspace path");
+    expect_reject("{\"type\":\"file\",\"seq\":1,\"op\":\"delete\"}", "file.path: missing");
+    expect_reject("{\"type\":\"file\",\"seq\":1,\"op\":\"chmod\",\"path\":\"a\"}",
+                  "file.op: expected");
+    expect_reject("{\"type\":\"file\",\"seq\":1,\"op\":\"read\",\"path\":\"a\","
+                  "\"offset\":0,\"length\":1048577}",
+                  "file.length: expected an integer 1..1048576");
+    expect_reject("{\"type\":\"file\",\"seq\":1,\"op\":\"write\",\"path\":\"a\","
+                  "\"offset\":0}",
+                  "file.last: missing");
+    expect_reject("{\"type\":\"file_result\",\"seq\":1,\"ok\":true,"
+                  "\"entries\":[{\"path\":\"a/../../b\",\"type\":\"file\",\"size\":1,"
+                  "\"mtime_us\":1}]}",
+                  "file_result.entries[0].path: expected a workspace path");
+    expect_reject("{\"type\":\"file_result\",\"seq\":1,\"ok\":true,"
+                  "\"entries\":[{\"path\":\"a\",\"type\":\"socket\",\"size\":1,\"mtime_us\":1}]}",
+                  "file_result.entries[0].type: expected");
+    expect_reject("{\"type\":\"file_result\",\"seq\":1,\"ok\":true,\"size\":-1}",
+                  "file_result.size: expected an integer");
+    expect_reject("{\"type\":\"file_result\",\"seq\":1,\"ok\":false}",
+                  "file_result.error: missing");
+    expect_reject("{\"type\":\"execute\",\"id\":\"x\",\"language\":\"python\",\"code\":\"\","
+                  "\"kwargs\":[1],\"tools\":[]}",
+                  "execute.kwargs: expected an object");
+    /* a list answer of more entries than the limit is refused before any is copied */
+    size_t cap = 64 + (SBX_FILE_LIST_MAX + 1) * 64, n;
+    char *many = malloc(cap);
+
+    assert_non_null(many);
+    n = (size_t)snprintf(many, cap, "{\"type\":\"file_result\",\"seq\":1,\"ok\":true,\"entries\":[");
+    for (int i = 0; i <= SBX_FILE_LIST_MAX; i++)
+        n += (size_t)snprintf(many + n, cap - n,
+                              "%s{\"path\":\"f%d\",\"type\":\"file\",\"size\":0,\"mtime_us\":0}",
+                              i ? "," : "", i);
+    snprintf(many + n, cap - n, "]}");
+    expect_reject(many, "file_result.entries: expected an array of at most 1024 entries");
+    free(many);
+    /* the read answer's data: at most one chunk */
+    expect_accept("{\"type\":\"file_result\",\"seq\":1,\"ok\":true,\"data\":\"\"}", &m);
+    assert_int_equal(m.file_result.len, 0);
+    sbx_msg_clear(&m);
+}
+
 static void test_call_id_range(void **state)
 {
     static const char *const bad[] = {"1.5", "-1", "0", "4294967296", "1e300", "1e400", "true",
@@ -598,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_length_limits),
         cmocka_unit_test(test_too_many_values),
         cmocka_unit_test(test_null_error_pointer),
+        cmocka_unit_test(test_file_rules),
     };
 
     return cmocka_run_group_tests_name("reject", tests, NULL, NULL);
