@@ -414,6 +414,8 @@ static void decode_done(Dec *d, const cJSON *o, SbxDone *m)
         m->exit_code = (int32_t)v;
     get_u53(d, o, "duration_ms", REQUIRED, &m->duration_ms);
     get_bool(d, o, "output_truncated", &m->output_truncated);
+    if (member(d, o, "kept", OPTIONAL))
+        get_bool(d, o, "kept", &m->kept);
 }
 
 static void decode_error_msg(Dec *d, const cJSON *o, SbxErrorMsg *m)

@@ -304,6 +304,8 @@ static void encode_done(Enc *e, cJSON *o, const SbxDone *m)
     put_int(e, o, "exit_code", m->exit_code);
     put_uint(e, o, "duration_ms", m->duration_ms, 0, SBX_JSON_INT_MAX);
     put_bool(e, o, "output_truncated", m->output_truncated);
+    if (m->kept)
+        put_bool(e, o, "kept", true);
 }
 
 static void put_path(Enc *e, cJSON *o, const char *key, const char *path, Presence p)

@@ -167,6 +167,7 @@ typedef struct {
     int32_t exit_code;     /* the runtime's exit status; -1 when killed by a signal */
     uint64_t duration_ms;  /* as measured by the guest (the host measures its own) */
     bool output_truncated; /* the guest dropped output over output_limit */
+    bool kept;             /* a keep execute's runner is still there, its state with it */
 } SbxDone;
 
 typedef struct {

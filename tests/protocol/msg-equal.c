@@ -51,7 +51,8 @@ static bool done_eq(const SbxDone *a, const SbxDone *b)
     return str_eq(a->id, b->id) && a->status == b->status &&
            str_eq(a->result_json, b->result_json) && a->has_error == b->has_error &&
            (!a->has_error || error_eq(&a->error, &b->error)) && a->exit_code == b->exit_code &&
-           a->duration_ms == b->duration_ms && a->output_truncated == b->output_truncated;
+           a->duration_ms == b->duration_ms && a->output_truncated == b->output_truncated &&
+           a->kept == b->kept;
 }
 
 static bool tool_result_eq(const SbxToolResult *a, const SbxToolResult *b)

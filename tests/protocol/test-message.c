@@ -382,7 +382,8 @@ static void test_done(void **state)
                                    .stack = "Traceback..."},
                          .exit_code = -1,
                          .duration_ms = 9007199254740991,
-                         .output_truncated = true}};
+                         .output_truncated = true,
+                         .kept = true}};
     SbxMsg ok = {.type = SBX_MSG_DONE,
                  .done = {.id = "x", .status = SBX_STATUS_OK, .result_json = "null"}};
 
