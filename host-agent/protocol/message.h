@@ -111,10 +111,10 @@ typedef struct {
 typedef struct {
     char *id; /* execution id chosen by the host */
     SbxLanguage language;
-    char *code;         /* source text */
-    char *entry;        /* optional: name of a function to call with args */
-    char *args_json;    /* optional: JSON array of arguments for entry */
-    char *kwargs_json;  /* optional: JSON object of keyword arguments for entry (Python) */
+    char *code;        /* source text */
+    char *entry;       /* optional: name of a function to call with args */
+    char *args_json;   /* optional: JSON array of arguments for entry */
+    char *kwargs_json; /* optional: JSON object of keyword arguments for entry (Python) */
     bool keep; /* a session's: the runner and its state stay for the next execute (its language) */
     SbxToolDecl *tools; /* namespace, n_tools entries (may be 0) */
     size_t n_tools;
@@ -217,13 +217,13 @@ typedef struct {
 typedef struct {
     uint32_t seq;
     bool ok;
-    SbxError error;            /* when !ok: code, and type an errno name ("ENOENT") */
-    uint64_t size;             /* write: bytes written so far; read: the file's size */
-    uint8_t *data;             /* read: the chunk, 0..length bytes (NULL when 0) */
+    SbxError error; /* when !ok: code, and type an errno name ("ENOENT") */
+    uint64_t size;  /* write: bytes written so far; read: the file's size */
+    uint8_t *data;  /* read: the chunk, 0..length bytes (NULL when 0) */
     size_t len;
-    SbxFileEntry *entries;     /* list: at most SBX_FILE_LIST_MAX */
+    SbxFileEntry *entries; /* list: at most SBX_FILE_LIST_MAX */
     size_t n_entries;
-    bool truncated;            /* list: more entries than the answer holds */
+    bool truncated; /* list: more entries than the answer holds */
 } SbxFileResult;
 
 typedef struct {

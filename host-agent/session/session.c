@@ -49,6 +49,7 @@ struct SbxSession {
     size_t execute_len;
     guint64 output_limit;
     guint timeout_ms;
+    gboolean keep; /* the current run asked the guest to keep its runner */
     guint calls_max;
     gboolean collect;
     gint64 exec_start_us;  /* 0 until execute is sent */
@@ -533,6 +534,7 @@ static void handle_done(SbxSession *s, SbxDone *m)
         sbx_error_copy(&r->error, &m->error);
     }
     r->output_truncated = r->output_truncated || m->output_truncated;
+    r->kept = m->kept && s->keep;
     r->vm_reusable = TRUE;
     finish(s, ST_IDLE);
 }
@@ -708,6 +710,7 @@ static void prepare(SbxSession *s, const SbxRunRequest *req)
     s->collect = req->collect_output;
     s->output_limit = req->output_limit != 0 ? req->output_limit : SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
     s->timeout_ms = req->timeout_ms != 0 ? req->timeout_ms : SBX_SESSION_TIMEOUT_DEFAULT_MS;
+    s->keep = req->keep;
     s->calls_max = req->tool_calls_max != 0 && req->tool_calls_max < SBX_TOOL_CALLS_IN_FLIGHT_MAX
                        ? req->tool_calls_max
                        : SBX_TOOL_CALLS_IN_FLIGHT_MAX;
@@ -751,6 +754,8 @@ static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, gboolean
     e->code = (char *)req->code;
     e->entry = (char *)req->entry;
     e->args_json = (char *)req->args_json;
+    e->kwargs_json = (char *)req->kwargs_json;
+    e->keep = req->keep;
     e->tools = (SbxToolDecl *)req->tools;
     e->n_tools = req->n_tools;
     e->output_limit = s->output_limit;

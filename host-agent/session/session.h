@@ -93,6 +93,7 @@ typedef struct {
     gboolean channel_lost;       /* the channel ended under it: maybe the VM died (its caller
                                     may know why: sbx_session_amend_error()) */
     gboolean vm_reusable;        /* only after a proper done: else the guest may still run */
+    gboolean kept; /* a keep run's done said its runner (and its state) is still there */
     GByteArray *collected[SBX_STREAM__COUNT]; /* when collect_output; else NULL */
     GPtrArray *tool_calls;                    /* SbxToolRecord*, in arrival order */
     guint tool_calls_dropped;                 /* calls not recorded (record full) */
@@ -122,8 +123,10 @@ typedef struct {
     const char *id; /* the execution id (sbx_session_new_execution_id()); NULL: a new one */
     SbxLanguage language;
     const char *code;
-    const char *entry;     /* optional */
-    const char *args_json; /* optional JSON array */
+    const char *entry;       /* optional */
+    const char *args_json;   /* optional JSON array */
+    const char *kwargs_json; /* optional JSON object (Python's keyword arguments) */
+    gboolean keep; /* a session's run: the guest keeps the runner and its state after done */
     const SbxToolDecl *tools;
     gsize n_tools;
     guint64 output_limit; /* bytes, stdout + stderr; 0 = SBX_SESSION_OUTPUT_LIMIT_DEFAULT */

@@ -33,9 +33,9 @@ static bool execute_eq(const SbxExecute *a, const SbxExecute *b)
 {
     if (!str_eq(a->id, b->id) || a->language != b->language || !str_eq(a->code, b->code) ||
         !str_eq(a->entry, b->entry) || !str_eq(a->args_json, b->args_json) ||
-        !str_eq(a->kwargs_json, b->kwargs_json) || a->keep != b->keep ||
-        a->n_tools != b->n_tools || a->output_limit != b->output_limit ||
-        a->timeout_ms != b->timeout_ms || a->time_us != b->time_us ||
+        !str_eq(a->kwargs_json, b->kwargs_json) || a->keep != b->keep || a->n_tools != b->n_tools ||
+        a->output_limit != b->output_limit || a->timeout_ms != b->timeout_ms ||
+        a->time_us != b->time_us ||
         !bytes_eq(a->entropy, a->entropy_len, b->entropy, b->entropy_len))
         return false;
     for (size_t i = 0; i < a->n_tools; i++)
@@ -75,8 +75,7 @@ static bool file_result_eq(const SbxFileResult *a, const SbxFileResult *b)
     if (!a->ok)
         return error_eq(&a->error, &b->error);
     if (a->size != b->size || !bytes_eq(a->data, a->len, b->data, b->len) ||
-        !a->entries != !b->entries || a->n_entries != b->n_entries ||
-        a->truncated != b->truncated)
+        !a->entries != !b->entries || a->n_entries != b->n_entries || a->truncated != b->truncated)
         return false;
     for (size_t i = 0; i < a->n_entries; i++)
         if (!str_eq(a->entries[i].path, b->entries[i].path) ||

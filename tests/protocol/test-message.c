@@ -239,20 +239,18 @@ static void test_file_result(void **state)
     };
     SbxMsg ok = {.type = SBX_MSG_FILE_RESULT,
                  .file_result = {.seq = 3, .ok = true, .size = 1000, .data = chunk, .len = 100}};
-    SbxMsg list = {.type = SBX_MSG_FILE_RESULT,
-                   .file_result = {.seq = 4,
-                                   .ok = true,
-                                   .entries = entries,
-                                   .n_entries = 3,
-                                   .truncated = true}};
+    SbxMsg list = {
+        .type = SBX_MSG_FILE_RESULT,
+        .file_result = {
+            .seq = 4, .ok = true, .entries = entries, .n_entries = 3, .truncated = true}};
     SbxMsg empty = {.type = SBX_MSG_FILE_RESULT,
                     .file_result = {.seq = 5, .ok = true, .entries = entries, .n_entries = 0}};
-    SbxMsg bad = {.type = SBX_MSG_FILE_RESULT,
-                  .file_result = {.seq = 6,
-                                  .ok = false,
-                                  .error = {.code = SBX_ERR_VALIDATION,
-                                            .type = "ENOENT",
-                                            .message = "no such file"}}};
+    SbxMsg bad = {
+        .type = SBX_MSG_FILE_RESULT,
+        .file_result = {
+            .seq = 6,
+            .ok = false,
+            .error = {.code = SBX_ERR_VALIDATION, .type = "ENOENT", .message = "no such file"}}};
     char *json;
 
     (void)state;

@@ -130,7 +130,8 @@ static void test_file_rules(void **state)
     char *many = malloc(cap);
 
     assert_non_null(many);
-    n = (size_t)snprintf(many, cap, "{\"type\":\"file_result\",\"seq\":1,\"ok\":true,\"entries\":[");
+    n = (size_t)snprintf(many, cap,
+                         "{\"type\":\"file_result\",\"seq\":1,\"ok\":true,\"entries\":[");
     for (int i = 0; i <= SBX_FILE_LIST_MAX; i++)
         n += (size_t)snprintf(many + n, cap - n,
                               "%s{\"path\":\"f%d\",\"type\":\"file\",\"size\":0,\"mtime_us\":0}",
