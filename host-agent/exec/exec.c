@@ -28,6 +28,7 @@ struct SbxExec {
     guint timeout_ms;
     guint64 output_limit;
     gboolean collect_output;
+    gboolean keep;
     /* where events go */
     const SbxExecSink *sink;
     gpointer sink_data;
@@ -297,6 +298,7 @@ static void execute(SbxExec *exec)
         .output_limit = exec->output_limit,
         .timeout_ms = exec->timeout_ms,
         .collect_output = exec->collect_output,
+        .keep = exec->keep,
     };
 
     exec->session = exec->src->ops->take_session(exec->src, &error);
@@ -390,6 +392,7 @@ SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource 
     exec->output_limit =
         req->output_limit != 0 ? req->output_limit : SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
     exec->collect_output = req->collect_output;
+    exec->keep = req->keep;
     exec->tools = tools;
     exec->src = src;
     exec->sink = sink;
@@ -550,7 +553,11 @@ void sbx_exec_free(SbxExec *exec)
         g_clear_handle_id(&exec->release_source, g_source_remove);
         release_vm(exec);
     }
-    sbx_session_free(exec->session); /* exec->result points into it: gone from here on */
+    /* exec->result points into the session: gone from here on */
+    if (exec->session != NULL && exec->src->ops->give_back != NULL) {
+        exec->src->ops->give_back(exec->src, g_steal_pointer(&exec->session));
+    }
+    sbx_session_free(exec->session);
     sbx_exec_source_free(exec->src); /* kills and reaps the VM */
     sbx_tools_free(exec->tools);     /* kills and reaps the provider processes */
     g_clear_object(&exec->cancel);

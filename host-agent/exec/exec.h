@@ -33,6 +33,7 @@ typedef struct {
     guint timeout_ms;        /* 0: SBX_SESSION_TIMEOUT_DEFAULT_MS */
     guint64 output_limit;    /* 0: SBX_SESSION_OUTPUT_LIMIT_DEFAULT */
     gboolean collect_output; /* keep the output for the report instead of streaming it */
+    gboolean keep; /* a session's: the guest keeps its runner's state (SbxRunResult.kept) */
 } SbxExecRequest;
 
 /* Where the events go. Every member is optional except done. */

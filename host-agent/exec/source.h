@@ -2,7 +2,8 @@
  * Where an execution's VM comes from: the first seam of the execution core (exec.h). A source
  * gets one VM (restored from a snapshot, booted cold, claimed from a warm pool) and hands the
  * core the VM and a session to its guest agent; it releases the VM when the execution is over.
- * source-vm.c starts a VM of its own, source-pool.c claims one from a pool.
+ * source-vm.c starts a VM of its own, source-pool.c claims one from a pool, lease.c lends a
+ * session's VM (held across executions) to one execution at a time.
  *
  * A source serves one execution and is owned by it (sbx_exec_new() takes it).
  */
@@ -41,6 +42,11 @@ typedef struct {
      * or the pooled VM's, handshaken ahead of the claim. NULL with @error if there is none.
      */
     SbxSession *(*take_session)(SbxExecSource *src, GError **error);
+    /*
+     * Optional: take back the session of take_session when the execution is freed (a lease's
+     * VM serves the next execution). NULL: the execution frees it with the VM.
+     */
+    void (*give_back)(SbxExecSource *src, SbxSession *session);
     /*
      * The report's members about the start, each `"name":value` with a leading comma (the
      * core writes `"start"` before them): how long the VM took, what the pool did.

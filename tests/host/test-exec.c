@@ -20,6 +20,7 @@
 #include <glib/gstdio.h>
 
 #include "exec/exec.h"
+#include "exec/lease.h"
 #include "exec/outcome.h"
 #include "harness.h"
 #include "store/records.h"
@@ -869,6 +870,253 @@ static void test_abort_before_start(void **state)
     run_free(run);
 }
 
+/* ---- a lease: one VM for several executions ------------------------------------------------ */
+
+/* A session's guest: hello (before any execute, the lease's handshake), then each execute gets
+ * started and a done with kept while g->data counts down; 0 left: a done without kept. */
+static void guest_session(FakeGuest *g)
+{
+    SbxMsg m = {.type = SBX_MSG_HELLO_OK};
+    int keep_for = GPOINTER_TO_INT(g->data);
+
+    if (fake_guest_recv(g, &g->hello) < 0 || g->hello.type != SBX_MSG_HELLO) {
+        fake_guest_fail(g, "expected hello first");
+        return;
+    }
+    m.hello_ok.version = SBX_PROTOCOL_VERSION;
+    m.hello_ok.token = g->hello.hello.token;
+    m.hello_ok.agent = "fake";
+    m.hello_ok.languages = (char *[]){"javascript", NULL};
+    if (fake_guest_send(g, &m) < 0) {
+        return;
+    }
+    for (int n = 0;; n++) {
+        sbx_msg_clear(&g->execute);
+        if (fake_guest_recv(g, &g->execute) < 0) {
+            return; /* the host closed: the lease's end */
+        }
+        if (g->execute.type != SBX_MSG_EXECUTE || !g->execute.execute.keep) {
+            fake_guest_fail(g, "expected an execute with keep");
+            return;
+        }
+        SbxMsg d = {.type = SBX_MSG_DONE};
+        d.done.id = g->execute.execute.id;
+        d.done.status = SBX_STATUS_OK;
+        d.done.result_json = n == 0 ? "1" : "2";
+        d.done.duration_ms = 1;
+        d.done.kept = n < keep_for;
+        if (fake_guest_started(g) < 0 || fake_guest_send(g, &d) < 0) {
+            return;
+        }
+    }
+}
+
+typedef struct {
+    int ready, lost, returned;
+    char *error;
+    char *lost_reason;
+} LeaseEvents;
+
+static void lease_ready(SbxExecLease *lease, const GError *error, gpointer data)
+{
+    LeaseEvents *ev = data;
+    (void)lease;
+
+    ev->ready++;
+    ev->error = error != NULL ? g_strdup(error->message) : NULL;
+}
+
+static void lease_lost(SbxExecLease *lease, const char *reason, gpointer data)
+{
+    LeaseEvents *ev = data;
+    (void)lease;
+
+    ev->lost++;
+    ev->lost_reason = g_strdup(reason);
+}
+
+static void lease_returned(SbxExecLease *lease, gpointer data)
+{
+    LeaseEvents *ev = data;
+    (void)lease;
+
+    ev->returned++;
+}
+
+static const SbxExecLeaseCallbacks lease_cb = {
+    .ready = lease_ready, .lost = lease_lost, .returned = lease_returned};
+
+static void wait_for(const int *counter, int value, const char *what)
+{
+    gint64 deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+
+    while (*counter < value) {
+        if (g_get_monotonic_time() > deadline) {
+            fail_msg("%s did not happen within 5 s", what);
+        }
+        g_main_context_iteration(NULL, FALSE);
+        g_usleep(1000);
+    }
+}
+
+/* One execution on the lease's VM; returns its result's kept. */
+static gboolean lease_run(SbxExecLease *lease, const char *want_result)
+{
+    Run *run = g_new0(Run, 1);
+    SbxExecRequest req = {
+        .language = SBX_LANG_JAVASCRIPT, .code = "x", .timeout_ms = 10000, .keep = TRUE};
+
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+        run->out[i] = g_string_new(NULL);
+    }
+    run->exec = sbx_exec_new(&req, sbx_tools_new(sbx_catalog_new_empty(), NULL),
+                             sbx_exec_lease_lend(lease), &sink, run);
+    assert_true(sbx_exec_lease_lent(lease));
+    assert_false(sbx_exec_lease_usable(lease));
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 5000);
+    const SbxRunResult *r = sbx_exec_result(run->exec);
+    assert_non_null(r);
+    assert_int_equal(r->status, SBX_STATUS_OK);
+    assert_string_equal(r->result_json, want_result);
+    gboolean kept = r->kept;
+    /* its release does not touch the VM; the channel goes back at the free */
+    for (int i = 0; i < 20; i++) {
+        g_main_context_iteration(NULL, FALSE);
+    }
+    sbx_exec_free(run->exec);
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+        g_string_free(run->out[i], TRUE);
+    }
+    g_free(run);
+    return kept;
+}
+
+/* The lease says hello once, lends the VM to two executions on one channel in turn (the second
+ * after the first gave it back), and kills the VM only at its end. */
+static void test_lease_two_executions(void **state)
+{
+    LeaseEvents ev = {0};
+    FakeSource *src = g_new0(FakeSource, 1);
+    gboolean freed = FALSE;
+
+    (void)state;
+    src->base.ops = &fake_ops;
+    src->base.start = "fake";
+    src->delay_ms = 1;
+    src->freed = &freed;
+    src->guest = fake_guest_start(guest_session, GINT_TO_POINTER(2), &src->fd);
+    FakeGuest *guest = src->guest;
+    SbxExecLease *lease = sbx_exec_lease_new(&src->base);
+
+    sbx_exec_lease_start(lease, &lease_cb, &ev);
+    wait_for(&ev.ready, 1, "the lease's start");
+    assert_null(ev.error);
+    assert_true(sbx_exec_lease_usable(lease));
+    assert_non_null(sbx_exec_lease_session(lease)); /* hello said: files could go now */
+    assert_true(lease_run(lease, "1"));
+    wait_for(&ev.returned, 1, "the first give-back");
+    assert_true(sbx_exec_lease_usable(lease));
+    assert_true(lease_run(lease, "2"));
+    wait_for(&ev.returned, 2, "the second give-back");
+    assert_int_equal(src->releases, 0); /* the executions' ends did not kill the VM */
+    assert_true(src->begun);
+    assert_int_equal(ev.lost, 0);
+    sbx_exec_lease_unref(lease);
+    assert_int_equal(src->releases, 1);
+    assert_true(freed);
+    fake_guest_join(guest);
+    assert_null(guest->failure);
+    fake_guest_join_free(guest);
+    g_free(src);
+}
+
+/* An execution whose runner was not kept leaves the lease usable (the owner decides: a session
+ * ends); one that ends without the guest's done (the channel lost) makes the lease lost. */
+static void test_lease_lost(void **state)
+{
+    LeaseEvents ev = {0};
+    FakeSource *src = g_new0(FakeSource, 1);
+    gboolean freed = FALSE;
+
+    (void)state;
+    src->base.ops = &fake_ops;
+    src->base.start = "fake";
+    src->delay_ms = 1;
+    src->freed = &freed;
+    src->guest = fake_guest_start(guest_session, GINT_TO_POINTER(0), &src->fd);
+    FakeGuest *guest = src->guest;
+    SbxExecLease *lease = sbx_exec_lease_new(&src->base);
+
+    sbx_exec_lease_start(lease, &lease_cb, &ev);
+    wait_for(&ev.ready, 1, "the lease's start");
+    assert_false(lease_run(lease, "1")); /* not kept */
+    wait_for(&ev.returned, 1, "the give-back");
+    /* the VM dies between executions: lost, from the loop */
+    src->exit_func(&src->base, "QEMU killed by signal 9", src->exit_data);
+    assert_int_equal(ev.lost, 0);
+    wait_for(&ev.lost, 1, "the loss");
+    assert_non_null(strstr(ev.lost_reason, "QEMU killed by signal 9"));
+    assert_false(sbx_exec_lease_usable(lease));
+    assert_null(sbx_exec_lease_session(lease));
+    sbx_exec_lease_close(lease);
+    assert_int_equal(src->releases, 1);
+    sbx_exec_lease_close(lease); /* idempotent */
+    assert_int_equal(src->releases, 1);
+    sbx_exec_lease_unref(lease);
+    assert_true(freed);
+    fake_guest_join_free(guest);
+    g_free(ev.lost_reason);
+    g_free(src);
+}
+
+/* The acquire fails: ready says why; closing while acquiring cancels it. */
+static void test_lease_acquire_fails(void **state)
+{
+    LeaseEvents ev = {0};
+    FakeSource *src = g_new0(FakeSource, 1);
+    gboolean freed = FALSE;
+
+    (void)state;
+    src->base.ops = &fake_ops;
+    src->base.start = "fake";
+    src->fd = -1;
+    src->fail = TRUE;
+    src->freed = &freed;
+    SbxExecLease *lease = sbx_exec_lease_new(&src->base);
+
+    sbx_exec_lease_start(lease, &lease_cb, &ev);
+    wait_for(&ev.ready, 1, "the lease's start");
+    assert_non_null(strstr(ev.error, "no QEMU here"));
+    assert_false(sbx_exec_lease_usable(lease));
+    sbx_exec_lease_unref(lease);
+    assert_true(freed);
+    g_free(ev.error);
+    g_free(src);
+
+    /* closed (its last reference dropped) while acquiring: no callback, freed once it returned */
+    memset(&ev, 0, sizeof(ev));
+    freed = FALSE;
+    src = g_new0(FakeSource, 1);
+    src->base.ops = &fake_ops;
+    src->base.start = "fake";
+    src->fd = -1;
+    src->delay_ms = 1000;
+    src->freed = &freed;
+    lease = sbx_exec_lease_new(&src->base);
+    sbx_exec_lease_start(lease, &lease_cb, &ev);
+    sbx_exec_lease_unref(lease);
+    assert_int_equal(src->cancels, 1);
+    assert_false(freed);
+    for (int i = 0; i < 50 && !freed; i++) {
+        g_main_context_iteration(NULL, FALSE);
+        g_usleep(1000);
+    }
+    assert_true(freed);
+    assert_int_equal(ev.ready, 0);
+    g_free(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -891,6 +1139,9 @@ int main(void)
         cmocka_unit_test(test_record_failure),
         cmocka_unit_test(test_record_aborts),
         cmocka_unit_test(test_record_store_fails),
+        cmocka_unit_test(test_lease_two_executions),
+        cmocka_unit_test(test_lease_lost),
+        cmocka_unit_test(test_lease_acquire_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
