@@ -18,7 +18,25 @@ struct SbxExecLease {
     char *lost_reason;
     guint lost_source;       /* reports the loss from the loop */
     SbxExecSource *borrower; /* the lent source, while an execution has the VM */
+    GQueue waiting;          /* lent sources waiting for their turn (LentSource *) */
 };
+
+/* A source of sbx_exec_lease_lend(): one execution's borrowing of the VM. */
+typedef struct {
+    SbxExecSource base;
+    SbxExecLease *lease; /* a reference */
+    gboolean has_vm;     /* the acquire succeeded */
+    gboolean has_session;
+    gboolean acquiring; /* the core waits for its turn */
+    gboolean cancelled;
+    guint idle_source; /* reports the acquire */
+    SbxExecAcquiredFunc done;
+    gpointer done_data;
+    SbxExecVmExitFunc exit_func;
+    gpointer exit_data;
+} LentSource;
+
+static gboolean report_acquired(gpointer data);
 
 /* ---- the lease's own channel --------------------------------------------------------------- */
 
@@ -58,6 +76,12 @@ static void lose(SbxExecLease *lease, const char *reason)
     lease->lost = TRUE;
     lease->lost_reason = g_strdup(reason);
     lease->lost_source = g_idle_add(report_lost, lease);
+    for (GList *l = lease->waiting.head; l != NULL; l = l->next) {
+        LentSource *w = l->data;
+        if (w->acquiring && w->idle_source == 0) {
+            w->idle_source = g_idle_add(report_acquired, w); /* fails: the VM is gone */
+        }
+    }
 }
 
 static void ready(SbxExecLease *lease, const GError *error)
@@ -133,18 +157,6 @@ static void on_acquired(SbxExecSource *src, const GError *error, gpointer data)
 
 /* ---- the lent source ----------------------------------------------------------------------- */
 
-typedef struct {
-    SbxExecSource base;
-    SbxExecLease *lease; /* a reference */
-    gboolean has_vm;     /* the acquire succeeded */
-    gboolean has_session;
-    guint idle_source; /* reports the acquire */
-    SbxExecAcquiredFunc done;
-    gpointer done_data;
-    SbxExecVmExitFunc exit_func;
-    gpointer exit_data;
-} LentSource;
-
 static void on_vm_exit(SbxExecSource *src, const char *reason, gpointer data)
 {
     SbxExecLease *lease = data;
@@ -165,7 +177,10 @@ static gboolean report_acquired(gpointer data)
     g_autoptr(GError) e = NULL;
 
     b->idle_source = 0;
-    if (lease->closed || lease->lost) {
+    b->acquiring = FALSE;
+    if (b->cancelled) {
+        e = g_error_new_literal(G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled");
+    } else if (lease->closed || lease->lost) {
         e = g_error_new(G_IO_ERROR, G_IO_ERROR_CLOSED, "the session's VM is gone%s%s",
                         lease->lost_reason != NULL ? ": " : "",
                         lease->lost_reason != NULL ? lease->lost_reason : "");
@@ -178,15 +193,26 @@ static gboolean report_acquired(gpointer data)
 static void lent_acquire(SbxExecSource *src, SbxExecAcquiredFunc done, gpointer data)
 {
     LentSource *b = (LentSource *)src;
+    SbxExecLease *lease = b->lease;
 
     b->done = done;
     b->done_data = data;
-    b->idle_source = g_idle_add(report_acquired, b);
+    b->acquiring = TRUE;
+    /* its turn now, or when the execution before it gave the VM back (lent_free) */
+    if (lease->borrower == src || lease->closed || lease->lost) {
+        b->idle_source = g_idle_add(report_acquired, b);
+    }
 }
 
 static void lent_cancel(SbxExecSource *src)
 {
-    (void)src; /* the acquire reports from the next loop iteration anyway */
+    LentSource *b = (LentSource *)src;
+
+    if (b->acquiring && b->idle_source == 0) {
+        b->cancelled = TRUE;
+        g_queue_remove(&b->lease->waiting, b);
+        b->idle_source = g_idle_add(report_acquired, b);
+    }
 }
 
 static SbxVm *lent_vm(SbxExecSource *src)
@@ -276,10 +302,17 @@ static void lent_free(SbxExecSource *src)
 
     g_clear_handle_id(&b->idle_source, g_source_remove);
     g_assert(!b->has_session); /* the execution gave it back first */
+    g_queue_remove(&lease->waiting, b);
     if (lease->borrower == src) {
-        lease->borrower = NULL;
-        /* from the loop: the owner may start the next execution, not from inside a free */
-        g_idle_add(report_returned, sbx_exec_lease_ref(lease));
+        LentSource *next = g_queue_pop_head(&lease->waiting);
+
+        lease->borrower = next != NULL ? &next->base : NULL;
+        if (next != NULL && next->acquiring && next->idle_source == 0) {
+            next->idle_source = g_idle_add(report_acquired, next); /* its turn */
+        } else if (next == NULL) {
+            /* from the loop: the owner may use the VM again, not from inside a free */
+            g_idle_add(report_returned, sbx_exec_lease_ref(lease));
+        }
     }
     sbx_exec_lease_unref(lease);
     g_free(b);
@@ -334,11 +367,15 @@ SbxExecSource *sbx_exec_lease_lend(SbxExecLease *lease)
 {
     LentSource *b = g_new0(LentSource, 1);
 
-    g_assert(sbx_exec_lease_usable(lease));
+    g_assert(lease->ready && !lease->closed);
     b->base.ops = &lent_ops;
     b->base.start = "session";
     b->lease = sbx_exec_lease_ref(lease);
-    lease->borrower = &b->base;
+    if (lease->borrower == NULL) {
+        lease->borrower = &b->base;
+    } else {
+        g_queue_push_tail(&lease->waiting, b); /* its acquire waits for the VM's return */
+    }
     return &b->base;
 }
 
@@ -364,6 +401,13 @@ void sbx_exec_lease_close(SbxExecLease *lease)
     }
     lease->closed = TRUE;
     g_clear_handle_id(&lease->lost_source, g_source_remove);
+    /* the waiting borrowers' acquires fail: the VM is gone */
+    for (GList *l = lease->waiting.head; l != NULL; l = l->next) {
+        LentSource *w = l->data;
+        if (w->acquiring && w->idle_source == 0) {
+            w->idle_source = g_idle_add(report_acquired, w);
+        }
+    }
     g_clear_pointer(&lease->session, sbx_session_free);
     if (lease->acquiring) {
         lease->src->ops->cancel(lease->src); /* its done releases what it got */

@@ -49,9 +49,11 @@ gboolean sbx_exec_lease_lent(const SbxExecLease *lease);
 
 /**
  * A source for one execution on the lease's VM (sbx_exec_new() takes it). Its acquire succeeds
- * at once while the VM lives; its release does not kill the VM; the channel comes back to the
- * lease when the execution is freed, usable if the execution ended properly (the guest's done).
- * Requires sbx_exec_lease_usable().
+ * when the VM is this execution's turn: at once, or once the execution lent it before gave it
+ * back (executions run one at a time, in the order they were lent); it fails if the lease is
+ * lost or closed first. Its release does not kill the VM; the channel comes back to the lease
+ * when the execution is freed, usable if the execution ended properly (the guest's done).
+ * Requires a lease that started (ready) and is not closed.
  */
 SbxExecSource *sbx_exec_lease_lend(SbxExecLease *lease);
 

@@ -959,8 +959,8 @@ static void wait_for(const int *counter, int value, const char *what)
     }
 }
 
-/* One execution on the lease's VM; returns its result's kept. */
-static gboolean lease_run(SbxExecLease *lease, const char *want_result)
+/* An execution on the lease's VM, started. */
+static Run *lease_exec(SbxExecLease *lease)
 {
     Run *run = g_new0(Run, 1);
     SbxExecRequest req = {
@@ -974,6 +974,23 @@ static gboolean lease_run(SbxExecLease *lease, const char *want_result)
     assert_true(sbx_exec_lease_lent(lease));
     assert_false(sbx_exec_lease_usable(lease));
     sbx_exec_start(run->exec);
+    return run;
+}
+
+static void lease_exec_free(Run *run)
+{
+    sbx_exec_free(run->exec);
+    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
+        g_string_free(run->out[i], TRUE);
+    }
+    g_free(run);
+}
+
+/* One execution on the lease's VM; returns its result's kept. */
+static gboolean lease_run(SbxExecLease *lease, const char *want_result)
+{
+    Run *run = lease_exec(lease);
+
     run_wait_done(run, 5000);
     const SbxRunResult *r = sbx_exec_result(run->exec);
     assert_non_null(r);
@@ -984,17 +1001,13 @@ static gboolean lease_run(SbxExecLease *lease, const char *want_result)
     for (int i = 0; i < 20; i++) {
         g_main_context_iteration(NULL, FALSE);
     }
-    sbx_exec_free(run->exec);
-    for (int i = 0; i < SBX_STREAM__COUNT; i++) {
-        g_string_free(run->out[i], TRUE);
-    }
-    g_free(run);
+    lease_exec_free(run);
     return kept;
 }
 
-/* The lease says hello once, lends the VM to two executions on one channel in turn (the second
- * after the first gave it back), and kills the VM only at its end. */
-static void test_lease_two_executions(void **state)
+/* The lease says hello once, lends the VM to three executions on one channel in turn (one lent
+ * while another has the VM waits for its give-back), and kills the VM only at its end. */
+static void test_lease_executions_in_turn(void **state)
 {
     LeaseEvents ev = {0};
     FakeSource *src = g_new0(FakeSource, 1);
@@ -1017,8 +1030,22 @@ static void test_lease_two_executions(void **state)
     assert_true(lease_run(lease, "1"));
     wait_for(&ev.returned, 1, "the first give-back");
     assert_true(sbx_exec_lease_usable(lease));
-    assert_true(lease_run(lease, "2"));
-    wait_for(&ev.returned, 2, "the second give-back");
+    /* the third is lent while the second still has the VM: it waits for the give-back */
+    Run *second = lease_exec(lease);
+    run_wait_done(second, 5000);
+    Run *third = lease_exec(lease);
+    for (int i = 0; i < 50; i++) {
+        g_main_context_iteration(NULL, FALSE);
+        g_usleep(1000);
+    }
+    assert_int_equal(third->done, 0);
+    assert_string_equal(sbx_exec_result(second->exec)->result_json, "2");
+    lease_exec_free(second);
+    run_wait_done(third, 5000);
+    assert_string_equal(sbx_exec_result(third->exec)->result_json, "2");
+    assert_false(sbx_exec_result(third->exec)->kept); /* the guest kept two */
+    lease_exec_free(third);
+    wait_for(&ev.returned, 2, "the last give-back");
     assert_int_equal(src->releases, 0); /* the executions' ends did not kill the VM */
     assert_true(src->begun);
     assert_int_equal(ev.lost, 0);
@@ -1139,7 +1166,7 @@ int main(void)
         cmocka_unit_test(test_record_failure),
         cmocka_unit_test(test_record_aborts),
         cmocka_unit_test(test_record_store_fails),
-        cmocka_unit_test(test_lease_two_executions),
+        cmocka_unit_test(test_lease_executions_in_turn),
         cmocka_unit_test(test_lease_lost),
         cmocka_unit_test(test_lease_acquire_fails),
     };
