@@ -358,6 +358,11 @@ gboolean sbx_exec_lease_usable(const SbxExecLease *lease)
            lease->session != NULL;
 }
 
+gboolean sbx_exec_lease_lost(const SbxExecLease *lease)
+{
+    return lease->lost || lease->closed;
+}
+
 gboolean sbx_exec_lease_lent(const SbxExecLease *lease)
 {
     return lease->borrower != NULL;

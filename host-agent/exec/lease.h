@@ -44,6 +44,9 @@ void sbx_exec_lease_start(SbxExecLease *lease, const SbxExecLeaseCallbacks *cb, 
 /** Ready, not lent, not lost, not closed: an execution or a file operation may start. */
 gboolean sbx_exec_lease_usable(const SbxExecLease *lease);
 
+/** Lost or closed: the VM is gone or of no more use. */
+gboolean sbx_exec_lease_lost(const SbxExecLease *lease);
+
 /** Whether an execution has the VM (a source of sbx_exec_lease_lend() not yet freed). */
 gboolean sbx_exec_lease_lent(const SbxExecLease *lease);
 

@@ -12,6 +12,7 @@
 #include "exec/report.h"
 #include "server/http-object.h"
 #include "server/http-request.h"
+#include "server/sessions.h"
 #include "tools.h"
 
 /* One event, kept for streams that start later. */
@@ -40,6 +41,7 @@ struct HttpExec {
     char *origin; /* the approvals' origin of its calls: "http execution <id>" */
     SbxLanguage language;
     char *catalog;
+    char *session_id; /* the session it runs in, or NULL */
     guint timeout_ms;
     guint64 output_limit;
     gint64 created_us; /* wall clock */
@@ -69,6 +71,7 @@ static SbxHttpObject base_object(HttpExec *e, const char *status)
         .status = status,
         .language = sbx_language_name(e->language),
         .catalog = e->catalog,
+        .session = e->session_id,
         .created_us = e->created_us,
         .started_us = e->started_us,
         .finished_us = e->finished_us,
@@ -483,7 +486,7 @@ static HttpExec *exec_new(HttpFront *front, const SbxTenant *tenant, const SbxHt
 }
 
 void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
-                          GHashTable *query)
+                          GHashTable *query, SbxServerSession *session)
 {
     g_autoptr(GError) error = NULL;
     g_auto(SbxHttpCreate) req = {0};
@@ -495,11 +498,16 @@ void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTen
         !read_create(msg, tenant, &req)) {
         return;
     }
+    if (session != NULL && !sbx_server_session_can_run(session, &error)) {
+        sbx_http_reply_error(msg, SOUP_STATUS_CONFLICT, "conflict", error->message);
+        return;
+    }
     SbxTools *tools = load_tools(front, msg, req.catalog);
     if (tools == NULL) {
         return;
     }
     HttpExec *e = exec_new(front, tenant, &req);
+    e->session_id = session != NULL ? g_strdup(sbx_server_session_id(session)) : NULL;
     SbxServerRequest sreq = {
         .exec = {.id = e->id,
                  .language = req.language,
@@ -511,6 +519,7 @@ void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTen
         .origin = e->origin,
         .catalog = req.catalog,
         .created_at_ms = e->created_us / 1000,
+        .session = session,
     };
     e->job = sbx_server_submit(front->srv, &sreq, tools, &sink, e, &error);
     if (e->job == NULL) {
@@ -863,6 +872,7 @@ void sbx_http_exec_free_one(HttpExec *e)
     g_free(e->tenant_id);
     g_free(e->origin);
     g_free(e->catalog);
+    g_free(e->session_id);
     g_free(e->final_json);
     g_free(e->summary_json);
     g_free(e->status);

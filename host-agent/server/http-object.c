@@ -46,6 +46,7 @@ char *sbx_http_object_json(const SbxHttpObject *o, gboolean full)
     sbx_jsonb_member_uint(&b, "timeout_ms", o->timeout_ms);
     sbx_jsonb_member_uint(&b, "output_limit", o->output_limit);
     sbx_jsonb_member_string(&b, "catalog", o->catalog);
+    sbx_jsonb_member_string(&b, "session", o->session);
     sbx_jsonb_key(&b, "exit_code");
     if (o->ended && o->has_exit_code) {
         sbx_jsonb_int(&b, o->exit_code);

@@ -14,6 +14,7 @@ typedef struct {
     const char *status;
     const char *language;
     const char *catalog; /* NULL: none */
+    const char *session; /* the session it ran in, NULL: none */
     gint64 created_us;   /* unix us; 0: not yet (null) */
     gint64 started_us;
     gint64 finished_us;

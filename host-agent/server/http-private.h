@@ -97,11 +97,20 @@ void sbx_http_reply_json(SoupServerMessage *msg, guint status, char *body);
 /** Answer @msg with an error: {"error":{"code":@code,"message":@message}}. */
 void sbx_http_reply_error(SoupServerMessage *msg, guint status, const char *code,
                           const char *message);
+/** Answer 405 with the methods @allow ("GET, POST"). */
+void sbx_http_reply_method(SoupServerMessage *msg, const char *allow);
+/** Whether @msg's method is @method. */
+gboolean sbx_http_is(SoupServerMessage *msg, const char *method);
+/** Whether @tenant may start an execution now (concurrency, per minute); else answered 429. */
+gboolean sbx_http_within_quota(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant);
 
 /* http-exec.c */
-/** POST /v1/executions for @tenant (authenticated, quotas checked by the caller). */
+/**
+ * POST /v1/executions, or POST /v1/sessions/{id}/executions with @session (else NULL), for
+ * @tenant (authenticated, quotas checked by the caller).
+ */
 void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
-                          GHashTable *query);
+                          GHashTable *query, SbxServerSession *session);
 /** GET /v1/executions/{id}, POST .../cancel, GET .../events: @rest is what follows the id. */
 void sbx_http_exec_route(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
                          const char *id, const char *rest, GHashTable *query);
@@ -129,6 +138,11 @@ guint sbx_http_exec_started_last_minute(HttpFront *front, const char *tenant_id,
                                         gint64 *ret_oldest_us);
 /** Note a start of @tenant_id now. */
 void sbx_http_exec_note_start(HttpFront *front, const char *tenant_id);
+
+/* http-session.c */
+/** /v1/sessions...: @rest is what follows "/v1/sessions". */
+void sbx_http_session_route(HttpFront *front, SoupServerMessage *msg, const char *rest,
+                            GHashTable *query, const SbxTenant *tenant);
 
 /* http-stored.c */
 /** One execution of a listing: its summary and where it sorts (newest first, then by id). */

@@ -1,6 +1,6 @@
 /*
- * Decoding the body of POST /v1/executions (http-request.h). The only file of the HTTP API
- * that looks into a client's JSON besides the approval decision.
+ * Decoding the bodies of POST /v1/executions and /v1/sessions (http-request.h). The only file
+ * of the HTTP API that looks into a client's JSON besides the approval decision.
  */
 #include "server/http-request.h"
 
@@ -109,5 +109,52 @@ void sbx_http_create_clear(SbxHttpCreate *c)
 {
     g_free(c->code);
     g_free(c->catalog);
+    memset(c, 0, sizeof(*c));
+}
+
+char *sbx_http_session_decode(const char *body, gsize len, guint max_idle_s, guint max_lifetime_s,
+                              SbxHttpSessionCreate *ret)
+{
+    g_autofree char *error = NULL;
+    guint64 idle = 0, life = 0;
+    const cJSON *m;
+
+    memset(ret, 0, sizeof(*ret));
+    if (len == 0) {
+        return NULL;
+    }
+    g_autoptr(cJSON) v = sbx_json_parse(body, len, SBX_JSON_DEPTH_MAX, &error);
+    if (!cJSON_IsObject(v)) {
+        return g_strdup_printf("the body must be one JSON object%s%s", error != NULL ? ": " : "",
+                               error != NULL ? error : "");
+    }
+    cJSON_ArrayForEach(m, v)
+    {
+        if (strcmp(m->string, "profile") != 0 && strcmp(m->string, "idle_timeout_s") != 0 &&
+            strcmp(m->string, "max_lifetime_s") != 0) {
+            return g_strdup_printf("unknown member \"%.64s\"", m->string);
+        }
+    }
+    const cJSON *profile = cJSON_GetObjectItemCaseSensitive(v, "profile");
+    if (profile != NULL && !cJSON_IsNull(profile) &&
+        (!cJSON_IsString(profile) || profile->valuestring[0] == '\0' ||
+         strlen(profile->valuestring) > 64)) {
+        return g_strdup("profile: the name of a profile this server pools, or null");
+    }
+    if (!get_limit(v, "idle_timeout_s", max_idle_s, &idle)) {
+        return g_strdup_printf("idle_timeout_s: an integer from 1 to %u", max_idle_s);
+    }
+    if (!get_limit(v, "max_lifetime_s", max_lifetime_s, &life)) {
+        return g_strdup_printf("max_lifetime_s: an integer from 1 to %u", max_lifetime_s);
+    }
+    ret->profile = cJSON_IsString(profile) ? g_strdup(profile->valuestring) : NULL;
+    ret->idle_timeout_s = (guint)idle;
+    ret->max_lifetime_s = (guint)life;
+    return NULL;
+}
+
+void sbx_http_session_create_clear(SbxHttpSessionCreate *c)
+{
+    g_free(c->profile);
     memset(c, 0, sizeof(*c));
 }

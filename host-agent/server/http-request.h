@@ -1,6 +1,7 @@
 /*
- * The body of POST /v1/executions (docs/api.md), decoded and checked against a tenant's quotas
- * and catalogs. Pure: no I/O, no server state; its fuzz target is tests/host/fuzz-http-create.c.
+ * The bodies of POST /v1/executions and POST /v1/sessions (docs/api.md), decoded and checked
+ * against a tenant's quotas and catalogs. Pure: no I/O, no server state; their fuzz target is
+ * tests/host/fuzz-http-create.c.
  */
 #pragma once
 
@@ -41,3 +42,20 @@ char *sbx_http_create_decode(const char *body, gsize len, const SbxHttpLimits *l
 /** Free what @c holds and zero it. */
 void sbx_http_create_clear(SbxHttpCreate *c);
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SbxHttpCreate, sbx_http_create_clear)
+
+/* A checked session creation: every member optional (0, NULL: the server's default). */
+typedef struct {
+    char *profile;
+    guint idle_timeout_s;
+    guint max_lifetime_s;
+} SbxHttpSessionCreate;
+
+/**
+ * Decode @len bytes of @body (empty: every default) into *@ret (zeroed first), with the
+ * timeouts within @max_idle_s and @max_lifetime_s. NULL on success, else what is wrong.
+ */
+char *sbx_http_session_decode(const char *body, gsize len, guint max_idle_s, guint max_lifetime_s,
+                              SbxHttpSessionCreate *ret);
+
+void sbx_http_session_create_clear(SbxHttpSessionCreate *c);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(SbxHttpSessionCreate, sbx_http_session_create_clear)

@@ -267,20 +267,20 @@ static gboolean authenticate(HttpFront *front, SoupServerMessage *msg, SbxTenant
     return TRUE;
 }
 
-static void reply_method(SoupServerMessage *msg, const char *allow)
+void sbx_http_reply_method(SoupServerMessage *msg, const char *allow)
 {
     soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Allow", allow);
     sbx_http_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "method_not_allowed",
                          "this path does not take that method");
 }
 
-static gboolean is(SoupServerMessage *msg, const char *method)
+gboolean sbx_http_is(SoupServerMessage *msg, const char *method)
 {
     return strcmp(soup_server_message_get_method(msg), method) == 0;
 }
 
 /* The quotas of @tenant on a new execution; FALSE when answered (429 with Retry-After). */
-static gboolean within_quota(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant)
+gboolean sbx_http_within_quota(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant)
 {
     SoupMessageHeaders *rh = soup_server_message_get_response_headers(msg);
     gint64 oldest = 0;
@@ -309,14 +309,14 @@ static void route_executions(HttpFront *front, SoupServerMessage *msg, const cha
                              GHashTable *query, const SbxTenant *tenant)
 {
     if (*rest == '\0') {
-        if (is(msg, "POST")) {
-            if (within_quota(front, msg, tenant)) {
-                sbx_http_exec_create(front, msg, tenant, query);
+        if (sbx_http_is(msg, "POST")) {
+            if (sbx_http_within_quota(front, msg, tenant)) {
+                sbx_http_exec_create(front, msg, tenant, query, NULL);
             }
-        } else if (is(msg, "GET")) {
+        } else if (sbx_http_is(msg, "GET")) {
             sbx_http_exec_list(front, msg, tenant, query);
         } else {
-            reply_method(msg, "GET, POST");
+            sbx_http_reply_method(msg, "GET, POST");
         }
         return;
     }
@@ -330,13 +330,13 @@ static void route_approvals(HttpFront *front, SoupServerMessage *msg, const char
                             const SbxTenant *tenant)
 {
     if (*rest == '\0') {
-        is(msg, "GET") ? sbx_http_approvals_route(front, msg, tenant, NULL)
-                       : reply_method(msg, "GET");
+        sbx_http_is(msg, "GET") ? sbx_http_approvals_route(front, msg, tenant, NULL)
+                                : sbx_http_reply_method(msg, "GET");
     } else if (strchr(rest + 1, '/') != NULL) {
         sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such path");
     } else {
-        is(msg, "POST") ? sbx_http_approvals_route(front, msg, tenant, rest + 1)
-                        : reply_method(msg, "POST");
+        sbx_http_is(msg, "POST") ? sbx_http_approvals_route(front, msg, tenant, rest + 1)
+                                 : sbx_http_reply_method(msg, "POST");
     }
 }
 
@@ -374,8 +374,8 @@ static void handler(SoupServer *soup, SoupServerMessage *msg, const char *path, 
         return; /* answered early (413, 411) */
     }
     if (strcmp(path, "/v1/health") == 0 || strcmp(path, "/v1/openapi.json") == 0) {
-        if (!is(msg, "GET")) {
-            reply_method(msg, "GET");
+        if (!sbx_http_is(msg, "GET")) {
+            sbx_http_reply_method(msg, "GET");
         } else if (path[4] == 'h') {
             sbx_http_reply_json(msg, SOUP_STATUS_OK, g_strdup("{\"status\":\"ok\"}"));
         } else {
@@ -387,7 +387,9 @@ static void handler(SoupServer *soup, SoupServerMessage *msg, const char *path, 
         g_str_has_prefix(path, "/v1/executions") && (path[14] == '\0' || path[14] == '/');
     gboolean approvals =
         g_str_has_prefix(path, "/v1/approvals") && (path[13] == '\0' || path[13] == '/');
-    if (!execs && !approvals) {
+    gboolean sessions =
+        g_str_has_prefix(path, "/v1/sessions") && (path[12] == '\0' || path[12] == '/');
+    if (!execs && !approvals && !sessions) {
         sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such path");
         return;
     }
@@ -401,6 +403,8 @@ static void handler(SoupServer *soup, SoupServerMessage *msg, const char *path, 
     }
     if (execs) {
         route_executions(front, msg, path + 14, query, tenant);
+    } else if (sessions) {
+        sbx_http_session_route(front, msg, path + 12, query, tenant);
     } else {
         route_approvals(front, msg, path + 13, tenant);
     }

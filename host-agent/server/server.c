@@ -8,6 +8,7 @@
 
 #include "pool-vm.h"
 #include "prestart.h"
+#include "server/sessions.h"
 
 /*
  * The pool's refill after a claim waits this long (unless a claim waits): a restore (QEMU's
@@ -36,6 +37,7 @@ struct SbxServer {
     SbxStore *store; /* every job's record, or NULL */
     guint n_profiles;
     SbxApprovals *approvals;
+    SbxServerSessions *sessions;
     GList *jobs;        /* every job until it is freed */
     GHashTable *queues; /* tenant key -> GQueue of queued jobs */
     GQueue turns;       /* tenant keys with queued jobs, in the order they get a slot */
@@ -48,7 +50,8 @@ struct SbxServer {
 
 struct SbxServerJob {
     SbxServer *srv;
-    char *queue; /* tenant key */
+    SbxServerSession *session; /* a reference, or NULL */
+    char *queue;               /* tenant key */
     guint profile;
     SbxExec *exec;
     const SbxExecSink *sink; /* NULL once detached */
@@ -105,6 +108,7 @@ SbxServer *sbx_server_new(const SbxServerConfig *config, GError **error)
     g_assert(config->n_profiles >= 1 && config->n_profiles <= SBX_SERVER_PROFILES_MAX);
     srv->approvals = sbx_approvals_new();
     srv->store = config->store;
+    srv->sessions = sbx_server_sessions_new(srv, config->max_sessions);
     srv->queues =
         g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_queue_free);
     g_queue_init(&srv->turns);
@@ -197,7 +201,8 @@ static void maybe_drained(SbxServer *srv)
 static void job_free(SbxServerJob *job)
 {
     g_clear_handle_id(&job->free_source, g_source_remove);
-    sbx_exec_free(job->exec); /* its VM killed, its tool processes reaped */
+    sbx_exec_free(job->exec); /* its VM killed (a session's: given back), its tools reaped */
+    sbx_server_session_unref(job->session);
     g_free(job->queue);
     g_free(job);
 }
@@ -272,6 +277,9 @@ static void job_done(gpointer data, SbxExec *exec)
         job->running = FALSE;
         srv->running--;
         srv->profiles[job->profile].running--;
+    }
+    if (job->session != NULL) {
+        sbx_server_session_job_done(job->session, exec); /* before the front end reads it */
     }
     if (job->sink != NULL) {
         job->sink->done(job->sink_data, exec); /* the front end drops the job here */
@@ -349,10 +357,18 @@ SbxServerJob *sbx_server_submit(SbxServer *srv, const SbxServerRequest *req, Sbx
     job->sink_data = sink_data;
     job->submitted = g_get_monotonic_time();
     sbx_tools_set_approvals(owned, srv->approvals, req->origin);
-    /* The source now: the report's claim_ms counts from the request's arrival. */
-    job->exec =
-        sbx_exec_new(&req->exec, g_steal_pointer(&owned),
-                     sbx_exec_source_new_pool(srv->profiles[req->profile].pool), &job_sink, job);
+    SbxExecRequest ereq = req->exec;
+    SbxExecSource *src;
+    if (req->session != NULL) {
+        g_assert(ereq.id != NULL); /* the session's current execution */
+        job->session = sbx_server_session_ref(req->session);
+        src = sbx_server_session_lend(req->session, ereq.id);
+        ereq.keep = TRUE;
+    } else {
+        /* The source now: the report's claim_ms counts from the request's arrival. */
+        src = sbx_exec_source_new_pool(srv->profiles[req->profile].pool);
+    }
+    job->exec = sbx_exec_new(&ereq, g_steal_pointer(&owned), src, &job_sink, job);
     if (srv->store != NULL) {
         ServerProfile *sp = &srv->profiles[req->profile];
         SbxExecRecordInfo info = {
@@ -364,6 +380,7 @@ SbxServerJob *sbx_server_submit(SbxServer *srv, const SbxServerRequest *req, Sbx
             .catalog = req->catalog,
             .created_at_ms = req->created_at_ms,
         };
+        /* TODO(session records): info.session_id */
         sbx_exec_set_record(job->exec, srv->store, &info);
     }
     srv->jobs = g_list_prepend(srv->jobs, job);
@@ -439,12 +456,35 @@ void sbx_server_shutdown(SbxServer *srv, void (*drained)(gpointer data), gpointe
     for (GList *l = jobs; l != NULL; l = l->next) {
         sbx_server_job_abort(l->data, SBX_STATUS_TERMINATED, "the server is shutting down");
     }
+    sbx_server_sessions_shutdown(srv->sessions); /* their VMs killed, their records ended */
     maybe_drained(srv);
 }
 
 gboolean sbx_server_stopping(SbxServer *srv)
 {
     return srv->stopping;
+}
+
+const SbxProfile *sbx_server_profile(SbxServer *srv, guint i)
+{
+    g_assert(i < srv->n_profiles);
+    return srv->profiles[i].profile;
+}
+
+SbxPool *sbx_server_profile_pool(SbxServer *srv, guint i)
+{
+    g_assert(i < srv->n_profiles);
+    return srv->profiles[i].pool;
+}
+
+SbxServerSessions *sbx_server_sessions(SbxServer *srv)
+{
+    return srv->sessions;
+}
+
+SbxStore *sbx_server_store(SbxServer *srv)
+{
+    return srv->store;
 }
 
 void sbx_server_free(SbxServer *srv)
@@ -461,6 +501,7 @@ void sbx_server_free(SbxServer *srv)
         job->sink = NULL;
     }
     g_list_free_full(g_steal_pointer(&srv->jobs), (GDestroyNotify)job_free);
+    sbx_server_sessions_free(srv->sessions); /* after the jobs that borrowed their VMs */
     g_queue_clear_full(&srv->turns, g_free);
     g_hash_table_destroy(srv->queues);
     sbx_approvals_free(srv->approvals); /* after the jobs: nothing calls back any more */

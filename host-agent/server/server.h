@@ -41,6 +41,8 @@
 
 typedef struct SbxServer SbxServer;
 typedef struct SbxServerJob SbxServerJob;
+typedef struct SbxServerSession SbxServerSession;
+typedef struct SbxServerSessions SbxServerSessions;
 
 /* One pooled profile's configuration. */
 typedef struct {
@@ -55,6 +57,8 @@ typedef struct {
     gboolean no_warm_up;                    /* offer pooled VMs without the runners' warm-up */
     /* Where every job's execution is recorded (docs/service.md, "Records"); NULL: nowhere. */
     SbxStore *store;
+    /* Sessions open at once over every tenant; 0: SBX_SERVER_SESSIONS_MAX (sessions.h). */
+    guint max_sessions;
     /* Called when a snapshot is made at start (once per image and profile; blocks). */
     void (*on_make_snapshot)(const char *dir, gpointer data);
     gpointer data;
@@ -101,6 +105,9 @@ typedef struct {
     const char *origin;    /* who asked, shown with its approvals ("sandbox run, pid N") */
     const char *catalog;   /* its record's: the catalog an API request named, or NULL */
     gint64 created_at_ms;  /* its record's: when the request came (unix ms); 0: at the start */
+    /* Run in this session's VM (sessions.h; sbx_server_session_can_run() first), keeping the
+     * guest's state; NULL: a VM of its own from the pool. */
+    SbxServerSession *session;
 } SbxServerRequest;
 
 /**
@@ -138,3 +145,9 @@ void sbx_server_shutdown(SbxServer *srv, void (*drained)(gpointer data), gpointe
 
 /** Whether the server is stopping. */
 gboolean sbx_server_stopping(SbxServer *srv);
+
+/** For sessions.c: the @i-th profile, its pool, the sessions' table, the store (or NULL). */
+const SbxProfile *sbx_server_profile(SbxServer *srv, guint i);
+SbxPool *sbx_server_profile_pool(SbxServer *srv, guint i);
+SbxServerSessions *sbx_server_sessions(SbxServer *srv);
+SbxStore *sbx_server_store(SbxServer *srv);

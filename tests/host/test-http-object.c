@@ -35,9 +35,10 @@ static cJSON *member(const cJSON *obj, const char *name)
     return m;
 }
 
-static const char *const SUMMARY[] = {
-    "id",         "status",       "language", "created_at", "started_at",       "finished_at",
-    "timeout_ms", "output_limit", "catalog",  "exit_code",  "output_truncated", "duration_ms"};
+static const char *const SUMMARY[] = {"id",         "status",      "language",   "created_at",
+                                      "started_at", "finished_at", "timeout_ms", "output_limit",
+                                      "catalog",    "session",     "exit_code",  "output_truncated",
+                                      "duration_ms"};
 static const char *const FULL_ONLY[] = {"result", "error", "stdout", "stderr", "tool_calls"};
 
 static SbxRecord ended_record(void)
