@@ -22,6 +22,8 @@ static void fill_begin(SbxRecord *r, const SbxExecRecordInput *in)
     r->front_end = (char *)in->info->front_end;
     r->language = (char *)sbx_language_name(in->language);
     r->code = (char *)in->code;
+    r->entry = (char *)in->entry;
+    r->args_json = (char *)in->args_json;
     r->profile = (char *)in->info->profile;
     r->snapshot_key = (char *)in->info->snapshot_key;
     r->image_id = (char *)in->info->image_id;

@@ -15,6 +15,8 @@ typedef struct {
     const SbxExecRecordInfo *info;
     SbxLanguage language;
     const char *code;
+    const char *entry;     /* or NULL */
+    const char *args_json; /* or NULL (kwargs are not recorded yet: the store has no column) */
     guint timeout_ms;
     guint64 output_limit;
     gint64 started_at_ms; /* unix ms the execute went out, 0: never */

@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "exec/call.h"
 #include "exec/exec-record.h"
 #include "exec/outcome.h"
 #include "exec/relay.h"
@@ -25,6 +26,9 @@ struct SbxExec {
     /* the request */
     SbxLanguage language;
     char *code;
+    char *entry;       /* or NULL */
+    char *args_json;   /* or NULL */
+    char *kwargs_json; /* or NULL */
     guint timeout_ms;
     guint64 output_limit;
     gboolean collect_output;
@@ -72,6 +76,8 @@ static void record_input(const SbxExec *exec, SbxExecRecordInput *in, SbxSession
         .info = &exec->info,
         .language = exec->language,
         .code = exec->code,
+        .entry = exec->entry,
+        .args_json = exec->args_json,
         .timeout_ms = exec->timeout_ms,
         .output_limit = exec->output_limit,
         .started_at_ms = exec->started_at_ms,
@@ -293,6 +299,9 @@ static void execute(SbxExec *exec)
         .id = exec->id,
         .language = exec->language,
         .code = exec->code,
+        .entry = exec->entry,
+        .args_json = exec->args_json,
+        .kwargs_json = exec->kwargs_json,
         .tools = decls,
         .n_tools = n_tools,
         .output_limit = exec->output_limit,
@@ -386,8 +395,14 @@ SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource 
     SbxExec *exec = g_new0(SbxExec, 1);
 
     g_assert(tools != NULL && src != NULL && sink != NULL && sink->done != NULL);
+    /* The front end checked the call: a client's text never reaches here unchecked. */
+    g_assert(sbx_exec_call_check(req->language, req->entry, req->args_json, req->kwargs_json) ==
+             NULL);
     exec->language = req->language;
     exec->code = g_strdup(req->code);
+    exec->entry = g_strdup(req->entry);
+    exec->args_json = g_strdup(req->args_json);
+    exec->kwargs_json = g_strdup(req->kwargs_json);
     exec->timeout_ms = req->timeout_ms;
     exec->output_limit =
         req->output_limit != 0 ? req->output_limit : SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
@@ -564,6 +579,9 @@ void sbx_exec_free(SbxExec *exec)
     g_free(exec->pending);
     g_free(exec->failure);
     g_free(exec->code);
+    g_free(exec->entry);
+    g_free(exec->args_json);
+    g_free(exec->kwargs_json);
     g_free(exec->record_error);
     g_free((char *)exec->info.tenant_id);
     g_free((char *)exec->info.front_end);

@@ -25,11 +25,15 @@
 
 typedef struct SbxExec SbxExec;
 
-/* What to run, checked by the front end. The strings are copied. */
+/* What to run, checked by the front end (the call: exec/call.h). The strings are copied. */
 typedef struct {
     const char *id; /* the front end's id for it (sbx_id_valid()), or NULL: a new random one */
     SbxLanguage language;
     const char *code;
+    /* The function to call once the code ran, and its arguments (sbx_exec_call_check()). */
+    const char *entry;       /* or NULL */
+    const char *args_json;   /* a JSON array's text, or NULL */
+    const char *kwargs_json; /* a JSON object's text (Python), or NULL */
     guint timeout_ms;        /* 0: SBX_SESSION_TIMEOUT_DEFAULT_MS */
     guint64 output_limit;    /* 0: SBX_SESSION_OUTPUT_LIMIT_DEFAULT */
     gboolean collect_output; /* keep the output for the report instead of streaming it */

@@ -4,7 +4,8 @@
  * recording sink: the execute once both the VM and the tools are ready, output to the sink or
  * into the report, a tool call relayed and its process reaped before done, the VM released
  * exactly once, and every way an execution ends early (the acquire fails, the tools fail while
- * the VM is acquired, an abort while acquiring or while running, the VM dies).
+ * the VM is acquired, an abort while acquiring or while running, the VM dies); a function
+ * call (entry, args, kwargs) reaching the guest and the record unchanged.
  */
 /* cmocka needs these first */
 #include <setjmp.h>
@@ -516,6 +517,62 @@ static void test_record_collected(void **state)
     assert_int_equal(r->stdout_len, 3);
     assert_memory_equal(r->stdout_data, "hi\n", 3);
     assert_memory_equal(r->stderr_data, "warn\n", 5);
+    run_free(run);
+    tmp_store_free(t);
+}
+
+/*
+ * A function call: the guest's execute carries entry, args and kwargs byte for byte (numbers
+ * keep their literals: beyond 2^53, beyond a double, a negative zero); the record keeps the
+ * entry and the args (kwargs have no column yet).
+ */
+static void test_call(void **state)
+{
+    (void)state;
+    static const char args[] = "[9007199254740993,1e400,-0.0,\"\\u00e9\"]";
+    static const char kwargs[] = "{\"x\":1.50,\"y\":[{}]}";
+    TmpStore *t = tmp_store_new();
+    SbxExecRequest req = {.language = SBX_LANG_PYTHON,
+                          .code = "def f(*a, **k): return 42",
+                          .entry = "f",
+                          .args_json = args,
+                          .kwargs_json = kwargs};
+    Run *run = run_new(guest_ok, NULL, &req);
+
+    sbx_exec_set_record(run->exec, t->store, &record_info);
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    fake_guest_join(run->src.guest);
+    assert_null(run->src.guest->failure);
+    const SbxExecute *e = &run->src.guest->execute.execute;
+    assert_string_equal(e->entry, "f");
+    assert_string_equal(e->args_json, args);
+    assert_string_equal(e->kwargs_json, kwargs);
+    g_autoptr(SbxRecord) r = record_of(t, run, NULL, NULL);
+    assert_string_equal(r->entry, "f");
+    assert_string_equal(r->args_json, args);
+    run_free(run);
+    tmp_store_free(t);
+}
+
+/* No call: the execute has no entry, args or kwargs, and the record none either. */
+static void test_no_call(void **state)
+{
+    (void)state;
+    TmpStore *t = tmp_store_new();
+    Run *run = run_new(guest_ok, NULL, NULL);
+
+    sbx_exec_set_record(run->exec, t->store, &record_info);
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    fake_guest_join(run->src.guest);
+    const SbxExecute *e = &run->src.guest->execute.execute;
+    assert_null(e->entry);
+    assert_null(e->args_json);
+    assert_null(e->kwargs_json);
+    g_autoptr(SbxRecord) r = record_of(t, run, NULL, NULL);
+    assert_null(r->entry);
+    assert_null(r->args_json);
     run_free(run);
     tmp_store_free(t);
 }
@@ -1161,6 +1218,8 @@ int main(void)
         cmocka_unit_test(test_record_front_end_id),
         cmocka_unit_test(test_record_streamed),
         cmocka_unit_test(test_record_collected),
+        cmocka_unit_test(test_call),
+        cmocka_unit_test(test_no_call),
         cmocka_unit_test(test_record_over_cap),
         cmocka_unit_test(test_record_tool_call),
         cmocka_unit_test(test_record_failure),
