@@ -32,6 +32,15 @@ static void encode_run(SbxJsonb *b, const SbxServeRun *run)
 {
     sbx_jsonb_member_string(b, "language", sbx_language_name(run->language));
     sbx_jsonb_member_string(b, "code", run->code);
+    if (run->entry != NULL) {
+        sbx_jsonb_member_string(b, "entry", run->entry);
+    }
+    if (run->args_json != NULL) {
+        sbx_jsonb_member_raw(b, "args", run->args_json);
+    }
+    if (run->kwargs_json != NULL) {
+        sbx_jsonb_member_raw(b, "kwargs", run->kwargs_json);
+    }
     sbx_jsonb_member_string(b, "tools", run->tools_path);
     sbx_jsonb_member_string(b, "profile", run->profile);
     sbx_jsonb_member_uint(b, "timeout_ms", run->timeout_ms);

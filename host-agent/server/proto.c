@@ -9,6 +9,7 @@
 
 #include <cJSON.h>
 
+#include "exec/call.h"
 #include "protocol/base64.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
@@ -77,8 +78,54 @@ static gboolean get_uint(const cJSON *obj, const char *name, guint64 max, guint6
     return TRUE;
 }
 
-/* Check a `run` message into @run; NULL on success, else what is wrong. */
-static const char *decode_run(const cJSON *msg, SbxServeRun *run)
+/*
+ * Member @name of @msg (parsed from @payload, @len bytes) as the text it was sent as, minified,
+ * into *@ret: NULL when absent or null. FALSE when out of memory.
+ */
+static gboolean get_json_text(const char *payload, gsize len, const cJSON *msg, const char *name,
+                              char **ret)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(msg, name);
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        return TRUE;
+    }
+    char *text = sbx_json_member_text(payload, len, msg, v);
+    *ret = g_strdup(text);
+    free(text);
+    return *ret != NULL;
+}
+
+/*
+ * The function call of a `run` (`entry`, `args`, `kwargs`; exec/call.h) into @run; NULL on
+ * success, else what is wrong (and @run holds none of it).
+ */
+static const char *decode_call(const char *payload, gsize len, const cJSON *msg, SbxServeRun *run)
+{
+    const cJSON *entry = cJSON_GetObjectItemCaseSensitive(msg, "entry");
+    g_autofree char *args = NULL, *kwargs = NULL;
+
+    if (entry != NULL && !cJSON_IsNull(entry) && !cJSON_IsString(entry)) {
+        return SBX_EXEC_CALL_ENTRY_RULE;
+    }
+    if (!get_json_text(payload, len, msg, "args", &args) ||
+        !get_json_text(payload, len, msg, "kwargs", &kwargs)) {
+        return "out of memory";
+    }
+    const char *name = cJSON_IsString(entry) ? entry->valuestring : NULL;
+    const char *why = sbx_exec_call_check(run->language, name, args, kwargs);
+    if (why != NULL) {
+        return why;
+    }
+    run->entry = g_strdup(name);
+    run->args_json = g_steal_pointer(&args);
+    run->kwargs_json = g_steal_pointer(&kwargs);
+    return NULL;
+}
+
+/* Check a `run` message (@payload, @len bytes, parsed: @msg) into @run; NULL on success, else
+ * what is wrong. */
+static const char *decode_run(const char *payload, gsize len, const cJSON *msg, SbxServeRun *run)
 {
     const cJSON *lang = cJSON_GetObjectItemCaseSensitive(msg, "language");
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(msg, "code");
@@ -100,6 +147,10 @@ static const char *decode_run(const cJSON *msg, SbxServeRun *run)
     if (!get_uint(msg, "timeout_ms", SBX_SERVE_TIMEOUT_MAX_MS, &timeout) ||
         !get_uint(msg, "output_limit", SBX_SERVE_OUTPUT_LIMIT_MAX, &limit)) {
         return "timeout_ms (1..86400000) and output_limit (1..2^30) are integers";
+    }
+    const char *why = decode_call(payload, len, msg, run);
+    if (why != NULL) {
+        return why;
     }
     run->code = g_strdup(code->valuestring);
     run->tools_path = cJSON_IsString(tools) ? g_strdup(tools->valuestring) : NULL;
@@ -141,7 +192,7 @@ gboolean sbx_serve_proto_request_decode(const char *payload, gsize len, SbxServe
     }
     switch (ret->type) {
     case SBX_SERVE_REQ_RUN:
-        ret->bad = decode_run(msg, &ret->run);
+        ret->bad = decode_run(payload, len, msg, &ret->run);
         break;
     case SBX_SERVE_REQ_APPROVE:
     case SBX_SERVE_REQ_DENY:
@@ -166,6 +217,9 @@ gboolean sbx_serve_proto_request_decode(const char *payload, gsize len, SbxServe
 void sbx_serve_proto_request_clear(SbxServeRequest *req)
 {
     g_free(req->run.code);
+    g_free(req->run.entry);
+    g_free(req->run.args_json);
+    g_free(req->run.kwargs_json);
     g_free(req->run.tools_path);
     g_free(req->run.profile);
     g_free(req->id);

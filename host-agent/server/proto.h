@@ -35,7 +35,11 @@ typedef enum {
 /* A `run` request's fields, checked. */
 typedef struct {
     SbxLanguage language;
-    char *code;           /* non-empty UTF-8 */
+    char *code; /* non-empty UTF-8 */
+    /* The function to call, and its arguments as sent (minified): sbx_exec_call_check(). */
+    char *entry;          /* or NULL */
+    char *args_json;      /* a JSON array, or NULL */
+    char *kwargs_json;    /* a JSON object (Python), or NULL */
     char *tools_path;     /* absolute, or NULL */
     guint timeout_ms;     /* 1..SBX_SERVE_TIMEOUT_MAX_MS (default SBX_SESSION_TIMEOUT_DEFAULT_MS) */
     guint64 output_limit; /* 1..SBX_SERVE_OUTPUT_LIMIT_MAX (default: the session's) */
@@ -67,8 +71,9 @@ gboolean sbx_serve_proto_request_decode(const char *payload, gsize len, SbxServe
 
 /**
  * The JSON text of request @req (a frame's payload; caller frees): a `run` with @req->run's
- * fields (a NULL tools path or profile is sent as null), `approvals` with @req->id if set,
- * `approve` and `deny` with @req->id, `status`. The decoder gives back what was encoded.
+ * fields (a NULL tools path or profile is sent as null; a NULL entry, args or kwargs not at
+ * all; args and kwargs, JSON texts of ours, inserted as they are), `approvals` with @req->id if
+ * set, `approve` and `deny` with @req->id, `status`. The decoder gives back what was encoded.
  */
 char *sbx_serve_proto_request_encode(const SbxServeRequest *req);
 

@@ -102,6 +102,9 @@ UnixRun *sbx_unix_run_start(UnixConn *conn, const SbxServeRun *req)
             {
                 .language = req->language,
                 .code = req->code,
+                .entry = req->entry,
+                .args_json = req->args_json,
+                .kwargs_json = req->kwargs_json,
                 .timeout_ms = req->timeout_ms,
                 .output_limit = req->output_limit,
                 .collect_output = req->collect,

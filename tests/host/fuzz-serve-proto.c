@@ -6,7 +6,9 @@
  * input's bytes, and each frame is decoded both ways too.
  * Checks: a request and a message decode from the same payloads (a JSON object with a string
  * `type`); an accepted request holds what the server relies on (a known language, non-empty
- * UTF-8 code, an absolute tools path, numbers in range, an id of at most 64 bytes) and a refused
+ * UTF-8 code, an absolute tools path, numbers in range, an id of at most 64 bytes, a function
+ * call the core accepts: an identifier, args an array, kwargs an object for Python, both only
+ * with an entry, as their minified JSON texts) and a refused
  * one says why and holds nothing; a message's fields are in range (exit code, stream) and its
  * texts kept as sent (report, pending list) are JSON of the right kind; fragmenting a stream
  * changes neither its frames nor where it breaks; a request or message, encoded again
@@ -18,6 +20,7 @@
 #include <glib.h>
 
 #include "../protocol/fuzz.h"
+#include "exec/call.h"
 #include "protocol/frame.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
@@ -36,14 +39,38 @@ static gboolean is_json_object(const char *text)
     return ok;
 }
 
+/* @text (NULL: none) is the minified text of a JSON array or object (@kind '[' or '{'). */
+static gboolean is_json_of(const char *text, char kind)
+{
+    if (text == NULL) {
+        return TRUE;
+    }
+    cJSON *v = sbx_json_parse(text, strlen(text), SBX_JSON_DEPTH_MAX, NULL);
+    char *min = sbx_json_minify(text, strlen(text));
+    gboolean ok = (kind == '[' ? cJSON_IsArray(v) : cJSON_IsObject(v)) && min != NULL &&
+                  strcmp(min, text) == 0;
+
+    free(min);
+    cJSON_Delete(v);
+    return ok;
+}
+
 static void check_run(const SbxServeRequest *req)
 {
     const SbxServeRun *run = &req->run;
 
     if (req->bad != NULL) {
         FUZZ_CHECK(run->code == NULL && run->tools_path == NULL && run->profile == NULL);
+        FUZZ_CHECK(run->entry == NULL && run->args_json == NULL && run->kwargs_json == NULL);
         return;
     }
+    /* The call: what exec/call.h allows (the core asserts it), its JSON as sent, minified. */
+    FUZZ_CHECK(sbx_exec_call_check(run->language, run->entry, run->args_json, run->kwargs_json) ==
+               NULL);
+    FUZZ_CHECK(run->entry == NULL || sbx_identifier_valid(run->entry));
+    FUZZ_CHECK(is_json_of(run->args_json, '[') && is_json_of(run->kwargs_json, '{'));
+    FUZZ_CHECK(run->kwargs_json == NULL || run->language == SBX_LANG_PYTHON);
+    FUZZ_CHECK(run->entry != NULL || (run->args_json == NULL && run->kwargs_json == NULL));
     FUZZ_CHECK(run->language < SBX_LANG__COUNT);
     FUZZ_CHECK(run->code != NULL && run->code[0] != '\0' && g_utf8_validate(run->code, -1, NULL));
     FUZZ_CHECK(run->tools_path == NULL || g_path_is_absolute(run->tools_path));
@@ -76,6 +103,8 @@ static void check_request_round_trip(const SbxServeRequest *req)
         FUZZ_CHECK(a->language == b->language && same_str(a->code, b->code));
         FUZZ_CHECK(same_str(a->tools_path, b->tools_path) && same_str(a->profile, b->profile));
         FUZZ_CHECK(a->timeout_ms == b->timeout_ms && a->output_limit == b->output_limit);
+        FUZZ_CHECK(same_str(a->entry, b->entry) && same_str(a->args_json, b->args_json));
+        FUZZ_CHECK(same_str(a->kwargs_json, b->kwargs_json));
         FUZZ_CHECK(a->collect == b->collect && !b->profile_not_name);
     }
 }

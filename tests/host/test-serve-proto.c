@@ -1,8 +1,9 @@
 /*
  * The decoders of `sandbox serve`'s client protocol (cli/serve-proto.c): each request kind
- * accepted with its defaults, each refusal with the text the server answers, frames that are no
- * message at all; and each server message the clients read (status, output, done, error,
- * approvals, approved, denied, another type); the encoders' texts, decoded back the same.
+ * accepted with its defaults, a run's function call (entry, args, kwargs) kept as sent, each
+ * refusal with the text the server answers, frames that are no message at all; and each server
+ * message the clients read (status, output, done, error, approvals, approved, denied, another
+ * type); the encoders' texts, decoded back the same.
  */
 /* cmocka needs these first */
 #include <setjmp.h>
@@ -36,6 +37,9 @@ static void expect_bad(const char *json, SbxServeRequestType type, const char *w
         fail_msg("%s: expected \"%s\", got \"%s\"", json, why, req.bad ? req.bad : "(accepted)");
     }
     assert_null(req.run.code);
+    assert_null(req.run.entry);
+    assert_null(req.run.args_json);
+    assert_null(req.run.kwargs_json);
     assert_null(req.id);
 }
 
@@ -127,10 +131,52 @@ static void test_run_profile_not_name(void **state)
     assert_true(req.run.profile_not_name);
 }
 
+/*
+ * A function call: entry, args and kwargs kept as sent, minified, every number's literal
+ * unchanged (beyond 2^53, beyond a double, a negative zero); null is absent.
+ */
+static void test_run_call(void **state)
+{
+    g_auto(SbxServeRequest) req = {0};
+    g_auto(SbxServeRequest) js = {0};
+    g_auto(SbxServeRequest) nulls = {0};
+    (void)state;
+
+    request("{\"type\":\"run\",\"language\":\"python\",\"code\":\"def f(*a, **k): pass\","
+            "\"entry\":\"f\",\"args\": [9007199254740993, 1e400, -0.0, \"\\u00e9 \"],"
+            "\"kwargs\":{ \"x\" : 1.50 , \"y\":{}}}",
+            &req);
+    assert_null(req.bad);
+    assert_string_equal(req.run.entry, "f");
+    assert_string_equal(req.run.args_json, "[9007199254740993,1e400,-0.0,\"\\u00e9 \"]");
+    assert_string_equal(req.run.kwargs_json, "{\"x\":1.50,\"y\":{}}");
+
+    request("{\"type\":\"run\",\"language\":\"typescript\",\"code\":\"1\",\"entry\":\"$f_1\","
+            "\"args\":[]}",
+            &js);
+    assert_null(js.bad);
+    assert_string_equal(js.run.entry, "$f_1");
+    assert_string_equal(js.run.args_json, "[]");
+    assert_null(js.run.kwargs_json);
+
+    request("{\"type\":\"run\",\"language\":\"javascript\",\"code\":\"1\",\"entry\":null,"
+            "\"args\":null,\"kwargs\":null}",
+            &nulls);
+    assert_null(nulls.bad);
+    assert_null(nulls.run.entry);
+    assert_null(nulls.run.args_json);
+    assert_null(nulls.run.kwargs_json);
+}
+
 static void test_run_refused(void **state)
 {
     static const char numbers[] =
         "timeout_ms (1..86400000) and output_limit (1..2^30) are integers";
+    static const char entry_rule[] =
+        "entry: an identifier, the name of the function to call ([A-Za-z_$][A-Za-z0-9_$]*, at "
+        "most 128 characters)";
+    static const char js_kwargs[] = "kwargs: keyword arguments are for Python only (JavaScript "
+                                    "and TypeScript functions take args)";
     static const struct {
         const char *json;
         const char *why;
@@ -161,6 +207,33 @@ static void test_run_refused(void **state)
         {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\","
          "\"output_limit\":18446744073709551617}",
          numbers},
+        /* the function call (exec/call.h) */
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"entry\":\"1f\"}", entry_rule},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"entry\":\"\"}", entry_rule},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"entry\":\"a.b\"}", entry_rule},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"entry\":7}", entry_rule},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"entry\":[\"f\"]}", entry_rule},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"entry\":\"f\",\"args\":{}}",
+         "args: a JSON array (the function's positional arguments)"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"entry\":\"f\",\"args\":\"[1]"
+         "\"}",
+         "args: a JSON array (the function's positional arguments)"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"entry\":\"f\",\"args\":1}",
+         "args: a JSON array (the function's positional arguments)"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"entry\":\"f\",\"kwargs\":[]}",
+         "kwargs: a JSON object (the function's keyword arguments)"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"args\":[1]}",
+         "args: only with an entry (the function to call)"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"entry\":null,\"args\":[]}",
+         "args: only with an entry (the function to call)"},
+        {"{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"kwargs\":{}}",
+         "kwargs: only with an entry (the function to call)"},
+        {"{\"type\":\"run\",\"language\":\"javascript\",\"code\":\"1\",\"entry\":\"f\","
+         "\"kwargs\":{}}",
+         js_kwargs},
+        {"{\"type\":\"run\",\"language\":\"typescript\",\"code\":\"1\",\"entry\":\"f\","
+         "\"args\":[],\"kwargs\":{\"a\":1}}",
+         js_kwargs},
     };
     (void)state;
 
@@ -463,6 +536,35 @@ static void test_encode_run(void **state)
     assert_true(back.run.collect);
 }
 
+/* A run with a function call: entry as a string, args and kwargs inserted as they are. */
+static void test_encode_run_call(void **state)
+{
+    SbxServeRequest req = {
+        .type = SBX_SERVE_REQ_RUN,
+        .run = {.language = SBX_LANG_PYTHON,
+                .code = "def f(*a, **k): pass",
+                .entry = "f",
+                .args_json = "[9007199254740993,1e400,-0.0]",
+                .kwargs_json = "{\"x\":1.50}",
+                .timeout_ms = 5000,
+                .output_limit = 1},
+    };
+    g_auto(SbxServeRequest) back = {0};
+    (void)state;
+
+    g_autofree char *text = sbx_serve_proto_request_encode(&req);
+    assert_string_equal(text, "{\"type\":\"run\",\"language\":\"python\",\"code\":"
+                              "\"def f(*a, **k): pass\",\"entry\":\"f\","
+                              "\"args\":[9007199254740993,1e400,-0.0],\"kwargs\":{\"x\":1.50},"
+                              "\"tools\":null,\"profile\":null,\"timeout_ms\":5000,"
+                              "\"output_limit\":1,\"collect\":false}");
+    request(text, &back);
+    assert_null(back.bad);
+    assert_string_equal(back.run.entry, "f");
+    assert_string_equal(back.run.args_json, req.run.args_json);
+    assert_string_equal(back.run.kwargs_json, req.run.kwargs_json);
+}
+
 /* status, approvals (with and without an id), approve and deny; an id with a quote stays one. */
 static void test_encode_other_requests(void **state)
 {
@@ -619,7 +721,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run_defaults),   cmocka_unit_test(test_run_fields),
         cmocka_unit_test(test_run_numbers),    cmocka_unit_test(test_run_profile_not_name),
-        cmocka_unit_test(test_run_typescript), cmocka_unit_test(test_run_refused),
+        cmocka_unit_test(test_run_typescript), cmocka_unit_test(test_run_call),
+        cmocka_unit_test(test_run_refused),    cmocka_unit_test(test_encode_run_call),
         cmocka_unit_test(test_other_requests), cmocka_unit_test(test_not_messages),
         cmocka_unit_test(test_status),         cmocka_unit_test(test_output),
         cmocka_unit_test(test_done),           cmocka_unit_test(test_error_and_other),
