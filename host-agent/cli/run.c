@@ -1,10 +1,11 @@
 /*
  * `sandbox run [OPTIONS] FILE|-`: run one program in a fresh VM and exit with its exit code.
  *
- * Load the profile, the image and the tool catalog; start the VM; take the channel to the guest
- * agent while the tools start (MCP servers list their tools); run the execution (output streamed
- * live, or collected for --json); relay tool calls to the providers; then kill the VM, wait for
- * every provider process to be reaped, and exit.
+ * Load the profile, the image and the tool catalog, and check the function to call if one is
+ * given (--entry, --args, --kwargs); start the VM; take the channel to the guest agent while the
+ * tools start (MCP servers list their tools); run the execution (output streamed live, or
+ * collected for --json); relay tool calls to the providers; then kill the VM, wait for every
+ * provider process to be reaped, and exit.
  * docs/cli.md is the user's side of this file.
  */
 #include <errno.h>
@@ -19,9 +20,12 @@
 #include "cli/out.h"
 #include "cli/prompt.h"
 #include "cli/serve-client.h"
+#include "exec/call.h"
 #include "exec/exec.h"
 #include "exec/outcome.h"
 #include "exec/report.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
 #include "session.h"
 #include "store/db.h"
 #include "tools.h"
@@ -54,6 +58,9 @@ typedef struct {
     char *tools_path;
     char *timeout_opt;
     char *output_limit_opt;
+    char *entry;      /* --entry */
+    char *args_opt;   /* --args, as given */
+    char *kwargs_opt; /* --kwargs, as given */
     gboolean json;
     gboolean debug;
     gboolean cold;
@@ -64,6 +71,8 @@ typedef struct {
     SbxLanguage language;
     guint timeout_ms;
     guint64 output_limit;
+    char *args_json;   /* --args checked and minified (numbers as written), or NULL */
+    char *kwargs_json; /* --kwargs, the same */
     SbxProfile *profile;
     SbxImage *image;
     SbxSnapshot *snapshot;   /* restore from it; NULL with --cold */
@@ -271,6 +280,59 @@ static gboolean parse_output_limit(RunCtx *ctx, GError **error)
     return TRUE;
 }
 
+/*
+ * The JSON of option @name (@text, NULL: not given) into *@ret: checked as the protocol checks a
+ * message's value (docs/protocol.md) and minified, its numbers' literals unchanged.
+ */
+static gboolean parse_json_opt(const char *name, const char *text, char **ret, GError **error)
+{
+    char *why = NULL;
+    char *json;
+    unsigned line, col;
+
+    if (text == NULL) {
+        return TRUE;
+    }
+    /* One level below the top: the value nests inside the execute message. */
+    json = sbx_json_normalize(text, strlen(text), SBX_JSON_DEPTH_MAX - 1, &why);
+    if (json == NULL) {
+        const char *rest =
+            why != NULL ? sbx_json_error_where(text, strlen(text), why, &line, &col) : NULL;
+        if (rest == NULL) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s: out of memory", name);
+        } else if (line > 0) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                        "%s: not JSON: line %u column %u: %s", name, line, col, rest);
+        } else {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s: not JSON: %s", name,
+                        rest);
+        }
+        free(why);
+        return FALSE;
+    }
+    *ret = g_strdup(json);
+    free(json);
+    return TRUE;
+}
+
+/* --entry, --args and --kwargs: the function to call, checked as every front end does. */
+static gboolean parse_call(RunCtx *ctx, GError **error)
+{
+    const char *why;
+
+    if (!parse_json_opt("--args", ctx->args_opt, &ctx->args_json, error) ||
+        !parse_json_opt("--kwargs", ctx->kwargs_opt, &ctx->kwargs_json, error)) {
+        return FALSE;
+    }
+    why = sbx_exec_call_check(ctx->language, ctx->entry, ctx->args_json, ctx->kwargs_json);
+    if (why != NULL) {
+        /* Its words name the member (`args: ...`): here the option. */
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--%s", why);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error)
 {
     const GOptionEntry entries[] = {
@@ -285,6 +347,13 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
          "Wall-clock limit of the execution (default: 30)", "SECONDS"},
         {"output-limit", 0, 0, G_OPTION_ARG_STRING, &ctx->output_limit_opt,
          "Cap on stdout+stderr (default: 10M)", "BYTES"},
+        /* FILENAME: the bytes as given (no conversion from the locale); checked below. */
+        {"entry", 0, 0, G_OPTION_ARG_FILENAME, &ctx->entry,
+         "Call this function once the program ran; its value is the result", "NAME"},
+        {"args", 0, 0, G_OPTION_ARG_FILENAME, &ctx->args_opt,
+         "The function's positional arguments (with --entry)", "JSON-ARRAY"},
+        {"kwargs", 0, 0, G_OPTION_ARG_FILENAME, &ctx->kwargs_opt,
+         "The function's keyword arguments (with --entry; Python only)", "JSON-OBJECT"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &ctx->json, "Print one JSON object at the end", NULL},
         {"debug", 0, 0, G_OPTION_ARG_NONE, &ctx->debug, "Show the guest console and timings", NULL},
         {"cold", 0, 0, G_OPTION_ARG_NONE, &ctx->cold,
@@ -307,7 +376,8 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
         return FALSE;
     }
     ctx->file = g_strdup(argv[1]);
-    return parse_timeout(ctx, error) && parse_output_limit(ctx, error) && pick_language(ctx, error);
+    return parse_timeout(ctx, error) && parse_output_limit(ctx, error) &&
+           pick_language(ctx, error) && parse_call(ctx, error);
 }
 
 /* Everything from the user: options, program, catalog. A failure is invalid usage. */
@@ -366,6 +436,9 @@ static gboolean try_serve(RunCtx *ctx)
     SbxServeClientRequest req = {
         .language = ctx->language,
         .code = ctx->code,
+        .entry = ctx->entry,
+        .args_json = ctx->args_json,
+        .kwargs_json = ctx->kwargs_json,
         .tools_path = ctx->tools_path,
         .timeout_ms = ctx->timeout_ms,
         .output_limit = ctx->output_limit,
@@ -455,6 +528,9 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     SbxExecRequest req = {
         .language = ctx->language,
         .code = ctx->code,
+        .entry = ctx->entry,
+        .args_json = ctx->args_json,
+        .kwargs_json = ctx->kwargs_json,
         .timeout_ms = ctx->timeout_ms,
         .output_limit = ctx->output_limit,
         .collect_output = ctx->json, /* --json: the output goes into the report */
@@ -494,6 +570,11 @@ static void run_cleanup(SbxCli *cli)
     g_free(ctx->tools_path);
     g_free(ctx->timeout_opt);
     g_free(ctx->output_limit_opt);
+    g_free(ctx->entry);
+    g_free(ctx->args_opt);
+    g_free(ctx->kwargs_opt);
+    g_free(ctx->args_json);
+    g_free(ctx->kwargs_json);
     g_free(ctx);
     run_ctx = NULL;
 }

@@ -145,6 +145,9 @@ static char *run_message(const SbxServeClientRequest *req)
             {
                 .language = req->language,
                 .code = (char *)req->code,
+                .entry = (char *)req->entry,
+                .args_json = (char *)req->args_json,
+                .kwargs_json = (char *)req->kwargs_json,
                 .tools_path = tools,
                 .timeout_ms = req->timeout_ms,
                 .output_limit = req->output_limit,

@@ -17,7 +17,10 @@
 typedef struct {
     SbxLanguage language;
     const char *code;
-    const char *tools_path; /* or NULL */
+    const char *entry;       /* or NULL */
+    const char *args_json;   /* checked (exec/call.h), or NULL */
+    const char *kwargs_json; /* checked, or NULL */
+    const char *tools_path;  /* or NULL */
     guint timeout_ms;
     guint64 output_limit;
     const char *profile; /* or NULL: the server's */

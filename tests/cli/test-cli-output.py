@@ -7,6 +7,8 @@ Without a VM, against a fake `sandbox serve` on a private socket (a thread of th
                       exits on the server's `done` (within the flush bound), with its exit code,
                       a note that output was dropped, and the summary;
   serve_head          the reader goes away (`| head`): the run goes on to its end;
+  serve_call          --entry, --args and --kwargs reach the server's `run` frame as given
+                      (numbers' literals unchanged);
   serve_terminal      output to a terminal is escaped (a character split across two frames
                       intact); the --json report on a terminal stays the same JSON;
   approvals_whole     `sandbox approvals` shows a 5 KB input whole (fetched by id when the
@@ -58,7 +60,7 @@ def frame(obj):
     return struct.pack(">I", len(data)) + data
 
 
-def recv_frame(conn):
+def recv_payload(conn):
     head = b""
     while len(head) < 4:
         chunk = conn.recv(4 - len(head))
@@ -72,7 +74,7 @@ def recv_frame(conn):
         if not chunk:
             return None
         body += chunk
-    return json.loads(body)
+    return body
 
 
 def output(stream, data):
@@ -88,6 +90,7 @@ class FakeServe:
         self.path = os.path.join(self.dir, "sandbox.sock")
         self.on_run, self.approvals = on_run, approvals
         self.requests = []
+        self.payloads = []  # the frames' bytes, as the client sent them
         self.done_at = None  # monotonic time the `done` frame was sent
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.bind(self.path)
@@ -106,10 +109,12 @@ class FakeServe:
         with conn:
             try:
                 while True:
-                    msg = recv_frame(conn)
-                    if msg is None:
+                    payload = recv_payload(conn)
+                    if payload is None:
                         return
+                    msg = json.loads(payload)
                     self.requests.append(msg)
+                    self.payloads.append(payload)
                     if msg["type"] == "status":
                         conn.sendall(frame({"type": "status", "profile": "q35-serial",
                                             "profiles": {"q35-serial": {}}}))
@@ -241,6 +246,34 @@ def serve_head():
               err.data)
     finally:
         srv.close()
+
+
+def serve_call():
+    """--entry, --args and --kwargs reach the server's `run` as given: args and kwargs minified,
+    every number's literal as typed (beyond 2^53, beyond a double, a negative zero); a run
+    without them sends none of the three."""
+    def answer(srv, conn):
+        srv.done(conn, 0, "")
+    for call in [["--entry", "f", "--args", "[9007199254740993, 1e400, -0.0, \"\\u00e9\"]",
+                  "--kwargs", '{ "x" : 1.50 }'], []]:
+        srv = FakeServe(on_run=answer)
+        try:
+            proc = subprocess.run([SANDBOX, "run", "--lang", "python", *call, "-"],
+                                  input=b"def f(*a, **k):\n    return a\n", capture_output=True,
+                                  env=srv.env(), timeout=60)
+            runs = [p for p in srv.payloads if json.loads(p)["type"] == "run"]
+            check(proc.returncode == 0 and len(runs) == 1,
+                  f"serve_call: one run sent (rc {proc.returncode})", proc.stderr)
+            if call:
+                want = (b'"entry":"f","args":[9007199254740993,1e400,-0.0,"\\u00e9"],'
+                        b'"kwargs":{"x":1.50}')
+                check(runs and want in runs[0], "serve_call: the call as given", runs)
+            else:
+                check(runs and all(b'"%s"' % k not in runs[0] for k in
+                                   [b"entry", b"args", b"kwargs"]),
+                      "serve_call: no call, none sent", runs)
+        finally:
+            srv.close()
 
 
 def serve_terminal():
@@ -501,7 +534,7 @@ def vm_prompt():
 
 
 def main():
-    cases = [serve_slow_reader, serve_head, serve_terminal, approvals_whole]
+    cases = [serve_slow_reader, serve_head, serve_call, serve_terminal, approvals_whole]
     if HAVE_VM:
         cases += [vm_slow_reader, vm_terminal, vm_prompt]
     else:

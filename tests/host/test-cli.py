@@ -34,10 +34,13 @@ with tempfile.TemporaryDirectory(prefix="sbx-cli-") as tmp:
     noext = os.path.join(tmp, "prog")
     binary = os.path.join(tmp, "bin.py")
     bad_catalog = os.path.join(tmp, "tools.json")
+    py = os.path.join(tmp, "f.py")
     for path, data in [(js, b"1"), (noext, b"1"), (binary, b"\xff\xfe"),
+                       (py, b"def f(*a, **k):\n    return [a, k]\n"),
                        (bad_catalog, b'{"providers": {"p": {"kind": "ftp"}}}')]:
         with open(path, "wb") as f:
             f.write(data)
+
     no_image = {"SANDBOX_IMAGE_DIR": os.path.join(tmp, "no-image")}
 
     expect([], 2, "Usage: sandbox")
@@ -56,6 +59,27 @@ with tempfile.TemporaryDirectory(prefix="sbx-cli-") as tmp:
         expect(["run", "--timeout", t, js], 2, "--timeout")
     for o in ["0", "2G", "10X", "-5", "K"]:
         expect(["run", "--output-limit", o, js], 2, "--output-limit")
+    # The function to call (--entry, --args, --kwargs): refused before anything starts.
+    expect(["run", "--help"], 0, "--kwargs")
+    expect(["run", "--args", "[1]", py], 2, "--args: only with an entry")
+    expect(["run", "--kwargs", '{"a":1}', py], 2, "--kwargs: only with an entry")
+    for lang in ["javascript", "typescript"]:
+        expect(["run", "--lang", lang, "--entry", "f", "--kwargs", '{"a":1}', js], 2,
+               "--kwargs: keyword arguments are for Python only")
+    expect(["run", "--entry", "f", "--args", '{"a":1}', py], 2, "--args: a JSON array")
+    expect(["run", "--entry", "f", "--args", '"[1]"', py], 2, "--args: a JSON array")
+    expect(["run", "--entry", "f", "--kwargs", "[1]", py], 2, "--kwargs: a JSON object")
+    expect(["run", "--entry", "f", "--args", "[1,", py], 2, "--args: not JSON: line 1 column")
+    expect(["run", "--entry", "f", "--args", "[01]", py], 2, "--args: not JSON")
+    expect(["run", "--entry", "f", "--args", "[NaN]", py], 2, "--args: not JSON")
+    expect(["run", "--entry", "f", "--kwargs", '{"a":1,"a":2}', py], 2, "--kwargs: not JSON")
+    expect(["run", "--entry", "f", "--args", "[" * 32 + "]" * 32, py], 2, "--args: not JSON")
+    for name in ["1f", "a.b", "", "f-g", "f" * 129, "\u00e9"]:
+        expect(["run", "--entry", name, py], 2, "--entry: an identifier")
+    # Accepted (31 levels: the value nests in the execute message), so the run goes on to fail
+    # for want of an image.
+    expect(["run", "--entry", "f_$", "--args", "[" * 31 + "]" * 31, "--kwargs", '{"a":1e400}',
+            py], 125, env=dict(no_image, SANDBOX_SERVE_SOCKET=os.path.join(tmp, "none.sock")))
     expect(["run", "--tools", bad_catalog, js], 2, 'providers.p.kind: unsupported provider kind')
     expect(["run", "--tools", os.path.join(tmp, "none.json"), js], 2, "none.json")
 
