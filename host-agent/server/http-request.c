@@ -4,10 +4,12 @@
  */
 #include "server/http-request.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <cJSON.h>
 
+#include "exec/call.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
 
@@ -31,8 +33,8 @@ static gboolean get_limit(const cJSON *body, const char *name, guint64 max, guin
 
 static char *check_members(const cJSON *body)
 {
-    static const char *const known[] = {"language", "code", "catalog", "timeout_ms",
-                                        "output_limit"};
+    static const char *const known[] = {"language", "code",    "entry",      "args",
+                                        "kwargs",   "catalog", "timeout_ms", "output_limit"};
     const cJSON *m;
 
     cJSON_ArrayForEach(m, body)
@@ -48,7 +50,50 @@ static char *check_members(const cJSON *body)
     return NULL;
 }
 
-static char *check(const cJSON *body, const SbxHttpLimits *limits, SbxHttpCreate *req)
+/*
+ * Member @name of @body (parsed from @text, @len bytes) as the text it was sent as, minified,
+ * into *@ret: NULL when absent or null. FALSE when out of memory.
+ */
+static gboolean get_json_text(const char *text, gsize len, const cJSON *body, const char *name,
+                              char **ret)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(body, name);
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        return TRUE;
+    }
+    char *member = sbx_json_member_text(text, len, body, v);
+    *ret = g_strdup(member);
+    free(member);
+    return *ret != NULL;
+}
+
+/* The function call (`entry`, `args`, `kwargs`: exec/call.h) into @req; NULL, or what is wrong. */
+static char *check_call(const char *text, gsize len, const cJSON *body, SbxHttpCreate *req)
+{
+    const cJSON *entry = cJSON_GetObjectItemCaseSensitive(body, "entry");
+    g_autofree char *args = NULL, *kwargs = NULL;
+
+    if (entry != NULL && !cJSON_IsNull(entry) && !cJSON_IsString(entry)) {
+        return g_strdup(SBX_EXEC_CALL_ENTRY_RULE);
+    }
+    if (!get_json_text(text, len, body, "args", &args) ||
+        !get_json_text(text, len, body, "kwargs", &kwargs)) {
+        return g_strdup("out of memory");
+    }
+    const char *name = cJSON_IsString(entry) ? entry->valuestring : NULL;
+    const char *why = sbx_exec_call_check(req->language, name, args, kwargs);
+    if (why != NULL) {
+        return g_strdup(why);
+    }
+    req->entry = g_strdup(name);
+    req->args_json = g_steal_pointer(&args);
+    req->kwargs_json = g_steal_pointer(&kwargs);
+    return NULL;
+}
+
+static char *check(const char *text, gsize len, const cJSON *body, const SbxHttpLimits *limits,
+                   SbxHttpCreate *req)
 {
     const cJSON *lang = cJSON_GetObjectItemCaseSensitive(body, "language");
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(body, "code");
@@ -66,6 +111,10 @@ static char *check(const cJSON *body, const SbxHttpLimits *limits, SbxHttpCreate
     if (!cJSON_IsString(code) || code->valuestring[0] == '\0' ||
         strlen(code->valuestring) > SBX_HTTP_CODE_MAX) {
         return g_strdup("code: a non-empty string of at most 1 MiB");
+    }
+    why = check_call(text, len, body, req);
+    if (why != NULL) {
+        return why;
     }
     if (catalog != NULL && !cJSON_IsNull(catalog) &&
         (!cJSON_IsString(catalog) || limits->catalogs == NULL ||
@@ -98,7 +147,7 @@ char *sbx_http_create_decode(const char *body, gsize len, const SbxHttpLimits *l
         return g_strdup_printf("the body must be one JSON object%s%s", error != NULL ? ": " : "",
                                error != NULL ? error : "");
     }
-    char *why = check(v, limits, ret);
+    char *why = check(body, len, v, limits, ret);
     if (why != NULL) {
         sbx_http_create_clear(ret);
     }
@@ -108,6 +157,9 @@ char *sbx_http_create_decode(const char *body, gsize len, const SbxHttpLimits *l
 void sbx_http_create_clear(SbxHttpCreate *c)
 {
     g_free(c->code);
+    g_free(c->entry);
+    g_free(c->args_json);
+    g_free(c->kwargs_json);
     g_free(c->catalog);
     memset(c, 0, sizeof(*c));
 }

@@ -27,7 +27,11 @@ typedef struct {
 typedef struct {
     SbxLanguage language;
     char *code;
-    char *catalog; /* or NULL */
+    /* The function to call, and its arguments as sent (minified): exec/call.h. */
+    char *entry;       /* or NULL */
+    char *args_json;   /* a JSON array, or NULL */
+    char *kwargs_json; /* a JSON object (Python), or NULL */
+    char *catalog;     /* or NULL */
     guint timeout_ms;
     guint64 output_limit;
 } SbxHttpCreate;

@@ -5,8 +5,9 @@ test-http-api.py SANDBOX_BINARY
 Makes tenants in a temp store, starts serve on 127.0.0.1 (a free port) with a catalogs dir
 holding a catalog whose tool needs an approval, and checks with python3-requests, raw sockets
 and curl: health and the OpenAPI document without a key (valid, and the file in the tree);
-401s; runs in every language, ?wait, lists and cursors; SSE and NDJSON streams; cancel and
-409; every kind of malformed request; tenant isolation (404); quotas (429 + Retry-After);
+401s; runs in every language, function calls (entry, args), ?wait, lists and cursors; SSE
+and NDJSON streams; cancel and 409; every kind of malformed request; tenant isolation (404);
+quotas (429 + Retry-After);
 fairness between a flooding tenant and another (SBX_TEST_FLOOD executions, default 100); an
 approval answered over the API; the header timeout (slowloris), big headers and bodies, many
 connections; README's Python client (docs/examples/api-client.py); HTTPS with --tls-cert and
@@ -140,6 +141,17 @@ def runs(srv, key):
               f"{lang} {code!r}: ok, its output, result and defaults", ex)
         g = srv.get(key, ex["id"])
         check(g.status_code == 200 and g.json() == ex, "GET gives the same object", g.text[:500])
+    # A function call: its value is the result; 2^53 + 1 reaches Python's int exactly.
+    calls = [({"language": "python", "code": "def f(a, b):\n    return [a, b]",
+               "entry": "f", "args": [9007199254740993, "x"]}, [9007199254740993, "x"]),
+             ({"language": "javascript", "code": "async function add(a, b) { return a + b }",
+               "entry": "add", "args": [40, 2]}, 42)]
+    for body, result in calls:
+        r = srv.create(key, body, wait=120)
+        ex = r.json() if r.status_code == 201 else {}
+        check(ex.get("status") == "ok" and ex.get("result") == result,
+              f"{body['language']} entry {body['entry']}: its value is the result",
+              r.text[:500])
     r = srv.create(key, {"language": "javascript", "code": "console.log('x');\n"
                          "throw new Error('boom')", "timeout_ms": 60000, "output_limit": 100})
     check(r.status_code == 201 and r.json()["status"] in ("queued", "running", "ok", "error"),
@@ -354,6 +366,16 @@ def malformed(srv, key):
          "bad_request"),
         ("code over 1 MiB", {"language": "javascript", "code": "x" * ((1 << 20) + 1)}, None, 400,
          "bad_request"),
+        ("entry not an identifier", {"language": "python", "code": "1", "entry": "os.system"},
+         None, 400, "bad_request"),
+        ("args not an array", {"language": "python", "code": "1", "entry": "f",
+                               "args": {"a": 1}}, None, 400, "bad_request"),
+        ("kwargs not an object", {"language": "python", "code": "1", "entry": "f",
+                                  "kwargs": [1]}, None, 400, "bad_request"),
+        ("args without entry", {"language": "python", "code": "1", "args": [1]}, None, 400,
+         "bad_request"),
+        ("kwargs for javascript", {"language": "javascript", "code": "1", "entry": "f",
+                                   "kwargs": {"a": 1}}, None, 400, "bad_request"),
         ("text/plain", b'{"language":"python","code":"1"}', {"Content-Type": "text/plain"}, 415,
          "unsupported_media_type"),
         ("no content type", b'{"language":"python","code":"1"}', {}, 415,

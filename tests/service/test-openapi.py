@@ -5,7 +5,8 @@ test-openapi.py [OPENAPI_JSON]
 Validates it with validate-openapi.mjs (the npm validator installed by scripts/setup), checks
 that broken copies fail the same validation (so this test fails if the document breaks), and
 that the document says what docs/api.md says: every path and method, which need no key, the
-statuses and headers of each operation, the error codes. Needs no VM."""
+statuses and headers of each operation, the error codes, the members of a creation's body.
+Needs no VM."""
 import json
 import os
 import subprocess
@@ -125,6 +126,24 @@ def contents(doc):
     req = schemas["ExecutionRequest"]
     check(req.get("additionalProperties") is False and req["required"] == ["language", "code"],
           "ExecutionRequest: unknown members refused, language and code required")
+    members = api_md_body_members()
+    check(set(req["properties"]) == members,
+          "ExecutionRequest's members are the body's in docs/api.md", (set(req["properties"]),
+                                                                         members))
+    call = req["properties"]
+    check(call.get("entry", {}).get("pattern") == "^[A-Za-z_$][A-Za-z0-9_$]*$" and
+          call.get("args", {}).get("type") == ["array", "null"] and
+          call.get("kwargs", {}).get("type") == ["object", "null"],
+          "ExecutionRequest: entry an identifier, args an array, kwargs an object")
+
+
+def api_md_body_members():
+    """The members of the table under `### POST /v1/executions` in docs/api.md."""
+    with open(os.path.join(TOP, "docs", "api.md")) as f:
+        text = f.read()
+    section = text.split("### POST /v1/executions\n", 1)[1].split("\n#", 1)[0]
+    return {line.split("`")[1] for line in section.splitlines()
+            if line.startswith("| `")}
 
 
 def main():
