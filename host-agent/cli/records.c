@@ -269,13 +269,14 @@ static int do_show(SbxStore *store, const char *id, const RecordsOpts *o)
 static int do_prune(SbxStore *store, const RecordsOpts *o)
 {
     g_autoptr(GError) error = NULL;
-    guint deleted = 0;
+    guint deleted = 0, sessions = 0;
 
     if (!sbx_records_prune(store, (guint64)o->max_age_days * 86400, (guint64)o->max_count, &deleted,
-                           &error)) {
+                           &sessions, &error)) {
         return sbx_cli_store_fail(VERB, error);
     }
-    printf("%u record%s deleted\n", deleted, deleted == 1 ? "" : "s");
+    printf("%u record%s and %u session%s deleted\n", deleted, deleted == 1 ? "" : "s", sessions,
+           sessions == 1 ? "" : "s");
     return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
 }
 

@@ -1,5 +1,6 @@
 /*
- * Records pruned by a running server (retention.h): once at start, then on a timer.
+ * Records pruned by a running server (retention.h): once at start, then on a timer. Execution
+ * and session records both (sbx_records_prune()).
  */
 #include "server/retention.h"
 
@@ -13,13 +14,14 @@ struct SbxRetention {
 static void prune(SbxRetention *r)
 {
     g_autoptr(GError) error = NULL;
-    guint deleted = 0;
+    guint deleted = 0, sessions = 0;
 
-    if (!sbx_records_prune(r->store, r->max_age_s, r->max_count, &deleted, &error)) {
+    if (!sbx_records_prune(r->store, r->max_age_s, r->max_count, &deleted, &sessions, &error)) {
         g_warning("records: prune failed (tried again in %d s): %s", SBX_RETENTION_PERIOD_S,
                   error->message);
-    } else if (deleted > 0) {
-        g_message("records: %u past retention deleted", deleted);
+    } else if (deleted > 0 || sessions > 0) {
+        g_message("records: %u executions and %u sessions past retention deleted", deleted,
+                  sessions);
     }
 }
 

@@ -1,7 +1,7 @@
 /*
  * Opening the store (db.h): the file's mode, the pragmas that make it durable, the schema and
- * its migrations, the executions a killed server left behind; and the SQLite helpers the other
- * files of the store share (store-private.h).
+ * its migrations, the executions and sessions a killed server left behind; and the SQLite helpers
+ * the other files of the store share (store-private.h).
  */
 #include "store-private.h"
 
@@ -104,6 +104,29 @@ static const char *const migrations[] = {
      * the server has forgotten it (after a restart). */
     "ALTER TABLE executions ADD COLUMN catalog TEXT;"
     "PRAGMA user_version = 2;",
+    /* 2 -> 3: sessions (a VM a tenant keeps for several executions) and the session an
+     * execution ran in; the tenants' session quotas, existing tenants given the defaults of
+     * this version (2 sessions, 1024 MiB: tenants.h), as literals since this entry never
+     * changes. tenant_id is no foreign key, as for executions. */
+    "CREATE TABLE sessions ("
+    "  id TEXT PRIMARY KEY,"
+    "  tenant_id TEXT,"
+    "  profile TEXT NOT NULL,"
+    "  memory_mib INTEGER,"
+    "  created_at INTEGER NOT NULL,"
+    "  idle_timeout_ms INTEGER NOT NULL,"
+    "  max_lifetime_ms INTEGER NOT NULL,"
+    "  status TEXT NOT NULL,"
+    "  reason TEXT,"
+    "  ended_at INTEGER);"
+    "CREATE INDEX sessions_created ON sessions (created_at, id);"
+    "CREATE INDEX sessions_tenant ON sessions (tenant_id, created_at, id);"
+    "CREATE INDEX sessions_status ON sessions (status);"
+    "ALTER TABLE executions ADD COLUMN session_id TEXT;"
+    "CREATE INDEX executions_session ON executions (session_id, created_at, id);"
+    "ALTER TABLE tenants ADD COLUMN max_sessions INTEGER NOT NULL DEFAULT 2;"
+    "ALTER TABLE tenants ADD COLUMN max_session_memory_mib INTEGER NOT NULL DEFAULT 1024;"
+    "PRAGMA user_version = 3;",
 };
 
 G_STATIC_ASSERT(G_N_ELEMENTS(migrations) == SBX_STORE_SCHEMA_VERSION);
@@ -288,24 +311,45 @@ static gboolean migrate(SbxStore *store, GError **error)
     return TRUE;
 }
 
-/* Executions left running or queued by a server that is gone: interrupted, now. */
-static gboolean mark_interrupted(SbxStore *store, GError **error)
+/* Run @sql, an UPDATE whose ?1 is the time now; *@ret_changed: how many rows it changed. */
+static gboolean update_now(SbxStore *store, const char *sql, gint64 now, guint *ret_changed,
+                           GError **error)
 {
-    g_autoptr(sqlite3_stmt) stmt =
-        sbx_store_prepare(store,
-                          "UPDATE executions SET status = 'interrupted', finished_at = ?1"
-                          " WHERE status IN ('running', 'queued')",
-                          error);
+    g_autoptr(sqlite3_stmt) stmt = sbx_store_prepare(store, sql, error);
 
     if (stmt == NULL) {
         return FALSE;
     }
-    sqlite3_bind_int64(stmt, 1, sbx_store_now_ms());
+    sqlite3_bind_int64(stmt, 1, now);
     if (!sbx_store_step_done(store, stmt, error)) {
         return FALSE;
     }
-    store->interrupted = (guint)sqlite3_changes(store->db);
+    *ret_changed = (guint)sqlite3_changes(store->db);
     return TRUE;
+}
+
+/*
+ * Executions left running or queued, and sessions left open, by a server that is gone:
+ * interrupted, now, in one transaction. A session lives in its server's memory only, so none
+ * survives the server (kill -9 included); its record must not claim it is open.
+ */
+static gboolean mark_interrupted(SbxStore *store, GError **error)
+{
+    gint64 now = sbx_store_now_ms();
+
+    if (!sbx_store_begin(store, error)) {
+        return FALSE;
+    }
+    gboolean ok = update_now(store,
+                             "UPDATE executions SET status = 'interrupted', finished_at = ?1"
+                             " WHERE status IN ('running', 'queued')",
+                             now, &store->interrupted, error) &&
+                  update_now(store,
+                             "UPDATE sessions SET status = 'interrupted', ended_at = ?1,"
+                             " reason = '" SBX_STORE_SESSION_INTERRUPTED_REASON "'"
+                             " WHERE status = 'open'",
+                             now, &store->sessions_interrupted, error);
+    return sbx_store_end(store, ok, ok ? error : NULL);
 }
 
 /*
@@ -376,6 +420,11 @@ void sbx_store_close(SbxStore *store)
 guint sbx_store_interrupted_at_open(const SbxStore *store)
 {
     return store->interrupted;
+}
+
+guint sbx_store_sessions_interrupted_at_open(const SbxStore *store)
+{
+    return store->sessions_interrupted;
 }
 
 const char *sbx_store_path(const SbxStore *store)

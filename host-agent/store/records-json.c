@@ -46,6 +46,7 @@ static void append_record(GString *out, const SbxRecord *r)
     append_str(out, "snapshot_key", r->snapshot_key);
     append_str(out, "image_id", r->image_id);
     append_str(out, "catalog", r->catalog);
+    append_str(out, "session_id", r->session_id);
     g_string_append_printf(
         out, ",\"timeout_ms\":%" G_GINT64_FORMAT ",\"output_limit\":%" G_GINT64_FORMAT,
         r->timeout_ms, r->output_limit);

@@ -13,7 +13,7 @@
     "id, tenant_id, front_end, language, " code ", code_sha256, entry, " args ", profile,"         \
     " snapshot_key, image_id, timeout_ms, output_limit, status, exit_code, " result ", " error     \
     ", " out ", " err ", stdout_truncated, stderr_truncated, created_at, started_at,"              \
-    " finished_at, boot_ms, duration_ms, entropy_hex, guest_clock_ms, catalog"
+    " finished_at, boot_ms, duration_ms, entropy_hex, guest_clock_ms, catalog, session_id"
 #define ALL_COLUMNS                                                                                \
     RECORD_COLUMNS("code", "args_json", "result_json", "error_json", "stdout", "stderr")
 #define LIST_COLUMNS RECORD_COLUMNS("NULL", "NULL", "NULL", "NULL", "NULL", "NULL")
@@ -63,6 +63,7 @@ static SbxRecord *read_row(sqlite3_stmt *stmt)
     r->entropy_hex = sbx_store_column_text(stmt, 26);
     r->guest_clock_ms = sqlite3_column_int64(stmt, 27);
     r->catalog = sbx_store_column_text(stmt, 28);
+    r->session_id = sbx_store_column_text(stmt, 29);
     return r;
 }
 
@@ -183,20 +184,23 @@ gboolean sbx_records_get_calls(SbxStore *store, const char *tenant_id, const cha
     return TRUE;
 }
 
+/* A page of records: newest first, or oldest first with the cursor's comparison turned. */
+#define LIST_SQL(cmp, order)                                                                       \
+    "SELECT " LIST_COLUMNS " FROM executions"                                                      \
+    " WHERE (?1 IS NULL OR tenant_id = ?1) AND (?2 IS NULL OR status = ?2)"                        \
+    " AND (?3 = 0 OR created_at > ?3) AND (?4 = 0 OR created_at < ?4)"                             \
+    " AND (?8 IS NULL OR session_id = ?8)"                                                         \
+    " AND (?5 IS NULL OR (created_at, id) " cmp " (?6, ?5))"                                       \
+    " ORDER BY created_at " order ", id " order " LIMIT ?7"
+
 gboolean sbx_records_list(SbxStore *store, const SbxRecordFilter *f, GPtrArray **ret,
                           GError **error)
 {
     static const SbxRecordFilter all = {0};
     f = f != NULL ? f : &all;
     guint limit = f->limit == 0 ? SBX_RECORDS_LIST_DEFAULT : MIN(f->limit, SBX_RECORDS_LIST_MAX);
-    g_autoptr(sqlite3_stmt) stmt =
-        sbx_store_prepare(store,
-                          "SELECT " LIST_COLUMNS " FROM executions"
-                          " WHERE (?1 IS NULL OR tenant_id = ?1) AND (?2 IS NULL OR status = ?2)"
-                          " AND (?3 = 0 OR created_at > ?3) AND (?4 = 0 OR created_at < ?4)"
-                          " AND (?5 IS NULL OR (created_at, id) < (?6, ?5))"
-                          " ORDER BY created_at DESC, id DESC LIMIT ?7",
-                          error);
+    g_autoptr(sqlite3_stmt) stmt = sbx_store_prepare(
+        store, f->oldest_first ? LIST_SQL(">", "ASC") : LIST_SQL("<", "DESC"), error);
     g_autoptr(GPtrArray) list = g_ptr_array_new_with_free_func((GDestroyNotify)sbx_record_free);
     int rc;
 
@@ -210,6 +214,7 @@ gboolean sbx_records_list(SbxStore *store, const SbxRecordFilter *f, GPtrArray *
     sbx_store_bind_text(stmt, 5, f->cursor_id);
     sqlite3_bind_int64(stmt, 6, f->cursor_created_ms);
     sqlite3_bind_int64(stmt, 7, limit);
+    sbx_store_bind_text(stmt, 8, f->session_id);
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
         g_ptr_array_add(list, read_row(stmt));
     }

@@ -15,6 +15,11 @@
 /* Statuses of executions not finished yet: never pruned, interrupted at the next open. */
 #define UNFINISHED "('running', 'queued')"
 
+/* Sessions retention may delete: ended, and none of their execution records left. */
+#define SESSION_PRUNABLE                                                                           \
+    "status != 'open' AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.session_id = "            \
+    "sessions.id)"
+
 void sbx_record_free(SbxRecord *r)
 {
     if (r == NULL) {
@@ -24,7 +29,7 @@ void sbx_record_free(SbxRecord *r)
                         &r->code,        &r->code_sha256,  &r->entry,       &r->args_json,
                         &r->profile,     &r->snapshot_key, &r->image_id,    &r->status,
                         &r->result_json, &r->error_json,   &r->stdout_data, &r->stderr_data,
-                        &r->entropy_hex, &r->catalog};
+                        &r->entropy_hex, &r->catalog,      &r->session_id};
     for (gsize i = 0; i < G_N_ELEMENTS(strings); i++) {
         g_free(*strings[i]);
     }
@@ -132,6 +137,7 @@ static gboolean check_begin(const SbxRecord *r, GError **error)
            check_text("snapshot_key", r->snapshot_key, TRUE, error) &&
            check_text("image_id", r->image_id, TRUE, error) &&
            check_id("catalog", r->catalog, TRUE, error) &&
+           check_id("session_id", r->session_id, TRUE, error) &&
            check_text("entropy_hex", r->entropy_hex, TRUE, error) &&
            (r->timeout_ms >= 0 && r->output_limit >= 0 ? TRUE : bad(error, "limits", "negative"));
 }
@@ -155,9 +161,9 @@ gboolean sbx_records_begin(SbxStore *store, const SbxRecord *r, GError **error)
         store,
         "INSERT INTO executions (id, tenant_id, front_end, language, code, code_sha256, entry,"
         " args_json, profile, snapshot_key, image_id, timeout_ms, output_limit, status,"
-        " created_at, started_at, boot_ms, entropy_hex, guest_clock_ms, catalog)"
+        " created_at, started_at, boot_ms, entropy_hex, guest_clock_ms, catalog, session_id)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-        " ?19, ?20)",
+        " ?19, ?20, ?21)",
         error);
     if (stmt == NULL) {
         return FALSE;
@@ -177,6 +183,7 @@ gboolean sbx_records_begin(SbxStore *store, const SbxRecord *r, GError **error)
     sbx_store_bind_text(stmt, 18, r->entropy_hex);
     bind_ms(stmt, 19, r->guest_clock_ms);
     sbx_store_bind_text(stmt, 20, r->catalog);
+    sbx_store_bind_text(stmt, 21, r->session_id);
     return sbx_store_step_done(store, stmt, error);
 }
 
@@ -387,10 +394,43 @@ static gboolean prune_step(SbxStore *store, const char *sql, gint64 value, guint
     return TRUE;
 }
 
-gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count,
-                           guint *ret_deleted, GError **error)
+/* Delete the finished records past @age_ms (0: no bound) or @count (0: no bound). */
+static gboolean prune_executions(SbxStore *store, gint64 age_ms, gint64 count, guint *deleted,
+                                 GError **error)
 {
-    guint deleted = 0;
+    return (age_ms == 0 || prune_step(store,
+                                      "DELETE FROM executions WHERE status NOT IN " UNFINISHED
+                                      " AND created_at < ?1",
+                                      sbx_store_now_ms() - age_ms, deleted, error)) &&
+           (count == 0 || prune_step(store,
+                                     "DELETE FROM executions WHERE id IN (SELECT id FROM executions"
+                                     " WHERE status NOT IN " UNFINISHED
+                                     " ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?1)",
+                                     count, deleted, error));
+}
+
+/*
+ * Delete the ended sessions past @age_ms or @count, as prune_executions(), once their
+ * executions are gone: run after it, so a session goes with its last execution record and
+ * `sandbox records session` finds every session an execution record names.
+ */
+static gboolean prune_sessions(SbxStore *store, gint64 age_ms, gint64 count, guint *deleted,
+                               GError **error)
+{
+    return (age_ms == 0 ||
+            prune_step(store, "DELETE FROM sessions WHERE " SESSION_PRUNABLE " AND created_at < ?1",
+                       sbx_store_now_ms() - age_ms, deleted, error)) &&
+           (count == 0 || prune_step(store,
+                                     "DELETE FROM sessions WHERE " SESSION_PRUNABLE
+                                     " AND id IN (SELECT id FROM sessions WHERE status != 'open'"
+                                     " ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?1)",
+                                     count, deleted, error));
+}
+
+gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count,
+                           guint *ret_deleted, guint *ret_sessions, GError **error)
+{
+    guint deleted = 0, sessions = 0;
     /* Past 2^53 ms a bound means nothing anyway; keeps the arithmetic in gint64. */
     gint64 age_ms = (gint64)MIN(max_age_s, (guint64)G_MAXINT64 / 2000) * 1000;
     gint64 count = (gint64)MIN(max_count, (guint64)G_MAXINT64);
@@ -398,22 +438,16 @@ gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count
     if (!sbx_store_begin(store, error)) {
         return FALSE;
     }
-    gboolean ok =
-        (max_age_s == 0 ||
-         prune_step(store,
-                    "DELETE FROM executions WHERE status NOT IN " UNFINISHED " AND created_at < ?1",
-                    sbx_store_now_ms() - age_ms, &deleted, error)) &&
-        (max_count == 0 ||
-         prune_step(store,
-                    "DELETE FROM executions WHERE id IN (SELECT id FROM executions"
-                    " WHERE status NOT IN " UNFINISHED
-                    " ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?1)",
-                    count, &deleted, error));
+    gboolean ok = prune_executions(store, age_ms, count, &deleted, error) &&
+                  prune_sessions(store, age_ms, count, &sessions, error);
     if (!sbx_store_end(store, ok, ok ? error : NULL)) {
         return FALSE;
     }
     if (ret_deleted != NULL) {
         *ret_deleted = deleted;
+    }
+    if (ret_sessions != NULL) {
+        *ret_sessions = sessions;
     }
     return TRUE;
 }

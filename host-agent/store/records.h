@@ -1,7 +1,8 @@
 /*
  * Execution records (docs/service.md, "Records"): every execution with what ran, how, what came
  * of it, its tool calls and approvals, and the entropy and clock its guest was given (what a
- * replay needs). Plain structs filled by the front end; nothing here knows a session or a VM.
+ * replay needs). Plain structs filled by the front end; nothing here knows a VM. An execution
+ * of a session (sessions.h) names it by its session_id.
  */
 #pragma once
 
@@ -43,7 +44,8 @@ typedef struct {
     char *profile;
     char *snapshot_key;
     char *image_id;
-    char *catalog; /* the tool catalog named by an API request, or NULL */
+    char *catalog;    /* the tool catalog named by an API request, or NULL */
+    char *session_id; /* the session (sessions.h) it ran in, or NULL: an execution of its own */
     gint64 timeout_ms;
     gint64 output_limit;
     char *status; /* "queued", "running", then the outcome ("ok", "error", "timeout", ...),
@@ -100,7 +102,11 @@ typedef struct {
      * (newest first); cursor_id NULL: from the newest. */
     gint64 cursor_created_ms;
     const char *cursor_id;
-    guint limit; /* 0: SBX_RECORDS_LIST_DEFAULT; capped at SBX_RECORDS_LIST_MAX */
+    guint limit;            /* 0: SBX_RECORDS_LIST_DEFAULT; capped at SBX_RECORDS_LIST_MAX */
+    const char *session_id; /* NULL: any; else only the executions of that session */
+    /* Oldest first (a session's executions in the order they ran): the cursor then means
+     * records newer than (created_at, id) of the previous page's last one. */
+    gboolean oldest_first;
 } SbxRecordFilter;
 
 void sbx_record_free(SbxRecord *rec);
@@ -148,10 +154,13 @@ gboolean sbx_records_list(SbxStore *store, const SbxRecordFilter *f, GPtrArray *
 /**
  * Delete finished records (not running or queued) created more than @max_age_s ago, and all but
  * the newest @max_count finished ones (0: no such bound); their tool calls and approvals go
- * with them. *@ret_deleted (may be NULL): how many records.
+ * with them. Then, in the same transaction, session records (sessions.h) by the same rules:
+ * ended sessions created more than @max_age_s ago and all but the newest @max_count ended ones,
+ * each only once none of its execution records is left (an open session is never deleted).
+ * *@ret_deleted and *@ret_sessions (either may be NULL): how many records and sessions.
  */
 gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count,
-                           guint *ret_deleted, GError **error);
+                           guint *ret_deleted, guint *ret_sessions, GError **error);
 
 /** @rec as a JSON object, a new string (fields list leaves out are null). */
 char *sbx_record_to_json(const SbxRecord *rec);

@@ -11,11 +11,15 @@
 struct SbxStore {
     sqlite3 *db;
     char *path;
-    guint interrupted; /* executions marked interrupted at open */
-    int lock_fd;       /* a server's: the exclusive lock beside the file (<path>.lock), or -1 */
+    guint interrupted;          /* executions marked interrupted at open */
+    guint sessions_interrupted; /* sessions marked interrupted at open */
+    int lock_fd; /* a server's: the exclusive lock beside the file (<path>.lock), or -1 */
 };
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(sqlite3_stmt, sqlite3_finalize)
+
+/* The reason of a session a server's open found open (SQL text: no quote in it). */
+#define SBX_STORE_SESSION_INTERRUPTED_REASON "the server stopped while the session was open"
 
 /** Set @error from the database's last failure, with @what (an action) before it; FALSE. */
 gboolean sbx_store_fail(SbxStore *store, const char *what, GError **error);

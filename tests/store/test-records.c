@@ -119,6 +119,20 @@ static void test_reopen_and_newer_schema(void **state)
     assert_non_null(strstr(error->message, "newer"));
 }
 
+/* Take the database of @s back to schema 2: what migration 2 -> 3 adds, removed. */
+static void downgrade_to_2(SbxStore *s)
+{
+    assert_int_equal(sqlite3_exec(s->db,
+                                  "DROP TABLE sessions;"
+                                  "DROP INDEX executions_session;"
+                                  "ALTER TABLE executions DROP COLUMN session_id;"
+                                  "ALTER TABLE tenants DROP COLUMN max_sessions;"
+                                  "ALTER TABLE tenants DROP COLUMN max_session_memory_mib;"
+                                  "PRAGMA user_version = 2;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+}
+
 /* A database of schema 1 (before records kept the catalog) is migrated at open, its records
  * kept. */
 static void test_migrate_from_1(void **state)
@@ -128,6 +142,7 @@ static void test_migrate_from_1(void **state)
     SbxRecord old = store_fixture_record("old-1", NULL, 0);
 
     begin_ok(s, &old);
+    downgrade_to_2(s);
     assert_int_equal(sqlite3_exec(s->db,
                                   "ALTER TABLE executions DROP COLUMN catalog;"
                                   "PRAGMA user_version = 1;",
@@ -143,6 +158,61 @@ static void test_migrate_from_1(void **state)
     assert_string_equal(got->catalog, "approvals");
     g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-1");
     assert_null(kept->catalog);
+    sbx_store_close(s);
+}
+
+/*
+ * A database of schema 2 (before sessions) is migrated at open: its records and tenants kept
+ * (the tenants with the session quotas' defaults), executions of no session, sessions usable;
+ * and a server's open of it interrupts what was running, as before.
+ */
+static void test_migrate_from_2(void **state)
+{
+    StoreFixture *f = *state;
+    SbxStore *s = open_ok(f->path);
+    SbxRecord old = store_fixture_record("old-2", "t_00000000000000aa", 1000);
+    SbxRecord running = store_fixture_record("old-running", NULL, 2000);
+
+    old.catalog = "web";
+    begin_ok(s, &old);
+    old.status = "ok";
+    finish_ok(s, &old, NULL, 0, NULL, 0);
+    begin_ok(s, &running);
+    assert_int_equal(
+        sqlite3_exec(s->db,
+                     "INSERT INTO tenants (id, name, created_at, key_hash, key_prefix,"
+                     " max_concurrent, max_per_minute, max_timeout_ms, max_output_bytes)"
+                     " VALUES ('t_00000000000000aa', 'alice', 1, 'hash', 'sbx_abcdef', 3, 30,"
+                     " 60000, 4096)",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    downgrade_to_2(s);
+    sbx_store_close(s);
+
+    s = open_ok(f->path);
+    assert_int_equal(query_int(s, "PRAGMA user_version"), 3);
+    assert_int_equal(sbx_store_interrupted_at_open(s), 1);
+    assert_int_equal(sbx_store_sessions_interrupted_at_open(s), 0);
+    g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-2");
+    assert_string_equal(kept->status, "ok");
+    assert_string_equal(kept->catalog, "web");
+    assert_string_equal(kept->tenant_id, "t_00000000000000aa");
+    assert_null(kept->session_id);
+    g_autoptr(SbxRecord) interrupted = get_ok(s, NULL, "old-running");
+    assert_string_equal(interrupted->status, "interrupted");
+    /* The tenant, its quotas, and the session quotas' defaults of schema 3 (literals in the
+     * migration: the constants' values when it was written). */
+    assert_int_equal(query_int(s, "SELECT max_concurrent FROM tenants"), 3);
+    assert_int_equal(query_int(s, "SELECT max_output_bytes FROM tenants"), 4096);
+    assert_int_equal(query_int(s, "SELECT max_sessions FROM tenants"), 2);
+    assert_int_equal(query_int(s, "SELECT max_session_memory_mib FROM tenants"), 1024);
+    /* The new parts work on the migrated file. */
+    assert_int_equal(query_int(s, "SELECT count(*) FROM sessions"), 0);
+    SbxRecord in_session = store_fixture_record("new-3", "t_00000000000000aa", 3000);
+    in_session.session_id = "s-1";
+    begin_ok(s, &in_session);
+    g_autoptr(SbxRecord) got = get_ok(s, NULL, "new-3");
+    assert_string_equal(got->session_id, "s-1");
     sbx_store_close(s);
 }
 
@@ -523,7 +593,7 @@ static void test_prune(void **state)
         add_finished(s, id, now - 1000 + i, "ok");
     }
     assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 7);
-    assert_true(sbx_records_prune(s, 24 * 3600, 0, &deleted, NULL));
+    assert_true(sbx_records_prune(s, 24 * 3600, 0, &deleted, NULL, NULL));
     assert_int_equal(deleted, 2);
     assert_int_equal(query_int(s, "SELECT count(*) FROM executions"), 6);
     assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 5); /* cascade */
@@ -531,7 +601,7 @@ static void test_prune(void **state)
     assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls WHERE execution_id LIKE 'old%'"),
                      0);
     /* By count: the newest 2 finished stay; a running one is never pruned. */
-    assert_true(sbx_records_prune(s, 0, 2, &deleted, NULL));
+    assert_true(sbx_records_prune(s, 0, 2, &deleted, NULL, NULL));
     assert_int_equal(deleted, 3);
     g_autoptr(GPtrArray) left = NULL;
     assert_true(sbx_records_list(s, NULL, &left, NULL));
@@ -540,7 +610,7 @@ static void test_prune(void **state)
     assert_string_equal(((SbxRecord *)left->pdata[1])->id, "new-3");
     assert_string_equal(((SbxRecord *)left->pdata[2])->id, "old-running");
     assert_int_equal(query_int(s, "SELECT count(*) FROM approvals"), 2);
-    assert_true(sbx_records_prune(s, 0, 0, NULL, NULL)); /* no bound: nothing */
+    assert_true(sbx_records_prune(s, 0, 0, NULL, NULL, NULL)); /* no bound: nothing */
     assert_int_equal(query_int(s, "SELECT count(*) FROM executions"), 3);
 }
 
@@ -604,6 +674,7 @@ int main(void)
         T(test_open_modes),
         T(test_reopen_and_newer_schema),
         T(test_migrate_from_1),
+        T(test_migrate_from_2),
         T(test_not_a_database),
         T(test_default_path),
         T(test_interrupted_at_open),

@@ -127,14 +127,14 @@ with tempfile.TemporaryDirectory(prefix="sbx-store-cli-") as tmp:
     # Retention: finished records by count, then by age; running ones stay; calls go with theirs.
     expect(["records", "prune", *d], 2, "--max-age-days")
     expect(["records", "prune", "--max-age-days", "-1", *d], 2, "--max-age-days")
-    expect(["records", "prune", "--max-count", "1", *d], 0, "1 record deleted")
+    expect(["records", "prune", "--max-count", "1", *d], 0, "1 record and 0 sessions deleted")
     rows = json.loads(expect(["records", "list", "--json", *d], 0))
     if [r["id"] for r in rows] != ["x2", "x1"]:
         failures.append(f"records prune --max-count 1: {[r['id'] for r in rows]}")
     with sqlite3.connect(db) as c:
         if c.execute("SELECT count(*) FROM tool_calls").fetchone()[0] != 0:
             failures.append("records prune: the pruned record's tool calls stayed")
-    expect(["records", "prune", "--max-age-days", "1", *d], 0, "1 record deleted")
+    expect(["records", "prune", "--max-age-days", "1", *d], 0, "1 record and 0 sessions deleted")
     rows = json.loads(expect(["records", "list", "--json", *d], 0))
     if [r["id"] for r in rows] != ["x2"]:
         failures.append(f"records prune --max-age-days 1: {[r['id'] for r in rows]}")
