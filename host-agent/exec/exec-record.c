@@ -28,6 +28,7 @@ static void fill_begin(SbxRecord *r, const SbxExecRecordInput *in)
     r->snapshot_key = (char *)in->info->snapshot_key;
     r->image_id = (char *)in->info->image_id;
     r->catalog = (char *)in->info->catalog;
+    r->session_id = (char *)in->info->session_id;
     r->created_at_ms = in->info->created_at_ms;
     r->timeout_ms = in->timeout_ms != 0 ? in->timeout_ms : SBX_SESSION_TIMEOUT_DEFAULT_MS;
     r->output_limit = (gint64)in->output_limit;

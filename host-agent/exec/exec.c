@@ -434,6 +434,7 @@ void sbx_exec_set_record(SbxExec *exec, SbxStore *store, const SbxExecRecordInfo
     exec->info.snapshot_key = g_strdup(info->snapshot_key);
     exec->info.image_id = g_strdup(info->image_id);
     exec->info.catalog = g_strdup(info->catalog);
+    exec->info.session_id = g_strdup(info->session_id);
     exec->info.created_at_ms = info->created_at_ms;
     if (!exec->collect_output) {
         for (int i = 0; i < SBX_STREAM__COUNT; i++) {
@@ -589,6 +590,7 @@ void sbx_exec_free(SbxExec *exec)
     g_free((char *)exec->info.snapshot_key);
     g_free((char *)exec->info.image_id);
     g_free((char *)exec->info.catalog);
+    g_free((char *)exec->info.session_id);
     for (int i = 0; i < SBX_STREAM__COUNT; i++) {
         if (exec->kept[i] != NULL) {
             g_byte_array_unref(exec->kept[i]);

@@ -416,7 +416,7 @@ static char *hex_of(const guint8 *bytes, gsize len)
 
 /* A streamed run: begun running, finished ok with its output, code hash, entropy and clock. */
 /* A front end's own id (the API's ex_...) is the execution's, the guest's and the record's;
- * the catalog it named and when it took the request are recorded. */
+ * the catalog it named, the session it runs in and when it took the request are recorded. */
 static void test_record_front_end_id(void **state)
 {
     (void)state;
@@ -429,6 +429,7 @@ static void test_record_front_end_id(void **state)
     info.front_end = "http";
     info.tenant_id = "t_00000000000000aa";
     info.catalog = "github";
+    info.session_id = "sess-0123";
     info.created_at_ms = 1700000000123;
     sbx_exec_set_record(run->exec, t->store, &info);
     assert_string_equal(sbx_exec_id(run->exec), "ex_0123abcd");
@@ -441,6 +442,7 @@ static void test_record_front_end_id(void **state)
     assert_string_equal(r->front_end, "http");
     assert_string_equal(r->tenant_id, "t_00000000000000aa");
     assert_string_equal(r->catalog, "github");
+    assert_string_equal(r->session_id, "sess-0123");
     assert_int_equal(r->created_at_ms, 1700000000123);
     assert_string_equal(r->status, "ok");
     run_free(run);
@@ -467,6 +469,7 @@ static void test_record_streamed(void **state)
     assert_string_equal(r->status, "ok");
     assert_string_equal(r->front_end, "run");
     assert_null(r->tenant_id);
+    assert_null(r->session_id);
     assert_string_equal(r->language, "javascript");
     assert_string_equal(r->code, "1");
     g_autofree char *sha = g_compute_checksum_for_string(G_CHECKSUM_SHA256, "1", -1);
