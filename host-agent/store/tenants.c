@@ -12,7 +12,7 @@
 
 #define TENANT_COLUMNS                                                                             \
     "id, name, created_at, key_prefix, max_concurrent, max_per_minute, max_timeout_ms,"            \
-    " max_output_bytes"
+    " max_output_bytes, max_sessions, max_session_memory_mib"
 
 void sbx_tenant_free(SbxTenant *tenant)
 {
@@ -70,6 +70,10 @@ gboolean sbx_tenant_quotas_resolve(const SbxTenantQuotas *q, SbxTenantQuotas *re
     r.max_per_minute = r.max_per_minute != 0 ? r.max_per_minute : SBX_TENANT_PER_MINUTE_DEFAULT;
     r.max_timeout_ms = r.max_timeout_ms != 0 ? r.max_timeout_ms : SBX_TENANT_TIMEOUT_DEFAULT_MS;
     r.max_output_bytes = r.max_output_bytes != 0 ? r.max_output_bytes : SBX_TENANT_OUTPUT_DEFAULT;
+    r.max_sessions = r.max_sessions != 0 ? r.max_sessions : SBX_TENANT_SESSIONS_DEFAULT;
+    r.max_session_memory_mib = r.max_session_memory_mib != 0
+                                   ? r.max_session_memory_mib
+                                   : SBX_TENANT_SESSION_MEMORY_DEFAULT_MIB;
     if (r.max_concurrent > SBX_TENANT_CONCURRENT_MAX) {
         return invalid(error, "max_concurrent", SBX_TENANT_CONCURRENT_MAX);
     }
@@ -81,6 +85,12 @@ gboolean sbx_tenant_quotas_resolve(const SbxTenantQuotas *q, SbxTenantQuotas *re
     }
     if (r.max_output_bytes > SBX_TENANT_OUTPUT_MAX) {
         return invalid(error, "max_output_bytes", SBX_TENANT_OUTPUT_MAX);
+    }
+    if (r.max_sessions > SBX_TENANT_SESSIONS_MAX) {
+        return invalid(error, "max_sessions", SBX_TENANT_SESSIONS_MAX);
+    }
+    if (r.max_session_memory_mib > SBX_TENANT_SESSION_MEMORY_MAX_MIB) {
+        return invalid(error, "max_session_memory_mib", SBX_TENANT_SESSION_MEMORY_MAX_MIB);
     }
     *ret = r;
     return TRUE;
@@ -203,7 +213,7 @@ static gboolean insert_tenant(SbxStore *store, const char *id, const char *name,
     g_autoptr(sqlite3_stmt) stmt =
         sbx_store_prepare(store,
                           "INSERT INTO tenants (" TENANT_COLUMNS ", key_hash)"
-                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                           error);
     g_autoptr(GError) local = NULL;
 
@@ -218,7 +228,9 @@ static gboolean insert_tenant(SbxStore *store, const char *id, const char *name,
     sqlite3_bind_int64(stmt, 6, q->max_per_minute);
     sqlite3_bind_int64(stmt, 7, (gint64)q->max_timeout_ms);
     sqlite3_bind_int64(stmt, 8, (gint64)q->max_output_bytes);
-    sbx_store_bind_text(stmt, 9, hash);
+    sqlite3_bind_int64(stmt, 9, q->max_sessions);
+    sqlite3_bind_int64(stmt, 10, (gint64)q->max_session_memory_mib);
+    sbx_store_bind_text(stmt, 11, hash);
     if (!sbx_store_step_done(store, stmt, &local)) {
         if (g_error_matches(local, SBX_STORE_ERROR, SBX_STORE_ERROR_EXISTS)) {
             g_set_error(error, SBX_STORE_ERROR, SBX_STORE_ERROR_EXISTS,
@@ -285,6 +297,8 @@ static SbxTenant *tenant_from_row(SbxStore *store, sqlite3_stmt *stmt, GError **
     t->quotas.max_per_minute = (guint)sqlite3_column_int64(stmt, 5);
     t->quotas.max_timeout_ms = (guint64)sqlite3_column_int64(stmt, 6);
     t->quotas.max_output_bytes = (guint64)sqlite3_column_int64(stmt, 7);
+    t->quotas.max_sessions = (guint)sqlite3_column_int64(stmt, 8);
+    t->quotas.max_session_memory_mib = (guint64)sqlite3_column_int64(stmt, 9);
     return load_catalogs(store, t, error) ? g_steal_pointer(&t) : NULL;
 }
 
@@ -371,7 +385,7 @@ gboolean sbx_tenant_authenticate(SbxStore *store, const char *bearer, SbxTenant 
         }
     }
     /* The look-up went by hash; compare once more in constant time, as a check of that. */
-    const char *stored = t != NULL ? (const char *)sqlite3_column_text(stmt, 8) : NULL;
+    const char *stored = t != NULL ? (const char *)sqlite3_column_text(stmt, 10) : NULL;
     if (stored == NULL || strlen(stored) != strlen(hash) ||
         !equal_const_time(stored, hash, strlen(hash))) {
         g_set_error(error, SBX_STORE_ERROR, SBX_STORE_ERROR_AUTH, "unknown API key");
@@ -475,7 +489,8 @@ gboolean sbx_tenant_set_quotas(SbxStore *store, const char *name_or_id, const Sb
     g_autoptr(sqlite3_stmt) stmt =
         sbx_store_prepare(store,
                           "UPDATE tenants SET max_concurrent = ?2, max_per_minute = ?3,"
-                          " max_timeout_ms = ?4, max_output_bytes = ?5 WHERE id = ?1",
+                          " max_timeout_ms = ?4, max_output_bytes = ?5, max_sessions = ?6,"
+                          " max_session_memory_mib = ?7 WHERE id = ?1",
                           error);
     if (stmt == NULL) {
         return FALSE;
@@ -485,6 +500,8 @@ gboolean sbx_tenant_set_quotas(SbxStore *store, const char *name_or_id, const Sb
     sqlite3_bind_int64(stmt, 3, r.max_per_minute);
     sqlite3_bind_int64(stmt, 4, (gint64)r.max_timeout_ms);
     sqlite3_bind_int64(stmt, 5, (gint64)r.max_output_bytes);
+    sqlite3_bind_int64(stmt, 6, r.max_sessions);
+    sqlite3_bind_int64(stmt, 7, (gint64)r.max_session_memory_mib);
     return sbx_store_step_done(store, stmt, error);
 }
 
@@ -514,9 +531,11 @@ char *sbx_tenant_to_json(const SbxTenant *t)
     g_string_append_printf(out,
                            ",\"quotas\":{\"max_concurrent\":%u,\"max_per_minute\":%u,"
                            "\"max_timeout_ms\":%" G_GUINT64_FORMAT
-                           ",\"max_output_bytes\":%" G_GUINT64_FORMAT "},\"catalogs\":[",
+                           ",\"max_output_bytes\":%" G_GUINT64_FORMAT ",\"max_sessions\":%u,"
+                           "\"max_session_memory_mib\":%" G_GUINT64_FORMAT "},\"catalogs\":[",
                            t->quotas.max_concurrent, t->quotas.max_per_minute,
-                           t->quotas.max_timeout_ms, t->quotas.max_output_bytes);
+                           t->quotas.max_timeout_ms, t->quotas.max_output_bytes,
+                           t->quotas.max_sessions, t->quotas.max_session_memory_mib);
     for (char **c = t->catalogs; c != NULL && *c != NULL; c++) {
         g_string_append(out, c == t->catalogs ? "" : ",");
         sbx_store_json_str(out, *c);

@@ -42,14 +42,28 @@
 #define SBX_TENANT_OUTPUT_DEFAULT (10ull * 1024 * 1024)
 /* 1 GiB, as `sandbox run --output-limit` allows. */
 #define SBX_TENANT_OUTPUT_MAX (1024ull * 1024 * 1024)
+/* Sessions open at once: each holds a VM for as long as it is open, idle included (executions
+ * hold theirs for one run); 2 gives a tenant a notebook and a spare without holding a host's
+ * VMs. */
+#define SBX_TENANT_SESSIONS_DEFAULT 2
+/* As executions at once: 64 VMs is beyond what one host of this kind runs. */
+#define SBX_TENANT_SESSIONS_MAX 64
+/* Memory of a tenant's open sessions' VMs together, MiB: 1 GiB is the default count's 2
+ * sessions of up to 512 MiB each (the shipped profiles have 256), a few GiB host's fair share. */
+#define SBX_TENANT_SESSION_MEMORY_DEFAULT_MIB 1024
+/* The most sessions (64) of the largest VM a profile may have (16384 MiB, qemu-profiles/
+ * README.md): 1 TiB, so this bound never binds before those do. */
+#define SBX_TENANT_SESSION_MEMORY_MAX_MIB (64ull * 16384)
 
 /* Per-tenant quotas (over one: the API answers 429). 0 in a field given to the store: its
- * default. */
+ * default. The store keeps them; the server and the session manager enforce them. */
 typedef struct {
     guint max_concurrent;
     guint max_per_minute;
     guint64 max_timeout_ms;
     guint64 max_output_bytes;
+    guint max_sessions;             /* sessions open at once */
+    guint64 max_session_memory_mib; /* the memory of its open sessions' VMs together, MiB */
 } SbxTenantQuotas;
 
 typedef struct {
@@ -112,5 +126,9 @@ gboolean sbx_tenant_set_quotas(SbxStore *store, const char *name_or_id, const Sb
 gboolean sbx_tenant_set_catalogs(SbxStore *store, const char *name_or_id, char **catalogs,
                                  GError **error);
 
-/** @tenant as a JSON object (id, name, created_at, key_prefix, quotas, catalogs), a new string. */
+/**
+ * @tenant as a JSON object (id, name, created_at, key_prefix, quotas: max_concurrent,
+ * max_per_minute, max_timeout_ms, max_output_bytes, max_sessions, max_session_memory_mib;
+ * catalogs), a new string.
+ */
 char *sbx_tenant_to_json(const SbxTenant *tenant);

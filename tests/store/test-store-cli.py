@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`sandbox tenant` and `sandbox records` on a temporary database: the key printed once and
-working as stored (its hash), list/remove/rotate-key, usage errors (2), refusals (1), and records
-list/show/prune (rows written with Python's sqlite3, as the server would). Usage: test-store-cli.py
+working as stored (its hash), list/remove/rotate-key, quotas (the session ones too) and set,
+usage errors (2), refusals (1), and records list/show/prune (rows written with Python's
+sqlite3, as the server would). Usage: test-store-cli.py
 SANDBOX_BINARY"""
 import hashlib
 import json
@@ -46,11 +47,16 @@ with tempfile.TemporaryDirectory(prefix="sbx-store-cli-") as tmp:
     expect(["tenant", "add", "x", "--max-concurrent", "0", *d], 2, "--max-concurrent")
     expect(["tenant", "add", "x", "--max-output", "2G", *d], 2, "--max-output")
     expect(["tenant", "add", "x", "--max-timeout", "abc", *d], 2, "--max-timeout")
+    expect(["tenant", "add", "x", "--max-sessions", "0", *d], 2, "--max-sessions: expected 1 to 64")
+    expect(["tenant", "add", "x", "--max-sessions", "65", *d], 2, "--max-sessions")
+    expect(["tenant", "add", "x", "--max-session-memory", "1048577", *d], 2,
+           "--max-session-memory: expected 1 to 1048576")
+    expect(["tenant", "add", "x", "--max-session-memory", "1G", *d], 2, "--max-session-memory")
     expect(["tenant", "list", "extra", *d], 2, "no argument")
 
     rc, key, err = run("tenant", "add", "alice", "--max-concurrent", "3", "--per-minute", "30",
-                       "--max-timeout", "60", "--max-output", "1M", "--catalog", "web",
-                       "--catalog", "db", *d)
+                       "--max-timeout", "60", "--max-output", "1M", "--max-sessions", "4",
+                       "--catalog", "web", "--catalog", "db", *d)
     key = key.strip()
     if rc != 0 or not key.startswith("sbx_") or len(key) != 47 or "not shown again" not in err:
         failures.append(f"tenant add: rc {rc} key {key!r} err {err!r}")
@@ -67,9 +73,30 @@ with tempfile.TemporaryDirectory(prefix="sbx-store-cli-") as tmp:
     t = tenants[0]
     if (t["name"] != "alice" or t["quotas"] != {"max_concurrent": 3, "max_per_minute": 30,
                                                  "max_timeout_ms": 60000,
-                                                 "max_output_bytes": 1048576}
+                                                 "max_output_bytes": 1048576,
+                                                 "max_sessions": 4,
+                                                 "max_session_memory_mib": 1024}
             or t["catalogs"] != ["db", "web"]):
         failures.append(f"tenant list --json: {t}")
+    if "\t4\t1024 MiB\t" not in out or "SESSIONS\tSESSION MEMORY" not in out:
+        failures.append(f"tenant list: no session quotas:\n{out}")
+
+    # set: the quotas given change, the others stay; the key still works (same hash).
+    hash_before = key_hash(db, "alice")
+    expect(["tenant", "set", "alice", *d], 2, "expected a quota to set")
+    expect(["tenant", "set", *d], 2, "expected one NAME")
+    expect(["tenant", "set", "alice", "--max-sessions", "99", *d], 2, "--max-sessions")
+    expect(["tenant", "set", "alice", "--catalog", "x", *d], 2, "--catalog")
+    expect(["tenant", "set", "nobody", "--max-sessions", "1", *d], 1, "no tenant")
+    expect(["tenant", "set", "alice", "--max-sessions", "8", "--max-session-memory", "4096",
+            "--per-minute", "90", *d], 0, "set")
+    t = json.loads(expect(["tenant", "list", "--json", *d], 0))[0]
+    if t["quotas"] != {"max_concurrent": 3, "max_per_minute": 90, "max_timeout_ms": 60000,
+                       "max_output_bytes": 1048576, "max_sessions": 8,
+                       "max_session_memory_mib": 4096} or t["catalogs"] != ["db", "web"]:
+        failures.append(f"tenant set: {t}")
+    if key_hash(db, "alice") != hash_before:
+        failures.append("tenant set changed the key")
 
     rc, new_key, _ = run("tenant", "rotate-key", "alice", *d)
     new_key = new_key.strip()

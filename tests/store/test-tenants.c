@@ -1,7 +1,7 @@
 /*
  * Tenants (host-agent/store/tenants.c): add, authenticate, rotate, remove; the key is never
  * stored in the clear; bearers that are wrong, empty, overlong or almost right; names, quotas
- * and catalogs.
+ * (the session quotas too: defaults, bounds) and catalogs.
  */
 /* cmocka needs these first */
 #include <setjmp.h>
@@ -84,6 +84,8 @@ static void test_lifecycle(void **state)
     assert_int_equal(t->quotas.max_per_minute, SBX_TENANT_PER_MINUTE_DEFAULT);
     assert_int_equal(t->quotas.max_timeout_ms, SBX_TENANT_TIMEOUT_DEFAULT_MS);
     assert_int_equal(t->quotas.max_output_bytes, SBX_TENANT_OUTPUT_DEFAULT);
+    assert_int_equal(t->quotas.max_sessions, SBX_TENANT_SESSIONS_DEFAULT);
+    assert_int_equal(t->quotas.max_session_memory_mib, SBX_TENANT_SESSION_MEMORY_DEFAULT_MIB);
     assert_int_equal(g_strv_length(t->catalogs), 0);
 
     assert_true(sbx_tenant_rotate_key(s, t->id, &new_key, NULL)); /* by id */
@@ -206,7 +208,9 @@ static void test_quotas_and_catalogs(void **state)
     SbxTenantQuotas q = {.max_concurrent = 4,
                          .max_per_minute = 10,
                          .max_timeout_ms = 60000,
-                         .max_output_bytes = 4096};
+                         .max_output_bytes = 4096,
+                         .max_sessions = 5,
+                         .max_session_memory_mib = 2048};
     char *catalogs[] = {"web", "db", "web", NULL};
     g_autofree char *key = add_ok(s, "alice", &q, catalogs);
     char *key2 = NULL;
@@ -215,11 +219,14 @@ static void test_quotas_and_catalogs(void **state)
     assert_true(sbx_tenant_get(s, "alice", &t, NULL));
     assert_int_equal(t->quotas.max_concurrent, 4);
     assert_int_equal(t->quotas.max_output_bytes, 4096);
+    assert_int_equal(t->quotas.max_sessions, 5);
+    assert_int_equal(t->quotas.max_session_memory_mib, 2048);
     assert_int_equal(g_strv_length(t->catalogs), 2); /* sorted, once each */
     assert_string_equal(t->catalogs[0], "db");
     assert_string_equal(t->catalogs[1], "web");
     g_autofree char *json = sbx_tenant_to_json(t);
     assert_non_null(strstr(json, "\"catalogs\":[\"db\",\"web\"]"));
+    assert_non_null(strstr(json, "\"max_sessions\":5,\"max_session_memory_mib\":2048}"));
     assert_null(strstr(json, key + SBX_TENANT_KEY_SHOWN));
 
     SbxTenantQuotas over[] = {
@@ -227,14 +234,35 @@ static void test_quotas_and_catalogs(void **state)
         {.max_per_minute = SBX_TENANT_PER_MINUTE_MAX + 1},
         {.max_timeout_ms = SBX_TENANT_TIMEOUT_MAX_MS + 1},
         {.max_output_bytes = SBX_TENANT_OUTPUT_MAX + 1},
+        {.max_sessions = SBX_TENANT_SESSIONS_MAX + 1},
+        {.max_session_memory_mib = SBX_TENANT_SESSION_MEMORY_MAX_MIB + 1},
+        {.max_sessions = G_MAXUINT},
+        {.max_session_memory_mib = G_MAXUINT64},
     };
     for (gsize i = 0; i < G_N_ELEMENTS(over); i++) {
         assert_false(sbx_tenant_add(s, "bob", &over[i], NULL, &key2, &error));
         assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_INVALID));
         g_clear_error(&error);
         assert_false(sbx_tenant_set_quotas(s, "alice", &over[i], &error));
+        assert_true(g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_INVALID));
         g_clear_error(&error);
     }
+    /* The largest of each is allowed; resolve says so without a store. */
+    SbxTenantQuotas most = {.max_sessions = SBX_TENANT_SESSIONS_MAX,
+                            .max_session_memory_mib = SBX_TENANT_SESSION_MEMORY_MAX_MIB};
+    SbxTenantQuotas resolved;
+    assert_true(sbx_tenant_quotas_resolve(&most, &resolved, NULL));
+    assert_int_equal(resolved.max_sessions, SBX_TENANT_SESSIONS_MAX);
+    assert_int_equal(resolved.max_concurrent, SBX_TENANT_CONCURRENT_DEFAULT);
+    assert_true(sbx_tenant_quotas_resolve(NULL, &resolved, NULL));
+    assert_int_equal(resolved.max_sessions, SBX_TENANT_SESSIONS_DEFAULT);
+    assert_int_equal(resolved.max_session_memory_mib, SBX_TENANT_SESSION_MEMORY_DEFAULT_MIB);
+    assert_true(sbx_tenant_set_quotas(s, "alice", &most, NULL));
+    g_autoptr(SbxTenant) t1 = NULL;
+    assert_true(sbx_tenant_get(s, "alice", &t1, NULL));
+    assert_int_equal(t1->quotas.max_sessions, SBX_TENANT_SESSIONS_MAX);
+    assert_int_equal(t1->quotas.max_session_memory_mib, SBX_TENANT_SESSION_MEMORY_MAX_MIB);
+    assert_true(auth(s, key, "alice")); /* the key's column read past the new ones */
     SbxTenantQuotas defaults = {0};
     assert_true(sbx_tenant_set_quotas(s, "alice", &defaults, NULL));
     char *one[] = {"only", NULL};
@@ -242,6 +270,8 @@ static void test_quotas_and_catalogs(void **state)
     g_autoptr(SbxTenant) t2 = NULL;
     assert_true(sbx_tenant_get(s, "alice", &t2, NULL));
     assert_int_equal(t2->quotas.max_concurrent, SBX_TENANT_CONCURRENT_DEFAULT);
+    assert_int_equal(t2->quotas.max_sessions, SBX_TENANT_SESSIONS_DEFAULT);
+    assert_int_equal(t2->quotas.max_session_memory_mib, SBX_TENANT_SESSION_MEMORY_DEFAULT_MIB);
     assert_int_equal(g_strv_length(t2->catalogs), 1);
     assert_string_equal(t2->catalogs[0], "only");
     assert_true(sbx_tenant_set_catalogs(s, "alice", NULL, NULL));
