@@ -1,7 +1,8 @@
 /*
- * `sandbox records list|show|prune` (docs/service.md, "Records"): the operator's view of the
- * execution records in the store, every tenant's, and their retention. What a person reads is
- * escaped for a terminal (escape.h): code and output come from tenants and guests.
+ * `sandbox records list|show|prune|sessions|session` (docs/service.md, "Records"): the
+ * operator's view of the execution and session records in the store, every tenant's, and their
+ * retention. What a person reads is escaped for a terminal (escape.h): code, output and a
+ * session's reason come from tenants, guests and QEMU.
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "cli/escape.h"
 #include "cli/store-open.h"
 #include "store/records.h"
+#include "store/sessions.h"
 #include "store/tenants.h"
 
 #define VERB "sandbox records"
@@ -19,19 +21,20 @@ typedef struct {
     gboolean json;
     char *tenant;
     char *status;
+    char *session; /* list: only this session's executions */
     int limit;
     gint64 max_age_days; /* prune: 0 no bound */
     gint64 max_count;
 } RecordsOpts;
 
 /* The subcommands, in the order of their names. */
-typedef enum { SUB_LIST, SUB_SHOW, SUB_PRUNE } RecordsSub;
-static const char *const SUB_NAMES[] = {"list", "show", "prune"};
+typedef enum { SUB_LIST, SUB_SHOW, SUB_PRUNE, SUB_SESSIONS, SUB_SESSION } RecordsSub;
+static const char *const SUB_NAMES[] = {"list", "show", "prune", "sessions", "session"};
 
 static gboolean parse(int argc, char **argv, RecordsSub sub, RecordsOpts *o, char **ret_id,
                       GError **error)
 {
-    gboolean list = sub == SUB_LIST, prune = sub == SUB_PRUNE;
+    gboolean list = sub == SUB_LIST || sub == SUB_SESSIONS, prune = sub == SUB_PRUNE;
     const GOptionEntry common[] = {
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &o->db, "The store (default: docs/service.md)", "PATH"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &o->json, "JSON instead of text", NULL},
@@ -42,6 +45,11 @@ static gboolean parse(int argc, char **argv, RecordsSub sub, RecordsOpts *o, cha
          "NAME"},
         {"status", 0, 0, G_OPTION_ARG_STRING, &o->status, "Only of this status", "S"},
         {"limit", 0, 0, G_OPTION_ARG_INT, &o->limit, "At most N, newest first (default 50)", "N"},
+        G_OPTION_ENTRY_NULL,
+    };
+    const GOptionEntry session_entries[] = {
+        {"session", 0, 0, G_OPTION_ARG_STRING, &o->session, "Only the executions of this session",
+         "ID"},
         G_OPTION_ENTRY_NULL,
     };
     const GOptionEntry prune_entries[] = {
@@ -58,12 +66,15 @@ static gboolean parse(int argc, char **argv, RecordsSub sub, RecordsOpts *o, cha
     if (list) {
         g_option_context_add_main_entries(oc, list_entries, NULL);
     }
+    if (sub == SUB_LIST) {
+        g_option_context_add_main_entries(oc, session_entries, NULL);
+    }
     if (prune) {
         g_option_context_add_main_entries(oc, prune_entries, NULL);
     }
     g_option_context_set_description(
-        oc, "Exit status: 0, 1 if there is no such record or the store fails, 2 for invalid "
-            "usage.\n");
+        oc, "Exit status: 0, 1 if there is no such record or session or the store fails, 2 for "
+            "invalid usage.\n");
     if (!g_option_context_parse(oc, &argc, &argv, error)) {
         return FALSE;
     }
@@ -118,6 +129,9 @@ static char *time_text(gint64 ms)
     return t != NULL ? g_date_time_format(t, "%F %T") : g_strdup("-");
 }
 
+/* The heading of print_line()'s columns. */
+#define RECORD_HEADER "ID\tCREATED\tTENANT\tFRONT END\tLANGUAGE\tSTATUS\tEXIT\tDURATION\n"
+
 static void print_line(const SbxRecord *r)
 {
     g_autofree char *created = time_text(r->created_at_ms);
@@ -140,12 +154,15 @@ static int do_list(SbxStore *store, const RecordsOpts *o)
     if (o->tenant != NULL && !tenant_id(store, o->tenant, &tenant, &error)) {
         return sbx_cli_store_fail(VERB, error);
     }
-    SbxRecordFilter f = {.tenant_id = tenant, .status = o->status, .limit = (guint)o->limit};
+    SbxRecordFilter f = {.tenant_id = tenant,
+                         .status = o->status,
+                         .session_id = o->session,
+                         .limit = (guint)o->limit};
     if (!sbx_records_list(store, &f, &list, &error)) {
         return sbx_cli_store_fail(VERB, error);
     }
     if (!o->json && list->len > 0) {
-        printf("ID\tCREATED\tTENANT\tFRONT END\tLANGUAGE\tSTATUS\tEXIT\tDURATION\n");
+        printf(RECORD_HEADER);
     }
     printf(o->json ? "[" : "");
     for (guint i = 0; i < list->len; i++) {
@@ -191,6 +208,7 @@ static void print_record(const SbxRecord *r)
     const char *fields[][2] = {
         {"id:", r->id},
         {"tenant:", r->tenant_id},
+        {"session:", r->session_id},
         {"front end:", r->front_end},
         {"language:", r->language},
         {"code sha256:", r->code_sha256},
@@ -266,6 +284,138 @@ static int do_show(SbxStore *store, const char *id, const RecordsOpts *o)
     return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
 }
 
+/* Unix ms as a duration in seconds, "-" for 0 (none). */
+static char *seconds_text(gint64 ms)
+{
+    return ms != 0 ? g_strdup_printf("%" G_GINT64_FORMAT " s", ms / 1000) : g_strdup("-");
+}
+
+static void print_session_line(const SbxSessionRecord *s)
+{
+    g_autofree char *created = time_text(s->created_at_ms);
+    g_autofree char *ended = time_text(s->ended_at_ms);
+    g_autofree char *line = g_strdup_printf(
+        "%s\t%s\t%s\t%s\t%s\t%s\t%" G_GUINT64_FORMAT "\n", s->id, created,
+        s->tenant_id != NULL ? s->tenant_id : "-", s->profile, s->status, ended, s->executions);
+    g_autofree char *safe = sbx_escape(line, -1, SBX_ESCAPE_TEXT);
+    fputs(safe, stdout);
+}
+
+static int do_sessions(SbxStore *store, const RecordsOpts *o)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *tenant = NULL;
+    g_autoptr(GPtrArray) list = NULL;
+
+    if (o->tenant != NULL && !tenant_id(store, o->tenant, &tenant, &error)) {
+        return sbx_cli_store_fail(VERB, error);
+    }
+    SbxSessionFilter f = {.tenant_id = tenant, .status = o->status, .limit = (guint)o->limit};
+    if (!sbx_session_records_list(store, &f, &list, &error)) {
+        return sbx_cli_store_fail(VERB, error);
+    }
+    if (!o->json && list->len > 0) {
+        printf("ID\tCREATED\tTENANT\tPROFILE\tSTATUS\tENDED\tEXECUTIONS\n");
+    }
+    printf(o->json ? "[" : "");
+    for (guint i = 0; i < list->len; i++) {
+        if (o->json) {
+            g_autofree char *json = sbx_session_record_to_json(g_ptr_array_index(list, i));
+            printf("%s%s", i > 0 ? ",\n" : "\n", json);
+        } else {
+            print_session_line(g_ptr_array_index(list, i));
+        }
+    }
+    printf(o->json ? "\n]\n" : "");
+    return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
+}
+
+static void print_session(const SbxSessionRecord *s)
+{
+    g_autofree char *created = time_text(s->created_at_ms);
+    g_autofree char *ended = time_text(s->ended_at_ms);
+    g_autofree char *memory =
+        s->memory_mib != 0 ? g_strdup_printf("%" G_GUINT64_FORMAT " MiB", s->memory_mib) : NULL;
+    g_autofree char *idle = seconds_text(s->idle_timeout_ms);
+    g_autofree char *lifetime = seconds_text(s->max_lifetime_ms);
+    g_autofree char *count = g_strdup_printf("%" G_GUINT64_FORMAT, s->executions);
+    const char *fields[][2] = {
+        {"id:", s->id},
+        {"tenant:", s->tenant_id},
+        {"profile:", s->profile},
+        {"memory:", memory},
+        {"created:", created},
+        {"idle timeout:", idle},
+        {"max lifetime:", lifetime},
+        {"status:", s->status},
+        {"reason:", s->reason},
+        {"ended:", ended},
+        {"executions:", count},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(fields); i++) {
+        print_field(fields[i][0], fields[i][1]);
+    }
+}
+
+/*
+ * Every execution record of session @id, oldest first (the order they ran), a page at a time:
+ * a session's count has no bound of its own, so nothing holds them all.
+ */
+static gboolean print_session_executions(SbxStore *store, const char *id, gboolean json,
+                                         GError **error)
+{
+    SbxRecordFilter f = {.session_id = id, .oldest_first = TRUE, .limit = SBX_RECORDS_LIST_MAX};
+    g_autofree char *cursor = NULL;
+    guint n = 0;
+
+    for (;;) {
+        g_autoptr(GPtrArray) page = NULL;
+        f.cursor_id = cursor;
+        if (!sbx_records_list(store, &f, &page, error)) {
+            return FALSE;
+        }
+        for (guint i = 0; i < page->len; i++, n++) {
+            if (json) {
+                g_autofree char *text = sbx_record_to_json(g_ptr_array_index(page, i));
+                printf("%s%s", n > 0 ? ",\n" : "\n", text);
+            } else {
+                printf(n == 0 ? "--- executions\n" RECORD_HEADER : "");
+                print_line(g_ptr_array_index(page, i));
+            }
+        }
+        if (page->len < f.limit) {
+            return TRUE;
+        }
+        const SbxRecord *last = g_ptr_array_index(page, page->len - 1);
+        g_free(cursor);
+        cursor = g_strdup(last->id);
+        f.cursor_created_ms = last->created_at_ms;
+    }
+}
+
+/* `session ID`: the session and its executions; --json {"session": {...}, "executions": [...]}. */
+static int do_session(SbxStore *store, const char *id, const RecordsOpts *o)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxSessionRecord) s = NULL;
+
+    if (!sbx_session_records_get(store, NULL, id, &s, &error)) {
+        return sbx_cli_store_fail(VERB, error);
+    }
+    if (o->json) {
+        g_autofree char *json = sbx_session_record_to_json(s);
+        printf("{\"session\":%s,\"executions\":[", json);
+    } else {
+        print_session(s);
+    }
+    if (!print_session_executions(store, id, o->json, &error)) {
+        fflush(stdout);
+        return sbx_cli_store_fail(VERB, error);
+    }
+    printf(o->json ? "\n]}\n" : "");
+    return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
+}
+
 static int do_prune(SbxStore *store, const RecordsOpts *o)
 {
     g_autoptr(GError) error = NULL;
@@ -282,8 +432,11 @@ static int do_prune(SbxStore *store, const RecordsOpts *o)
 
 static void usage(FILE *out)
 {
-    fprintf(out, "Usage: " VERB " list [--tenant NAME] [--status S] [--limit N] [--json]\n"
+    fprintf(out, "Usage: " VERB " list [--tenant NAME] [--status S] [--session ID] [--limit N] "
+                 "[--json]\n"
                  "       " VERB " show ID [--json]\n"
+                 "       " VERB " sessions [--tenant NAME] [--status S] [--limit N] [--json]\n"
+                 "       " VERB " session ID [--json]\n"
                  "       " VERB " prune [--max-age-days DAYS] [--max-count N]\n"
                  "Each takes --db PATH (the store; default $SANDBOX_STATE_DIR/sandbox.db, else "
                  "$XDG_STATE_HOME/sandbox/sandbox.db). `" VERB " SUBCOMMAND --help` for more.\n");
@@ -313,19 +466,22 @@ static int records_start(SbxCli *cli, int argc, char **argv)
         fprintf(stderr, VERB ": %s\n", error->message);
     } else {
         g_autoptr(SbxStore) store = sbx_cli_store_open(VERB, o.db);
-        rc = store == NULL      ? SBX_EXIT_STORE
-             : sub == SUB_PRUNE ? do_prune(store, &o)
-             : sub == SUB_LIST  ? do_list(store, &o)
-                                : do_show(store, id, &o);
+        rc = store == NULL         ? SBX_EXIT_STORE
+             : sub == SUB_PRUNE    ? do_prune(store, &o)
+             : sub == SUB_LIST     ? do_list(store, &o)
+             : sub == SUB_SESSIONS ? do_sessions(store, &o)
+             : sub == SUB_SESSION  ? do_session(store, id, &o)
+                                   : do_show(store, id, &o);
     }
     g_free(o.db);
     g_free(o.tenant);
     g_free(o.status);
+    g_free(o.session);
     return rc;
 }
 
 const SbxCliVerb sbx_cli_verb_records = {
     .name = "records",
-    .summary = "List, show and prune the records of executions",
+    .summary = "List, show and prune the records of executions and sessions",
     .start = records_start,
 };

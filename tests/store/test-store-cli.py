@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """`sandbox tenant` and `sandbox records` on a temporary database: the key printed once and
 working as stored (its hash), list/remove/rotate-key, quotas (the session ones too) and set,
-usage errors (2), refusals (1), and records list/show/prune (rows written with Python's
-sqlite3, as the server would). Usage: test-store-cli.py
+usage errors (2), refusals (1), and records list/show/prune/sessions/session (rows written with
+Python's sqlite3, as the server would). Usage: test-store-cli.py
 SANDBOX_BINARY"""
 import hashlib
 import json
@@ -165,6 +165,72 @@ with tempfile.TemporaryDirectory(prefix="sbx-store-cli-") as tmp:
     rows = json.loads(expect(["records", "list", "--json", *d], 0))
     if [r["id"] for r in rows] != ["x2"]:
         failures.append(f"records prune --max-age-days 1: {[r['id'] for r in rows]}")
+
+    # Sessions, as a server writes them, in a store of their own (the counts above stay).
+    db2 = os.path.join(tmp, "sessions", "sandbox.db")
+    d2 = ["--db", db2]
+    out = expect(["records", "sessions", *d2], 0)
+    if out.strip():
+        failures.append(f"records sessions of an empty store: {out!r}")
+    with sqlite3.connect(db2) as c:
+        for sid, tenant, status, created, ended, reason in [
+                ("sA", "t_00000000000000aa", "open", 3000, None, None),
+                ("sB", None, "expired", 2000, 2500, "idle 600 s\x1b[2J"),
+                ("sC", None, "ended", 1000, 1100, None)]:
+            c.execute("INSERT INTO sessions (id, tenant_id, profile, memory_mib, created_at,"
+                      " idle_timeout_ms, max_lifetime_ms, status, reason, ended_at)"
+                      " VALUES (?, ?, 'q35-serial', 256, ?, 600000, 3600000, ?, ?, ?)",
+                      (sid, tenant, created, status, reason, ended))
+        for xid, sid, status, created in [("e1", "sB", "ok", 2100), ("e2", "sB", "error", 2200),
+                                          ("e3", "sA", "running", 3100), ("e4", None, "ok", 1500)]:
+            c.execute("INSERT INTO executions (id, session_id, front_end, language, code,"
+                      " code_sha256, timeout_ms, output_limit, status, created_at)"
+                      " VALUES (?, ?, 'http', 'python', '1', ?, 1000, 100, ?, ?)",
+                      (xid, sid, "0" * 64, status, created))
+    rows = json.loads(expect(["records", "sessions", "--json", *d2], 0))
+    if [(r["id"], r["executions"]) for r in rows] != [("sA", 1), ("sB", 2), ("sC", 0)]:
+        failures.append(f"records sessions --json: {rows}")
+    out = expect(["records", "sessions", *d2], 0, "EXECUTIONS")
+    if "\x1b" in out or out.index("sA") > out.index("sB") or "q35-serial" not in out:
+        failures.append(f"records sessions: {out!r}")
+    rows = json.loads(expect(["records", "sessions", "--json", "--tenant", "t_00000000000000aa",
+                              *d2], 0))
+    if [r["id"] for r in rows] != ["sA"]:
+        failures.append(f"records sessions --tenant: {rows}")
+    rows = json.loads(expect(["records", "sessions", "--json", "--status", "expired", *d2], 0))
+    if [r["id"] for r in rows] != ["sB"] or rows[0]["reason"] != "idle 600 s\x1b[2J":
+        failures.append(f"records sessions --status expired: {rows}")
+    rows = json.loads(expect(["records", "sessions", "--json", "--limit", "1", *d2], 0))
+    if [r["id"] for r in rows] != ["sA"]:
+        failures.append(f"records sessions --limit 1: {rows}")
+    expect(["records", "sessions", "--limit", "100000", *d2], 2, "--limit")
+    expect(["records", "sessions", "extra", *d2], 2, "no argument")
+    expect(["records", "sessions", "--session", "sA", *d2], 2, "--session")
+    out = expect(["records", "session", "sB", *d2], 0, "idle 600 s")
+    if ("\x1b" in out or "--- executions" not in out or out.index("e1") > out.index("e2")
+            or "expired" not in out or "256 MiB" not in out or "600 s" not in out):
+        failures.append(f"records session sB: {out!r}")
+    doc = json.loads(expect(["records", "session", "sB", "--json", *d2], 0))
+    if (doc["session"]["id"] != "sB" or doc["session"]["executions"] != 2
+            or [e["id"] for e in doc["executions"]] != ["e1", "e2"]
+            or {e["session_id"] for e in doc["executions"]} != {"sB"}):
+        failures.append(f"records session sB --json: {doc}")
+    doc = json.loads(expect(["records", "session", "sC", "--json", *d2], 0))
+    if doc["executions"] != [] or doc["session"]["status"] != "ended":
+        failures.append(f"records session sC --json: {doc}")
+    expect(["records", "session", "nope", *d2], 1, "no session")
+    expect(["records", "session", *d2], 2, "one ID")
+    rows = json.loads(expect(["records", "list", "--json", "--session", "sB", *d2], 0))
+    if [r["id"] for r in rows] != ["e2", "e1"]:
+        failures.append(f"records list --session sB: {rows}")
+    expect(["records", "show", "e1", *d2], 0, "sB")
+    expect(["records", "show", "e4", *d2], 0, "session:")
+    # Retention: finished executions by age, then the ended sessions none names any more; the
+    # open one stays, with its running execution.
+    expect(["records", "prune", "--max-age-days", "1", *d2], 0, "3 records and 2 sessions deleted")
+    rows = json.loads(expect(["records", "sessions", "--json", *d2], 0))
+    if [(r["id"], r["status"], r["executions"]) for r in rows] != [("sA", "open", 1)]:
+        failures.append(f"records sessions after prune: {rows}")
 
     # The default path: $SANDBOX_STATE_DIR.
     state = os.path.join(tmp, "default-state")
