@@ -1,9 +1,11 @@
 /*
- * Fuzz target: the bytes a client hands the store. The first byte picks the path: even, the
- * input is an `Authorization: Bearer` token (sbx_tenant_authenticate() against a store with one
- * tenant: it must refuse anything but that tenant's key, with SBX_STORE_ERROR_AUTH); odd, the
- * input is the result and the code of an execution's record (sbx_records_finish() of an id that
- * does not exist: the checks run, nothing is written, so the store does not grow).
+ * Fuzz target: the bytes a client hands the store. The first byte picks the path (modulo 4):
+ * even, the input is an `Authorization: Bearer` token (sbx_tenant_authenticate() against a
+ * store with one tenant: it must refuse anything but that tenant's key, with
+ * SBX_STORE_ERROR_AUTH); 1, the input is the result and the code of an execution's record
+ * (sbx_records_finish() of an id that does not exist: the checks run, nothing is written, so
+ * the store does not grow); 3, the input is a session's end reason (bounded and made UTF-8
+ * before the write, which finds no such session) and a session id a client asks for.
  */
 #include <glib/gstdio.h>
 #include <stdint.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "store/records.h"
+#include "store/sessions.h"
 #include "store/tenants.h"
 
 static SbxStore *store;
@@ -68,6 +71,22 @@ static void try_record(const char *text)
     }
 }
 
+static void try_session(const char *text)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxSessionRecord) s = NULL;
+
+    if (sbx_session_records_end(store, "fuzz-none", "crashed", text, 0, &error) ||
+        !g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_NOT_FOUND)) {
+        abort();
+    }
+    g_clear_error(&error);
+    if (sbx_session_records_get(store, NULL, text, &s, &error) ||
+        !g_error_matches(error, SBX_STORE_ERROR, SBX_STORE_ERROR_NOT_FOUND)) {
+        abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -81,8 +100,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     g_autofree char *text = g_strndup((const char *)data + 1, size - 1); /* to the first NUL */
     if (data[0] % 2 == 0) {
         try_bearer(text);
-    } else {
+    } else if (data[0] % 4 == 1) {
         try_record(text);
+    } else {
+        try_session(text);
     }
     return 0;
 }
