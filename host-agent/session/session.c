@@ -4,7 +4,8 @@
  * States: NEW -> HELLO_SENT -> EXECUTE_SENT -> RUNNING -> IDLE (after a proper done; another
  * execution may follow) or CLOSED (anything else: the channel is stopped, the VM must die).
  * A handshake ahead of the execution (a pooled VM): NEW -> HANDSHAKING -> IDLE, and the run
- * goes IDLE -> EXECUTE_SENT. Pings (ours) may be outstanding in IDLE and beyond.
+ * goes IDLE -> EXECUTE_SENT. Pings (ours) may be outstanding in IDLE and beyond. A workspace
+ * file request (files.c, session-private.h): IDLE -> FILE -> IDLE on its answer, or CLOSED.
  */
 #include "session.h"
 
@@ -14,6 +15,7 @@
 
 #include "channel.h"
 #include "record.h"
+#include "session-private.h"
 
 /* Random bytes in the session token (hex-encoded: 64 characters <= SBX_TOKEN_MAX). */
 #define TOKEN_BYTES 32
@@ -29,6 +31,7 @@ typedef enum {
     ST_EXECUTE_SENT,
     ST_RUNNING,
     ST_IDLE,
+    ST_FILE, /* a `file` request in flight (one at a time), no execution */
     ST_CLOSED
 } State;
 
@@ -68,6 +71,16 @@ struct SbxSession {
     SbxSessionReadyFunc ping_func; /* NULL once answered, failed or withdrawn */
     gpointer ping_data;
     GSource *ping_timer;
+    char *closed_why;            /* why the session closed outside an execution, or NULL */
+    guint32 file_seq;            /* the file request in flight (ST_FILE) */
+    guint32 file_seq_last;       /* the last seq used */
+    guint file_timeout_ms;       /* the one in flight's */
+    guint file_timeout_override; /* sbx_session_set_file_timeout(); 0: files.c's defaults */
+    SbxSessionFileCheck file_check;
+    SbxSessionFileFunc file_func; /* NULL once answered, failed or withdrawn */
+    gpointer file_data;
+    gpointer file_op; /* files.c's operation in progress, or NULL */
+    GDestroyNotify file_op_free;
 };
 
 /* (Re)arm the session's timer on the thread-default main context (where the channel is). */
@@ -238,15 +251,35 @@ static void end_with(SbxSession *s, SbxStatus status, SbxErrorCode code, gboolea
     finish(s, ST_CLOSED);
 }
 
-/* The channel cannot be used any more, outside an execution: the VM must not be reused. */
-static void broken(SbxSession *s, const char *reason)
+/* Fail the file request in flight (if its hook is still there) with @code and @reason. */
+static void file_fail(SbxSession *s, GIOErrorEnum code, const char *reason)
 {
-    if (s->state != ST_IDLE) {
+    SbxSessionFileFunc func = g_steal_pointer(&s->file_func);
+
+    if (func != NULL) {
+        g_autoptr(GError) error = g_error_new(G_IO_ERROR, code, "%s", reason);
+        func(s, NULL, error, s->file_data);
+    }
+}
+
+/*
+ * The channel cannot be used any more, outside an execution: the VM must not be reused.
+ * @code: what a file request in flight fails with (a G_IO_ERROR).
+ */
+static void broken(SbxSession *s, GIOErrorEnum code, const char *reason)
+{
+    if (s->state != ST_IDLE && s->state != ST_FILE) {
         return;
     }
+    gboolean file = s->state == ST_FILE;
+    timer_stop(s); /* a file request's */
     s->state = ST_CLOSED;
+    s->closed_why = g_strdup(reason);
     sbx_channel_stop(s->channel);
     ping_complete(s, reason);
+    if (file) {
+        file_fail(s, code, reason);
+    }
     if (s->cb.on_broken != NULL) {
         s->cb.on_broken(s, reason, s->user_data);
     }
@@ -276,7 +309,7 @@ static void violation(SbxSession *s, const char *fmt, ...)
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "protocol violation: %s", what);
     } else {
         g_autofree char *reason = g_strdup_printf("protocol violation: %s", what);
-        broken(s, reason);
+        broken(s, G_IO_ERROR_INVALID_DATA, reason);
     }
 }
 
@@ -289,7 +322,7 @@ static void channel_lost(SbxSession *s, const char *what)
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "channel to the guest lost: %s",
                  what);
     } else {
-        broken(s, what);
+        broken(s, G_IO_ERROR_CONNECTION_CLOSED, what);
     }
 }
 
@@ -549,7 +582,7 @@ static void handle_guest_error(SbxSession *s, const SbxErrorMsg *m)
     } else if (executing(s)) {
         end_with(s, SBX_STATUS_CRASH, SBX_ERR_INTERNAL, FALSE, "%s", msg);
     } else {
-        broken(s, msg);
+        broken(s, G_IO_ERROR_FAILED, msg);
     }
 }
 
@@ -567,6 +600,28 @@ static void handle_pong(SbxSession *s, const SbxPing *m)
     }
     s->ping_seq = 0;
     ping_complete(s, NULL);
+}
+
+static void handle_file_result(SbxSession *s, const SbxFileResult *m)
+{
+    if (s->state != ST_FILE) {
+        violation(s, "unexpected file_result");
+        return;
+    }
+    if (m->seq != s->file_seq) {
+        violation(s, "file_result for request %u, expected %u", m->seq, s->file_seq);
+        return;
+    }
+    g_autofree char *breach =
+        m->ok && s->file_check != NULL ? s->file_check(m, s->file_data) : NULL;
+    if (breach != NULL) {
+        violation(s, "%s", breach);
+        return;
+    }
+    timer_stop(s);
+    s->state = ST_IDLE;
+    SbxSessionFileFunc func = g_steal_pointer(&s->file_func);
+    func(s, m, NULL, s->file_data);
 }
 
 static void dispatch(SbxSession *s, SbxMsg *msg)
@@ -595,6 +650,9 @@ static void dispatch(SbxSession *s, SbxMsg *msg)
         break;
     case SBX_MSG_ERROR:
         handle_guest_error(s, &msg->error);
+        break;
+    case SBX_MSG_FILE_RESULT:
+        handle_file_result(s, &msg->file_result);
         break;
     default: /* host -> guest messages */
         violation(s, "unexpected %s from the guest", sbx_msg_type_name(msg->type));
@@ -639,7 +697,12 @@ static gboolean on_timer(gpointer data)
     SbxSession *s = data;
 
     timer_stop(s); /* destroying the dispatching source is allowed; we return REMOVE anyway */
-    if (s->state == ST_HANDSHAKING) {
+    if (s->state == ST_FILE) {
+        g_autofree char *why = g_strdup_printf("the guest agent did not answer a file request "
+                                               "within %u ms",
+                                               s->file_timeout_ms);
+        broken(s, G_IO_ERROR_TIMED_OUT, why);
+    } else if (s->state == ST_HANDSHAKING) {
         g_autofree char *why = g_strdup_printf("the guest agent did not answer within %u ms",
                                                SBX_SESSION_HELLO_TIMEOUT_MS);
         handshake_failed(s, why);
@@ -685,6 +748,10 @@ void sbx_session_free(SbxSession *session)
     }
     timer_stop(session);
     ping_timer_stop(session);
+    if (session->file_op != NULL) {
+        session->file_op_free(session->file_op);
+    }
+    g_free(session->closed_why);
     sbx_channel_free(session->channel);
     g_hash_table_destroy(session->in_flight);
     g_hash_table_destroy(session->seen);
@@ -818,7 +885,7 @@ gboolean sbx_session_run(SbxSession *session, const SbxRunRequest *request, GErr
     SbxSession *s = session;
 
     g_return_val_if_fail(s->cb.on_done != NULL, FALSE);
-    if (s->state != ST_NEW && s->state != ST_IDLE) {
+    if ((s->state != ST_NEW && s->state != ST_IDLE) || s->file_op != NULL) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_BUSY, "the session is %s",
                     s->state == ST_CLOSED ? "closed" : "busy");
         return FALSE;
@@ -919,7 +986,7 @@ void sbx_session_ping_cancel(SbxSession *session)
 
 gboolean sbx_session_is_ready(const SbxSession *session)
 {
-    return session->state == ST_IDLE;
+    return session->state == ST_IDLE && session->file_op == NULL;
 }
 
 gint64 sbx_session_hello_time(const SbxSession *session)
@@ -1000,4 +1067,98 @@ gboolean sbx_session_given(const SbxSession *session, SbxSessionGiven *out)
 {
     *out = session->given;
     return out->entropy_len > 0;
+}
+
+/* ---- file requests (session-private.h) ----------------------------------------------------- */
+
+gboolean sbx_session_file_can_send(const SbxSession *session, GError **error)
+{
+    switch (session->state) {
+    case ST_IDLE:
+        return TRUE;
+    case ST_NEW:
+    case ST_HANDSHAKING:
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_NOT_INITIALIZED,
+                    "the session has not said hello yet (sbx_session_handshake_async() first)");
+        return FALSE;
+    case ST_FILE:
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_BUSY, "a file request is in flight");
+        return FALSE;
+    case ST_CLOSED:
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_CLOSED, "the session is closed%s%s",
+                    session->closed_why != NULL ? ": " : "",
+                    session->closed_why != NULL ? session->closed_why : "");
+        return FALSE;
+    default:
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_BUSY, "an execution is running");
+        return FALSE;
+    }
+}
+
+gboolean sbx_session_file_send(SbxSession *session, SbxFile *file, guint timeout_ms,
+                               SbxSessionFileCheck check, SbxSessionFileFunc func, gpointer data,
+                               GError **error)
+{
+    SbxSession *s = session;
+    SbxMsg msg = {.type = SBX_MSG_FILE};
+    uint8_t *frame = NULL;
+    size_t len = 0;
+
+    if (!sbx_session_file_can_send(s, error)) {
+        return FALSE;
+    }
+    file->seq = s->file_seq_last = s->file_seq_last == G_MAXUINT32 ? 1 : s->file_seq_last + 1;
+    msg.file = *file;
+    int r = sbx_msg_encode(&msg, &frame, &len);
+    if (r < 0) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "cannot encode the file request: %s", g_strerror(-r));
+        return FALSE;
+    }
+    s->state = ST_FILE;
+    s->file_seq = file->seq;
+    s->file_timeout_ms = timeout_ms;
+    timer_start(s, timeout_ms, on_timer);
+    if (!send_frame(s, frame, len)) { /* closed the session: on_broken ran, no hook yet */
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_CLOSED, "cannot send the file request: %s",
+                    s->closed_why != NULL ? s->closed_why : "the session is closed");
+        return FALSE;
+    }
+    s->file_check = check;
+    s->file_func = func;
+    s->file_data = data;
+    return TRUE;
+}
+
+gboolean sbx_session_file_withdraw(SbxSession *session)
+{
+    if (session->state != ST_FILE) {
+        return TRUE;
+    }
+    session->file_func = NULL;
+    broken(session, G_IO_ERROR_CANCELLED,
+           "a file operation was cancelled with a request in flight (its answer would be left "
+           "unread)");
+    return FALSE;
+}
+
+void sbx_session_file_attach(SbxSession *session, gpointer op, GDestroyNotify destroy)
+{
+    session->file_op = op;
+    session->file_op_free = destroy;
+}
+
+gpointer sbx_session_file_attached(const SbxSession *session)
+{
+    return session->file_op;
+}
+
+void sbx_session_file_set_timeout(SbxSession *session, guint timeout_ms)
+{
+    session->file_timeout_override = timeout_ms;
+}
+
+guint sbx_session_file_get_timeout(const SbxSession *session)
+{
+    return session->file_timeout_override;
 }
