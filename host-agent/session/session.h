@@ -12,6 +12,9 @@
  * `timeout`), the output cap (excess dropped, output_truncated set), the number of tool calls in
  * flight, one answer per call id. Host memory stays bounded whatever the guest sends.
  *
+ * Between executions the workspace's files can be put, got, listed and deleted (files.h); a
+ * file operation in progress keeps the session from being ready.
+ *
  * Callbacks must not free the session; free it later (e.g. from an idle callback).
  */
 #pragma once
@@ -177,7 +180,7 @@ gboolean sbx_session_ping_async(SbxSession *session, SbxSessionReadyFunc func, g
 /** Withdraw the outstanding ping's function (its pong is still accepted). No-op if none. */
 void sbx_session_ping_cancel(SbxSession *session);
 
-/** Handshaken, idle and not broken: an execution can be sent at once. */
+/** Handshaken, idle, not broken, no file operation: an execution can be sent at once. */
 gboolean sbx_session_is_ready(const SbxSession *session);
 
 /** Monotonic time (us) hello_ok came, or 0. */
