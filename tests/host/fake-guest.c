@@ -121,7 +121,8 @@ SbxMsg *fake_guest_recv_keep(FakeGuest *g)
     return m;
 }
 
-int fake_guest_handshake(FakeGuest *g, const char *token)
+/* Receive hello, answer hello_ok (echoing the token unless @token is given). */
+static int answer_hello(FakeGuest *g, const char *token)
 {
     if (fake_guest_recv(g, &g->hello) < 0 || g->hello.type != SBX_MSG_HELLO) {
         fake_guest_fail(g, "expected hello");
@@ -133,7 +134,17 @@ int fake_guest_handshake(FakeGuest *g, const char *token)
     ok.hello_ok.token = (char *)(token != NULL ? token : g->hello.hello.token);
     ok.hello_ok.agent = "fake-guest 0";
     ok.hello_ok.languages = langs;
-    if (fake_guest_send(g, &ok) < 0) {
+    return fake_guest_send(g, &ok);
+}
+
+int fake_guest_hello(FakeGuest *g)
+{
+    return answer_hello(g, NULL);
+}
+
+int fake_guest_handshake(FakeGuest *g, const char *token)
+{
+    if (answer_hello(g, token) < 0) {
         return -1;
     }
     if (fake_guest_recv(g, &g->execute) < 0 || g->execute.type != SBX_MSG_EXECUTE) {

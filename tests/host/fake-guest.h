@@ -71,3 +71,57 @@ int fake_guest_tool_call(FakeGuest *g, guint32 call_id, const char *provider, co
 
 /** Record a failure (first one wins). */
 void fake_guest_fail(FakeGuest *g, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+
+/** Receive hello and answer hello_ok with its token. 0, or -1 (failure recorded). */
+int fake_guest_hello(FakeGuest *g);
+
+/*
+ * A workspace in memory that the fake guest serves `file` requests from (docs/protocol.md,
+ * "Files"), with knobs for hostile answers. Directories are implied by the files' paths. The
+ * guest thread and the test's thread share it under its lock.
+ */
+typedef struct {
+    GMutex lock;
+    GHashTable *files;  /* workspace path -> GByteArray*: the regular files */
+    GHashTable *writes; /* workspace path -> GByteArray*: writes in progress (temporary files) */
+    /* knobs: set before the guest starts; requests are counted from 1 */
+    guint wrong_seq_at;    /* the answer to this request has another seq */
+    guint silent_from;     /* this request and all after it get no answer */
+    guint hangup_at;       /* the guest closes the channel at this request */
+    guint duplicate_at;    /* this request is answered twice */
+    gsize read_extra;      /* read answers carry this many bytes more than they should */
+    gint64 write_size_lie; /* added to the size of write answers */
+    gint64 read_size_lie;  /* added to the size of read answers */
+    gsize grow_per_read;   /* a file grows by this many bytes after each read of it */
+    const char *fail_type; /* fake_files_fail() */
+    char *fail_message;    /* fake_files_fail() */
+    guint fail_countdown;  /* fake_files_fail() */
+    /* what the guest saw */
+    guint requests;                /* file requests */
+    guint ops[SBX_FILE_OP__COUNT]; /* file requests per operation */
+    gsize write_max;               /* the largest chunk written */
+} FakeFiles;
+
+FakeFiles *fake_files_new(void);
+void fake_files_free(FakeFiles *f);
+
+/** Put a file of @len bytes at @path (a workspace path). */
+void fake_files_set(FakeFiles *f, const char *path, const void *data, gsize len);
+
+/** A copy of the file at @path, or NULL. */
+GBytes *fake_files_get(FakeFiles *f, const char *path);
+
+/** File requests of @op received so far. */
+guint fake_files_count(FakeFiles *f, SbxFileOp op);
+
+/**
+ * The file request after the next @after ones is answered with ok false, errno name @type
+ * (a static string) and @message (NULL: "fake failure"); once.
+ */
+void fake_files_fail(FakeFiles *f, guint after, const char *type, const char *message);
+
+/** Answer file requests from @f (and pings) until the host closes the channel. */
+void fake_guest_serve_files(FakeGuest *g, FakeFiles *f);
+
+/** A script: hello, then fake_guest_serve_files() with g->data (a FakeFiles). */
+void fake_guest_script_files(FakeGuest *g);
