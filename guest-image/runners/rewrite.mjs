@@ -2,6 +2,9 @@
 // top-level await works, the value of the last expression statement is returned, `import`
 // declarations become dynamic imports, and with an entry the function of that name is
 // returned instead. Line numbers are kept, so stacks point into the user's code.
+// In a session (execute.keep) the cell's top-level declarations (var, let, const, function,
+// class, import) become properties of globalThis instead, so that later cells see them and may
+// declare the same names again.
 import { createRequire } from 'node:module';
 
 // The image's acorn (the npm registry's, pinned by guest-image/build-image), then Debian's
@@ -54,22 +57,78 @@ function parse(code, filename) {
 }
 
 // `import a, {b as c} from 'm'` -> `const {default: a, b: c} = await __sbx.import('m');`
-function importToAwait(node, code) {
+// In a session: `({default: globalThis.a, b: globalThis.c} = await __sbx.import('m'));`
+function importToAwait(node, code, keep) {
     const from = `await ${HELPER}.import(${code.slice(node.source.start, node.source.end)})`;
     const names = [];
     let namespace = null;
     for (const s of node.specifiers) {
+        const local = keep ? `globalThis.${s.local.name}` : s.local.name;
         if (s.type === 'ImportNamespaceSpecifier')
-            namespace = s.local.name;
+            namespace = local;
         else if (s.type === 'ImportDefaultSpecifier')
-            names.push(`default: ${s.local.name}`);
+            names.push(`default: ${local}`);
         else
-            names.push(`${code.slice(s.imported.start, s.imported.end)}: ${s.local.name}`);
+            names.push(`${code.slice(s.imported.start, s.imported.end)}: ${local}`);
     }
     const list = names.join(', ');
+    if (keep && namespace)
+        return `${namespace} = ${from};` + (list ? ` ({${list}} = ${namespace});` : '');
+    if (keep)
+        return list ? `({${list}} = ${from});` : `${from};`;
     if (namespace)
         return `const ${namespace} = ${from}` + (list ? `, {${list}} = ${namespace};` : ';');
     return list ? `const {${list}} = ${from};` : `${from};`;
+}
+
+// The edits that make the binding pattern @node assign to globalThis: `a` -> `globalThis.a`,
+// `{a, b = 1}` -> `{a: globalThis.a, b: globalThis.b = 1}`, `[a, ...r]` likewise.
+function patternToGlobals(node, edits) {
+    const global = (id) => edits.push([id.start, id.end, `globalThis.${id.name}`]);
+    if (node.type === 'Identifier') {
+        global(node);
+    } else if (node.type === 'ObjectPattern') {
+        for (const p of node.properties) {
+            if (p.type === 'RestElement') {
+                patternToGlobals(p.argument, edits);
+            } else if (p.shorthand) {
+                const id = p.value.type === 'AssignmentPattern' ? p.value.left : p.value;
+                edits.push([id.start, id.end, `${id.name}: globalThis.${id.name}`]);
+            } else {
+                patternToGlobals(p.value, edits);
+            }
+        }
+    } else if (node.type === 'ArrayPattern') {
+        for (const e of node.elements)
+            if (e)
+                patternToGlobals(e, edits);
+    } else if (node.type === 'RestElement') {
+        patternToGlobals(node.argument, edits);
+    } else if (node.type === 'AssignmentPattern') {
+        patternToGlobals(node.left, edits);
+    }
+}
+
+// A session's top-level declaration @node as assignments to globalThis (same lines). Function
+// declarations stay (they are hoisted: code may call them above their line); @prologue gets
+// their assignments, run where the cell starts.
+function declarationToGlobals(node, code, edits, prologue) {
+    if (node.type === 'FunctionDeclaration') {
+        prologue.push(`globalThis.${node.id.name} = ${node.id.name};`);
+    } else if (node.type === 'ClassDeclaration') {
+        edits.push([node.start, node.start, `globalThis.${node.id.name} = `]);
+        edits.push([node.end, node.end, ';']);
+    } else if (node.type === 'VariableDeclaration') {
+        // `let a = 1, {b} = o;` -> `(globalThis.a = 1), ({b: globalThis.b} = o);`
+        edits.push([node.start, node.start + node.kind.length, '']);
+        for (const d of node.declarations) {
+            edits.push([d.start, d.start, '(']);
+            patternToGlobals(d.id, edits);
+            edits.push([d.end, d.end, d.init ? ')' : ' = undefined)']);
+        }
+        if (code[node.end - 1] !== ';')
+            edits.push([node.end, node.end, ';']);
+    }
 }
 
 // Every node of the tree (acorn nodes are plain objects with a `type`).
@@ -86,15 +145,19 @@ function* nodes(node) {
     }
 }
 
-// Returns { body, returnsValue }: the rewritten code, and whether it returns the last value.
-export function rewrite(code, entry, filename) {
+// Returns { body, prologue, returnsValue }: the rewritten code, what must run before it (on
+// the line of the wrapper's opening: see runner.mjs), and whether it returns the last value.
+// @keep: a session's cell (its declarations become globals).
+export function rewrite(code, entry, filename, keep = false) {
     const ast = parse(code, filename);
     const edits = []; // [start, end, replacement]
+    const prologue = [];
     for (const node of nodes(ast)) {
         if (node.type === 'ImportDeclaration') {
             // Same number of lines, so that later line numbers stay right.
             const lines = code.slice(node.start, node.end).split('\n').length - 1;
-            edits.push([node.start, node.end, importToAwait(node, code) + '\n'.repeat(lines)]);
+            edits.push([node.start, node.end,
+                importToAwait(node, code, keep) + '\n'.repeat(lines)]);
         } else if (node.type === 'ImportExpression') {
             edits.push([node.start, node.start + 'import'.length, `${HELPER}.import`]);
         } else if (node.type.startsWith('Export')) {
@@ -104,6 +167,9 @@ export function rewrite(code, entry, filename) {
                 filename);
         }
     }
+    if (keep)
+        for (const node of ast.body)
+            declarationToGlobals(node, code, edits, prologue);
     const last = ast.body[ast.body.length - 1];
     let returnsValue = false;
     let tail = '';
@@ -121,5 +187,5 @@ export function rewrite(code, entry, filename) {
     edits.sort((a, b) => b[0] - a[0] || b[1] - a[1]);
     for (const [start, end, text] of edits)
         body = body.slice(0, start) + text + body.slice(end);
-    return { body: body + tail, returnsValue };
+    return { body: body + tail, prologue: prologue.join(' '), returnsValue };
 }

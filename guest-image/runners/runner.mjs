@@ -4,7 +4,8 @@
 // It reads `execute`, runs the code as an async function (see rewrite.mjs; TypeScript, language
 // "typescript", has its types stripped first: typescript.mjs), answers tool calls through the
 // channel, and ends with one `done` {status: ok|error, result?, error?}; then it waits for the
-// agent to end it (see deliver).
+// agent to end it (see deliver). In a session (execute.keep) it stays instead, with its
+// globals, and runs the next execute the agent hands it (see keepAfter).
 //
 // The agent may start it long before its execute (pre-started, and saved in a VM snapshot): it
 // first rehearses an execution end to end (see rehearse), then answers the agent's `ping` with
@@ -53,6 +54,8 @@ function openChannel() {
     channel = new Channel(CHANNEL_FD, (msg) => {
         if (msg.type === 'tool_result')
             settle(msg);
+        else if (msg.type === 'execute' && current !== null && current.finished)
+            execute(msg, deliver); // a session's next execute (see keepAfter)
     }, () => {
         // The agent closed the channel: after our done, as it should; before it, it is gone
         // and nobody is left to report to.
@@ -159,7 +162,45 @@ function settle(msg) {
         call.reject(toolError(msg.error, call.site));
 }
 
+// A session's calls still waiting when its execute ended: nobody will answer them now (the
+// agent drops late results), so they fail, and their ids stop counting against the limit.
+function abandonCalls() {
+    const gone = { code: 'tool_error', message: 'the execution that made this call is over' };
+    for (const call of [...pending.values(), ...queued])
+        call.reject(toolError(gone, call.site));
+    pending.clear();
+    queued.length = 0;
+}
+
 // --- running the code ----------------------------------------------------------------------
+
+// The entry cannot be called as asked: a validation_error whose type says why
+// (EntryNotFound, TypeError).
+class EntryError extends Error {
+    constructor(type, message) {
+        super(message);
+        this.name = type;
+    }
+}
+
+// A session's `tools`: one object for all its cells, whose providers each execute replaces, so
+// that a function of an earlier cell calls the tools of the execute running it.
+const sessionTools = Object.create(null);
+
+// The execute's tools: each call is the execute's, and refused once it is over (a session's
+// runner goes on; a later execute has tools of its own).
+function toolsFor(x) {
+    const exe = current;
+    const tools = makeTools(x.tools, (provider, tool, input, site) => (exe.finished
+        ? Promise.reject(toolError({ code: 'tool_error',
+            message: `${provider}.${tool}: the execution that made this call is over` }, site))
+        : callTool(provider, tool, input, site)));
+    if (!x.keep)
+        return tools;
+    for (const p of Object.keys(sessionTools))
+        delete sessionTools[p];
+    return Object.assign(sessionTools, tools);
+}
 
 const userRequire = createRequire(`${process.cwd()}/`);
 
@@ -174,27 +215,34 @@ const PARAMS = ['tools', 'require', 'module', 'exports', '__filename', '__dirnam
     'SandboxToolError', 'ToolError', 'ValidationError', 'PolicyDenied', HELPER];
 
 // The user's code sits in a block of its own, so it may declare names like `tools` again.
-function compile(body, filename) {
-    const source = `(async function (${PARAMS.join(', ')}) {{\n${body}\n}})`;
+// @prologue runs first, on the wrapper's line (the user's lines keep their numbers).
+function compile(body, prologue, filename) {
+    const source = `(async function (${PARAMS.join(', ')}) {{${prologue}\n${body}\n}})`;
     return new vm.Script(source, { filename, lineOffset: -1 }).runInThisContext();
 }
 
 async function run(x) {
     if (x.entry && !/^[A-Za-z_$][\w$]*$/.test(x.entry))
         throw new TypeError(`entry ${JSON.stringify(x.entry)} is not an identifier`);
+    // Refused before the code runs: nothing of it happens.
+    if (x.entry && x.kwargs && Object.keys(x.kwargs).length > 0)
+        throw new EntryError('TypeError', 'kwargs: JavaScript functions take positional ' +
+            'arguments only');
     const filename = FILENAMES[x.language] ?? FILENAMES.javascript;
     // TypeScript: types blanked out in place (same lines and columns), then the same path.
     const code = x.language === 'typescript' ? stripTypes(x.code, filename) : x.code;
-    const { body } = rewrite(code, x.entry, filename);
-    const fn = compile(body, filename);
+    const { body, prologue } = rewrite(code, x.entry, filename, x.keep === true);
+    const fn = compile(body, prologue, filename);
     const module = { exports: {} };
-    const value = await fn(makeTools(x.tools, callTool), userRequire, module, module.exports,
+    const value = await fn(toolsFor(x), userRequire, module, module.exports,
         `${process.cwd()}/${filename}`, process.cwd(), SandboxToolError, ToolError,
         ValidationError, PolicyDenied, { import: importForUser });
     if (!x.entry)
         return value;
     if (typeof value !== 'function')
-        throw new ReferenceError(`entry function ${x.entry} is not defined by the code`);
+        throw new EntryError('EntryNotFound', value === undefined
+            ? `entry ${x.entry}: no function of that name is defined`
+            : `entry ${x.entry} is not a function (it is ${typeof value})`);
     return value(...(x.args ?? []));
 }
 
@@ -218,6 +266,8 @@ function userStack(stack) {
 }
 
 function describe(e) {
+    if (e instanceof EntryError)
+        return { code: 'validation_error', type: e.name, message: text(e.message) };
     const code = e instanceof SerializationError ? 'serialization_error' : 'runtime_error';
     if (!(e instanceof Error)) {
         const type = e === null ? 'null' : typeof e === 'object' ? 'Object' : typeof e;
@@ -415,6 +465,8 @@ async function serve() {
 // end), where compiling costs milliseconds of TCG; the same for waitForCloseSync.
 const deliver = (async function deliver(frame, code) {
     exitCode = code;
+    if (current.keep)
+        return keepAfter(frame);
     if (channel) {
         await channel.send(frame);
         channel.ref(true); // stay until the close (openChannel)
@@ -425,9 +477,20 @@ const deliver = (async function deliver(frame, code) {
     process.exit(code);
 });
 
+// A session's execute is over: its done goes out over the Channel, and the runner stays, its
+// event loop running (timers of the code go on), until the agent hands it the next execute
+// (openChannel) or kills it.
+async function keepAfter(frame) {
+    abandonCalls();
+    if (!channel)
+        openChannel();
+    channel.ref(true);
+    await channel.send(frame);
+}
+
 // Start the execution of @msg; its done goes to @handOver(frame, exitCode).
 function execute(msg, handOver) {
-    current = { id: msg.id, finished: false, deliver: handOver };
+    current = { id: msg.id, finished: false, deliver: handOver, keep: msg.keep === true };
     reseedMathRandom();
     run(msg).then(succeed, fail);
 }

@@ -3,8 +3,10 @@ channel on fd 3 (docs/protocol.md, "Runner channel").
 
 It reads `execute`, runs the code like a notebook cell (top-level await allowed; the value of
 the last expression statement is the result) or, with an entry, calls that function with the
-args; tool calls go through the channel; it ends with one `done` {status: ok|error, result?,
-error?} and exits. sys.exit(n) exits with n and no done: the agent reports the exit status.
+args and kwargs; tool calls go through the channel; it ends with one `done` {status: ok|error,
+result?, error?} and exits. sys.exit(n) exits with n and no done: the agent reports the exit
+status. In a session (execute.keep) it stays after its done instead, and runs the next execute
+the agent hands it with the same globals (and event loop).
 
 The agent may start it long before its execute (pre-started, and saved in a VM snapshot): it
 first runs a warm-up cell through the same code path, then answers the agent's `ping` with
@@ -49,19 +51,38 @@ def compile_cell(source):
     return body, tail
 
 
+class EntryError(Exception):
+    """The entry cannot be called as asked: a validation_error whose type says why
+    (EntryNotFound, TypeError)."""
+
+    def __init__(self, type_, message):
+        super().__init__(message)
+        self.type = type_
+
+
+class State:
+    """What the cells of one runner share: a session's executes (execute.keep) all of it."""
+
+    def __init__(self):
+        self.namespace = None  # the globals, made by the first cell
+        self.loop = None  # created on the first top-level await
+
+
 class Runner:
-    def __init__(self, channel, execute):
+    def __init__(self, channel, execute, state=None):
         self.channel = channel
         self.exec_id = execute["id"]
         self.execute = execute
-        self.loop = None  # created on the first top-level await
+        self.state = state or State()
+        self.finished = False  # its done is out: its tools refuse (a session's runner goes on)
 
     def wait(self, awaitable):
         """Run @awaitable to completion on the runner's event loop (one loop for the whole
-        cell, so that tasks created by one statement can be awaited by a later one)."""
-        if self.loop is None:
-            self.loop = asyncio.new_event_loop()
-        return self.loop.run_until_complete(awaitable)
+        cell, so that tasks created by one statement can be awaited by a later one; in a
+        session, by a later cell)."""
+        if self.state.loop is None:
+            self.state.loop = asyncio.new_event_loop()
+        return self.state.loop.run_until_complete(awaitable)
 
     def evaluate(self, code, namespace):
         value = eval(code, namespace)
@@ -69,32 +90,54 @@ class Runner:
             value = self.wait(value)
         return value
 
+    def globals(self):
+        namespace = self.state.namespace
+        if namespace is None:
+            namespace = self.state.namespace = {
+                "__name__": "__main__", "__file__": os.path.join(os.getcwd(), FILENAME),
+                "__builtins__": __builtins__,
+                "SandboxToolError": SandboxToolError, "ToolError": ToolError,
+                "ValidationError": ValidationError, "PolicyDenied": PolicyDenied,
+            }
+        # Each execute's namespace replaces the last: functions of earlier cells see it too.
+        namespace["tools"] = make_tools(self, self.execute.get("tools"))
+        return namespace
+
     def run(self):
         x = self.execute
         source = x["code"]
         # Tracebacks show the lines of the code, like those of a file.
         linecache.cache[FILENAME] = (len(source), None, source.splitlines(True), FILENAME)
         body, tail = compile_cell(source)
-        namespace = {
-            "__name__": "__main__", "__file__": os.path.join(os.getcwd(), FILENAME),
-            "__builtins__": __builtins__, "tools": make_tools(self, x.get("tools")),
-            "SandboxToolError": SandboxToolError, "ToolError": ToolError,
-            "ValidationError": ValidationError, "PolicyDenied": PolicyDenied,
-        }
+        namespace = self.globals()
         value = self.evaluate(body, namespace)
         if tail is not None:
             value = self.evaluate(tail, namespace)
         if not x.get("entry"):
             return value
-        fn = namespace.get(x["entry"])
+        return self.call(namespace.get(x["entry"]))
+
+    def call(self, fn):
+        x = self.execute
+        name = x["entry"]
+        if fn is None:
+            raise EntryError("EntryNotFound", f"entry {name!r}: no function of that name is "
+                             "defined")
         if not callable(fn):
-            raise NameError(f"entry function {x['entry']!r} is not defined by the code")
-        args = x.get("args") or []
+            raise EntryError("EntryNotFound", f"entry {name!r} is not callable (it is "
+                             f"{type(fn).__name__})")
+        args, kwargs = x.get("args") or [], x.get("kwargs") or {}
         if isinstance(x, HoldsBigInts):
             # An integer of more digits than Python converts (sbx_json.loads): converted now,
             # after the code, which may have raised the limit (sys.set_int_max_str_digits).
-            args = convert(args, "args")
-        value = fn(*args)
+            args, kwargs = convert(args, "args"), convert(kwargs, "kwargs")
+        try:
+            inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise EntryError("TypeError", f"{name}: {e}") from None
+        except ValueError:
+            pass  # no signature to check against (some builtins): the call itself will say
+        value = fn(*args, **kwargs)
         if inspect.isawaitable(value):
             value = self.wait(value)
         return value
@@ -127,6 +170,8 @@ def user_traceback(e):
 
 
 def describe(e):
+    if isinstance(e, EntryError):
+        return {"code": "validation_error", "type": e.type, "message": text(e)}
     code = "serialization_error" if isinstance(e, SerializationError) else "runtime_error"
     error = {"code": code, "type": type(e).__name__[:128]}
     try:
@@ -150,23 +195,20 @@ def done(exec_id, status, exit_code, **extra):
                 exit_code=exit_code, duration_ms=0, output_truncated=False)
 
 
-def report(channel, exec_id, status, value=None, error=None):
-    """The one done message, then exit: 0 after ok, 1 after an error."""
+def done_frame(exec_id, status, value=None, error=None):
+    """The one done message, and the exit code it goes with: 0 after ok, 1 after an error."""
     if status == "ok" and value is not None:
         try:
             check(value, "result")
             frame = encode(done(exec_id, "ok", 0, result=value))
             if frame is None:
                 raise SerializationError("result is too large (a message is at most 4 MiB)")
+            return frame, 0
         except SerializationError as e:
-            return report(channel, exec_id, "error", error=e)
-    elif status == "ok":
-        frame = encode(done(exec_id, "ok", 0))
-    else:
-        frame = encode(done(exec_id, "error", 1, error=describe(error)))
-    flush()
-    channel.send(frame)
-    os._exit(0 if status == "ok" else 1)
+            return done_frame(exec_id, "error", error=e)
+    if status == "ok":
+        return encode(done(exec_id, "ok", 0)), 0
+    return encode(done(exec_id, "error", 1, error=describe(error))), 1
 
 
 def exit_code_of(e):
@@ -210,8 +252,8 @@ def warm_up():
     except Exception:  # nothing to report to yet; a real execution will show what is broken
         pass
     finally:
-        if runner.loop is not None:
-            runner.loop.close()
+        if runner.state.loop is not None:
+            runner.state.loop.close()
         linecache.cache.pop(FILENAME, None)
 
 
@@ -290,15 +332,31 @@ def main():
         os._exit(70)  # the agent is gone: nobody is left to report to
     reseed()
     channel.start_reader()
-    runner = Runner(channel, execute)
-    try:
-        value = runner.run()
-    except SystemExit as e:
+    state = State()
+    while True:
+        runner = Runner(channel, execute, state)
+        value = error = None
+        try:
+            value = runner.run()
+        except SystemExit as e:
+            flush()
+            os._exit(exit_code_of(e))
+        except BaseException as e:  # noqa: B902 - every failure of user code is reported
+            error = e
+        frame, code = done_frame(runner.exec_id, "ok" if error is None else "error", value,
+                                 error)
+        runner.finished = True
         flush()
-        os._exit(exit_code_of(e))
-    except BaseException as e:  # noqa: B902 - every failure of user code is reported
-        report(channel, runner.exec_id, "error", error=e)
-    report(channel, runner.exec_id, "ok", value=value)
+        channel.send(frame)
+        if execute.get("keep") is not True:
+            os._exit(code)
+        # A session's: stay, with the globals, for the next execute (the agent keeps us).
+        del value, error, frame
+        channel.abandon_calls()
+        try:
+            execute = channel.next_execute()
+        except ChannelClosed:
+            os._exit(70)
 
 
 if __name__ == "__main__":

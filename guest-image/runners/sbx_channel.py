@@ -2,7 +2,8 @@
 (4-byte big-endian length + one JSON object; docs/protocol.md, "Runner channel").
 
 The main thread reads `execute`; then a reader thread delivers each `tool_result` to whoever
-waits for it: a blocked caller (threading.Event) or an asyncio future (call_soon_threadsafe).
+waits for it: a blocked caller (threading.Event) or an asyncio future (call_soon_threadsafe),
+and a session's next `execute` to the main thread (next_execute).
 Call ids are taken and frames written under one lock, so ids reach the agent in increasing
 order, as it requires.
 """
@@ -46,6 +47,9 @@ class Channel:
         self._waiting = {}  # call id -> function(message)
         self._queued = collections.deque()  # (head, deliver) beyond CALLS_IN_FLIGHT_MAX
         self._closed = False
+        # A session's next execute, from the reader thread; None: the end of the channel.
+        self._executes = collections.deque()
+        self._executes_ready = threading.Condition(threading.Lock())
 
     def _recv_exact(self, n):
         chunks = []
@@ -81,6 +85,8 @@ class Channel:
         try:
             while True:
                 msg = self.read()
+                if msg.get("type") == "execute":
+                    self._put_execute(msg)
                 if msg.get("type") != "tool_result":
                     continue
                 with self._send_lock:
@@ -97,10 +103,36 @@ class Channel:
             waiting = list(self._waiting.values()) + [d for _, d in self._queued]
             self._waiting = {}
             self._queued.clear()
+        self._put_execute(None)
         gone = {"ok": False, "error": {"code": "internal_error",
                                        "message": "the guest agent closed the runner channel"}}
         for deliver in waiting:
             deliver(gone)
+
+    def _put_execute(self, msg):
+        with self._executes_ready:
+            self._executes.append(msg)
+            self._executes_ready.notify()
+
+    def next_execute(self):
+        """A session's next execute (blocks); raises ChannelClosed at the end."""
+        with self._executes_ready:
+            self._executes_ready.wait_for(lambda: self._executes)
+            if self._executes[0] is None:
+                raise ChannelClosed()
+            return self._executes.popleft()
+
+    def abandon_calls(self):
+        """A session's execute is over: its calls still waiting fail (the agent drops late
+        results), and stop counting against the limit."""
+        with self._send_lock:
+            waiting = list(self._waiting.values()) + [d for _, d in self._queued]
+            self._waiting = {}
+            self._queued.clear()
+        over = {"ok": False, "error": {"code": "tool_error",
+                                       "message": "the execution that made this call is over"}}
+        for deliver in waiting:
+            deliver(over)
 
     def call(self, head, deliver):
         """Send a tool_call (@head without call_id) whose result goes to @deliver(message).

@@ -85,6 +85,9 @@ class Tool:
                 "tool": self._name, "input": value}
 
     def _send(self, value, deliver):
+        if self._runner.finished:
+            raise ToolError(f"{self._provider}.{self._name}: the execution that made this call "
+                            "is over", "tool_error")
         if not self._runner.channel.call(self._head(value), deliver):
             raise SerializationError(f"input of {self._provider}.{self._name} is too large "
                                      "(a message is at most 4 MiB)")

@@ -370,11 +370,15 @@ def test_entry(agent):
     expect_ok(h.run(code, "javascript", entry="main", args=[2, 3]), {"sum": 5})
     expect_ok(h.run(code, "javascript", entry="later", args=["v"]), "v")
     r = h.run(code, "javascript", entry="missing", args=[])
-    expect_error(r, "runtime_error", "ReferenceError")
+    expect_error(r, "validation_error", "EntryNotFound")
     code = "def main(a, b):\n    return {'sum': a + b}\nasync def later(x):\n    return x\n"
     expect_ok(h.run(code, "python", entry="main", args=[2, 3]), {"sum": 5})
     expect_ok(h.run(code, "python", entry="later", args=["v"]), "v")
-    expect_error(h.run(code, "python", entry="missing"), "runtime_error", "NameError")
+    expect_error(h.run(code, "python", entry="missing"), "validation_error", "EntryNotFound")
+    expect_ok(h.run(code, "python", entry="main", args=[2], kwargs={"b": 3}), {"sum": 5})
+    expect_error(h.run(code, "python", entry="main", args=[2]), "validation_error", "TypeError")
+    expect_error(h.run(code, "javascript", entry="main", args=[2], kwargs={"b": 3}),
+                 "validation_error", "TypeError")
 
 
 def test_top_level_await(agent):

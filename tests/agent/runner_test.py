@@ -124,6 +124,38 @@ class Runner:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class Session(Runner):
+    """A runner that takes several executes (execute.keep): each cell's done, read raw."""
+
+    def __init__(self, runners, language):
+        super().__init__(runners, language)
+        self.language = language
+
+    def cell(self, code, **fields):
+        execute = dict({"type": "execute", "id": f"x{self.next_id}", "tools": [], "keep": True,
+                        "language": self.language, "code": code}, **fields)
+        self.next_id += 1
+        try:
+            done, _ = self.run(json.dumps(execute))
+        except (Failure, OSError) as e:
+            raise Failure(f"{e}\n--- runner output ---\n{self.log()}")
+        return done, read_raw(done)
+
+    def value(self, code, **fields):
+        """The cell's result, which must be ok."""
+        done, msg = self.cell(code, **fields)
+        check(msg["status"] == "ok", f"status ok for {code[:200]!r}", done[:3000])
+        return json.loads(done).get("result")
+
+
+def session(runners, language, body):
+    s = Session(runners, language)
+    try:
+        body(s)
+    finally:
+        s.close()
+
+
 def run(runners, language, execute, answers=None):
     """One execution in a runner of its own: (done text, the done read raw, the call texts)."""
     r = Runner(runners, language)
@@ -371,6 +403,140 @@ def test_python_big_ints(runners):
     done, msg, _ = run(runners, "python", text)
     expect_error(done, msg, "runtime_error",
                  f"args[1] is an integer of 5000 digits: {LIMIT_HINT}", "ValueError")
+
+
+# ---- sessions and function calls --------------------------------------------------------------
+
+def test_js_session(runners):
+    """execute.keep: the JS runner stays after its done and runs the next cell with the
+    globals of the earlier ones: top-level var/let/const (destructuring too), functions (still
+    hoisted), classes and imports; a later cell declares the same names again; line numbers
+    are kept; an error does not end the session; an entry may come from an earlier cell."""
+    def body(s):
+        got = s.value("import path from 'node:path';\n"
+                      "import { sep as s, join } from 'node:path';\nimport * as os from 'node:os';\n"
+                      "let x = 1, {a, b: [c = 3, ...rest]} = {a: 2, b: [undefined, 4, 5]};\n"
+                      "const y = {v: 10};\nvar z;\nlet early = hoisted();\n"
+                      "function hoisted() { return 'h'; }\n"
+                      "function twice(n) { return n * 2; }\n"
+                      "async function later(n) { return n + 1; }\n"
+                      "class Box { constructor(v) { this.v = v; } get double() "
+                      "{ return twice(this.v); } }\n"
+                      "[x, a, c, rest, typeof z, early, y.v]")
+        check(got == [1, 2, 3, [4, 5], "undefined", "h", 10], "the first cell", got)
+        got = s.value("let x = 'again';\nconst y = x + '!';\n"
+                      "[x, y, twice(a), new Box(4).double, path.basename('/q/r.js'), s,"
+                      " join('a', 'b'), typeof os.cpus]")
+        check(got == ["again", "again!", 4, 8, "r.js", "/", "a/b", "function"],
+              "the second cell sees the first's names, declares x and y again", got)
+        got = s.value("const q = 1;\nlet w = 2;\nnew Error('here').stack.split('\\n')[1].trim()")
+        check(got.startswith("at main.js:3:"), "line numbers kept", got)
+        done, msg = s.cell("let u = 1;\nthrow new RangeError('boom');")
+        expect_error(done, msg, "runtime_error", "boom", "RangeError")
+        check("main.js:2" in msg["error"].get("stack", ""), "the stack names the line", done)
+        check(s.value("[x, u]") == ["again", 1], "state survives an error")
+        check(s.value("", entry="later", args=[41]) == 42, "an entry of an earlier cell")
+        check(s.value("", entry="twice", args=[21]) == 42, "another one")
+
+    session(runners, "javascript", body)
+
+
+def test_python_session(runners):
+    """execute.keep: the Python runner keeps one globals dict (and event loop) across cells:
+    variables, imports, functions, classes, a task of an earlier cell; an error does not end
+    the session; an entry may come from an earlier cell."""
+    def body(s):
+        got = s.value("import json\nfrom math import sqrt as root\nx = 1\n"
+                      "def twice(n):\n    return n * 2\n"
+                      "async def later(n):\n    return n + 1\n"
+                      "class Box:\n    def __init__(self, v):\n        self.v = v\n"
+                      "import asyncio\nt = asyncio.create_task(asyncio.sleep(0.01, 'late'))\n"
+                      "await asyncio.sleep(0)\n[x, root(16)]")
+        check(got == [1, 4.0], "the first cell", got)
+        got = s.value("x += 1\n[x, twice(3), Box(5).v, json.dumps([1]), root(9), await t]")
+        check(got == [2, 6, 5, "[1]", 3.0, "late"], "the second cell sees the first's", got)
+        done, msg = s.cell("y = 1\nraise KeyError('k')")
+        expect_error(done, msg, "runtime_error", "'k'", "KeyError")
+        check(s.value("[x, y]") == [2, 1], "state survives an error")
+        check(s.value("", entry="later", args=[41]) == 42, "an async entry of an earlier cell")
+        check(s.value("", entry="twice", kwargs={"n": 21}) == 42, "keyword arguments")
+        # Arguments it does not take: refused before the call (nothing of it runs).
+        s.value("hits = []\ndef count(n):\n    hits.append(n)\n    return len(hits)")
+        done, msg = s.cell("", entry="count", args=[1], kwargs={"n": 2})
+        expect_error(done, msg, "validation_error", type_="TypeError")
+        check(s.value("hits") == [], "the function was not called", done)
+
+    session(runners, "python", body)
+
+
+def test_js_calls(runners):
+    """entry: positional args, async functions awaited; EntryNotFound (missing, not a
+    function); kwargs refused before the code runs; a value that is not JSON; an exception
+    with the user's stack."""
+    code = ("console.log('ran');\nfunction add(a, b) { return a + b; }\n"
+            "async function slow(x) { await new Promise((r) => setTimeout(r, 5)); return [x]; }\n"
+            "const notfn = 3;\nfunction fn() { return () => 1; }\n"
+            "function boom() {\n  throw new TypeError('bad');\n}")
+
+    def call(entry, **fields):
+        return run(runners, "javascript", dict({"code": code, "entry": entry}, **fields))
+
+    done, msg, _ = call("add", args=[2, 3])
+    expect_ok(done, msg, "5")
+    done, msg, _ = call("slow", args=["v"])
+    expect_ok(done, msg, '["v"]')
+    done, msg, _ = call("missing")
+    expect_error(done, msg, "validation_error", "entry missing: no function of that name is "
+                 "defined", "EntryNotFound")
+    done, msg, _ = call("notfn")
+    expect_error(done, msg, "validation_error", "entry notfn is not a function (it is number)",
+                 "EntryNotFound")
+    done, msg, _ = call("add", args=[1], kwargs={"b": 2})
+    expect_error(done, msg, "validation_error", "kwargs: JavaScript functions take positional "
+                 "arguments only", "TypeError")
+    done, msg, _ = call("fn")
+    expect_error(done, msg, "serialization_error", type_="SerializationError")
+    done, msg, _ = call("boom")
+    expect_error(done, msg, "runtime_error", "bad", "TypeError")
+    check("main.js:7" in msg["error"]["stack"] and "runner" not in msg["error"]["stack"],
+          "the user's stack", done)
+
+
+def test_python_calls(runners):
+    """entry: positional and keyword args, checked against the signature first (TypeError as a
+    validation_error; python_session shows the function is not called); async functions awaited; EntryNotFound; a value
+    that is not JSON; an exception with the user's traceback."""
+    code = ("calls = []\ndef add(a, b, *, scale=1):\n    calls.append(1)\n"
+            "    return (a + b) * scale\n"
+            "async def slow(x):\n    import asyncio\n    await asyncio.sleep(0.005)\n"
+            "    return [x]\nnotfn = 3\ndef aset():\n    return {1}\n"
+            "def boom():\n    raise ValueError('bad')\n")
+
+    def call(entry, **fields):
+        return run(runners, "python", dict({"code": code, "entry": entry}, **fields))
+
+    done, msg, _ = call("add", args=[2], kwargs={"b": 3, "scale": 10})
+    expect_ok(done, msg, "50")
+    done, msg, _ = call("slow", args=["v"])
+    expect_ok(done, msg, '["v"]')
+    done, msg, _ = call("missing")
+    expect_error(done, msg, "validation_error", "entry 'missing': no function of that name is "
+                 "defined", "EntryNotFound")
+    done, msg, _ = call("notfn")
+    expect_error(done, msg, "validation_error", "entry 'notfn' is not callable (it is int)",
+                 "EntryNotFound")
+    done, msg, _ = call("add", args=[1, 2], kwargs={"c": 2})
+    expect_error(done, msg, "validation_error", type_="TypeError")
+    check("add:" in msg["error"]["message"] and "'c'" in msg["error"]["message"],
+          "the message names the function and the argument", done)
+    done, msg, _ = call("add", args=[1, 2, 3])
+    expect_error(done, msg, "validation_error", type_="TypeError")
+    done, msg, _ = call("aset")
+    expect_error(done, msg, "serialization_error", type_="SerializationError")
+    done, msg, _ = call("boom")
+    expect_error(done, msg, "runtime_error", "bad", "ValueError")
+    check('File "main.py", line 13, in boom' in msg["error"]["stack"] and
+          "runner.py" not in msg["error"]["stack"], "the user's traceback", done)
 
 
 TESTS = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("test_")}
