@@ -10,6 +10,7 @@
  *   calls.c   tool call ids              pid1.c    signals, reaping, power-off
  *   entropy.c kernel RNG and clock       link.c    framed non-blocking endpoint
  *   prestart.c runners started ahead of their execute (one per language, used once)
+ *   files.c   the workspace and its file operations (file -> file_result)
  *   seccomp.c the syscall filter of every runner (io_uring refused)
  */
 #pragma once
@@ -95,6 +96,14 @@
  */
 #define EARLY_DRAIN_READS 16
 
+/*
+ * Directory levels a file operation walks below its path (list, delete). Each level holds a
+ * directory stream (~32 KiB) and a file descriptor while the walk is below it: 64 levels bound
+ * that to 2 MiB and 64 descriptors. A list stops there (truncated); a delete moves a deeper
+ * directory up and goes on (files.c).
+ */
+#define FILES_DEPTH_MAX 64
+
 typedef struct AgentOptions {
     unsigned vsock_port;     /* --listen-vsock */
     const char *unix_path;   /* --listen-unix: used instead of vsock when set */
@@ -103,6 +112,7 @@ typedef struct AgentOptions {
     const char *python;      /* --python */
     long run_as;             /* --run-as: uid (and gid) of user code, -1 to keep ours */
     bool prestart;           /* not --no-prestart: start one runner per language ahead */
+    const char *workspace;   /* --workspace: the runners' working directory, the files' root */
 } AgentOptions;
 
 typedef enum {
@@ -128,7 +138,7 @@ typedef struct Exec {
     int64_t kill_deadline_ms;   /* EXIT_GRACE_MS after the runner's done; 0: none */
     int64_t drain_deadline_ms;  /* DRAIN_GRACE_MS after exit or the last byte; 0: none */
     bool cancelled;
-    bool early; /* done sent on the runner's done, before its exit (exec.c, finish_early) */
+    bool early;       /* done sent on the runner's done, before its exit (exec.c, finish_early) */
     bool have_done;
     SbxDone done; /* the runner's own report (status, result, error) */
     bool failed;
@@ -152,6 +162,16 @@ typedef struct Prestart {
     int pipes[SBX_STREAM__COUNT]; /* read ends of stdout, stderr (not read while it waits) */
 } Prestart;
 
+/* A write in progress (files.c): chunks go into a temporary file beside the target. */
+typedef struct Upload {
+    char *path;   /* the target's workspace path; NULL: no write in progress */
+    char *name;   /* its last component (points into path) */
+    int dir_fd;   /* the directory it goes into */
+    int fd;       /* the temporary file there */
+    char tmp[32]; /* its name */
+    uint64_t written;
+} Upload;
+
 typedef struct Agent {
     AgentOptions opt;
     bool pid1; /* we are init: reap everything, never exit */
@@ -168,6 +188,8 @@ typedef struct Agent {
     Exec *exec;               /* the running execution, or NULL */
     pid_t early_pid;          /* runner of an execution done before its exit; 0 once reaped */
     Prestart pre[SBX_LANG__COUNT];
+    int workspace_fd; /* O_PATH of the workspace; -1: it could not be opened */
+    Upload upload;
     bool conn_serial;         /* the host connection is on the virtio-serial port (serial.c) */
     int serial_fd;            /* the port while no connection uses it; -1: in use or none */
     bool serial_draining;     /* an ended connection's host is still attached: drop its bytes */
@@ -331,6 +353,14 @@ bool prestart_take(Agent *a, SbxLanguage lang, pid_t *ret_pid, Link *ret_chan,
                    int ret_pipes[SBX_STREAM__COUNT]);
 /** Kill and reap the pre-started runners (the agent exits). */
 void prestart_stop(Agent *a);
+
+/* files.c */
+/** Create the workspace if missing (0700, the --run-as user's) and open it. */
+void files_init(Agent *a);
+/** A `file` request from the host: do it and answer with its file_result. */
+void files_on_request(Agent *a, const SbxFile *f);
+/** Drop an unfinished write (its temporary file is removed). */
+void files_abort(Agent *a);
 
 /* loop.c */
 /** Serve connections until SIGTERM/SIGINT (never, as PID 1). Returns 0 or -errno of poll(). */

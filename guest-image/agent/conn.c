@@ -74,6 +74,8 @@ void conn_close(Agent *a)
 {
     if (a->exec)
         exec_abort(a);
+    /* A write in progress lives only as long as its connection. */
+    files_abort(a);
     if (a->conn_state == CONN_NONE)
         return;
     if (a->conn_serial)

@@ -1,6 +1,6 @@
 /*
- * Messages from the host, by connection state: hello first, then execute, cancel, tool_result
- * and ping. Anything else, or anything out of order, is a protocol error that closes the
+ * Messages from the host, by connection state: hello first, then execute, cancel, tool_result,
+ * file and ping. Anything else, or anything out of order, is a protocol error that closes the
  * connection (docs/protocol.md, "Guest agent").
  */
 #include <stdlib.h>
@@ -122,6 +122,9 @@ static void dispatch_ready(Agent *a, SbxMsg *msg)
         break;
     case SBX_MSG_PING:
         on_ping(a, &msg->ping);
+        break;
+    case SBX_MSG_FILE:
+        files_on_request(a, &msg->file);
         break;
     case SBX_MSG_PONG:
         break; /* we never ping, but a pong is harmless */

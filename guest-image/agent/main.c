@@ -29,7 +29,9 @@ static void usage(FILE *f)
             "  --run-as UID|none    run code as UID (gid the same); default %d as PID 1 and\n"
             "                       root, else none\n"
             "  --no-prestart        start each runner at its execute, not one per language\n"
-            "                       ahead (pre-started, warm, waiting)\n",
+            "                       ahead (pre-started, warm, waiting)\n"
+            "  --workspace DIR      the runners' working directory and the root of file\n"
+            "                       operations; created if missing (default /workspace)\n",
             SBX_AGENT_PORT, DEFAULT_RUN_AS);
 }
 
@@ -56,6 +58,7 @@ static int parse_options(int argc, char **argv, AgentOptions *o)
         {"python", required_argument, NULL, 'p'},
         {"run-as", required_argument, NULL, 'a'},
         {"no-prestart", no_argument, NULL, 'P'},
+        {"workspace", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},
         {0},
     };
@@ -90,6 +93,9 @@ static int parse_options(int argc, char **argv, AgentOptions *o)
         case 'P':
             o->prestart = false;
             break;
+        case 'w':
+            o->workspace = optarg;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -110,11 +116,14 @@ int main(int argc, char **argv)
                 .node = "/usr/bin/node",
                 .python = "/usr/bin/python3",
                 .prestart = true,
+                .workspace = "/workspace",
             },
         .pid1 = getpid() == 1,
         .listen_fd = -1,
         .signal_fd = -1,
         .serial_fd = -1,
+        .workspace_fd = -1,
+        .upload = {.dir_fd = -1, .fd = -1},
     };
     int r;
 
@@ -136,6 +145,8 @@ int main(int argc, char **argv)
      * tests count our children). As init, under a clock far behind any hello's (agent.h). */
     if (a.pid1 && a.opt.prestart && (r = clock_set_us(PRESTART_CLOCK_US)) < 0)
         agent_log("setting the clock before pre-starting the runners: %s", strerror(-r));
+    /* The runners start in the workspace: it must be there first. */
+    files_init(&a);
     prestart_all(&a);
     a.listen_fd = listen_open(&a.opt);
     if (a.listen_fd < 0)

@@ -1,7 +1,8 @@
 /*
  * Starting a runner: `node runner.mjs` or `python3 runner.py` in its own process group, as the
- * unprivileged user when configured, with a minimal environment, cwd /tmp, stdin /dev/null,
- * stdout and stderr on pipes, fd 3 the runner channel, and the syscall filter of seccomp.c.
+ * unprivileged user when configured, with a minimal environment, cwd the workspace, stdin
+ * /dev/null, stdout and stderr on pipes, fd 3 the runner channel, and the syscall filter of
+ * seccomp.c.
  */
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -171,7 +172,8 @@ child(const AgentOptions *o, const char *const *argv, int fds[4], int status_fd,
     pid1_signals_reset();
     if (child_fds(fds) < 0 || child_identity(o->run_as) < 0)
         child_fail(status_fd);
-    if (chdir("/tmp") < 0 && chdir("/") < 0)
+    /* The workspace (files.c creates it at start); /tmp if it is not there. */
+    if (chdir(o->workspace) < 0 && chdir("/tmp") < 0 && chdir("/") < 0)
         child_fail(status_fd);
     /* Once it is its user, before exec: guest code never runs without the filter (seccomp.c). */
     if (seccomp_runner_install() < 0)

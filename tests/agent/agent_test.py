@@ -115,6 +115,49 @@ class Host:
             self.agent.executed.add("javascript" if language == "typescript" else language)
         return exec_id
 
+    def file(self, op, path=None, **fields):
+        """One file request and its file_result (same seq); data (bytes) goes as base64."""
+        self.next_seq = getattr(self, "next_seq", 0) + 1
+        msg = {"type": "file", "seq": self.next_seq, "op": op, **fields}
+        if path is not None:
+            msg["path"] = path
+        if isinstance(msg.get("data"), bytes):
+            msg["data"] = base64.b64encode(msg["data"]).decode()
+            if not msg["data"]:
+                del msg["data"]
+        self.send(msg)
+        r = self.expect("file_result")
+        check(r["seq"] == self.next_seq, "file_result with the file's seq", r)
+        return r
+
+    def file_error(self, op, path, errno_name, code="validation_error", **fields):
+        r = self.file(op, path, **fields)
+        check(not r["ok"] and r["error"]["code"] == code and r["error"]["type"] == errno_name
+              and r["error"]["message"], f"{op} {path}: {code} {errno_name}", r)
+        return r
+
+    def upload(self, path, data, chunk=1024 * 1024):
+        """Write @data to @path in chunks; returns the last answer."""
+        off = 0
+        while True:
+            piece = data[off:off + chunk]
+            r = self.file("write", path, offset=off, data=piece,
+                          last=off + len(piece) == len(data))
+            check(r["ok"] and r.get("size", 0) == off + len(piece), "write answered", r)
+            off += len(piece)
+            if off == len(data):
+                return r
+
+    def download(self, path, chunk=1024 * 1024):
+        data = b""
+        while True:
+            r = self.file("read", path, offset=len(data), length=chunk)
+            check(r["ok"], f"read {path}", r)
+            piece = base64.b64decode(r.get("data", ""))
+            data += piece
+            if len(data) >= r.get("size", 0) or not piece:
+                return data
+
     def run(self, code, language, on_tool_call=None, **fields):
         """Execute and collect everything until done. @on_tool_call(msg) returns the
         tool_result fields {ok, result|error}, or None to answer later (pending list)."""
@@ -201,12 +244,14 @@ class Agent:
     def __init__(self, binary, runners, extra=(), node=None):
         self.binary, self.runners = binary, runners
         self.dir = tempfile.mkdtemp(prefix="sbx-agent-test-")
+        os.chmod(self.dir, 0o711)  # --run-as: the user's runners reach the workspace in it
         self.path = os.path.join(self.dir, "agent.sock")
+        self.workspace = os.path.join(self.dir, "workspace")  # the agent creates it
         self.log_path = os.path.join(self.dir, "agent.log")
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [binary, "--listen-unix", self.path, "--runners", runners, "--node", node or NODE,
-             "--python", PYTHON, *extra],
+             "--python", PYTHON, "--workspace", self.workspace, *extra],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
         # The socket file appears at bind(), a moment before listen(): wait for the listening
         # flag in /proc/net/unix (connecting to probe would be a host connection itself).
@@ -1079,12 +1124,21 @@ def test_run_as(agent):
     try:
         h = other.connect()
         h.hello()
+        st = os.stat(other.workspace)
+        check(st.st_uid == uid and st.st_gid == uid and st.st_mode & 0o777 == 0o700,
+              "the workspace is the user's, 0700", oct(st.st_mode))
         code = ("import os, subprocess\n"
                 "subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
                 "[os.getuid(), os.getgid(), os.getgroups(), os.getcwd(), os.environ['HOME']]")
-        expect_ok(h.run(code, "python"), [uid, uid, [], "/tmp", "/tmp"])
-        r = h.run("process.getuid()", "javascript")
-        expect_ok(r, uid)
+        expect_ok(h.run(code, "python"), [uid, uid, [], other.workspace, "/tmp"])
+        expect_ok(h.run("process.getuid()", "javascript"), uid)
+        # What the agent writes is the user's too.
+        h.upload("made/by/host.txt", b"x")
+        for rel, mode in (("made", 0o755), ("made/by", 0o755), ("made/by/host.txt", 0o644)):
+            st = os.lstat(os.path.join(other.workspace, rel))
+            check(st.st_uid == uid and st.st_gid == uid and st.st_mode & 0o777 == mode,
+                  f"{rel} is the user's, {oct(mode)}", oct(st.st_mode))
+        h.close()
         other.wait_no_children()
     finally:
         other.stop()
@@ -1239,6 +1293,190 @@ def test_typescript(agent):
         other.wait_no_children()
     finally:
         other.stop()
+
+
+# ---- files ------------------------------------------------------------------------------------
+
+def temp_files(workspace):
+    return [os.path.join(d, f) for d, _, fs in os.walk(workspace) for f in fs
+            if f.startswith(".sbx-")]
+
+
+def test_files_round_trip(agent):
+    """10 MiB of random bytes up in 1 MiB chunks (parent directories created) and down again,
+    byte for byte; an empty file; replacing a file; what is refused."""
+    h = agent.connect()
+    h.hello()
+    data = os.urandom(10 * 1024 * 1024)
+    h.upload("a/b/c/blob.bin", data)
+    path = os.path.join(agent.workspace, "a/b/c/blob.bin")
+    check(os.path.getsize(path) == len(data) and os.stat(path).st_mode & 0o777 == 0o644,
+          "in place, 0644")
+    check(os.stat(os.path.join(agent.workspace, "a/b")).st_mode & 0o777 == 0o755, "dirs 0755")
+    check(h.download("a/b/c/blob.bin") == data, "the same bytes back")
+    r = h.file("read", "a/b/c/blob.bin", offset=len(data), length=10)
+    check(r["ok"] and r["size"] == len(data) and "data" not in r, "reading at the end", r)
+    r = h.file("read", "a/b/c/blob.bin", offset=5, length=7)
+    check(base64.b64decode(r["data"]) == data[5:12], "a chunk from an offset", r)
+    h.upload("a/b/c/blob.bin", b"small")
+    check(h.download("a/b/c/blob.bin") == b"small", "replaced")
+    r = h.file("write", "empty", offset=0, last=True)
+    check(r["ok"] and r.get("size", 0) == 0, "an empty file", r)
+    r = h.file("read", "empty", offset=0, length=100)
+    check(r["ok"] and r.get("size", 0) == 0 and "data" not in r, "read back empty", r)
+    check(os.path.getsize(os.path.join(agent.workspace, "empty")) == 0, "on disk")
+    h.file_error("write", "a/b", "EISDIR", offset=0, last=True)
+    h.file_error("read", "a/b", "EISDIR", offset=0, length=1)
+    h.file_error("read", "nothing", "ENOENT", offset=0, length=1)
+    h.file_error("read", "empty/x", "ENOTDIR", offset=0, length=1)
+    h.file_error("write", "empty/x", "ENOTDIR", offset=0, last=True)
+    check(not temp_files(agent.workspace), "no temporary file left", temp_files(agent.workspace))
+
+
+def test_files_offsets(agent):
+    """A write whose offset is not the bytes written so far fails and its temporary file goes;
+    so does an unfinished one when another starts, or when the host disconnects."""
+    h = agent.connect()
+    h.hello()
+    r = h.file("write", "m.bin", offset=0, data=b"abc", last=False)
+    check(r["ok"] and r["size"] == 3, "first chunk", r)
+    check(len(temp_files(agent.workspace)) == 1, "a temporary file beside it")
+    h.file_error("write", "m.bin", "EINVAL", offset=5, data=b"d", last=False)
+    check(not temp_files(agent.workspace), "removed after the mismatch")
+    h.file_error("write", "m.bin", "EINVAL", offset=3, data=b"d", last=True)
+    check(not os.path.exists(os.path.join(agent.workspace, "m.bin")), "never put in place")
+    h.file("write", "u1.bin", offset=0, data=b"abc", last=False)
+    h.upload("u2.bin", b"other")
+    check(not temp_files(agent.workspace), "a new write removes an unfinished one")
+    h.file_error("write", "u1.bin", "EINVAL", offset=3, data=b"d", last=True)
+    h.file("write", "u3.bin", offset=0, data=b"abc", last=False)
+    h.close()
+    deadline = time.monotonic() + 10
+    while temp_files(agent.workspace):
+        check(time.monotonic() < deadline, "removed when the host disconnects")
+        time.sleep(0.02)
+    check(sorted(os.listdir(agent.workspace)) == ["u2.bin"], "only the finished file",
+          os.listdir(agent.workspace))
+
+
+def test_files_list(agent):
+    """list: depth first, every type, symlinks not followed, truncated at 1024 entries and when
+    a name is not a workspace path (a newline, bytes that are not UTF-8)."""
+    h = agent.connect()
+    h.hello()
+    h.upload("l/a.txt", b"aaa")
+    h.upload("l/sub/b.txt", b"bb")
+    h.upload("l/sub/deeper/c.txt", b"c")
+    expect_ok(h.run("import os\nos.symlink('a.txt', 'l/sub/ln')\nos.mkfifo('l/fifo')\n"
+                    "os.makedirs('many')\nfor i in range(1100):\n"
+                    "    open(f'many/f{i}', 'w').close()\n"
+                    "os.makedirs('odd/x')\nopen('odd/bad\\nname', 'w').close()\n"
+                    "open(b'odd/\\xff', 'w').close()", "python"))
+    r = h.file("list", "l")
+    check(r["ok"] and not r.get("truncated"), "listed", r)
+    entries = r["entries"]
+    got = {e["path"]: (e["type"], e["size"]) for e in entries}
+    check(got == {"l/a.txt": ("file", 3), "l/sub": ("dir", got.get("l/sub", (0, 0))[1]),
+                  "l/sub/b.txt": ("file", 2), "l/sub/deeper": ("dir", got.get("l/sub/deeper",
+                                                                              (0, 0))[1]),
+                  "l/sub/deeper/c.txt": ("file", 1), "l/sub/ln": ("symlink", 5),
+                  "l/fifo": ("other", 0)}, "entries, types, sizes", entries)
+    paths = [e["path"] for e in entries]
+    for i, p in enumerate(paths):
+        if got[p][0] == "dir":
+            inside = [q for q in paths if q.startswith(p + "/")]
+            check(paths[i + 1:i + 1 + len(inside)] == inside, f"{p}'s entries follow it", paths)
+    now = time.time() * 1e6
+    check(all(abs(e["mtime_us"] - now) < 3600e6 for e in entries), "mtime_us", entries)
+    r = h.file("list")
+    check(r["ok"] and r["truncated"] and len(r["entries"]) == 1024, "the root: truncated", r)
+    r = h.file("list", "many")
+    check(r["ok"] and r["truncated"] and len(r["entries"]) == 1024, "1100 files: 1024", r)
+    r = h.file("list", "odd")
+    check(r["ok"] and r["truncated"] and [e["path"] for e in r["entries"]] == ["odd/x"],
+          "names that are no workspace path are left out", r)
+    h.file_error("list", "l/a.txt", "ENOTDIR")
+    h.file_error("list", "nothing", "ENOENT")
+
+
+def test_files_delete(agent):
+    """delete: a directory with everything in it (also deeper than the walk's 64 levels), a
+    symbolic link (not its target), a file; never the same thing twice."""
+    h = agent.connect()
+    h.hello()
+    h.upload("d/sub/f.txt", b"f")
+    h.upload("d/g.txt", b"g")
+    expect_ok(h.run("import os\np = 'deep'\nfor i in range(150):\n    p += '/d'\n"
+                    "os.makedirs(p)\nopen(p + '/f', 'w').close()\n"
+                    "os.symlink('d', 'ln')", "python"))
+    r = h.file("list", "deep")
+    check(r["ok"] and r["truncated"], "a listing stops 64 levels down", r)
+    check(h.file("delete", "ln")["ok"], "the link")
+    check(os.path.isdir(os.path.join(agent.workspace, "d")), "not its target")
+    check(h.file("delete", "d/g.txt")["ok"], "a file")
+    check(h.file("delete", "d")["ok"], "a directory")
+    check(h.file("delete", "deep")["ok"], "a deep directory")
+    check(sorted(os.listdir(agent.workspace)) == [], "all gone", os.listdir(agent.workspace))
+    h.file_error("delete", "d", "ENOENT")
+
+
+def test_files_symlinks(agent):
+    """Symbolic links planted by code, pointing outside the workspace: every path through one
+    is refused (ELOOP) and nothing outside is read, written or deleted."""
+    outside = os.path.join(agent.dir, "outside")
+    os.mkdir(outside)
+    with open(os.path.join(outside, "secret"), "wb") as f:
+        f.write(b"keep me")
+    h = agent.connect()
+    h.hello()
+    expect_ok(h.run(f"import os\nos.symlink({outside!r}, 'link')\n"
+                    f"os.symlink({outside + '/secret'!r}, 'flink')\n"
+                    "os.mkdir('d')\nos.symlink('/', 'd/root')", "python"))
+    h.file_error("read", "link/secret", "ELOOP", offset=0, length=100)
+    h.file_error("read", "flink", "ELOOP", offset=0, length=100)
+    h.file_error("read", "d/root/etc/passwd", "ELOOP", offset=0, length=100)
+    h.file_error("write", "link/new", "ELOOP", offset=0, data=b"x", last=True)
+    h.file_error("write", "link/secret", "ELOOP", offset=0, data=b"x", last=True)
+    h.file_error("write", "link/a/b", "ELOOP", offset=0, data=b"x", last=True)
+    h.file_error("delete", "link/secret", "ELOOP")
+    h.file_error("list", "link", "ELOOP")
+    r = h.file("list")
+    check({e["path"]: e["type"] for e in r["entries"]} ==
+          {"link": "symlink", "flink": "symlink", "d": "dir", "d/root": "symlink"},
+          "links listed, not followed", r)
+    check(h.file("delete", "flink")["ok"] and h.file("delete", "d")["ok"], "links deleted")
+    with open(os.path.join(outside, "secret"), "rb") as f:
+        check(f.read() == b"keep me", "the outside file untouched")
+    check(os.listdir(outside) == ["secret"], "nothing new outside", os.listdir(outside))
+
+
+def test_files_cwd(agent):
+    """The workspace is the code's working directory: files the code writes there are read by
+    the host, files the host writes are the code's."""
+    h = agent.connect()
+    h.hello()
+    expect_ok(h.run("with open('from_py.txt', 'w') as f:\n    f.write('py')\nimport os\n"
+                    "os.getcwd()", "python"), agent.workspace)
+    expect_ok(h.run("require('node:fs').writeFileSync('from_js.txt', 'js'); process.cwd()",
+                    "javascript"), agent.workspace)
+    check(h.download("from_py.txt") == b"py" and h.download("from_js.txt") == b"js",
+          "the code's files")
+    h.upload("in/data.txt", b"from the host")
+    expect_ok(h.run("open('in/data.txt').read()", "python"), "from the host")
+    check(os.stat(agent.workspace).st_mode & 0o777 == 0o700, "the workspace is 0700")
+
+
+def test_file_during_execution(agent):
+    """A file request while an execution runs breaks the protocol: error, connection closed."""
+    h = agent.connect()
+    h.hello()
+    h.execute("await new Promise((r) => setTimeout(r, 3000))", "javascript")
+    h.expect("started")
+    h.send({"type": "file", "seq": 1, "op": "list"})
+    err = h.expect("error")
+    check(err["code"] == "protocol_error" and "file" in err["message"], "protocol_error", err)
+    h.expect_closed()
+    agent.connect().hello()
 
 
 TESTS = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("test_")}
