@@ -10,6 +10,7 @@
  *   calls.c   tool call ids              pid1.c    signals, reaping, power-off
  *   entropy.c kernel RNG and clock       link.c    framed non-blocking endpoint
  *   prestart.c runners started ahead of their execute (one per language, used once)
+ *   kept.c    a session's runners, kept between its executes (execute.keep)
  *   files.c   the workspace and its file operations (file -> file_result)
  *   seccomp.c the syscall filter of every runner (io_uring refused)
  */
@@ -138,6 +139,9 @@ typedef struct Exec {
     int64_t kill_deadline_ms;   /* EXIT_GRACE_MS after the runner's done; 0: none */
     int64_t drain_deadline_ms;  /* DRAIN_GRACE_MS after exit or the last byte; 0: none */
     bool cancelled;
+    SbxLanguage lang; /* the runner's language (JavaScript for TypeScript) */
+    bool keep;        /* a session's execute: keep the runner after its done (kept.c) */
+    bool kept;        /* ... and it was: the done says so */
     bool early;       /* done sent on the runner's done, before its exit (exec.c, finish_early) */
     bool have_done;
     SbxDone done; /* the runner's own report (status, result, error) */
@@ -161,6 +165,18 @@ typedef struct Prestart {
     bool rewarming;               /* ... and its pong (warm again) has not come yet */
     int pipes[SBX_STREAM__COUNT]; /* read ends of stdout, stderr (not read while it waits) */
 } Prestart;
+
+/*
+ * A session's runner, kept after the done of a keep execute for the next execute of its
+ * language (kept.c); pid 0: none. Indexed like Prestart.
+ */
+typedef struct Kept {
+    pid_t pid; /* leader of its own process group */
+    Link chan; /* quiet between executes: anything it sends there ends it */
+    bool chan_open;
+    int pipes[SBX_STREAM__COUNT]; /* read and dropped between executes */
+    bool lost; /* it died between executes: the next keep execute is told (RunnerLost) */
+} Kept;
 
 /* A write in progress (files.c): chunks go into a temporary file beside the target. */
 typedef struct Upload {
@@ -188,6 +204,7 @@ typedef struct Agent {
     Exec *exec;               /* the running execution, or NULL */
     pid_t early_pid;          /* runner of an execution done before its exit; 0 once reaped */
     Prestart pre[SBX_LANG__COUNT];
+    Kept kept[SBX_LANG__COUNT];
     int workspace_fd; /* O_PATH of the workspace; -1: it could not be opened */
     Upload upload;
     bool conn_serial;         /* the host connection is on the virtio-serial port (serial.c) */
@@ -353,6 +370,33 @@ bool prestart_take(Agent *a, SbxLanguage lang, pid_t *ret_pid, Link *ret_chan,
                    int ret_pipes[SBX_STREAM__COUNT]);
 /** Kill and reap the pre-started runners (the agent exits). */
 void prestart_stop(Agent *a);
+
+/* kept.c */
+/** No runner kept yet. */
+void kept_init(Agent *a);
+/**
+ * Keep the runner of @lang after a keep execute's done: @pid, @chan (moved) and @pipes
+ * (moved; -1 for one at EOF).
+ */
+void kept_store(Agent *a, SbxLanguage lang, pid_t pid, Link *chan, int pipes[SBX_STREAM__COUNT]);
+/**
+ * Hand over the kept runner of @lang (JavaScript's for TypeScript) to an execute, with what it
+ * wrote meanwhile discarded. Returns 1 (taken: *@ret_pid, *@ret_chan moved, @ret_pipes set),
+ * 0 (none), or -ESRCH: the runner kept for it died between executes (its state is gone; said
+ * once).
+ */
+int kept_take(Agent *a, SbxLanguage lang, pid_t *ret_pid, Link *ret_chan,
+              int ret_pipes[SBX_STREAM__COUNT]);
+/** The pids of the kept runners, into @keep; returns how many. */
+size_t kept_pids(const Agent *a, pid_t keep[SBX_LANG__COUNT]);
+/** Handle poll events on the channel of the kept runner of @lang. */
+void kept_on_chan(Agent *a, SbxLanguage lang);
+/** Handle poll events on the pipe @stream of the kept runner of @lang: read and drop. */
+void kept_on_pipe(Agent *a, SbxLanguage lang, SbxStream stream);
+/** A child is about to be reaped (its group still intact): a kept runner is lost. */
+void kept_exiting(Agent *a, pid_t pid);
+/** Kill and reap the kept runners and what they left (the connection ended); forget them. */
+void kept_stop_all(Agent *a);
 
 /* files.c */
 /** Create the workspace if missing (0700, the --run-as user's) and open it. */

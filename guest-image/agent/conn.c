@@ -74,7 +74,8 @@ void conn_close(Agent *a)
 {
     if (a->exec)
         exec_abort(a);
-    /* A write in progress lives only as long as its connection. */
+    /* A session lives only as long as its connection, and so does a write in progress. */
+    kept_stop_all(a);
     files_abort(a);
     if (a->conn_state == CONN_NONE)
         return;

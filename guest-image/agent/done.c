@@ -70,6 +70,7 @@ void done_build(const Exec *e, int64_t now, SbxMsg *out, DoneText *text)
                                            : -1;
     d->duration_ms = (uint64_t)(now - e->start_ms);
     d->output_truncated = e->truncated;
+    d->kept = e->kept;
     if (e->cancelled) {
         d->status = SBX_STATUS_CANCELLED;
     } else if (e->failed) {

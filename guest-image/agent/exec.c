@@ -32,26 +32,35 @@ static void exec_free(Exec *e)
     free(e);
 }
 
-/* Report an execution that never started: done with status error and no started before it. */
+/* Report an execution that never started: a done without a started before it. */
+static void refuse_as(Agent *a, const char *id, SbxStatus status, SbxErrorCode code,
+                      const char *type, const char *why)
+{
+    SbxMsg m = {.type = SBX_MSG_DONE};
+
+    m.done.id = (char *)id;
+    m.done.status = status;
+    m.done.has_error = true;
+    m.done.error.code = code;
+    m.done.error.type = (char *)type;
+    m.done.error.message = (char *)why;
+    m.done.exit_code = -1;
+    conn_send(a, &m);
+}
+
+/* ... with status error and no type. */
 static void refuse(Agent *a, const char *id, SbxErrorCode code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static void refuse(Agent *a, const char *id, SbxErrorCode code, const char *fmt, ...)
 {
-    SbxMsg m = {.type = SBX_MSG_DONE};
     char why[256];
     va_list ap;
 
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    m.done.id = (char *)id;
-    m.done.status = SBX_STATUS_ERROR;
-    m.done.has_error = true;
-    m.done.error.code = code;
-    m.done.error.message = why;
-    m.done.exit_code = -1;
-    conn_send(a, &m);
+    refuse_as(a, id, SBX_STATUS_ERROR, code, NULL, why);
 }
 
 static Exec *exec_new(const SbxExecute *x)
@@ -64,6 +73,8 @@ static Exec *exec_new(const SbxExecute *x)
     }
     e->pipes[SBX_STREAM_STDOUT] = e->pipes[SBX_STREAM_STDERR] = -1;
     e->out_limit = x->output_limit ? x->output_limit : OUTPUT_LIMIT_DEFAULT;
+    e->lang = spawn_runner_language(x->language);
+    e->keep = x->keep;
     e->start_ms = now_ms();
     e->oom_kills_at_start = oom_kills();
     return e;
@@ -113,8 +124,21 @@ void exec_start(Agent *a, SbxMsg *msg)
         return;
     }
     refresh_identity(a, &msg->execute);
-    /* The runner pre-started for this language, warm and waiting, if there is one. */
-    if (!prestart_take(a, x->language, &e->pid, &e->chan, e->pipes)) {
+    /* A session's runner kept for this language; if it died since, a session's execute must
+     * not go on with a fresh one as if nothing happened (docs/protocol.md, "Sessions"). */
+    r = kept_take(a, x->language, &e->pid, &e->chan, e->pipes);
+    if (r == -ESRCH && x->keep) {
+        char why[128];
+
+        snprintf(why, sizeof(why),
+                 "the session's %s runner exited between executions: its state is gone",
+                 sbx_language_name(e->lang));
+        refuse_as(a, x->id, SBX_STATUS_CRASH, SBX_ERR_RUNTIME, "RunnerLost", why);
+        exec_free(e);
+        return;
+    }
+    /* Else the runner pre-started for this language, warm and waiting, if there is one. */
+    if (r <= 0 && !prestart_take(a, x->language, &e->pid, &e->chan, e->pipes)) {
         r = spawn_runner(&a->opt, x->language, &e->pid, &chan, e->pipes);
         if (r < 0) {
             refuse(a, x->id, SBX_ERR_INTERNAL, "cannot start the %s runner: %s", lang,
@@ -132,12 +156,16 @@ void exec_start(Agent *a, SbxMsg *msg)
     runner_send(a, msg);
 }
 
-/* Kill the group @pgid and what escaped it, sparing the runners still waiting for theirs. */
+/*
+ * Kill the group @pgid and what escaped it, sparing the runners still waiting for theirs and
+ * the runners kept by a session (not their children: whatever left a group is fair game).
+ */
 static void kill_all(const Agent *a, pid_t pgid)
 {
-    pid_t keep[SBX_LANG__COUNT];
+    pid_t keep[2 * SBX_LANG__COUNT];
     size_t n = prestart_pids(a, keep);
 
+    n += kept_pids(a, keep + n);
     spawn_kill_all(&a->opt, pgid, keep, n);
 }
 
@@ -197,6 +225,7 @@ void exec_runner_exiting(Agent *a, pid_t pid)
      * behind (background children) now, before the pid can be reused. */
     if ((a->exec && a->exec->pid == pid) || (a->early_pid > 0 && a->early_pid == pid))
         kill_all(a, pid);
+    kept_exiting(a, pid);
     if (a->early_pid == pid)
         a->early_pid = 0;
 }
@@ -276,13 +305,23 @@ static void finish_early(Agent *a)
         for (int i = 0; i < EARLY_DRAIN_READS && e->pipes[s] >= 0; i++)
             if (output_read(a, (SbxStream)s) <= 0)
                 break;
+    e->early = true;
+    /* A session's: the runner stays, with its group, its pipes and its channel (kept.c). */
+    if (e->keep && e->chan_open && !e->chan_mute) {
+        e->kept = true;
+        send_done(a);
+        kept_store(a, e->lang, pgid, &e->chan, e->pipes);
+        e->chan_open = false;
+        exec_free(e);
+        a->exec = NULL;
+        return;
+    }
     for (int s = 0; s < SBX_STREAM__COUNT; s++)
         e->pipes[s] = safe_close(e->pipes[s]);
     if (e->chan_open) {
         link_close(&e->chan);
         e->chan_open = false;
     }
-    e->early = true;
     send_done(a);
     /* The runner stays our child until reaped (pid1.c): no zombie is kept. Its own children
      * are not ours until it is dead, so the sweep runs again then (exec_runner_exiting). */

@@ -18,7 +18,9 @@ enum {
     SLOT_STDOUT,
     SLOT_STDERR,
     SLOT_PRE, /* one per language: the channels of pre-started runners until they are warm */
-    SLOT__COUNT = SLOT_PRE + SBX_LANG__COUNT
+    SLOT_KEPT_CHAN = SLOT_PRE + SBX_LANG__COUNT,       /* one per language: kept runners (kept.c) */
+    SLOT_KEPT_PIPE = SLOT_KEPT_CHAN + SBX_LANG__COUNT, /* their stdout, stderr */
+    SLOT__COUNT = SLOT_KEPT_PIPE + SBX_LANG__COUNT * SBX_STREAM__COUNT
 };
 
 static void watch(struct pollfd *p, int fd, bool in, bool out)
@@ -43,6 +45,16 @@ static void build(const Agent *a, struct pollfd *p)
 
         if (pre->chan_open && (!pre->ready || pre->rewarming))
             watch(&p[SLOT_PRE + l], pre->chan.fd, true, false);
+    }
+    /* Kept runners are read whatever the back-pressure: what they say between executes is
+     * dropped (or ends them). */
+    for (int l = 0; l < SBX_LANG__COUNT; l++) {
+        const Kept *k = &a->kept[l];
+
+        if (k->chan_open)
+            watch(&p[SLOT_KEPT_CHAN + l], k->chan.fd, true, false);
+        for (int s = 0; s < SBX_STREAM__COUNT; s++)
+            watch(&p[SLOT_KEPT_PIPE + l * SBX_STREAM__COUNT + s], k->pipes[s], true, false);
     }
     /* Always watched while connected: hang-ups are reported even when we do not read. */
     if (host) {
@@ -108,6 +120,17 @@ static void dispatch(Agent *a, struct pollfd *p)
 
         if (q->revents && a->pre[l].chan_open && a->pre[l].chan.fd == q->fd)
             prestart_on_events(a, (SbxLanguage)l);
+    }
+    for (int l = 0; l < SBX_LANG__COUNT; l++) {
+        const struct pollfd *q = &p[SLOT_KEPT_CHAN + l];
+
+        if (q->revents && a->kept[l].chan_open && a->kept[l].chan.fd == q->fd)
+            kept_on_chan(a, (SbxLanguage)l);
+        for (int s = 0; s < SBX_STREAM__COUNT; s++) {
+            q = &p[SLOT_KEPT_PIPE + l * SBX_STREAM__COUNT + s];
+            if (q->revents && a->kept[l].pipes[s] >= 0 && a->kept[l].pipes[s] == q->fd)
+                kept_on_pipe(a, (SbxLanguage)l, (SbxStream)s);
+        }
     }
     if (p[SLOT_SIGNAL].revents)
         pid1_on_signals(a);

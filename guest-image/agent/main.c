@@ -145,6 +145,7 @@ int main(int argc, char **argv)
      * tests count our children). As init, under a clock far behind any hello's (agent.h). */
     if (a.pid1 && a.opt.prestart && (r = clock_set_us(PRESTART_CLOCK_US)) < 0)
         agent_log("setting the clock before pre-starting the runners: %s", strerror(-r));
+    kept_init(&a);
     /* The runners start in the workspace: it must be there first. */
     files_init(&a);
     prestart_all(&a);

@@ -1127,11 +1127,15 @@ def test_run_as(agent):
         st = os.stat(other.workspace)
         check(st.st_uid == uid and st.st_gid == uid and st.st_mode & 0o777 == 0o700,
               "the workspace is the user's, 0700", oct(st.st_mode))
+        # A session's runner is spared by the sweep that ends another execution.
+        expect_ok(h.run("let n = 1; process.getuid()", "javascript", keep=True), uid)
         code = ("import os, subprocess\n"
                 "subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
                 "[os.getuid(), os.getgid(), os.getgroups(), os.getcwd(), os.environ['HOME']]")
         expect_ok(h.run(code, "python"), [uid, uid, [], other.workspace, "/tmp"])
-        expect_ok(h.run("process.getuid()", "javascript"), uid)
+        r = h.run("++n", "javascript", keep=True)
+        expect_ok(r, 2)
+        check(r.done.get("kept") is True, "still kept", r.summary())
         # What the agent writes is the user's too.
         h.upload("made/by/host.txt", b"x")
         for rel, mode in (("made", 0o755), ("made/by", 0o755), ("made/by/host.txt", 0o644)):
@@ -1293,6 +1297,144 @@ def test_typescript(agent):
         other.wait_no_children()
     finally:
         other.stop()
+
+
+# ---- sessions (execute.keep) ------------------------------------------------------------------
+
+def expect_kept(r, result=..., kept=True):
+    expect_ok(r, result)
+    check(r.done.get("kept", False) is kept, f"kept {kept}", r.summary())
+
+
+def test_session_js(agent):
+    """A session in JavaScript: the runner (the pre-started one) stays after each done, with
+    its globals: a variable, an import, a function, a class, re-declared let; another
+    language's execution meanwhile spares it; a non-keep execute ends the session."""
+    h = agent.connect()
+    h.hello()
+    r = h.run("import path from 'node:path';\nlet n = 1;\nfunction inc() { return ++n; }\n"
+              "class K { static k = 'k'; }\n[process.pid, process.cwd()]", "javascript",
+              keep=True)
+    expect_kept(r)
+    pid, cwd = r.done["result"]
+    check(agent.prestarted.get(pid) == "javascript", "the pre-started runner", r.summary())
+    check(cwd == agent.workspace, "cwd is the workspace", r.summary())
+    expect_kept(h.run("let n = 10;\n[inc(), K.k, path.basename('/a/b.js'), process.pid]",
+                      "javascript", keep=True), [11, "k", "b.js", pid])
+    expect_kept(h.run("[n, typeof inc, typeof K]", "javascript", keep=True),
+                [11, "function", "function"])
+    expect_ok(h.run("1", "python"), 1)  # its end sweeps, sparing the kept runner
+    expect_kept(h.run("", "javascript", keep=True, entry="inc"), 12)
+    r = h.run("[n, process.pid]", "javascript")
+    expect_kept(r, [12, pid], kept=False)
+    r = h.run("[typeof n, process.pid]", "javascript", keep=True)
+    expect_kept(r)
+    check(r.done["result"][0] == "undefined" and r.done["result"][1] != pid,
+          "a new runner, without the old state", r.summary())
+    h.close()  # the session ends with its connection: wait_no_children checks it
+
+
+def test_session_python(agent):
+    """A session in Python: one globals dict across executes (a variable, an import, a
+    function, a class), kwargs of an entry defined earlier; the same runner throughout."""
+    h = agent.connect()
+    h.hello()
+    r = h.run("import json, os\nn = 1\ndef inc(by=1):\n    global n\n    n += by\n    return n\n"
+              "class K:\n    k = 'k'\n[os.getpid(), os.getcwd()]", "python", keep=True)
+    expect_kept(r)
+    pid, cwd = r.done["result"]
+    check(agent.prestarted.get(pid) == "python", "the pre-started runner", r.summary())
+    check(cwd == agent.workspace, "cwd is the workspace", r.summary())
+    expect_kept(h.run("[inc(), K.k, json.dumps([n]), os.getpid()]", "python", keep=True),
+                [2, "k", "[2]", pid])
+    expect_kept(h.run("", "python", keep=True, entry="inc", kwargs={"by": 10}), 12)
+    expect_kept(h.run("n", "python", keep=True), 12)
+    h.close()
+
+
+def wait_gone(pid, timeout=10):
+    deadline = time.monotonic() + timeout
+    while os.path.exists(f"/proc/{pid}"):
+        check(time.monotonic() < deadline, f"process {pid} did not end")
+        time.sleep(0.02)
+
+
+RUNNER_LOST = "the session's {} runner exited between executions: its state is gone"
+
+
+def expect_lost(r, language):
+    check(not r.started and r.status == "crash", "done crash without started", r.summary())
+    check(r.error == {"code": "runtime_error", "type": "RunnerLost",
+                      "message": RUNNER_LOST.format(language)}, "RunnerLost", r.summary())
+    check("kept" not in r.done, "not kept", r.summary())
+
+
+def test_session_runner_exits(agent):
+    """A session's runner that exits during an execute: that done has no kept (the next keep
+    execute starts afresh). One that exits between executes (a timer of the code; or a message
+    on its channel, which ends it): the next keep execute is told (RunnerLost, once)."""
+    h = agent.connect()
+    h.hello()
+    expect_kept(h.run("x = 1\nimport sys\nsys.exit(0)", "python", keep=True), kept=False)
+    expect_kept(h.run("'x' in globals()", "python", keep=True), False)
+    r = h.run("import os, threading\nthreading.Timer(0.05, lambda: os._exit(3)).start()\n"
+              "os.getpid()", "python", keep=True)
+    expect_kept(r)
+    wait_gone(r.done["result"])
+    expect_lost(h.run("1", "python", keep=True), "python")
+    expect_kept(h.run("2", "python", keep=True), 2)
+    r = h.run("setTimeout(() => process.exit(3), 50); process.pid", "javascript", keep=True)
+    expect_kept(r)
+    wait_gone(r.done["result"])
+    expect_lost(h.run("1", "typescript", keep=True), "javascript")
+    expect_kept(h.run("2", "javascript", keep=True), 2)
+    # Anything on the channel between executes ends the runner.
+    r = h.run("import json, os, struct, threading\n"
+              "b = json.dumps({'type': 'pong', 'seq': 1}).encode()\n"
+              "threading.Timer(0.05, lambda: os.write(3, struct.pack('>I', len(b)) + b)).start()\n"
+              "os.getpid()", "python", keep=True)
+    expect_kept(r)
+    wait_gone(r.done["result"])
+    expect_lost(h.run("1", "python", keep=True), "python")
+    # A lost runner is told to a keep execute only: one without keep just starts afresh.
+    r = h.run("setTimeout(() => process.exit(3), 50); process.pid", "javascript", keep=True)
+    wait_gone(r.done["result"])
+    expect_ok(h.run("3", "javascript"), 3)
+    h.close()
+
+
+def test_session_cancel(agent):
+    """A cancel in a session kills the runner: done cancelled, no kept; the next keep execute
+    starts afresh."""
+    h = agent.connect()
+    h.hello()
+    expect_kept(h.run("x = 5", "python", keep=True))
+    exec_id = h.execute("import time\nprint('spinning', flush=True)\nwhile True:\n"
+                        "    time.sleep(0.01)", "python", keep=True)
+    h.expect("started")
+    h.expect("output")
+    h.send({"type": "cancel", "id": exec_id})
+    done = h.expect("done")
+    check(done["status"] == "cancelled" and "kept" not in done, "cancelled, not kept", done)
+    expect_kept(h.run("'x' in globals()", "python", keep=True), False)
+    h.close()
+
+
+def test_session_quiet(agent):
+    """What a kept runner writes between executes is read and dropped: it neither blocks the
+    runner nor shows up in the next execute."""
+    h = agent.connect()
+    h.hello()
+    expect_kept(h.run("let ticks = 0;\nconst t = setInterval(() => { ticks++; "
+                      "console.log('tick'.repeat(1000)); }, 1);\n1", "javascript", keep=True))
+    time.sleep(1)
+    r = h.run("clearInterval(t);\nticks", "javascript", keep=True)
+    expect_kept(r)
+    check(r.done["result"] > 100, "the runner went on writing (its output was read)",
+          r.summary())
+    check(r.stdout.count("tick") < r.done["result"] * 1000 // 4,
+          "what it wrote between executes is not in the execute's output", r.summary())
+    h.close()
 
 
 # ---- files ------------------------------------------------------------------------------------
