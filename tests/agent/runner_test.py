@@ -131,19 +131,19 @@ class Session(Runner):
         super().__init__(runners, language)
         self.language = language
 
-    def cell(self, code, **fields):
+    def cell(self, code, answers=None, **fields):
         execute = dict({"type": "execute", "id": f"x{self.next_id}", "tools": [], "keep": True,
                         "language": self.language, "code": code}, **fields)
         self.next_id += 1
         try:
-            done, _ = self.run(json.dumps(execute))
+            done, self.calls = self.run(json.dumps(execute), answers)
         except (Failure, OSError) as e:
             raise Failure(f"{e}\n--- runner output ---\n{self.log()}")
         return done, read_raw(done)
 
-    def value(self, code, **fields):
+    def value(self, code, answers=None, **fields):
         """The cell's result, which must be ok."""
-        done, msg = self.cell(code, **fields)
+        done, msg = self.cell(code, answers, **fields)
         check(msg["status"] == "ok", f"status ok for {code[:200]!r}", done[:3000])
         return json.loads(done).get("result")
 
@@ -437,6 +437,14 @@ def test_js_session(runners):
         check(s.value("[x, u]") == ["again", 1], "state survives an error")
         check(s.value("", entry="later", args=[41]) == 42, "an entry of an earlier cell")
         check(s.value("", entry="twice", args=[21]) == 42, "another one")
+        # tools: each execute's own; a function of an earlier cell calls the current ones.
+        s.value("async function use() { return await tools.calc.echo({a: 1}); }\n"
+                "const stale = tools.calc.echo;", tools=tools("echo"))
+        check(s.value("", {"echo": '"now"'}, entry="use", tools=tools("echo")) == "now" and
+              '"id":"x9"' in s.calls[0], "the current execute's tools", s.calls)
+        got = s.value("await stale({}).catch((e) => [e.name, e.message])", tools=tools("echo"))
+        check(got == ["ToolError", "calc.echo: the execution that made this call is over"],
+              "a tool of an earlier execute refuses", got)
 
     session(runners, "javascript", body)
 
@@ -465,6 +473,15 @@ def test_python_session(runners):
         done, msg = s.cell("", entry="count", args=[1], kwargs={"n": 2})
         expect_error(done, msg, "validation_error", type_="TypeError")
         check(s.value("hits") == [], "the function was not called", done)
+        # tools: each execute's own; a function of an earlier cell calls the current ones.
+        s.value("def use():\n    return tools.calc.echo({'a': 1})\nstale = tools.calc.echo",
+                tools=tools("echo"))
+        check(s.value("", {"echo": '"now"'}, entry="use", tools=tools("echo")) == "now" and
+              '"id":"x11"' in s.calls[0], "the current execute's tools", s.calls)
+        got = s.value("try:\n    stale({})\nexcept ToolError as e:\n    r = str(e)\nr",
+                      tools=tools("echo"))
+        check(got == "calc.echo: the execution that made this call is over",
+              "a tool of an earlier execute refuses", got)
 
     session(runners, "python", body)
 
