@@ -98,6 +98,27 @@ static void test_done_exit_status(void **state)
     assert_int_equal(m.done.exit_code, -1);
     assert_string_equal(m.done.error.type, "SIGSEGV");
     assert_string_equal(m.done.error.message, "process killed by SIGSEGV");
+    assert_false(m.done.kept);
+    free(e);
+}
+
+/* A session's runner kept after the runner's own done (early): its exit code, kept. */
+static void test_done_kept(void **state)
+{
+    Exec *e = exec_with(0);
+    DoneText text;
+    SbxMsg m;
+
+    (void)state;
+    e->have_done = true;
+    e->early = true;
+    e->done.status = SBX_STATUS_ERROR;
+    e->done.exit_code = 1;
+    e->keep = e->kept = true;
+    done_build(e, 1000, &m, &text);
+    assert_int_equal(m.done.status, SBX_STATUS_ERROR);
+    assert_int_equal(m.done.exit_code, 1);
+    assert_true(m.done.kept);
     free(e);
 }
 
@@ -243,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_calls_in_flight_cap),
         cmocka_unit_test(test_done_exit_status),
         cmocka_unit_test(test_done_precedence),
+        cmocka_unit_test(test_done_kept),
         cmocka_unit_test_setup_teardown(test_link_send, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_link_recv, pair_setup, pair_teardown),
         cmocka_unit_test_setup_teardown(test_link_limits, pair_setup, pair_teardown),
