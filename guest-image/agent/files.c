@@ -453,6 +453,22 @@ static int do_list(Agent *a, const SbxFile *f, SbxFileResult *res, Outcome *o)
 
 /* ---- delete ------------------------------------------------------------------------------- */
 
+/* Move the directory @name of @dir into @top, under a name nothing there has. 0 or -errno. */
+static int move_up(int dir, const char *name, int top)
+{
+    static unsigned counter;
+    char up[32];
+
+    for (int i = 0; i < 64; i++) {
+        snprintf(up, sizeof(up), ".sbx-delete-%u", counter++);
+        if (renameat2(dir, name, top, up, RENAME_NOREPLACE) == 0)
+            return 0;
+        if (errno != EEXIST)
+            return -errno;
+    }
+    return -EEXIST;
+}
+
 /*
  * Empty the directory @fd (taken), @depth levels below @top (the directory being deleted).
  * Deeper than FILES_DEPTH_MAX, a directory is moved up into @top instead, and *@moved says
@@ -460,7 +476,6 @@ static int do_list(Agent *a, const SbxFile *f, SbxFileResult *res, Outcome *o)
  */
 static int empty_dir(int fd, int top, int depth, bool *moved)
 {
-    static unsigned counter;
     DIR *d = fdopendir(fd);
     struct dirent *de;
     int r = 0;
@@ -472,7 +487,6 @@ static int empty_dir(int fd, int top, int depth, bool *moved)
     }
     while (r == 0 && (de = readdir(d))) {
         struct stat st;
-        char up[32];
         int sub;
 
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
@@ -487,9 +501,7 @@ static int empty_dir(int fd, int top, int depth, bool *moved)
             continue;
         }
         if (depth >= FILES_DEPTH_MAX) {
-            snprintf(up, sizeof(up), ".sbx-delete-%u", counter++);
-            if (renameat(dirfd(d), de->d_name, top, up) < 0)
-                r = -errno;
+            r = move_up(dirfd(d), de->d_name, top);
             *moved = true;
             continue;
         }
