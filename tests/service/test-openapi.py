@@ -66,7 +66,16 @@ EXPECTED = {  # path -> method -> statuses (docs/api.md)
     "/v1/executions/{id}/events": {"get": {"200", "401", "404", "500"}},
     "/v1/approvals": {"get": {"200", "401", "500"}},
     "/v1/approvals/{id}": {"post": {"200", "400", "401", "404", "413", "415", "500"}},
+    "/v1/sessions": {"post": {"201", "400", "401", "409", "413", "429", "500", "503"},
+                     "get": {"200", "401", "500"}},
+    "/v1/sessions/{id}": {"get": {"200", "401", "404", "500"},
+                          "delete": {"200", "401", "404", "500"}},
+    "/v1/sessions/{id}/executions": {"post": {"201", "400", "401", "404", "409", "413", "415",
+                                              "429", "500", "503"}},
 }
+# 429s without Retry-After: a session quota frees when one of the tenant's sessions ends, at
+# no time the server can tell (http-session.c sends none).
+NO_RETRY_AFTER = {("post", "/v1/sessions")}
 ERROR_CODES = {"bad_request", "unauthorized", "not_found", "method_not_allowed", "conflict",
                "payload_too_large", "unsupported_media_type", "rate_limited", "unavailable",
                "internal"}
@@ -107,11 +116,12 @@ def contents(doc):
                 if status == "401":
                     check("WWW-Authenticate" in r.get("headers", {}),
                           f"{m.upper()} {p} 401: WWW-Authenticate")
-                if status == "429":
+                if status == "429" and (m, p) not in NO_RETRY_AFTER:
                     check("Retry-After" in r.get("headers", {}),
                           f"{m.upper()} {p} 429: Retry-After")
-    created = doc["paths"]["/v1/executions"]["post"]["responses"]["201"]
-    check("Location" in created.get("headers", {}), "201 has Location")
+    for p in ("/v1/executions", "/v1/sessions", "/v1/sessions/{id}/executions"):
+        created = doc["paths"][p]["post"]["responses"]["201"]
+        check("Location" in created.get("headers", {}), f"POST {p} 201 has Location")
     events = doc["paths"]["/v1/executions/{id}/events"]["get"]["responses"]["200"]["content"]
     check(set(events) == {"text/event-stream", "application/x-ndjson"}, "events: SSE and NDJSON",
           set(events))
@@ -123,6 +133,8 @@ def contents(doc):
           set(ex["properties"]) - set(schemas["ExecutionSummary"]["properties"]) ==
           {"stdout", "stderr", "tool_calls", "result", "error"},
           "Execution and ExecutionSummary's members")
+    se = schemas["Session"]
+    check(set(se["required"]) == set(se["properties"]), "Session: every member always there")
     req = schemas["ExecutionRequest"]
     check(req.get("additionalProperties") is False and req["required"] == ["language", "code"],
           "ExecutionRequest: unknown members refused, language and code required")
