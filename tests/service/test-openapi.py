@@ -72,13 +72,18 @@ EXPECTED = {  # path -> method -> statuses (docs/api.md)
                           "delete": {"200", "401", "404", "500"}},
     "/v1/sessions/{id}/executions": {"post": {"201", "400", "401", "404", "409", "413", "415",
                                               "429", "500", "503"}},
+    "/v1/sessions/{id}/files": {"get": {"200", "400", "401", "404", "409", "500", "502"}},
+    "/v1/sessions/{id}/files/{path}": {
+        "put": {"201", "400", "401", "404", "409", "413", "500", "502", "507"},
+        "get": {"200", "400", "401", "404", "409", "413", "500", "502"},
+        "delete": {"204", "400", "401", "404", "409", "500", "502"}},
 }
 # 429s without Retry-After: a session quota frees when one of the tenant's sessions ends, at
 # no time the server can tell (http-session.c sends none).
 NO_RETRY_AFTER = {("post", "/v1/sessions")}
 ERROR_CODES = {"bad_request", "unauthorized", "not_found", "method_not_allowed", "conflict",
                "payload_too_large", "unsupported_media_type", "rate_limited", "unavailable",
-               "internal"}
+               "internal", "guest_failed", "workspace_full"}
 
 
 def deref(doc, node):
@@ -125,6 +130,14 @@ def contents(doc):
     events = doc["paths"]["/v1/executions/{id}/events"]["get"]["responses"]["200"]["content"]
     check(set(events) == {"text/event-stream", "application/x-ndjson"}, "events: SSE and NDJSON",
           set(events))
+    files = doc["paths"]["/v1/sessions/{id}/files/{path}"]
+    got = files["get"]["responses"]["200"]
+    check(set(got["content"]) == {"application/octet-stream"} and
+          "X-Sandbox-Sha256" in got.get("headers", {}),
+          "a file's GET: its bytes, with X-Sandbox-Sha256", got)
+    check(set(files["put"]["requestBody"]["content"]) == {"application/octet-stream"},
+          "a file's PUT: its bytes")
+    check("content" not in files["delete"]["responses"]["204"], "a file's DELETE: 204, no body")
     schemas = doc["components"]["schemas"]
     codes = set(schemas["Error"]["properties"]["error"]["properties"]["code"]["enum"])
     check(codes == ERROR_CODES, "the error codes", codes)
