@@ -48,8 +48,9 @@
 #define SBX_TENANT_SESSIONS_DEFAULT 2
 /* As executions at once: 64 VMs is beyond what one host of this kind runs. */
 #define SBX_TENANT_SESSIONS_MAX 64
-/* Memory of a tenant's open sessions' VMs together, MiB: 1 GiB is the default count's 2
- * sessions of up to 512 MiB each (the shipped profiles have 256), a few GiB host's fair share. */
+/* Memory of a tenant's open sessions' VMs together, MiB: 1 GiB lets the default 2 sessions
+ * have VMs of up to 512 MiB each (the shipped profiles have 256), so by default the count binds
+ * first; a tenant with larger VMs gets a larger bound from the operator. */
 #define SBX_TENANT_SESSION_MEMORY_DEFAULT_MIB 1024
 /* The most sessions (64) of the largest VM a profile may have (16384 MiB, qemu-profiles/
  * README.md): 1 TiB, so this bound never binds before those do. */
