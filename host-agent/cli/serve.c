@@ -49,6 +49,10 @@
 #define SERVE_KEEP_DAYS_DEFAULT 30
 #define SERVE_KEEP_RECORDS_DEFAULT 100000
 
+/* Sessions a server may hold (--max-sessions): each is a VM kept in RAM, ~200-300 MB with its
+ * QEMU; 256 is already far more than a host of this size holds. */
+#define SERVE_MAX_SESSIONS_MAX 256
+
 typedef struct {
     SbxCli *cli;
     char *socket_opt;
@@ -66,6 +70,7 @@ typedef struct {
     char *db_path;
     gint64 keep_days;    /* records' retention: -1 the default */
     gint64 keep_records; /* the same */
+    gint max_sessions;   /* 0: SBX_SERVER_SESSIONS_MAX */
     char *socket_path;
     SbxStore *store; /* every run's record; the tenants of the HTTP API */
     SbxRetention *retention;
@@ -211,6 +216,8 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
          "Delete finished records older than DAYS (default: 30; 0: keep them)", "DAYS"},
         {"keep-records", 0, 0, G_OPTION_ARG_INT64, &srv->keep_records,
          "Keep at most N finished records, the newest (default: 100000; 0: no bound)", "N"},
+        {"max-sessions", 0, 0, G_OPTION_ARG_INT, &srv->max_sessions,
+         "Sessions open at once over all tenants (default: 16; docs/sessions.md)", "N"},
         {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
          "Offer pooled VMs without the runners' warm-up after the restore (for comparison)", NULL},
         G_OPTION_ENTRY_NULL,
@@ -228,7 +235,7 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "usage: sandbox serve [--socket PATH] [--db PATH] [--listen ADDR:PORT] "
                     "[--tls-cert FILE --tls-key FILE] [--catalogs-dir DIR] [--keep-days DAYS] "
-                    "[--keep-records N] [--pool [NAME=]N]... "
+                    "[--keep-records N] [--max-sessions N] [--pool [NAME=]N]... "
                     "[--prestart [NAME=]N]... [--profile NAME]... [--no-warm-up] (up to %d "
                     "profiles)",
                     SBX_SERVER_PROFILES_MAX);
@@ -258,6 +265,11 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
                     "--keep-days: 0 to %d; --keep-records: 0 or more", SBX_RECORDS_AGE_MAX_DAYS);
         return FALSE;
     }
+    if (srv->max_sessions < 0 || srv->max_sessions > SERVE_MAX_SESSIONS_MAX) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--max-sessions: 0 to %d",
+                    SERVE_MAX_SESSIONS_MAX);
+        return FALSE;
+    }
     srv->socket_path = sbx_serve_socket_path(srv->socket_opt);
     return TRUE;
 }
@@ -278,6 +290,7 @@ static gboolean start_server(ServeCli *srv, GError **error)
         .profiles = profiles,
         .n_profiles = g_strv_length((char **)names),
         .no_warm_up = srv->no_warm_up,
+        .max_sessions = (guint)srv->max_sessions,
         .on_make_snapshot = on_make_snapshot,
     };
 

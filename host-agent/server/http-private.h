@@ -144,6 +144,11 @@ void sbx_http_exec_note_start(HttpFront *front, const char *tenant_id);
 void sbx_http_session_route(HttpFront *front, SoupServerMessage *msg, const char *rest,
                             GHashTable *query, const SbxTenant *tenant);
 
+/* http-files.c */
+/** /v1/sessions/{id}/files...: @rest is what follows "/files" ("" or "/PATH"). */
+void sbx_http_files_route(HttpFront *front, SoupServerMessage *msg, SbxServerSession *session,
+                          const char *rest, GHashTable *query);
+
 /* http-stored.c */
 /** One execution of a listing: its summary and where it sorts (newest first, then by id). */
 typedef struct {

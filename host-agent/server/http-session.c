@@ -10,6 +10,7 @@
 #include "base/json-builder.h"
 #include "server/http-request.h"
 #include "server/sessions.h"
+#include "store/sessions.h"
 
 /* ---- the object ------------------------------------------------------------------------------ */
 
@@ -48,6 +49,27 @@ char *sbx_http_session_json(const SbxServerSessionInfo *i)
     sbx_jsonb_member_string(&b, "end_reason", i->end_reason);
     sbx_jsonb_end_object(&b);
     return sbx_jsonb_finish(&b);
+}
+
+/* A session the server no longer holds (ended before a restart, or long ago), as its record
+ * has it: the same object, its live members empty. */
+static char *record_json(const SbxSessionRecord *r)
+{
+    gboolean open = g_strcmp0(r->status, "open") == 0;
+    SbxServerSessionInfo info = {
+        .id = r->id,
+        .state = open ? "ready" : "ended",
+        .profile = r->profile,
+        .created_ms = r->created_at_ms,
+        .ended_ms = r->ended_at_ms,
+        .idle_timeout_s = (guint)(r->idle_timeout_ms / 1000),
+        .max_lifetime_s = (guint)(r->max_lifetime_ms / 1000),
+        .executions = (guint)r->executions,
+        .memory_mib = r->memory_mib,
+        .end_status = open ? NULL : r->status,
+        .end_reason = r->reason,
+    };
+    return sbx_http_session_json(&info);
 }
 
 static char *session_json(const SbxServerSession *s)
@@ -150,8 +172,8 @@ static void create(HttpFront *front, SoupServerMessage *msg, const SbxTenant *te
         .front_end = "http",
         .idle_timeout_s = req.idle_timeout_s,
         .max_lifetime_s = req.max_lifetime_s,
-        .max_sessions = 0,   /* TODO(merge): tenant->quotas.max_sessions */
-        .max_memory_mib = 0, /* TODO(merge): tenant->quotas.max_session_memory_mib */
+        .max_sessions = tenant->quotas.max_sessions,
+        .max_memory_mib = tenant->quotas.max_session_memory_mib,
     };
     Creation *c = g_new0(Creation, 1);
     c->msg = g_object_ref(msg);
@@ -169,22 +191,64 @@ static void create(HttpFront *front, SoupServerMessage *msg, const SbxTenant *te
 
 /* ---- list, read, delete ---------------------------------------------------------------------- */
 
+/* Newest first: the sessions in memory, then those of the records the server does not hold
+ * (ended before a restart, or forgotten), at most SBX_HTTP_LIST_MAX in all. */
 static void list(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant)
 {
-    g_autoptr(GPtrArray) all = sbx_server_sessions_list(front->srv, tenant->id);
+    g_autoptr(GPtrArray) live = sbx_server_sessions_list(front->srv, tenant->id);
+    g_autoptr(GPtrArray) stored = NULL;
+    g_autoptr(GError) error = NULL;
+    SbxSessionFilter f = {.tenant_id = tenant->id, .limit = SBX_HTTP_LIST_MAX};
+    guint n = 0;
     SbxJsonb b;
 
+    if (front->store != NULL && !sbx_session_records_list(front->store, &f, &stored, &error)) {
+        sbx_http_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "unavailable", error->message);
+        return;
+    }
     sbx_jsonb_init(&b);
     sbx_jsonb_begin_object(&b);
     sbx_jsonb_key(&b, "sessions");
     sbx_jsonb_begin_array(&b);
-    for (guint i = 0; i < all->len; i++) {
-        g_autofree char *one = session_json(all->pdata[i]);
+    for (guint i = 0; i < live->len && n < SBX_HTTP_LIST_MAX; i++, n++) {
+        g_autofree char *one = session_json(live->pdata[i]);
         sbx_jsonb_raw(&b, one);
+    }
+    for (guint i = 0; stored != NULL && i < stored->len && n < SBX_HTTP_LIST_MAX; i++) {
+        const SbxSessionRecord *r = stored->pdata[i];
+        if (sbx_server_session_find(front->srv, tenant->id, r->id) == NULL) {
+            g_autofree char *one = record_json(r);
+            sbx_jsonb_raw(&b, one);
+            n++;
+        }
     }
     sbx_jsonb_end_array(&b);
     sbx_jsonb_end_object(&b);
     sbx_http_reply_json(msg, SOUP_STATUS_OK, sbx_jsonb_finish(&b));
+}
+
+/* A session of the records only: it has ended; it can be read, nothing more. */
+static void stored_one(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
+                       const char *id, const char *rest)
+{
+    g_autoptr(SbxSessionRecord) r = NULL;
+    g_autoptr(GError) error = NULL;
+
+    if (front->store == NULL ||
+        !sbx_session_records_get(front->store, tenant->id, id, &r, &error)) {
+        gboolean missing = error == NULL || (error->domain == SBX_STORE_ERROR &&
+                                             error->code == SBX_STORE_ERROR_NOT_FOUND);
+        sbx_http_reply_error(msg, missing ? SOUP_STATUS_NOT_FOUND : SOUP_STATUS_SERVICE_UNAVAILABLE,
+                             missing ? "not_found" : "unavailable",
+                             missing ? "no such session" : error->message);
+        return;
+    }
+    if (*rest == '\0' && sbx_http_is(msg, "GET")) {
+        sbx_http_reply_json(msg, SOUP_STATUS_OK, record_json(r));
+        return;
+    }
+    g_autofree char *why = g_strdup_printf("the session has ended (%s)", r->status);
+    sbx_http_reply_error(msg, SOUP_STATUS_CONFLICT, "conflict", why);
 }
 
 static void one(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
@@ -209,6 +273,10 @@ static void one(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenan
         }
         return;
     }
+    if (strcmp(rest, "/files") == 0 || g_str_has_prefix(rest, "/files/")) {
+        sbx_http_files_route(front, msg, s, rest + strlen("/files"), query);
+        return;
+    }
     sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such path");
 }
 
@@ -231,7 +299,7 @@ void sbx_http_session_route(HttpFront *front, SoupServerMessage *msg, const char
     /* another tenant's session is not found, like one that never was */
     SbxServerSession *s = sbx_server_session_find(front->srv, tenant->id, id);
     if (s == NULL) {
-        sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such session");
+        stored_one(front, msg, tenant, id, slash != NULL ? slash : "");
         return;
     }
     one(front, msg, tenant, s, slash != NULL ? slash : "", query);

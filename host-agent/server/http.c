@@ -5,6 +5,8 @@
  */
 #include "server/http-private.h"
 
+#include "server/session-files.h"
+
 #include <string.h>
 
 #include "base/json-builder.h"
@@ -222,7 +224,6 @@ static void early_handler(SoupServer *soup, SoupServerMessage *msg, const char *
     SoupMessageHeaders *h = soup_server_message_get_request_headers(msg);
     HttpConn *c = conn_of(data, msg);
     (void)soup;
-    (void)path;
     (void)query;
 
     if (soup_message_headers_get_encoding(h) == SOUP_ENCODING_CHUNKED) {
@@ -230,10 +231,15 @@ static void early_handler(SoupServer *soup, SoupServerMessage *msg, const char *
                              "a request body needs a Content-Length");
         return;
     }
+    /* a session's file (PUT /v1/sessions/{id}/files/{path}) may be larger than a request */
+    gboolean file = sbx_http_is(msg, "PUT") && g_str_has_prefix(path, "/v1/sessions/") &&
+                    strstr(path, "/files/") != NULL;
+    goffset max = file ? SBX_SESSION_FILE_MAX : SBX_HTTP_BODY_MAX;
     if (soup_message_headers_get_encoding(h) == SOUP_ENCODING_CONTENT_LENGTH &&
-        soup_message_headers_get_content_length(h) > SBX_HTTP_BODY_MAX) {
+        soup_message_headers_get_content_length(h) > max) {
         sbx_http_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "payload_too_large",
-                             "the request body is larger than 1 MiB + 64 KiB");
+                             file ? "the file is larger than 32 MiB"
+                                  : "the request body is larger than 1 MiB + 64 KiB");
         return;
     }
     if (c != NULL) {

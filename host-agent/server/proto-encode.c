@@ -95,6 +95,8 @@ static void encode_profile(SbxJsonb *b, const SbxServeProfileStatus *p)
     member_pids(b, "running_pids", p->running_pids);
     sbx_jsonb_member_uint(b, "prestart", p->prestart);
     member_pids(b, "prestarted_pids", p->prestarted_pids);
+    sbx_jsonb_member_uint(b, "sessions", p->sessions);
+    member_pids(b, "session_pids", p->session_pids);
 }
 
 /*

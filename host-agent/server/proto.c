@@ -136,9 +136,12 @@ static const char *decode_run(const char *payload, gsize len, const cJSON *msg, 
     if (!cJSON_IsString(lang) || sbx_language_from_name(lang->valuestring, &run->language) < 0) {
         return "language: " SBX_LANGUAGE_NAMES;
     }
-    if (!cJSON_IsString(code) || strlen(code->valuestring) == 0 ||
+    /* with an entry the code may be empty: a session's earlier execution defined the function */
+    const cJSON *entry = cJSON_GetObjectItemCaseSensitive(msg, "entry");
+    gboolean calls = entry != NULL && !cJSON_IsNull(entry);
+    if (!cJSON_IsString(code) || (strlen(code->valuestring) == 0 && !calls) ||
         !g_utf8_validate(code->valuestring, -1, NULL)) {
-        return "code: a non-empty UTF-8 string";
+        return "code: a UTF-8 string, not empty unless an entry is named";
     }
     if (tools != NULL && !cJSON_IsNull(tools) &&
         (!cJSON_IsString(tools) || !g_path_is_absolute(tools->valuestring))) {

@@ -117,6 +117,8 @@ typedef struct {
     GArray *ready_pids;      /* GPid: QEMUs of the ready VMs */
     GArray *running_pids;    /* GPid: QEMUs running an execution */
     GArray *prestarted_pids; /* GPid: pre-started QEMUs waiting */
+    GArray *session_pids;    /* GPid: QEMUs of open sessions (not decoded by clients) */
+    guint sessions;          /* sessions open */
 } SbxServeProfileStatus;
 
 typedef struct {

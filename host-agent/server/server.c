@@ -165,6 +165,8 @@ void sbx_server_profile_state(SbxServer *srv, guint i, SbxServerProfileState *ou
     out->ready_pids = g_array_new(FALSE, FALSE, sizeof(GPid));
     out->running_pids = g_array_new(FALSE, FALSE, sizeof(GPid));
     out->prestarted_pids = sbx_pool_vm_factory_prestart_pids(sp->factory);
+    out->session_pids = g_array_new(FALSE, FALSE, sizeof(GPid));
+    out->sessions = sbx_server_sessions_of_profile(srv, i, out->session_pids);
     g_autoptr(GPtrArray) vms = sbx_pool_ready_vms(sp->pool);
     for (guint k = 0; k < vms->len; k++) {
         GPid pid = sbx_pool_vm_ops.pid(vms->pdata[k], sp->factory);
@@ -185,6 +187,7 @@ void sbx_server_profile_state_clear(SbxServerProfileState *st)
     g_clear_pointer(&st->ready_pids, g_array_unref);
     g_clear_pointer(&st->running_pids, g_array_unref);
     g_clear_pointer(&st->prestarted_pids, g_array_unref);
+    g_clear_pointer(&st->session_pids, g_array_unref);
 }
 
 /* ---- jobs --------------------------------------------------------------------------------- */
@@ -380,7 +383,7 @@ SbxServerJob *sbx_server_submit(SbxServer *srv, const SbxServerRequest *req, Sbx
             .catalog = req->catalog,
             .created_at_ms = req->created_at_ms,
         };
-        /* TODO(session records): info.session_id */
+        info.session_id = req->session != NULL ? sbx_server_session_id(req->session) : NULL;
         sbx_exec_set_record(job->exec, srv->store, &info);
     }
     srv->jobs = g_list_prepend(srv->jobs, job);

@@ -90,6 +90,8 @@ typedef struct {
     GArray *ready_pids;      /* GPid: QEMUs of the ready VMs */
     GArray *running_pids;    /* GPid: QEMUs running an execution */
     GArray *prestarted_pids; /* GPid: pre-started QEMUs waiting */
+    GArray *session_pids;    /* GPid: QEMUs held by open sessions (idle or running) */
+    guint sessions;          /* sessions open */
 } SbxServerProfileState;
 
 /** The state of the @i-th profile (free the arrays with sbx_server_profile_state_clear()). */

@@ -7,6 +7,7 @@
 
 #include "exec/lease.h"
 #include "profile.h"
+#include "store/sessions.h"
 
 /* The queue key of the local clients, as in server.c (a tenant id is never empty). */
 #define LOCAL_KEY ""
@@ -20,6 +21,7 @@ struct SbxServerSessions {
 
 typedef struct {
     SbxServerSessionChannelFunc func;
+    void (*abort)(gpointer data);
     gpointer data;
 } ChannelWaiter;
 
@@ -46,6 +48,8 @@ struct SbxServerSession {
     gboolean running;        /* a job submitted and not done */
     gboolean file_op;        /* a file operation asked for the channel and is not done */
     ChannelWaiter *waiter;   /* that operation, until it has the channel */
+    void (*channel_abort)(gpointer data); /* and once it has it: how to stop it */
+    gpointer channel_abort_data;
     SbxServerSessionReadyFunc ready;
     gpointer ready_data;
     char *end_status;
@@ -171,6 +175,8 @@ static void serve_waiter(SbxServerSession *s)
                         "the session has ended: %s", s->end_reason != NULL ? s->end_reason : "");
     } else {
         channel = sbx_exec_lease_session(s->lease);
+        s->channel_abort = w->abort;
+        s->channel_abort_data = w->data;
     }
     w->func(s, channel, e, w->data);
     g_free(w);
@@ -202,6 +208,42 @@ static gboolean settle_later(gpointer data)
 }
 
 /* ---- the API -------------------------------------------------------------------------------- */
+
+/* The session's record (docs/service.md, "Records"): begun before its VM is claimed, so a
+ * server killed with it open leaves it to be marked interrupted at the next start. */
+static gboolean record_begin(SbxServer *srv, SbxServerSession *s, GError **error)
+{
+    SbxStore *store = sbx_server_store(srv);
+    g_autoptr(GError) e = NULL;
+    SbxSessionRecord r = {
+        .id = s->id,
+        .tenant_id = (char *)sbx_server_session_tenant(s),
+        .profile = s->profile_name,
+        .memory_mib = s->memory_mib,
+        .created_at_ms = s->created_ms,
+        .idle_timeout_ms = (gint64)s->idle_timeout_s * 1000,
+        .max_lifetime_ms = (gint64)s->max_lifetime_s * 1000,
+    };
+
+    if (store == NULL || sbx_session_records_begin(store, &r, &e)) {
+        return TRUE;
+    }
+    g_set_error(error, SBX_SERVER_SESSION_ERROR, SBX_SERVER_SESSION_ERROR_FULL,
+                "the session cannot be recorded: %s", e->message);
+    return FALSE;
+}
+
+/* Its end in the record; a store that fails is logged (the session ends regardless). */
+static void record_end(SbxServerSession *s)
+{
+    SbxStore *store = s->all != NULL ? sbx_server_store(s->all->srv) : NULL;
+    g_autoptr(GError) e = NULL;
+
+    if (store != NULL &&
+        !sbx_session_records_end(store, s->id, s->end_status, s->end_reason, s->ended_ms, &e)) {
+        g_warning("session %s: its end could not be recorded: %s", s->id, e->message);
+    }
+}
 
 static gboolean check_room(SbxServer *srv, const SbxServerSessionRequest *req, guint64 memory_mib,
                            GError **error)
@@ -272,6 +314,11 @@ SbxServerSession *sbx_server_session_new(SbxServer *srv, const SbxServerSessionR
         req->max_lifetime_s != 0 ? req->max_lifetime_s : SBX_SERVER_SESSION_LIFETIME_DEFAULT_S;
     s->ready = ready;
     s->ready_data = data;
+    if (!record_begin(srv, s, error)) {
+        s->refs = 1;
+        sbx_server_session_unref(s);
+        return NULL;
+    }
     g_hash_table_insert(all->by_id, s->id, s);
     s->life_timer = g_timeout_add_seconds(s->max_lifetime_s, life_over, s);
     s->lease =
@@ -359,8 +406,13 @@ void sbx_server_session_end(SbxServerSession *s, const char *status, const char 
     s->ended_ms = now_ms();
     s->end_status = g_strdup(status);
     s->end_reason = g_strdup(reason);
+    record_end(s);
     g_clear_handle_id(&s->idle_timer, g_source_remove);
     g_clear_handle_id(&s->life_timer, g_source_remove);
+    if (s->channel_abort != NULL) {
+        void (*abort)(gpointer) = g_steal_pointer(&s->channel_abort);
+        abort(s->channel_abort_data); /* a file operation leaves the channel before its free */
+    }
     sbx_exec_lease_close(s->lease); /* kills the VM: a job on it ends on the VM's exit */
     if (s->waiter != NULL) {
         serve_waiter(s); /* a file operation waiting for the channel hears of the end */
@@ -454,13 +506,14 @@ void sbx_server_session_job_done(SbxServerSession *s, SbxExec *exec)
 }
 
 gboolean sbx_server_session_with_channel(SbxServerSession *s, SbxServerSessionChannelFunc func,
-                                         gpointer data, GError **error)
+                                         GCallback abort, gpointer data, GError **error)
 {
     if (!sbx_server_session_can_run(s, error)) {
         return FALSE;
     }
     s->waiter = g_new0(ChannelWaiter, 1);
     s->waiter->func = func;
+    s->waiter->abort = (void (*)(gpointer))abort;
     s->waiter->data = data;
     s->file_op = TRUE; /* a second request is refused (busy) until it is done */
     set_busy(s);
@@ -472,6 +525,7 @@ gboolean sbx_server_session_with_channel(SbxServerSession *s, SbxServerSessionCh
 void sbx_server_session_channel_done(SbxServerSession *s, gboolean broken, const char *why)
 {
     s->file_op = FALSE;
+    s->channel_abort = NULL;
     if (s->state == SBX_SERVER_SESSION_ENDED) {
         return;
     }
@@ -536,6 +590,27 @@ void sbx_server_session_info(const SbxServerSession *s, SbxServerSessionInfo *ou
         .end_reason = s->end_reason,
         .current_execution = s->current_execution,
     };
+}
+
+guint sbx_server_sessions_of_profile(SbxServer *srv, guint profile, GArray *pids)
+{
+    GHashTableIter it;
+    gpointer v;
+    guint n = 0;
+
+    g_hash_table_iter_init(&it, sbx_server_sessions(srv)->by_id);
+    while (g_hash_table_iter_next(&it, NULL, &v)) {
+        SbxServerSession *s = v;
+        GPid pid = sbx_server_session_qemu_pid(s);
+        if (s->state == SBX_SERVER_SESSION_ENDED || s->profile != profile) {
+            continue;
+        }
+        n++;
+        if (pid != 0) {
+            g_array_append_val(pids, pid);
+        }
+    }
+    return n;
 }
 
 GPid sbx_server_session_qemu_pid(SbxServerSession *s)

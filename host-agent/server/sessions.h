@@ -108,18 +108,22 @@ void sbx_server_session_end(SbxServerSession *session, const char *status, const
 gboolean sbx_server_session_can_run(SbxServerSession *session, GError **error);
 
 /**
- * Run @func once the session's channel is free for a file operation (at once from the loop, or
- * when the execution before it gave the VM back), with the channel, or with an error (the
- * session ended). The session is busy until sbx_server_session_channel_done().
+ * Run @func once the session's channel is free for a file operation (from the loop: at once,
+ * or when the execution before it gave the VM back), with the channel, or with an error (the
+ * session ended first). The session is busy until sbx_server_session_channel_done(). If the
+ * session ends while the operation has the channel, @abort runs first: the operation must stop
+ * using the channel at once (its channel is freed right after) and report its own end.
  */
 typedef void (*SbxServerSessionChannelFunc)(SbxServerSession *session, SbxSession *channel,
                                             const GError *error, gpointer data);
 gboolean sbx_server_session_with_channel(SbxServerSession *session,
-                                         SbxServerSessionChannelFunc func, gpointer data,
-                                         GError **error);
+                                         SbxServerSessionChannelFunc func, GCallback abort,
+                                         gpointer data, GError **error);
 
-/** The file operation of sbx_server_session_with_channel() is over (@broken: it broke the
- * channel: the session ends). */
+/**
+ * The file operation of sbx_server_session_with_channel() is over. @broken: it broke the
+ * channel (a guest's breach, no answer): the session ends, with @why.
+ */
 void sbx_server_session_channel_done(SbxServerSession *session, gboolean broken, const char *why);
 
 const char *sbx_server_session_id(const SbxServerSession *session);
@@ -147,6 +151,9 @@ typedef struct {
 } SbxServerSessionInfo;
 
 void sbx_server_session_info(const SbxServerSession *session, SbxServerSessionInfo *out);
+
+/** Open sessions of profile @profile; their QEMUs' PIDs appended to @pids (GPid). */
+guint sbx_server_sessions_of_profile(SbxServer *srv, guint profile, GArray *pids);
 
 /** The session's VM's QEMU PID, 0 if none (tests, status). */
 GPid sbx_server_session_qemu_pid(SbxServerSession *session);

@@ -221,6 +221,8 @@ static void handle_status(UnixConn *conn)
             .ready_pids = st[i].ready_pids,
             .running_pids = st[i].running_pids,
             .prestarted_pids = st[i].prestarted_pids,
+            .session_pids = st[i].session_pids,
+            .sessions = st[i].sessions,
         };
     }
     sbx_unix_conn_send_msg(conn, &m);

@@ -91,7 +91,7 @@ def vm_pids(status):
     """Every QEMU PID a status message names, over all its profiles."""
     out = set()
     for p in [status, *status.get("profiles", {}).values()]:
-        for k in ("ready_pids", "running_pids", "prestarted_pids"):
+        for k in ("ready_pids", "running_pids", "prestarted_pids", "session_pids"):
             out.update(p.get(k, []))
     return out
 
