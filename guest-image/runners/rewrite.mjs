@@ -184,8 +184,11 @@ export function rewrite(code, entry, filename, keep = false) {
         returnsValue = true;
     }
     let body = code;
-    edits.sort((a, b) => b[0] - a[0] || b[1] - a[1]);
-    for (const [start, end, text] of edits)
+    // From the end backwards; of two edits at one place the later one first, so that the text
+    // reads in the order the edits were made (`let a = 1` -> `(globalThis.a = 1);`, not `1;)`).
+    const order = edits.map((e, i) => [...e, i]);
+    order.sort((a, b) => b[0] - a[0] || b[1] - a[1] || b[3] - a[3]);
+    for (const [start, end, text] of order)
         body = body.slice(0, start) + text + body.slice(end);
     return { body: body + tail, prologue: prologue.join(' '), returnsValue };
 }

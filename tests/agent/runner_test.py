@@ -445,6 +445,13 @@ def test_js_session(runners):
         got = s.value("await stale({}).catch((e) => [e.name, e.message])", tools=tools("echo"))
         check(got == ["ToolError", "calc.echo: the execution that made this call is over"],
               "a tool of an earlier execute refuses", got)
+        # a declaration that ends the cell without a semicolon (scripts/bench's `let x = 1`)
+        done, msg = s.cell("let last = 7")
+        check(msg.get("status") == "ok" and "result" not in msg, "a cell ending in a let", msg)
+        check(s.value("last + 1") == 8, "its binding is a global", done)
+        done, msg = s.cell("class Last {}")
+        check(msg.get("status") == "ok", "a cell ending in a class", msg)
+        check(s.value("typeof Last") == "function", "the class is a global")
 
     session(runners, "javascript", body)
 
