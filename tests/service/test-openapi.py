@@ -9,6 +9,7 @@ statuses and headers of each operation, the error codes, the members of a creati
 Needs no VM."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 DOC = sys.argv[1] if len(sys.argv) > 1 else os.path.join(TOP, "host-agent", "server",
                                                          "openapi.json")
 VALIDATE = os.path.join(HERE, "validate-openapi.mjs")
+API_MD = os.path.join(TOP, "docs", "api.md")
 failures = []
 checks = [0]
 
@@ -96,11 +98,31 @@ def deref(doc, node):
     return node
 
 
+def api_md_endpoints():
+    """The (METHOD, path) of each row of docs/api.md's "Endpoints" table, without the query."""
+    with open(API_MD) as f:
+        section = f.read().split("\n## Endpoints\n", 1)[1]
+    rows = []
+    for line in section.lstrip("\n").splitlines():
+        if not line.startswith("|"):
+            break
+        m = re.match(r"\| `([A-Z]+) (/[^`\[?]*)", line)
+        if m:
+            rows.append((m.group(1), m.group(2)))
+    return rows
+
+
 def contents(doc):
     methods = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
     got = {p: {m: set(op["responses"]) for m, op in item.items() if m in methods}
            for p, item in doc["paths"].items()}
     check(got == EXPECTED, "the paths, methods and statuses are docs/api.md's", got)
+    listed = api_md_endpoints()
+    ops = {(m.upper(), p) for p, item in got.items() for m in item}
+    check(len(listed) == len(set(listed)) and set(listed) == ops,
+          "docs/api.md's Endpoints table lists the document's operations",
+          f"only in docs/api.md: {sorted(set(listed) - ops)}; only in the document: "
+          f"{sorted(ops - set(listed))}")
     check(doc.get("security") == [{"bearer": []}], "every operation needs the bearer key",
           doc.get("security"))
     sec = doc["components"]["securitySchemes"].get("bearer", {})
