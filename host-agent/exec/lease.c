@@ -16,7 +16,9 @@ struct SbxExecLease {
     gboolean closed;
     gboolean doomed; /* the last reference went while acquiring: freed once the acquire returned */
     char *lost_reason;
-    guint lost_source;       /* reports the loss from the loop */
+    guint lost_source;      /* reports the loss from the loop */
+    guint handshake_source; /* reports the hello's end from the loop */
+    GError *handshake_error;
     SbxExecSource *borrower; /* the lent source, while an execution has the VM */
     GQueue waiting;          /* lent sources waiting for their turn (LentSource *) */
 };
@@ -92,25 +94,36 @@ static void ready(SbxExecLease *lease, const GError *error)
     }
 }
 
+static gboolean report_handshake(gpointer data)
+{
+    SbxExecLease *lease = data;
+    g_autoptr(GError) e = g_steal_pointer(&lease->handshake_error);
+
+    lease->handshake_source = 0;
+    lease->lost = e != NULL;
+    ready(lease, e);
+    return G_SOURCE_REMOVE;
+}
+
+/* From the session's callback: its owner hears of it from the loop, where it may close the
+ * lease (and so free the session) without pulling it from under its own callback. */
 static void on_handshake(SbxSession *s, const GError *error, gpointer data)
 {
     SbxExecLease *lease = data;
     (void)s;
 
     if (error != NULL) {
-        g_autoptr(GError) e = g_error_new(error->domain, error->code,
-                                          "the guest agent did not answer: %s", error->message);
-        lease->lost = TRUE;
-        ready(lease, e);
-        return;
+        lease->handshake_error = g_error_new(error->domain, error->code,
+                                             "the guest agent did not answer: %s", error->message);
     }
-    ready(lease, NULL);
+    lease->handshake_source = g_idle_add(report_handshake, lease);
 }
 
 /* ---- the VM -------------------------------------------------------------------------------- */
 
 static void free_lease(SbxExecLease *lease)
 {
+    g_clear_error(&lease->handshake_error);
     sbx_exec_source_free(lease->src); /* reaps the VM */
     g_free(lease->lost_reason);
     g_free(lease);
@@ -406,6 +419,7 @@ void sbx_exec_lease_close(SbxExecLease *lease)
     }
     lease->closed = TRUE;
     g_clear_handle_id(&lease->lost_source, g_source_remove);
+    g_clear_handle_id(&lease->handshake_source, g_source_remove);
     /* the waiting borrowers' acquires fail: the VM is gone */
     for (GList *l = lease->waiting.head; l != NULL; l = l->next) {
         LentSource *w = l->data;
