@@ -26,16 +26,33 @@ static const struct {
     {"approvals", SBX_SERVE_REQ_APPROVALS},
     {"approve", SBX_SERVE_REQ_APPROVE},
     {"deny", SBX_SERVE_REQ_DENY},
+    {"session_new", SBX_SERVE_REQ_SESSION_NEW},
+    {"session_list", SBX_SERVE_REQ_SESSION_LIST},
+    {"session_show", SBX_SERVE_REQ_SESSION_SHOW},
+    {"session_end", SBX_SERVE_REQ_SESSION_END},
+    {"file_put", SBX_SERVE_REQ_FILE_PUT},
+    {"file_get", SBX_SERVE_REQ_FILE_GET},
+    {"file_list", SBX_SERVE_REQ_FILE_LIST},
+    {"file_delete", SBX_SERVE_REQ_FILE_DELETE},
 };
 
 static const struct {
     const char *name;
     SbxServeMsgType type;
 } msg_types[] = {
-    {"status", SBX_SERVE_MSG_STATUS},       {"output", SBX_SERVE_MSG_OUTPUT},
-    {"done", SBX_SERVE_MSG_DONE},           {"error", SBX_SERVE_MSG_ERROR},
-    {"approvals", SBX_SERVE_MSG_APPROVALS}, {"approved", SBX_SERVE_MSG_APPROVED},
+    {"status", SBX_SERVE_MSG_STATUS},
+    {"output", SBX_SERVE_MSG_OUTPUT},
+    {"done", SBX_SERVE_MSG_DONE},
+    {"error", SBX_SERVE_MSG_ERROR},
+    {"approvals", SBX_SERVE_MSG_APPROVALS},
+    {"approved", SBX_SERVE_MSG_APPROVED},
     {"denied", SBX_SERVE_MSG_DENIED},
+    {"session", SBX_SERVE_MSG_SESSION},
+    {"sessions", SBX_SERVE_MSG_SESSIONS},
+    {"file_part", SBX_SERVE_MSG_FILE_PART},
+    {"file", SBX_SERVE_MSG_FILE},
+    {"files", SBX_SERVE_MSG_FILES},
+    {"file_deleted", SBX_SERVE_MSG_FILE_DELETED},
 };
 
 /* The JSON object of @payload and its string `type`, or NULL: no message. */
@@ -76,6 +93,15 @@ static gboolean get_uint(const cJSON *obj, const char *name, guint64 max, guint6
     }
     *out = (guint64)n;
     return TRUE;
+}
+
+static const char bad_session[] =
+    "session: a session's id (1 to 64 letters, digits, `_`, `.` or `-`)";
+
+/* A session's id: a string that is an id (the server's are `se_` and 24 hex digits). */
+static gboolean is_id(const cJSON *v)
+{
+    return cJSON_IsString(v) && sbx_id_valid(v->valuestring);
 }
 
 /*
@@ -151,10 +177,20 @@ static const char *decode_run(const char *payload, gsize len, const cJSON *msg, 
         !get_uint(msg, "output_limit", SBX_SERVE_OUTPUT_LIMIT_MAX, &limit)) {
         return "timeout_ms (1..86400000) and output_limit (1..2^30) are integers";
     }
+    const cJSON *session = cJSON_GetObjectItemCaseSensitive(msg, "session");
+    if (session != NULL && !cJSON_IsNull(session)) {
+        if (!is_id(session)) {
+            return bad_session;
+        }
+        if (profile != NULL && !cJSON_IsNull(profile)) {
+            return "profile: a run in a session runs on the session's VM (name no profile)";
+        }
+    }
     const char *why = decode_call(payload, len, msg, run);
     if (why != NULL) {
         return why;
     }
+    run->session = cJSON_IsString(session) ? g_strdup(session->valuestring) : NULL;
     run->code = g_strdup(code->valuestring);
     run->tools_path = cJSON_IsString(tools) ? g_strdup(tools->valuestring) : NULL;
     run->timeout_ms = (guint)timeout;
@@ -162,6 +198,127 @@ static const char *decode_run(const char *payload, gsize len, const cJSON *msg, 
     run->collect = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "collect"));
     run->profile = cJSON_IsString(profile) ? g_strdup(profile->valuestring) : NULL;
     run->profile_not_name = profile != NULL && !cJSON_IsNull(profile) && !cJSON_IsString(profile);
+    return NULL;
+}
+
+/* A `session_new` into @n; NULL on success, else what is wrong. */
+static const char *decode_session_new(const cJSON *msg, SbxServeSessionNew *n)
+{
+    const cJSON *profile = cJSON_GetObjectItemCaseSensitive(msg, "profile");
+    guint64 idle = 0, life = 0;
+
+    if (!get_uint(msg, "idle_timeout_s", SBX_SERVE_SESSION_SECONDS_MAX, &idle) ||
+        !get_uint(msg, "max_lifetime_s", SBX_SERVE_SESSION_SECONDS_MAX, &life)) {
+        return "idle_timeout_s and max_lifetime_s: integers of seconds, 1..86400, or null";
+    }
+    n->idle_timeout_s = (guint)idle;
+    n->max_lifetime_s = (guint)life;
+    n->profile = cJSON_IsString(profile) ? g_strdup(profile->valuestring) : NULL;
+    n->profile_not_name = profile != NULL && !cJSON_IsNull(profile) && !cJSON_IsString(profile);
+    return NULL;
+}
+
+/* A session's `id` (session_show, session_end); NULL on success, else what is wrong. */
+static const char *decode_session_id(const cJSON *msg, char **ret_id)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+
+    if (!is_id(id)) {
+        return "id: a session's id (1 to 64 letters, digits, `_`, `.` or `-`)";
+    }
+    *ret_id = g_strdup(id->valuestring);
+    return NULL;
+}
+
+/* A workspace path member: NULL when absent or null (@optional), else checked into @ret. */
+static const char *decode_path(const cJSON *msg, gboolean optional, char **ret)
+{
+    const cJSON *path = cJSON_GetObjectItemCaseSensitive(msg, "path");
+
+    if (optional && (path == NULL || cJSON_IsNull(path))) {
+        return NULL;
+    }
+    if (!cJSON_IsString(path) || !g_utf8_validate(path->valuestring, -1, NULL) ||
+        !sbx_workspace_path_valid(path->valuestring)) {
+        return "path: a workspace path (relative, components separated by single `/`, none `.` "
+               "or `..`, no control characters, at most 1024 bytes)";
+    }
+    *ret = g_strdup(path->valuestring);
+    return NULL;
+}
+
+/* An optional integer member from 0 to @max into @out (absent or null: 0). */
+static gboolean get_offset(const cJSON *obj, const char *name, guint64 max, guint64 *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    int64_t n;
+
+    if (v == NULL || cJSON_IsNull(v)) {
+        *out = 0;
+        return TRUE;
+    }
+    if (!sbx_json_int64(v, &n) || n < 0 || (guint64)n > max) {
+        return FALSE;
+    }
+    *out = (guint64)n;
+    return TRUE;
+}
+
+/* A put's piece: `data` (base64, absent or null: none) and `last` (absent: true). */
+static const char *decode_piece(const cJSON *msg, SbxServeFileReq *f)
+{
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(msg, "data");
+    const cJSON *last = cJSON_GetObjectItemCaseSensitive(msg, "last");
+    uint8_t *bytes = NULL;
+    size_t len = 0;
+
+    if (last != NULL && !cJSON_IsBool(last)) {
+        return "last: a boolean (absent: true, the file is whole)";
+    }
+    f->last = last == NULL || cJSON_IsTrue(last);
+    if (data == NULL || cJSON_IsNull(data)) {
+        return NULL;
+    }
+    if (!cJSON_IsString(data) ||
+        strlen(data->valuestring) > sbx_base64_encoded_len(SBX_SERVE_FILE_CHUNK_MAX) ||
+        sbx_base64_decode(data->valuestring, strlen(data->valuestring), &bytes, &len) < 0) {
+        return "data: base64 (padded, no whitespace) of at most 1 MiB";
+    }
+    if (len > SBX_SERVE_FILE_CHUNK_MAX || f->offset + len > SBX_SERVE_FILE_MAX) {
+        free(bytes);
+        return len > SBX_SERVE_FILE_CHUNK_MAX ? "data: base64 (padded, no whitespace) of at most "
+                                                "1 MiB"
+                                              : "data: past the largest file (32 MiB)";
+    }
+    f->data = len > 0 ? g_memdup2(bytes, len) : NULL;
+    f->len = len;
+    free(bytes);
+    return NULL;
+}
+
+/* A file request of @type into @f; NULL on success, else what is wrong. */
+static const char *decode_file(const cJSON *msg, SbxServeRequestType type, SbxServeFileReq *f)
+{
+    const cJSON *session = cJSON_GetObjectItemCaseSensitive(msg, "session");
+    const char *bad;
+
+    if (!is_id(session)) {
+        return bad_session;
+    }
+    bad = decode_path(msg, type == SBX_SERVE_REQ_FILE_LIST, &f->path);
+    if (bad == NULL && (type == SBX_SERVE_REQ_FILE_PUT || type == SBX_SERVE_REQ_FILE_GET) &&
+        !get_offset(msg, "offset", SBX_SERVE_FILE_MAX, &f->offset)) {
+        bad = "offset: an integer, 0..33554432 (32 MiB)";
+    }
+    if (bad == NULL && type == SBX_SERVE_REQ_FILE_PUT) {
+        bad = decode_piece(msg, f);
+    }
+    if (bad != NULL) {
+        g_clear_pointer(&f->path, g_free);
+        memset(f, 0, sizeof(*f));
+        return bad;
+    }
+    f->session = g_strdup(session->valuestring);
     return NULL;
 }
 
@@ -208,10 +365,23 @@ gboolean sbx_serve_proto_request_decode(const char *payload, gsize len, SbxServe
             ret->bad = decode_id(msg, &ret->id);
         }
         break;
+    case SBX_SERVE_REQ_SESSION_NEW:
+        ret->bad = decode_session_new(msg, &ret->session_new);
+        break;
+    case SBX_SERVE_REQ_SESSION_SHOW:
+    case SBX_SERVE_REQ_SESSION_END:
+        ret->bad = decode_session_id(msg, &ret->id);
+        break;
+    case SBX_SERVE_REQ_FILE_PUT:
+    case SBX_SERVE_REQ_FILE_GET:
+    case SBX_SERVE_REQ_FILE_LIST:
+    case SBX_SERVE_REQ_FILE_DELETE:
+        ret->bad = decode_file(msg, ret->type, &ret->file);
+        break;
     case SBX_SERVE_REQ_UNKNOWN:
         ret->bad = "unknown message type";
         break;
-    default: /* status: no fields */
+    default: /* status, session_list: no fields */
         break;
     }
     return TRUE;
@@ -225,6 +395,11 @@ void sbx_serve_proto_request_clear(SbxServeRequest *req)
     g_free(req->run.kwargs_json);
     g_free(req->run.tools_path);
     g_free(req->run.profile);
+    g_free(req->run.session);
+    g_free(req->session_new.profile);
+    g_free(req->file.session);
+    g_free(req->file.path);
+    g_free(req->file.data);
     g_free(req->id);
     memset(req, 0, sizeof(*req));
 }
@@ -275,6 +450,8 @@ static void decode_profile(const char *name, const cJSON *p, SbxServeProfileStat
     st->ready_pids = get_pids(p, "ready_pids");
     st->running_pids = get_pids(p, "running_pids");
     st->prestarted_pids = get_pids(p, "prestarted_pids");
+    st->session_pids = get_pids(p, "session_pids");
+    st->sessions = (guint)get_count(p, "sessions", G_MAXUINT);
 }
 
 /*
@@ -301,21 +478,33 @@ static void decode_status(const cJSON *msg, SbxServeMsg *m)
     m->profiles = (char **)g_ptr_array_free(names, FALSE);
 }
 
-static void decode_output(const cJSON *msg, SbxServeMsg *m)
+/* `data` if it is canonical base64, into data/data_len (an empty one is there, not NULL). */
+static void decode_data(const cJSON *msg, SbxServeMsg *m)
 {
-    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(msg, "stream");
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(msg, "data");
     uint8_t *bytes = NULL;
     size_t len = 0;
 
-    if (!cJSON_IsString(stream) || !cJSON_IsString(data) ||
+    if (!cJSON_IsString(data) ||
         sbx_base64_decode(data->valuestring, strlen(data->valuestring), &bytes, &len) < 0) {
         return;
     }
-    m->stream = strcmp(stream->valuestring, "stderr") == 0 ? SBX_STREAM_STDERR : SBX_STREAM_STDOUT;
     m->data = g_memdup2(bytes, len != 0 ? len : 1);
     m->data_len = len;
     free(bytes);
+}
+
+static void decode_output(const cJSON *msg, SbxServeMsg *m)
+{
+    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(msg, "stream");
+
+    if (!cJSON_IsString(stream)) {
+        return;
+    }
+    decode_data(msg, m);
+    if (m->data != NULL && strcmp(stream->valuestring, "stderr") == 0) {
+        m->stream = SBX_STREAM_STDERR;
+    }
 }
 
 /* The report is kept as the server's text: `sandbox run --json` prints it, never re-printed. */
@@ -381,6 +570,110 @@ static void decode_approvals(const char *payload, gsize len, const cJSON *msg, S
     }
 }
 
+/* A member that is an integer from 1 to G_MAXINT32 (a PID), else 0. */
+static GPid get_pid(const cJSON *obj, const char *name)
+{
+    return (GPid)get_count(obj, name, G_MAXINT32);
+}
+
+static void decode_session(const cJSON *o, SbxServeSession *s)
+{
+    s->id = dup_string(o, "id");
+    s->status = dup_string(o, "status");
+    s->profile = dup_string(o, "profile");
+    s->created_ms = (gint64)get_count(o, "created_ms", G_MAXINT64);
+    s->last_active_ms = (gint64)get_count(o, "last_active_ms", G_MAXINT64);
+    s->expires_ms = (gint64)get_count(o, "expires_ms", G_MAXINT64);
+    s->ended_ms = (gint64)get_count(o, "ended_ms", G_MAXINT64);
+    s->idle_timeout_s = (guint)get_count(o, "idle_timeout_s", G_MAXUINT);
+    s->max_lifetime_s = (guint)get_count(o, "max_lifetime_s", G_MAXUINT);
+    s->executions = (guint)get_count(o, "executions", G_MAXUINT);
+    s->memory_mib = get_count(o, "memory_mib", G_MAXINT64);
+    s->current_execution = dup_string(o, "current_execution");
+    s->end_status = dup_string(o, "end_status");
+    s->end_reason = dup_string(o, "end_reason");
+    s->qemu_pid = get_pid(o, "qemu_pid");
+}
+
+/* session: the object `session`; sessions: the objects of the array `sessions`. */
+static void decode_sessions(const cJSON *msg, SbxServeMsg *m)
+{
+    const cJSON *one = cJSON_GetObjectItemCaseSensitive(msg, "session");
+    const cJSON *all = cJSON_GetObjectItemCaseSensitive(msg, "sessions");
+    const cJSON *o;
+
+    if (m->type == SBX_SERVE_MSG_SESSION) {
+        m->sessions = g_new0(SbxServeSession, 1);
+        if (cJSON_IsObject(one)) {
+            decode_session(one, &m->sessions[m->n_sessions++]);
+        }
+        return;
+    }
+    m->sessions = g_new0(SbxServeSession, cJSON_IsArray(all) ? cJSON_GetArraySize(all) : 0);
+    cJSON_ArrayForEach(o, (cJSON_IsArray(all) ? all : NULL))
+    {
+        if (cJSON_IsObject(o)) {
+            decode_session(o, &m->sessions[m->n_sessions++]);
+        }
+    }
+}
+
+/* A string of 64 hex digits (a SHA-256), else NULL. */
+static char *get_sha256(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+
+    if (!cJSON_IsString(v) || strlen(v->valuestring) != 64) {
+        return NULL;
+    }
+    for (const char *p = v->valuestring; *p != '\0'; p++) {
+        if (!g_ascii_isxdigit(*p)) {
+            return NULL;
+        }
+    }
+    return g_strdup(v->valuestring);
+}
+
+static void decode_entries(const cJSON *msg, SbxServeMsg *m)
+{
+    const cJSON *entries = cJSON_GetObjectItemCaseSensitive(msg, "entries");
+    const cJSON *e;
+
+    m->truncated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "truncated"));
+    m->entries =
+        g_new0(SbxServeFileEntry, cJSON_IsArray(entries) ? cJSON_GetArraySize(entries) : 0);
+    cJSON_ArrayForEach(e, (cJSON_IsArray(entries) ? entries : NULL))
+    {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(e, "type");
+        const cJSON *path = cJSON_GetObjectItemCaseSensitive(e, "path");
+        if (!cJSON_IsObject(e) || !cJSON_IsString(path)) {
+            continue;
+        }
+        SbxServeFileEntry *out = &m->entries[m->n_entries++];
+        out->path = g_strdup(path->valuestring);
+        if (!cJSON_IsString(type) || sbx_file_type_from_name(type->valuestring, &out->type) < 0) {
+            out->type = SBX_FILE_TYPE_OTHER;
+        }
+        out->size = get_count(e, "size", G_MAXINT64);
+        out->mtime_us = get_count(e, "mtime_us", G_MAXINT64);
+    }
+}
+
+static void decode_file_msg(const cJSON *msg, SbxServeMsg *m)
+{
+    m->path = dup_string(msg, "path");
+    if (m->type == SBX_SERVE_MSG_FILES) {
+        decode_entries(msg, m);
+        return;
+    }
+    m->size = get_count(msg, "size", G_MAXINT64);
+    if (m->type == SBX_SERVE_MSG_FILE) {
+        m->sha256 = get_sha256(msg, "sha256");
+        m->offset = get_count(msg, "offset", G_MAXINT64);
+        decode_data(msg, m);
+    }
+}
+
 gboolean sbx_serve_proto_msg_decode(const char *payload, gsize len, SbxServeMsg *ret)
 {
     const char *type = NULL;
@@ -412,6 +705,10 @@ gboolean sbx_serve_proto_msg_decode(const char *payload, gsize len, SbxServeMsg 
         decode_approvals(payload, len, msg, ret);
     } else if (ret->type == SBX_SERVE_MSG_APPROVED || ret->type == SBX_SERVE_MSG_DENIED) {
         ret->id = dup_string(msg, "id");
+    } else if (ret->type == SBX_SERVE_MSG_SESSION || ret->type == SBX_SERVE_MSG_SESSIONS) {
+        decode_sessions(msg, ret);
+    } else if (ret->type != SBX_SERVE_MSG_OTHER) { /* the file messages */
+        decode_file_msg(msg, ret);
     }
     return TRUE;
 }
@@ -422,6 +719,17 @@ static void profile_clear(SbxServeProfileStatus *st)
     g_clear_pointer(&st->ready_pids, g_array_unref);
     g_clear_pointer(&st->running_pids, g_array_unref);
     g_clear_pointer(&st->prestarted_pids, g_array_unref);
+    g_clear_pointer(&st->session_pids, g_array_unref);
+}
+
+static void session_clear(SbxServeSession *s)
+{
+    g_free(s->id);
+    g_free(s->status);
+    g_free(s->profile);
+    g_free(s->current_execution);
+    g_free(s->end_status);
+    g_free(s->end_reason);
 }
 
 static void pending_clear(SbxServePending *p)
@@ -454,5 +762,15 @@ void sbx_serve_proto_msg_clear(SbxServeMsg *msg)
     }
     g_free(msg->pending);
     g_free(msg->id);
+    for (gsize i = 0; i < msg->n_sessions; i++) {
+        session_clear(&msg->sessions[i]);
+    }
+    g_free(msg->sessions);
+    g_free(msg->path);
+    g_free(msg->sha256);
+    for (gsize i = 0; i < msg->n_entries; i++) {
+        g_free(msg->entries[i].path);
+    }
+    g_free(msg->entries);
     memset(msg, 0, sizeof(*msg));
 }

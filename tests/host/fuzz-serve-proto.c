@@ -8,10 +8,11 @@
  * `type`); an accepted request holds what the server relies on (a known language, non-empty
  * UTF-8 code, an absolute tools path, numbers in range, an id of at most 64 bytes, a function
  * call the core accepts: an identifier, args an array, kwargs an object for Python, both only
- * with an entry, as their minified JSON texts) and a refused
- * one says why and holds nothing; a message's fields are in range (exit code, stream) and its
- * texts kept as sent (report, pending list) are JSON of the right kind; fragmenting a stream
- * changes neither its frames nor where it breaks; a request or message, encoded again
+ * with an entry, as their minified JSON texts; a session's id, a workspace path, a file's piece
+ * within 1 MiB and the file within 32 MiB) and a refused one says why and holds nothing; a
+ * message's fields are in range (exit code, stream, PIDs, a SHA-256's 64 digits, entry types)
+ * and its texts kept as sent (report, pending list) are JSON of the right kind; fragmenting a
+ * stream changes neither its frames nor where it breaks; a request or message, encoded again
  * (serve-proto-encode.c) and decoded, is the same. Everything is freed (ASan).
  */
 #include <errno.h>
@@ -60,7 +61,8 @@ static void check_run(const SbxServeRequest *req)
     const SbxServeRun *run = &req->run;
 
     if (req->bad != NULL) {
-        FUZZ_CHECK(run->code == NULL && run->tools_path == NULL && run->profile == NULL);
+        FUZZ_CHECK(run->code == NULL && run->tools_path == NULL && run->profile == NULL &&
+                   run->session == NULL);
         FUZZ_CHECK(run->entry == NULL && run->args_json == NULL && run->kwargs_json == NULL);
         return;
     }
@@ -77,6 +79,37 @@ static void check_run(const SbxServeRequest *req)
     FUZZ_CHECK(run->timeout_ms >= 1 && run->timeout_ms <= SBX_SERVE_TIMEOUT_MAX_MS);
     FUZZ_CHECK(run->output_limit >= 1 && run->output_limit <= SBX_SERVE_OUTPUT_LIMIT_MAX);
     FUZZ_CHECK(!run->profile_not_name || run->profile == NULL);
+    FUZZ_CHECK(run->session == NULL ||
+               (sbx_id_valid(run->session) && run->profile == NULL && !run->profile_not_name));
+}
+
+static void check_session_new(const SbxServeRequest *req)
+{
+    const SbxServeSessionNew *n = &req->session_new;
+
+    FUZZ_CHECK(req->bad == NULL || n->profile == NULL);
+    FUZZ_CHECK(!n->profile_not_name || n->profile == NULL);
+    FUZZ_CHECK(n->idle_timeout_s <= SBX_SERVE_SESSION_SECONDS_MAX);
+    FUZZ_CHECK(n->max_lifetime_s <= SBX_SERVE_SESSION_SECONDS_MAX);
+}
+
+/* A file request holds a session id, a workspace path (none only for a list) and a piece within
+ * the bounds; a refused one holds nothing. */
+static void check_file(const SbxServeRequest *req)
+{
+    const SbxServeFileReq *f = &req->file;
+
+    if (req->bad != NULL) {
+        FUZZ_CHECK(f->session == NULL && f->path == NULL && f->data == NULL && f->len == 0);
+        return;
+    }
+    FUZZ_CHECK(f->session != NULL && sbx_id_valid(f->session));
+    FUZZ_CHECK(f->path != NULL || req->type == SBX_SERVE_REQ_FILE_LIST);
+    FUZZ_CHECK(f->path == NULL || sbx_workspace_path_valid(f->path));
+    FUZZ_CHECK(f->offset <= SBX_SERVE_FILE_MAX && f->len <= SBX_SERVE_FILE_CHUNK_MAX);
+    FUZZ_CHECK(f->offset + f->len <= SBX_SERVE_FILE_MAX);
+    FUZZ_CHECK((f->data == NULL) == (f->len == 0));
+    FUZZ_CHECK(req->type == SBX_SERVE_REQ_FILE_PUT || f->len == 0);
 }
 
 /* @b is @a again after an encoding and a decoding: equal, unless @a is no UTF-8 (the encoder
@@ -106,7 +139,18 @@ static void check_request_round_trip(const SbxServeRequest *req)
         FUZZ_CHECK(same_str(a->entry, b->entry) && same_str(a->args_json, b->args_json));
         FUZZ_CHECK(same_str(a->kwargs_json, b->kwargs_json));
         FUZZ_CHECK(a->collect == b->collect && !b->profile_not_name);
+        FUZZ_CHECK(same_str(a->session, b->session));
     }
+    if (req->type == SBX_SERVE_REQ_SESSION_NEW) {
+        const SbxServeSessionNew *a = &req->session_new, *b = &again.session_new;
+        FUZZ_CHECK(same_str(a->profile, b->profile) && !b->profile_not_name);
+        FUZZ_CHECK(a->idle_timeout_s == b->idle_timeout_s);
+        FUZZ_CHECK(a->max_lifetime_s == b->max_lifetime_s);
+    }
+    const SbxServeFileReq *f = &req->file, *g = &again.file;
+    FUZZ_CHECK(same_str(f->session, g->session) && same_str(f->path, g->path));
+    FUZZ_CHECK(f->offset == g->offset && f->len == g->len && f->last == g->last);
+    FUZZ_CHECK(f->len == 0 || memcmp(f->data, g->data, f->len) == 0);
 }
 
 /* Decode @payload as a client's request; TRUE if it is a message. */
@@ -131,7 +175,22 @@ static gboolean check_request(const char *payload, size_t len)
         FUZZ_CHECK(req.bad != NULL);
         break;
     case SBX_SERVE_REQ_STATUS:
+    case SBX_SERVE_REQ_SESSION_LIST:
         FUZZ_CHECK(req.bad == NULL);
+        break;
+    case SBX_SERVE_REQ_SESSION_NEW:
+        check_session_new(&req);
+        break;
+    case SBX_SERVE_REQ_SESSION_SHOW:
+    case SBX_SERVE_REQ_SESSION_END:
+        FUZZ_CHECK((req.bad == NULL) == (req.id != NULL));
+        FUZZ_CHECK(req.id == NULL || sbx_id_valid(req.id));
+        break;
+    case SBX_SERVE_REQ_FILE_PUT:
+    case SBX_SERVE_REQ_FILE_GET:
+    case SBX_SERVE_REQ_FILE_LIST:
+    case SBX_SERVE_REQ_FILE_DELETE:
+        check_file(&req);
         break;
     case SBX_SERVE_REQ_APPROVALS: /* an optional id */
         FUZZ_CHECK(req.bad == NULL || req.id == NULL);
@@ -168,10 +227,19 @@ static void check_pending(const SbxServeMsg *msg)
 static SbxServeMsgType type_of(const char *name)
 {
     static const char *const names[] = {
-        [SBX_SERVE_MSG_STATUS] = "status",       [SBX_SERVE_MSG_OUTPUT] = "output",
-        [SBX_SERVE_MSG_DONE] = "done",           [SBX_SERVE_MSG_ERROR] = "error",
-        [SBX_SERVE_MSG_APPROVALS] = "approvals", [SBX_SERVE_MSG_APPROVED] = "approved",
+        [SBX_SERVE_MSG_STATUS] = "status",
+        [SBX_SERVE_MSG_OUTPUT] = "output",
+        [SBX_SERVE_MSG_DONE] = "done",
+        [SBX_SERVE_MSG_ERROR] = "error",
+        [SBX_SERVE_MSG_APPROVALS] = "approvals",
+        [SBX_SERVE_MSG_APPROVED] = "approved",
         [SBX_SERVE_MSG_DENIED] = "denied",
+        [SBX_SERVE_MSG_SESSION] = "session",
+        [SBX_SERVE_MSG_SESSIONS] = "sessions",
+        [SBX_SERVE_MSG_FILE_PART] = "file_part",
+        [SBX_SERVE_MSG_FILE] = "file",
+        [SBX_SERVE_MSG_FILES] = "files",
+        [SBX_SERVE_MSG_FILE_DELETED] = "file_deleted",
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(names); i++) {
@@ -197,6 +265,43 @@ static void check_profiles_round_trip(const SbxServeMsg *a, const SbxServeMsg *b
         FUZZ_CHECK(p->ready_pids->len == q->ready_pids->len);
         FUZZ_CHECK(p->running_pids->len == q->running_pids->len);
         FUZZ_CHECK(p->prestarted_pids->len == q->prestarted_pids->len);
+        FUZZ_CHECK(p->session_pids->len == q->session_pids->len && p->sessions == q->sessions);
+    }
+}
+
+static void check_sessions_round_trip(const SbxServeMsg *a, const SbxServeMsg *b)
+{
+    FUZZ_CHECK(a->n_sessions == b->n_sessions);
+    for (gsize i = 0; i < a->n_sessions; i++) {
+        const SbxServeSession *p = &a->sessions[i], *q = &b->sessions[i];
+        FUZZ_CHECK(same_str(p->id, q->id) && same_str(p->status, q->status));
+        FUZZ_CHECK(same_str(p->profile, q->profile) && p->created_ms == q->created_ms);
+        FUZZ_CHECK(p->last_active_ms == q->last_active_ms && p->expires_ms == q->expires_ms);
+        FUZZ_CHECK(p->ended_ms == q->ended_ms && p->idle_timeout_s == q->idle_timeout_s);
+        FUZZ_CHECK(p->max_lifetime_s == q->max_lifetime_s && p->executions == q->executions);
+        FUZZ_CHECK(p->memory_mib == q->memory_mib && p->qemu_pid == q->qemu_pid);
+        FUZZ_CHECK(same_str(p->current_execution, q->current_execution));
+        FUZZ_CHECK(same_str(p->end_status, q->end_status));
+        FUZZ_CHECK(same_str(p->end_reason, q->end_reason));
+    }
+}
+
+static void check_file_round_trip(const SbxServeMsg *a, const SbxServeMsg *b)
+{
+    FUZZ_CHECK(same_str(a->path, b->path));
+    if (a->type == SBX_SERVE_MSG_FILE_PART || a->type == SBX_SERVE_MSG_FILE) {
+        FUZZ_CHECK(a->size == b->size);
+    }
+    if (a->type == SBX_SERVE_MSG_FILE) {
+        FUZZ_CHECK(same_str(a->sha256, b->sha256) && (a->data == NULL) == (b->data == NULL));
+        FUZZ_CHECK(a->data == NULL || (a->offset == b->offset && a->data_len == b->data_len));
+        FUZZ_CHECK(a->data_len == 0 || memcmp(a->data, b->data, a->data_len) == 0);
+    }
+    FUZZ_CHECK(a->n_entries == b->n_entries && a->truncated == b->truncated);
+    for (gsize i = 0; i < a->n_entries; i++) {
+        const SbxServeFileEntry *p = &a->entries[i], *q = &b->entries[i];
+        FUZZ_CHECK(same_str(p->path, q->path) && p->type == q->type);
+        FUZZ_CHECK(p->size == q->size && p->mtime_us == q->mtime_us);
     }
 }
 
@@ -239,9 +344,33 @@ static void check_message_round_trip(const SbxServeMsg *msg)
     case SBX_SERVE_MSG_APPROVALS:
         check_pending_round_trip(msg, &again);
         break;
-    default: /* approved, denied */
+    case SBX_SERVE_MSG_APPROVED:
+    case SBX_SERVE_MSG_DENIED:
         FUZZ_CHECK(same_str(msg->id, again.id));
         break;
+    case SBX_SERVE_MSG_SESSION:
+    case SBX_SERVE_MSG_SESSIONS:
+        check_sessions_round_trip(msg, &again);
+        break;
+    default: /* the file messages */
+        check_file_round_trip(msg, &again);
+        break;
+    }
+}
+
+/* A session or file message's fields are of their type and in range. */
+static void check_session_or_file(const SbxServeMsg *msg)
+{
+    FUZZ_CHECK(msg->type == SBX_SERVE_MSG_SESSION || msg->type == SBX_SERVE_MSG_SESSIONS ||
+               msg->n_sessions == 0);
+    FUZZ_CHECK(msg->type != SBX_SERVE_MSG_SESSION || msg->n_sessions <= 1);
+    for (gsize i = 0; i < msg->n_sessions; i++) {
+        FUZZ_CHECK(msg->sessions[i].qemu_pid >= 0 && msg->sessions[i].created_ms >= 0);
+    }
+    FUZZ_CHECK(msg->sha256 == NULL || strlen(msg->sha256) == 64);
+    FUZZ_CHECK(msg->type == SBX_SERVE_MSG_FILES || msg->n_entries == 0);
+    for (gsize i = 0; i < msg->n_entries; i++) {
+        FUZZ_CHECK(msg->entries[i].path != NULL && msg->entries[i].type < SBX_FILE_TYPE__COUNT);
     }
 }
 
@@ -273,12 +402,19 @@ static gboolean check_message(const char *payload, size_t len)
     case SBX_SERVE_MSG_APPROVALS:
         check_pending(&msg);
         break;
+    case SBX_SERVE_MSG_FILE:
+        FUZZ_CHECK(msg.data != NULL || msg.data_len == 0);
+        FUZZ_CHECK(msg.data_len <= len);
+        break;
     default:
         break;
     }
+    check_session_or_file(&msg);
     FUZZ_CHECK(msg.type == type_of(msg.type_name));
-    /* An output frame whose data is no base64 is ignored: nothing to encode again. */
-    if (msg.type != SBX_SERVE_MSG_OTHER && (msg.type != SBX_SERVE_MSG_OUTPUT || msg.data != NULL)) {
+    /* An output frame whose data is no base64 is ignored, as a session message without its
+     * object: nothing to encode again. */
+    if (msg.type != SBX_SERVE_MSG_OTHER && (msg.type != SBX_SERVE_MSG_OUTPUT || msg.data != NULL) &&
+        (msg.type != SBX_SERVE_MSG_SESSION || msg.n_sessions == 1)) {
         check_message_round_trip(&msg);
     }
     return TRUE;

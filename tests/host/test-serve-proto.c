@@ -3,7 +3,9 @@
  * accepted with its defaults, a run's function call (entry, args, kwargs) kept as sent, each
  * refusal with the text the server answers, frames that are no message at all; and each server
  * message the clients read (status, output, done, error, approvals, approved, denied, another
- * type); the encoders' texts, decoded back the same.
+ * type); the session and file requests and messages (a session opened, listed, shown, ended, a
+ * run in one, a file put in pieces, got, listed, deleted), each refusal with its text; the
+ * encoders' texts, decoded back the same.
  */
 /* cmocka needs these first */
 #include <setjmp.h>
@@ -15,6 +17,7 @@
 
 #include <string.h>
 
+#include "protocol/base64.h"
 #include "server/proto.h"
 #include "session/session.h"
 
@@ -503,6 +506,337 @@ static void test_approved_denied(void **state)
     assert_null(no.id);
 }
 
+/* ---- sessions and their files ---------------------------------------------------------- */
+
+static void test_run_in_session(void **state)
+{
+    (void)state;
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"run\",\"language\":\"python\",\"code\":\"x = 1\","
+                "\"session\":\"se_0123456789abcdef01234567\"}",
+                &req);
+        assert_null(req.bad);
+        assert_string_equal(req.run.session, "se_0123456789abcdef01234567");
+        assert_null(req.run.profile);
+    }
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"session\":null}", &req);
+        assert_null(req.bad);
+        assert_null(req.run.session);
+    }
+    static const char bad_session[] =
+        "session: a session's id (1 to 64 letters, digits, `_`, `.` or `-`)";
+    g_autofree char *long_id = g_strnfill(65, 'a');
+    g_autofree char *too_long = g_strdup_printf(
+        "{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"session\":\"%s\"}", long_id);
+    expect_bad("{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"session\":5}",
+               SBX_SERVE_REQ_RUN, bad_session);
+    expect_bad("{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"session\":\"a b\"}",
+               SBX_SERVE_REQ_RUN, bad_session);
+    expect_bad("{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"session\":\"\"}",
+               SBX_SERVE_REQ_RUN, bad_session);
+    expect_bad(too_long, SBX_SERVE_REQ_RUN, bad_session);
+    expect_bad("{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"session\":\"se_1\","
+               "\"profile\":\"q35\"}",
+               SBX_SERVE_REQ_RUN,
+               "profile: a run in a session runs on the session's VM (name no profile)");
+}
+
+static void test_session_requests(void **state)
+{
+    static const char bad_seconds[] =
+        "idle_timeout_s and max_lifetime_s: integers of seconds, 1..86400, or null";
+    static const char bad_id[] = "id: a session's id (1 to 64 letters, digits, `_`, `.` or `-`)";
+    (void)state;
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"session_new\"}", &req);
+        assert_int_equal(req.type, SBX_SERVE_REQ_SESSION_NEW);
+        assert_null(req.bad);
+        assert_null(req.session_new.profile);
+        assert_false(req.session_new.profile_not_name);
+        assert_int_equal(req.session_new.idle_timeout_s, 0); /* the server's default */
+        assert_int_equal(req.session_new.max_lifetime_s, 0);
+    }
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"session_new\",\"profile\":\"microvm-serial\",\"idle_timeout_s\":60,"
+                "\"max_lifetime_s\":86400}",
+                &req);
+        assert_null(req.bad);
+        assert_string_equal(req.session_new.profile, "microvm-serial");
+        assert_int_equal(req.session_new.idle_timeout_s, 60);
+        assert_int_equal(req.session_new.max_lifetime_s, SBX_SERVE_SESSION_SECONDS_MAX);
+    }
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"session_new\",\"profile\":[1],\"idle_timeout_s\":null}", &req);
+        assert_null(req.bad);
+        assert_true(req.session_new.profile_not_name); /* unavailable, as a run's */
+    }
+    static const char *const seconds[] = {
+        "{\"type\":\"session_new\",\"idle_timeout_s\":0}",
+        "{\"type\":\"session_new\",\"idle_timeout_s\":86401}",
+        "{\"type\":\"session_new\",\"idle_timeout_s\":\"60\"}",
+        "{\"type\":\"session_new\",\"max_lifetime_s\":1.5}",
+        "{\"type\":\"session_new\",\"max_lifetime_s\":-1}",
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(seconds); i++) {
+        expect_bad(seconds[i], SBX_SERVE_REQ_SESSION_NEW, bad_seconds);
+    }
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"session_list\",\"extra\":1}", &req);
+        assert_int_equal(req.type, SBX_SERVE_REQ_SESSION_LIST);
+        assert_null(req.bad);
+    }
+    {
+        g_auto(SbxServeRequest) show = {0};
+        g_auto(SbxServeRequest) end = {0};
+        request("{\"type\":\"session_show\",\"id\":\"se_1\"}", &show);
+        request("{\"type\":\"session_end\",\"id\":\"se_2\"}", &end);
+        assert_int_equal(show.type, SBX_SERVE_REQ_SESSION_SHOW);
+        assert_string_equal(show.id, "se_1");
+        assert_int_equal(end.type, SBX_SERVE_REQ_SESSION_END);
+        assert_string_equal(end.id, "se_2");
+    }
+    expect_bad("{\"type\":\"session_show\"}", SBX_SERVE_REQ_SESSION_SHOW, bad_id);
+    expect_bad("{\"type\":\"session_end\",\"id\":7}", SBX_SERVE_REQ_SESSION_END, bad_id);
+    expect_bad("{\"type\":\"session_end\",\"id\":\"../x\"}", SBX_SERVE_REQ_SESSION_END, bad_id);
+}
+
+/* @json is a file request of @type refused with @why, holding nothing. */
+static void expect_bad_file(const char *json, SbxServeRequestType type, const char *why)
+{
+    g_auto(SbxServeRequest) req = {0};
+
+    expect_bad(json, type, why);
+    request(json, &req);
+    assert_null(req.file.session);
+    assert_null(req.file.path);
+    assert_null(req.file.data);
+}
+
+static void test_file_requests(void **state)
+{
+    (void)state;
+    {
+        /* A whole file in one request: offset 0 and last by default; any bytes (NUL, 0xff). */
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"file_put\",\"session\":\"se_1\",\"path\":\"data/in.bin\","
+                "\"data\":\"AP8K\"}",
+                &req);
+        assert_int_equal(req.type, SBX_SERVE_REQ_FILE_PUT);
+        assert_null(req.bad);
+        assert_string_equal(req.file.session, "se_1");
+        assert_string_equal(req.file.path, "data/in.bin");
+        assert_int_equal(req.file.offset, 0);
+        assert_int_equal(req.file.len, 3);
+        assert_memory_equal(req.file.data, "\0\xff\n", 3);
+        assert_true(req.file.last);
+    }
+    {
+        g_auto(SbxServeRequest) req = {0};
+        request("{\"type\":\"file_put\",\"session\":\"se_1\",\"path\":\"a\",\"offset\":1048576,"
+                "\"data\":null,\"last\":false}",
+                &req);
+        assert_null(req.bad);
+        assert_int_equal(req.file.offset, 1048576);
+        assert_null(req.file.data);
+        assert_int_equal(req.file.len, 0);
+        assert_false(req.file.last);
+    }
+    {
+        g_auto(SbxServeRequest) get = {0};
+        g_auto(SbxServeRequest) list = {0};
+        g_auto(SbxServeRequest) dir = {0};
+        g_auto(SbxServeRequest) del = {0};
+        request("{\"type\":\"file_get\",\"session\":\"se_1\",\"path\":\"out/é.txt\","
+                "\"offset\":3}",
+                &get);
+        assert_null(get.bad);
+        assert_string_equal(get.file.path, "out/é.txt");
+        assert_int_equal(get.file.offset, 3);
+        request("{\"type\":\"file_list\",\"session\":\"se_1\"}", &list);
+        assert_null(list.bad);
+        assert_null(list.file.path); /* the workspace */
+        request("{\"type\":\"file_list\",\"session\":\"se_1\",\"path\":\"out\"}", &dir);
+        assert_string_equal(dir.file.path, "out");
+        request("{\"type\":\"file_delete\",\"session\":\"se_1\",\"path\":\"out\"}", &del);
+        assert_int_equal(del.type, SBX_SERVE_REQ_FILE_DELETE);
+        assert_string_equal(del.file.path, "out");
+    }
+    static const char bad_path[] =
+        "path: a workspace path (relative, components separated by single `/`, none `.` or `..`, "
+        "no control characters, at most 1024 bytes)";
+    static const char bad_data[] = "data: base64 (padded, no whitespace) of at most 1 MiB";
+    static const char bad_session[] =
+        "session: a session's id (1 to 64 letters, digits, `_`, `.` or `-`)";
+    static const char bad_offset[] = "offset: an integer, 0..33554432 (32 MiB)";
+    g_autofree char *long_name = g_strnfill(256, 'n');
+    g_autofree char *long_component =
+        g_strdup_printf("{\"type\":\"file_get\",\"session\":\"s\",\"path\":\"%s\"}", long_name);
+    g_autofree char *chunk = g_strnfill(sbx_base64_encoded_len(SBX_SERVE_FILE_CHUNK_MAX + 1), 'A');
+    g_autofree char *big = g_strdup_printf(
+        "{\"type\":\"file_put\",\"session\":\"s\",\"path\":\"a\",\"data\":\"%s\"}", chunk);
+    static const struct {
+        const char *json;
+        SbxServeRequestType type;
+        const char *why;
+    } cases[] = {
+        {"{\"type\":\"file_put\",\"path\":\"a\"}", SBX_SERVE_REQ_FILE_PUT, bad_session},
+        {"{\"type\":\"file_get\",\"session\":\"a/b\",\"path\":\"a\"}", SBX_SERVE_REQ_FILE_GET,
+         bad_session},
+        {"{\"type\":\"file_get\",\"session\":\"s\"}", SBX_SERVE_REQ_FILE_GET, bad_path},
+        {"{\"type\":\"file_delete\",\"session\":\"s\",\"path\":null}", SBX_SERVE_REQ_FILE_DELETE,
+         bad_path},
+        {"{\"type\":\"file_get\",\"session\":\"s\",\"path\":\"../etc/passwd\"}",
+         SBX_SERVE_REQ_FILE_GET, bad_path},
+        {"{\"type\":\"file_get\",\"session\":\"s\",\"path\":\"/etc/passwd\"}",
+         SBX_SERVE_REQ_FILE_GET, bad_path},
+        {"{\"type\":\"file_get\",\"session\":\"s\",\"path\":\"a//b\"}", SBX_SERVE_REQ_FILE_GET,
+         bad_path},
+        {"{\"type\":\"file_get\",\"session\":\"s\",\"path\":\"a/./b\"}", SBX_SERVE_REQ_FILE_GET,
+         bad_path},
+        {"{\"type\":\"file_get\",\"session\":\"s\",\"path\":\"a/\"}", SBX_SERVE_REQ_FILE_GET,
+         bad_path},
+        {"{\"type\":\"file_get\",\"session\":\"s\",\"path\":\"\"}", SBX_SERVE_REQ_FILE_GET,
+         bad_path},
+        {"{\"type\":\"file_list\",\"session\":\"s\",\"path\":\"a\\u001bb\"}",
+         SBX_SERVE_REQ_FILE_LIST, bad_path},
+        {"{\"type\":\"file_list\",\"session\":\"s\",\"path\":7}", SBX_SERVE_REQ_FILE_LIST,
+         bad_path},
+        {"{\"type\":\"file_get\",\"session\":\"s\",\"path\":\"a\",\"offset\":-1}",
+         SBX_SERVE_REQ_FILE_GET, bad_offset},
+        {"{\"type\":\"file_get\",\"session\":\"s\",\"path\":\"a\",\"offset\":33554433}",
+         SBX_SERVE_REQ_FILE_GET, bad_offset},
+        {"{\"type\":\"file_put\",\"session\":\"s\",\"path\":\"a\",\"offset\":0.5}",
+         SBX_SERVE_REQ_FILE_PUT, bad_offset},
+        {"{\"type\":\"file_put\",\"session\":\"s\",\"path\":\"a\",\"data\":\"AP8\"}",
+         SBX_SERVE_REQ_FILE_PUT, bad_data},
+        {"{\"type\":\"file_put\",\"session\":\"s\",\"path\":\"a\",\"data\":\"AP 8K\"}",
+         SBX_SERVE_REQ_FILE_PUT, bad_data},
+        {"{\"type\":\"file_put\",\"session\":\"s\",\"path\":\"a\",\"data\":[1]}",
+         SBX_SERVE_REQ_FILE_PUT, bad_data},
+        {"{\"type\":\"file_put\",\"session\":\"s\",\"path\":\"a\",\"offset\":33554432,"
+         "\"data\":\"AA==\"}",
+         SBX_SERVE_REQ_FILE_PUT, "data: past the largest file (32 MiB)"},
+        {"{\"type\":\"file_put\",\"session\":\"s\",\"path\":\"a\",\"last\":\"yes\"}",
+         SBX_SERVE_REQ_FILE_PUT, "last: a boolean (absent: true, the file is whole)"},
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        expect_bad_file(cases[i].json, cases[i].type, cases[i].why);
+    }
+    expect_bad_file(long_component, SBX_SERVE_REQ_FILE_GET, bad_path);
+    expect_bad_file(big, SBX_SERVE_REQ_FILE_PUT, bad_data);
+}
+
+static void test_session_messages(void **state)
+{
+    (void)state;
+    {
+        g_auto(SbxServeMsg) msg = {0};
+        message("{\"type\":\"session\",\"session\":{\"id\":\"se_1\",\"status\":\"ready\","
+                "\"profile\":\"q35-serial\",\"created_ms\":1700000000000,"
+                "\"last_active_ms\":1700000000500,\"expires_ms\":1700000600500,"
+                "\"ended_ms\":null,\"idle_timeout_s\":600,\"max_lifetime_s\":3600,"
+                "\"executions\":2,\"memory_mib\":256,\"current_execution\":null,"
+                "\"end_status\":null,\"end_reason\":null,\"qemu_pid\":4242}}",
+                &msg);
+        assert_int_equal(msg.type, SBX_SERVE_MSG_SESSION);
+        assert_int_equal(msg.n_sessions, 1);
+        SbxServeSession *s = &msg.sessions[0];
+        assert_string_equal(s->id, "se_1");
+        assert_string_equal(s->status, "ready");
+        assert_string_equal(s->profile, "q35-serial");
+        assert_int_equal(s->created_ms, 1700000000000);
+        assert_int_equal(s->expires_ms, 1700000600500);
+        assert_int_equal(s->ended_ms, 0);
+        assert_int_equal(s->idle_timeout_s, 600);
+        assert_int_equal(s->executions, 2);
+        assert_int_equal(s->memory_mib, 256);
+        assert_null(s->end_reason);
+        assert_int_equal(s->qemu_pid, 4242);
+    }
+    {
+        g_auto(SbxServeMsg) msg = {0};
+        message("{\"type\":\"session\",\"session\":[]}", &msg);
+        assert_int_equal(msg.n_sessions, 0);
+    }
+    {
+        g_auto(SbxServeMsg) msg = {0};
+        message("{\"type\":\"sessions\",\"sessions\":[{\"id\":\"se_2\",\"status\":\"ended\","
+                "\"end_status\":\"deleted\",\"end_reason\":\"deleted by the client\","
+                "\"qemu_pid\":-3},7,{\"id\":\"se_1\"}]}",
+                &msg);
+        assert_int_equal(msg.type, SBX_SERVE_MSG_SESSIONS);
+        assert_int_equal(msg.n_sessions, 2); /* 7 is no session */
+        assert_string_equal(msg.sessions[0].end_status, "deleted");
+        assert_string_equal(msg.sessions[0].end_reason, "deleted by the client");
+        assert_int_equal(msg.sessions[0].qemu_pid, 0); /* not a PID */
+        assert_string_equal(msg.sessions[1].id, "se_1");
+        assert_null(msg.sessions[1].status);
+    }
+}
+
+static void test_file_messages(void **state)
+{
+    static const char sha[] = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    (void)state;
+    {
+        g_auto(SbxServeMsg) part = {0};
+        message("{\"type\":\"file_part\",\"path\":\"a\",\"size\":1048576}", &part);
+        assert_int_equal(part.type, SBX_SERVE_MSG_FILE_PART);
+        assert_string_equal(part.path, "a");
+        assert_int_equal(part.size, 1048576);
+    }
+    {
+        g_autofree char *json = g_strdup_printf(
+            "{\"type\":\"file\",\"path\":\"a\",\"size\":4,\"sha256\":\"%s\",\"offset\":0,"
+            "\"data\":\"dGVzdA==\"}",
+            sha);
+        g_auto(SbxServeMsg) got = {0};
+        message(json, &got);
+        assert_int_equal(got.type, SBX_SERVE_MSG_FILE);
+        assert_int_equal(got.size, 4);
+        assert_string_equal(got.sha256, sha);
+        assert_int_equal(got.offset, 0);
+        assert_int_equal(got.data_len, 4);
+        assert_memory_equal(got.data, "test", 4);
+    }
+    {
+        g_auto(SbxServeMsg) put = {0};
+        message("{\"type\":\"file\",\"path\":\"a\",\"size\":4,\"sha256\":\"XYZ\",\"data\":\"!\"}",
+                &put);
+        assert_null(put.sha256); /* not 64 hex digits */
+        assert_null(put.data);   /* not base64 */
+    }
+    {
+        g_auto(SbxServeMsg) list = {0};
+        message("{\"type\":\"files\",\"path\":null,\"entries\":[{\"path\":\"a\",\"type\":\"dir\","
+                "\"size\":0,\"mtime_us\":1},{\"path\":\"a/b\",\"type\":\"file\",\"size\":5},"
+                "{\"path\":\"l\",\"type\":\"fifo\"},{\"type\":\"file\"},3],\"truncated\":true}",
+                &list);
+        assert_int_equal(list.type, SBX_SERVE_MSG_FILES);
+        assert_null(list.path);
+        assert_int_equal(list.n_entries, 3);
+        assert_int_equal(list.entries[0].type, SBX_FILE_TYPE_DIR);
+        assert_int_equal(list.entries[0].mtime_us, 1);
+        assert_string_equal(list.entries[1].path, "a/b");
+        assert_int_equal(list.entries[1].size, 5);
+        assert_int_equal(list.entries[2].type, SBX_FILE_TYPE_OTHER);
+        assert_true(list.truncated);
+    }
+    {
+        g_auto(SbxServeMsg) del = {0};
+        message("{\"type\":\"file_deleted\",\"path\":\"a/b\"}", &del);
+        assert_int_equal(del.type, SBX_SERVE_MSG_FILE_DELETED);
+        assert_string_equal(del.path, "a/b");
+    }
+}
+
 /* ---- encoders ------------------------------------------------------------------------- */
 
 /* A run request as `sandbox run` sends it: every field, strings escaped; decoded back whole. */
@@ -717,20 +1051,199 @@ static void test_encode_approvals_and_answers(void **state)
     assert_string_equal(back_ok.id, "a-2");
 }
 
+/* The session and file requests as the clients send them (cli/session.c), decoded back whole. */
+static void test_encode_session_requests(void **state)
+{
+    static const guint8 bytes[] = {0, 0xff, '\n'};
+    SbxServeRequest reqs[] = {
+        {.type = SBX_SERVE_REQ_SESSION_NEW},
+        {.type = SBX_SERVE_REQ_SESSION_NEW,
+         .session_new = {.profile = "q35", .idle_timeout_s = 5, .max_lifetime_s = 86400}},
+        {.type = SBX_SERVE_REQ_SESSION_LIST},
+        {.type = SBX_SERVE_REQ_SESSION_SHOW, .id = "se_1"},
+        {.type = SBX_SERVE_REQ_SESSION_END, .id = "se_1"},
+        {.type = SBX_SERVE_REQ_FILE_PUT,
+         .file = {.session = "se_1",
+                  .path = "d/f",
+                  .offset = 7,
+                  .data = (guint8 *)bytes,
+                  .len = sizeof(bytes)}},
+        {.type = SBX_SERVE_REQ_FILE_PUT, .file = {.session = "se_1", .path = "e", .last = TRUE}},
+        {.type = SBX_SERVE_REQ_FILE_GET, .file = {.session = "se_1", .path = "d/f", .offset = 9}},
+        {.type = SBX_SERVE_REQ_FILE_LIST, .file = {.session = "se_1"}},
+        {.type = SBX_SERVE_REQ_FILE_LIST, .file = {.session = "se_1", .path = "d"}},
+        {.type = SBX_SERVE_REQ_FILE_DELETE, .file = {.session = "se_1", .path = "d"}},
+        {.type = SBX_SERVE_REQ_RUN,
+         .run = {.language = SBX_LANG_PYTHON,
+                 .code = "x",
+                 .timeout_ms = 1,
+                 .output_limit = 1,
+                 .session = "se_1"}},
+    };
+    (void)state;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(reqs); i++) {
+        const SbxServeRequest *a = &reqs[i];
+        g_autofree char *text = sbx_serve_proto_request_encode(a);
+        g_auto(SbxServeRequest) b = {0};
+        request(text, &b);
+        if (b.bad != NULL) {
+            fail_msg("%s: %s", text, b.bad);
+        }
+        assert_int_equal(b.type, a->type);
+        assert_true(g_strcmp0(a->id, b.id) == 0);
+        assert_true(g_strcmp0(a->session_new.profile, b.session_new.profile) == 0);
+        assert_int_equal(a->session_new.idle_timeout_s, b.session_new.idle_timeout_s);
+        assert_int_equal(a->session_new.max_lifetime_s, b.session_new.max_lifetime_s);
+        assert_true(g_strcmp0(a->file.session, b.file.session) == 0);
+        assert_true(g_strcmp0(a->file.path, b.file.path) == 0);
+        assert_int_equal(a->file.offset, b.file.offset);
+        assert_int_equal(a->file.len, b.file.len);
+        assert_true(a->file.len == 0 || memcmp(a->file.data, b.file.data, a->file.len) == 0);
+        assert_true(a->type != SBX_SERVE_REQ_FILE_PUT || a->file.last == b.file.last);
+        assert_true(g_strcmp0(a->run.session, b.run.session) == 0);
+    }
+    g_autofree char *put = sbx_serve_proto_request_encode(&reqs[5]);
+    assert_string_equal(put, "{\"type\":\"file_put\",\"session\":\"se_1\",\"path\":\"d/f\","
+                             "\"offset\":7,\"data\":\"AP8K\",\"last\":false}");
+    g_autofree char *open = sbx_serve_proto_request_encode(&reqs[0]);
+    assert_string_equal(open, "{\"type\":\"session_new\",\"profile\":null,\"idle_timeout_s\":null,"
+                              "\"max_lifetime_s\":null}");
+}
+
+static void test_encode_session_messages(void **state)
+{
+    static const char sha[] = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    SbxServeSession ss[2] = {
+        {.id = "se_1",
+         .status = "busy",
+         .profile = "q35-serial",
+         .created_ms = 1,
+         .last_active_ms = 2,
+         .expires_ms = 3,
+         .idle_timeout_s = 4,
+         .max_lifetime_s = 5,
+         .executions = 6,
+         .memory_mib = 7,
+         .current_execution = "x1",
+         .qemu_pid = 8},
+        {.id = "se_0",
+         .status = "ended",
+         .ended_ms = 9,
+         .end_status = "crashed",
+         .end_reason = "its VM was lost \"x\""},
+    };
+    SbxServeFileEntry entries[] = {
+        {.path = "a", .type = SBX_FILE_TYPE_DIR, .mtime_us = 1},
+        {.path = "a/\"b\"", .type = SBX_FILE_TYPE_SYMLINK, .size = 3},
+    };
+    SbxServeMsg one = {.type = SBX_SERVE_MSG_SESSION, .sessions = ss, .n_sessions = 1};
+    SbxServeMsg all = {.type = SBX_SERVE_MSG_SESSIONS, .sessions = ss, .n_sessions = 2};
+    SbxServeMsg part = {.type = SBX_SERVE_MSG_FILE_PART, .path = "a", .size = 1048576};
+    SbxServeMsg put = {.type = SBX_SERVE_MSG_FILE, .path = "a", .size = 4, .sha256 = (char *)sha};
+    SbxServeMsg get = {.type = SBX_SERVE_MSG_FILE,
+                       .path = "a",
+                       .size = 4,
+                       .sha256 = (char *)sha,
+                       .offset = 0,
+                       .data = (guint8 *)"test",
+                       .data_len = 4};
+    SbxServeMsg files = {
+        .type = SBX_SERVE_MSG_FILES, .entries = entries, .n_entries = 2, .truncated = TRUE};
+    SbxServeMsg del = {.type = SBX_SERVE_MSG_FILE_DELETED, .path = "a/b"};
+    (void)state;
+
+    {
+        g_auto(SbxServeMsg) back = {0};
+        encode_msg(&one,
+                   "{\"type\":\"session\",\"session\":{\"id\":\"se_1\",\"status\":\"busy\","
+                   "\"profile\":\"q35-serial\",\"created_ms\":1,\"last_active_ms\":2,"
+                   "\"expires_ms\":3,\"ended_ms\":null,\"idle_timeout_s\":4,\"max_lifetime_s\":5,"
+                   "\"executions\":6,\"memory_mib\":7,\"current_execution\":\"x1\","
+                   "\"end_status\":null,\"end_reason\":null,\"qemu_pid\":8}}",
+                   &back);
+        assert_int_equal(back.n_sessions, 1);
+        assert_string_equal(back.sessions[0].current_execution, "x1");
+        assert_int_equal(back.sessions[0].qemu_pid, 8);
+    }
+    {
+        g_auto(SbxServeMsg) back = {0};
+        encode_msg(&all, NULL, &back);
+        assert_int_equal(back.n_sessions, 2);
+        assert_string_equal(back.sessions[1].end_reason, "its VM was lost \"x\"");
+        assert_int_equal(back.sessions[1].ended_ms, 9);
+        assert_int_equal(back.sessions[1].qemu_pid, 0);
+    }
+    {
+        g_auto(SbxServeMsg) back = {0};
+        encode_msg(&part, "{\"type\":\"file_part\",\"path\":\"a\",\"size\":1048576}", &back);
+        assert_int_equal(back.size, 1048576);
+    }
+    {
+        g_auto(SbxServeMsg) back = {0};
+        g_autofree char *text =
+            g_strdup_printf("{\"type\":\"file\",\"path\":\"a\",\"size\":4,\"sha256\":\"%s\"}", sha);
+        encode_msg(&put, text, &back);
+        assert_string_equal(back.sha256, sha);
+        assert_null(back.data);
+    }
+    {
+        g_auto(SbxServeMsg) back = {0};
+        encode_msg(&get, NULL, &back);
+        assert_int_equal(back.data_len, 4);
+        assert_memory_equal(back.data, "test", 4);
+    }
+    {
+        g_auto(SbxServeMsg) back = {0};
+        encode_msg(&files,
+                   "{\"type\":\"files\",\"path\":null,\"entries\":[{\"path\":\"a\",\"type\":"
+                   "\"dir\",\"size\":0,\"mtime_us\":1},{\"path\":\"a/\\\"b\\\"\",\"type\":"
+                   "\"symlink\",\"size\":3,\"mtime_us\":0}],\"truncated\":true}",
+                   &back);
+        assert_int_equal(back.n_entries, 2);
+        assert_string_equal(back.entries[1].path, "a/\"b\"");
+        assert_int_equal(back.entries[1].type, SBX_FILE_TYPE_SYMLINK);
+        assert_true(back.truncated);
+    }
+    {
+        g_auto(SbxServeMsg) back = {0};
+        encode_msg(&del, "{\"type\":\"file_deleted\",\"path\":\"a/b\"}", &back);
+        assert_string_equal(back.path, "a/b");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_run_defaults),   cmocka_unit_test(test_run_fields),
-        cmocka_unit_test(test_run_numbers),    cmocka_unit_test(test_run_profile_not_name),
-        cmocka_unit_test(test_run_typescript), cmocka_unit_test(test_run_call),
-        cmocka_unit_test(test_run_refused),    cmocka_unit_test(test_encode_run_call),
-        cmocka_unit_test(test_other_requests), cmocka_unit_test(test_not_messages),
-        cmocka_unit_test(test_status),         cmocka_unit_test(test_output),
-        cmocka_unit_test(test_done),           cmocka_unit_test(test_error_and_other),
-        cmocka_unit_test(test_approvals),      cmocka_unit_test(test_approved_denied),
-        cmocka_unit_test(test_encode_run),     cmocka_unit_test(test_encode_other_requests),
-        cmocka_unit_test(test_encode_output),  cmocka_unit_test(test_encode_done),
-        cmocka_unit_test(test_encode_status),  cmocka_unit_test(test_encode_approvals_and_answers),
+        cmocka_unit_test(test_run_defaults),
+        cmocka_unit_test(test_run_fields),
+        cmocka_unit_test(test_run_numbers),
+        cmocka_unit_test(test_run_profile_not_name),
+        cmocka_unit_test(test_run_typescript),
+        cmocka_unit_test(test_run_call),
+        cmocka_unit_test(test_run_refused),
+        cmocka_unit_test(test_encode_run_call),
+        cmocka_unit_test(test_other_requests),
+        cmocka_unit_test(test_not_messages),
+        cmocka_unit_test(test_status),
+        cmocka_unit_test(test_output),
+        cmocka_unit_test(test_done),
+        cmocka_unit_test(test_error_and_other),
+        cmocka_unit_test(test_approvals),
+        cmocka_unit_test(test_approved_denied),
+        cmocka_unit_test(test_encode_run),
+        cmocka_unit_test(test_encode_other_requests),
+        cmocka_unit_test(test_encode_output),
+        cmocka_unit_test(test_encode_done),
+        cmocka_unit_test(test_encode_status),
+        cmocka_unit_test(test_encode_approvals_and_answers),
+        cmocka_unit_test(test_run_in_session),
+        cmocka_unit_test(test_session_requests),
+        cmocka_unit_test(test_file_requests),
+        cmocka_unit_test(test_session_messages),
+        cmocka_unit_test(test_file_messages),
+        cmocka_unit_test(test_encode_session_requests),
+        cmocka_unit_test(test_encode_session_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
