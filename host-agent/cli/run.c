@@ -8,37 +8,22 @@
  * provider process to be reaped, and exit.
  * docs/cli.md is the user's side of this file.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/language.h"
 #include "cli/out.h"
+#include "cli/program.h"
 #include "cli/prompt.h"
 #include "cli/serve-client.h"
-#include "exec/call.h"
 #include "exec/exec.h"
 #include "exec/outcome.h"
 #include "exec/report.h"
-#include "protocol/json.h"
-#include "protocol/limits.h"
 #include "session.h"
 #include "store/db.h"
 #include "tools.h"
 #include "vm.h"
-
-/*
- * Largest --output-limit. In --json mode output is kept in memory up to the limit, so the
- * limit is also the host memory one run may use for output; 1 GiB is already generous.
- */
-#define RUN_OUTPUT_LIMIT_MAX (1024ull * 1024 * 1024)
-
-/* Largest --timeout: a day. An execution meant to run longer is a mistake in the request. */
-#define RUN_TIMEOUT_MAX_S 86400.0
 
 /*
  * Default machine profiles. A restore is fastest over virtio-serial (in the snapshot, RAM mapped
@@ -184,153 +169,9 @@ static void on_signal(SbxCli *cli, gpointer data)
 
 /* ---- inputs -------------------------------------------------------------------------------- */
 
-/* Read the program: at most SBX_FRAME_MAX bytes of UTF-8 without NUL (docs/protocol.md). */
-static char *read_program(const char *path, GError **error)
-{
-    int fd = strcmp(path, "-") == 0 ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
-    g_autoptr(GByteArray) buf = g_byte_array_new();
-    guint8 chunk[64 * 1024];
-
-    if (fd < 0) {
-        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(errno), "open `%s`: %s", path,
-                    g_strerror(errno));
-        return NULL;
-    }
-    for (;;) {
-        ssize_t n = read(fd, chunk, sizeof(chunk));
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0 || buf->len + n > SBX_FRAME_MAX) {
-            int err = errno;
-            close(fd);
-            if (n < 0) {
-                g_set_error(error, G_IO_ERROR, g_io_error_from_errno(err), "read `%s`: %s", path,
-                            g_strerror(err));
-                return NULL;
-            }
-            if (n > 0) {
-                g_set_error(error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,
-                            "%s: a program may have at most %u bytes", path, SBX_FRAME_MAX);
-                return NULL;
-            }
-            break;
-        }
-        g_byte_array_append(buf, chunk, n);
-    }
-    if (memchr(buf->data, '\0', buf->len) != NULL ||
-        !g_utf8_validate((const char *)buf->data, buf->len, NULL)) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s: not UTF-8 text", path);
-        return NULL;
-    }
-    g_byte_array_append(buf, (const guint8 *)"", 1);
-    return (char *)g_byte_array_free(g_steal_pointer(&buf), FALSE);
-}
-
 static gboolean pick_language(RunCtx *ctx, GError **error)
 {
     return sbx_cli_language_pick(ctx->lang_opt, ctx->file, &ctx->language, error);
-}
-
-static gboolean parse_timeout(RunCtx *ctx, GError **error)
-{
-    char *end = NULL;
-    double s;
-
-    if (ctx->timeout_opt == NULL) {
-        ctx->timeout_ms = SBX_SESSION_TIMEOUT_DEFAULT_MS;
-        return TRUE;
-    }
-    s = g_ascii_strtod(ctx->timeout_opt, &end);
-    if (end == ctx->timeout_opt || *end != '\0' || !(s > 0) || s > RUN_TIMEOUT_MAX_S) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "--timeout: expected seconds, more than 0 and at most %.0f", RUN_TIMEOUT_MAX_S);
-        return FALSE;
-    }
-    ctx->timeout_ms = (guint)ceil(s * 1000);
-    return TRUE;
-}
-
-/* BYTES, optionally with a binary suffix: 1048576, 1024K, 1M, 1G. */
-static gboolean parse_output_limit(RunCtx *ctx, GError **error)
-{
-    char *end = NULL;
-    guint64 v, mult = 1;
-
-    if (ctx->output_limit_opt == NULL) {
-        ctx->output_limit = SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
-        return TRUE;
-    }
-    v = g_ascii_strtoull(ctx->output_limit_opt, &end, 10);
-    if (end != ctx->output_limit_opt && *end != '\0' && end[1] == '\0') {
-        mult = *end == 'K' || *end == 'k' ? 1024
-               : *end == 'M'              ? 1024 * 1024
-               : *end == 'G'              ? 1024 * 1024 * 1024
-                                          : 0;
-        end += mult != 0;
-    }
-    if (end == ctx->output_limit_opt || *end != '\0' || v == 0 || mult == 0 ||
-        v > RUN_OUTPUT_LIMIT_MAX / mult) {
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "--output-limit: expected 1 to %llu bytes (suffixes K, M, G allowed)",
-                    RUN_OUTPUT_LIMIT_MAX);
-        return FALSE;
-    }
-    ctx->output_limit = v * mult;
-    return TRUE;
-}
-
-/*
- * The JSON of option @name (@text, NULL: not given) into *@ret: checked as the protocol checks a
- * message's value (docs/protocol.md) and minified, its numbers' literals unchanged.
- */
-static gboolean parse_json_opt(const char *name, const char *text, char **ret, GError **error)
-{
-    char *why = NULL;
-    char *json;
-    unsigned line, col;
-
-    if (text == NULL) {
-        return TRUE;
-    }
-    /* One level below the top: the value nests inside the execute message. */
-    json = sbx_json_normalize(text, strlen(text), SBX_JSON_DEPTH_MAX - 1, &why);
-    if (json == NULL) {
-        const char *rest =
-            why != NULL ? sbx_json_error_where(text, strlen(text), why, &line, &col) : NULL;
-        if (rest == NULL) {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s: out of memory", name);
-        } else if (line > 0) {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                        "%s: not JSON: line %u column %u: %s", name, line, col, rest);
-        } else {
-            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s: not JSON: %s", name,
-                        rest);
-        }
-        free(why);
-        return FALSE;
-    }
-    *ret = g_strdup(json);
-    free(json);
-    return TRUE;
-}
-
-/* --entry, --args and --kwargs: the function to call, checked as every front end does. */
-static gboolean parse_call(RunCtx *ctx, GError **error)
-{
-    const char *why;
-
-    if (!parse_json_opt("--args", ctx->args_opt, &ctx->args_json, error) ||
-        !parse_json_opt("--kwargs", ctx->kwargs_opt, &ctx->kwargs_json, error)) {
-        return FALSE;
-    }
-    why = sbx_exec_call_check(ctx->language, ctx->entry, ctx->args_json, ctx->kwargs_json);
-    if (why != NULL) {
-        /* Its words name the member (`args: ...`): here the option. */
-        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "--%s", why);
-        return FALSE;
-    }
-    return TRUE;
 }
 
 static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error)
@@ -376,8 +217,11 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
         return FALSE;
     }
     ctx->file = g_strdup(argv[1]);
-    return parse_timeout(ctx, error) && parse_output_limit(ctx, error) &&
-           pick_language(ctx, error) && parse_call(ctx, error);
+    return sbx_cli_parse_timeout(ctx->timeout_opt, &ctx->timeout_ms, error) &&
+           sbx_cli_parse_output_limit(ctx->output_limit_opt, &ctx->output_limit, error) &&
+           pick_language(ctx, error) &&
+           sbx_cli_parse_call(ctx->language, ctx->entry, ctx->args_opt, ctx->kwargs_opt,
+                              &ctx->args_json, &ctx->kwargs_json, error);
 }
 
 /* Everything from the user: options, program, catalog. A failure is invalid usage. */
@@ -386,7 +230,7 @@ static gboolean load_user_inputs(RunCtx *ctx, int argc, char **argv, GError **er
     if (!parse_options(ctx, argc, argv, error)) {
         return FALSE;
     }
-    ctx->code = read_program(ctx->file, error);
+    ctx->code = sbx_cli_read_program(ctx->file, error);
     if (ctx->code == NULL) {
         return FALSE;
     }
