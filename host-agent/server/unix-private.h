@@ -1,7 +1,8 @@
 /*
  * Inside the Unix socket front end (unix.h): unix.c owns the socket, the connections and their
  * frames; unix-run.c runs one `run` request as a server job and forwards its events;
- * unix-approvals.c answers the approval requests.
+ * unix-approvals.c answers the approval requests; unix-sessions.c the session requests (open,
+ * list, show, end).
  */
 #pragma once
 
@@ -36,6 +37,15 @@
 typedef struct UnixConn UnixConn;
 typedef struct UnixRun UnixRun;
 
+/*
+ * A request answered later (a session's start, a file operation): its connection's request in
+ * flight until the answer is queued. A connection that closes first sets conn to NULL and
+ * leaves the request to end on its own (its callback frees it).
+ */
+typedef struct {
+    UnixConn *conn; /* NULL once the client is gone */
+} UnixOp;
+
 /* unix.c, for unix-run.c and unix-approvals.c */
 /** The server behind @conn. */
 SbxServer *sbx_unix_conn_server(UnixConn *conn);
@@ -51,6 +61,12 @@ void sbx_unix_conn_send_msg(UnixConn *conn, const SbxServeMsg *msg);
 void sbx_unix_conn_send_error(UnixConn *conn, const char *code, const char *message);
 /** The run on @conn is over (its done frame is queued): @conn may take the next request. */
 void sbx_unix_conn_run_over(UnixConn *conn);
+/** Whether @conn has a request in flight (a run, or an answer to come): one at a time. */
+gboolean sbx_unix_conn_busy(UnixConn *conn);
+/** @op is @conn's request in flight from now (@conn not busy). */
+void sbx_unix_conn_op_begin(UnixConn *conn, UnixOp *op);
+/** @op's answer is queued, or its client gone: its connection may take the next request. */
+void sbx_unix_conn_op_end(UnixOp *op);
 
 /* unix-run.c */
 /**
@@ -62,6 +78,17 @@ UnixRun *sbx_unix_run_start(UnixConn *conn, const SbxServeRun *req);
 void sbx_unix_run_abandon(UnixRun *run, const char *why);
 /** QEMU PID of the run's VM, 0 if none. */
 GPid sbx_unix_run_pid(UnixRun *run);
+
+/* unix-sessions.c */
+/**
+ * Answer the session request @req (`session_new`, once its VM is ready; `session_list`,
+ * `session_show`, `session_end` at once). FALSE if it is of another type.
+ */
+gboolean sbx_unix_session_message(UnixConn *conn, const SbxServeRequest *req);
+/** The local clients' session @id, or NULL after answering `not_found`. Not a reference. */
+SbxServerSession *sbx_unix_session_find(UnixConn *conn, const char *id);
+/** Answer an error of sessions.h or session-files.h (its code by the error's: docs/pool.md). */
+void sbx_unix_conn_send_session_error(UnixConn *conn, const GError *error);
 
 /* unix-approvals.c */
 /**

@@ -1,11 +1,13 @@
 /*
  * One `run` request on the Unix socket (docs/pool.md, "Client protocol"), as a job of the
  * server: its output forwarded to the client as it comes (or collected), then the done frame
- * with the exit code, the summary and the report `sandbox run --json` prints.
+ * with the exit code, the summary and the report `sandbox run --json` prints. A run that names a
+ * session borrows its VM (sessions.h) and asks the guest to keep the runner's state.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "server/sessions.h"
 #include "server/unix-private.h"
 #include "tools.h"
 
@@ -91,12 +93,38 @@ static void on_output(gpointer data, SbxStream stream, const guint8 *bytes, gsiz
     }
 }
 
+/*
+ * The session @req->session into @sreq: its VM and profile, and an execution id (the session
+ * names its current execution). FALSE after answering why not (unknown, busy, ended).
+ */
+static gboolean in_session(UnixConn *conn, const SbxServeRun *req, SbxServerRequest *sreq,
+                           char **ret_id)
+{
+    SbxServerSession *s = sbx_unix_session_find(conn, req->session);
+    g_autoptr(GError) error = NULL;
+
+    if (s == NULL) {
+        return FALSE;
+    }
+    if (!sbx_server_session_can_run(s, &error)) {
+        sbx_unix_conn_send_session_error(conn, error);
+        return FALSE;
+    }
+    /* No getrandom(): an id only needs to be unique, not secret (as exec.c's own). */
+    *ret_id = g_strdup_printf("x%08x%08x", g_random_int(), g_random_int());
+    sreq->exec.id = *ret_id;
+    sreq->session = s;
+    sreq->profile = sbx_server_session_profile(s);
+    return TRUE;
+}
+
 UnixRun *sbx_unix_run_start(UnixConn *conn, const SbxServeRun *req)
 {
     static const SbxExecSink sink = {.output = on_output, .done = on_done};
     SbxServer *srv = sbx_unix_conn_server(conn);
     g_autoptr(GError) error = NULL;
     g_autofree char *origin = sbx_unix_conn_origin(conn);
+    g_autofree char *exec_id = NULL;
     SbxServerRequest sreq = {
         .exec =
             {
@@ -113,7 +141,12 @@ UnixRun *sbx_unix_run_start(UnixConn *conn, const SbxServeRun *req)
         .origin = origin,
     };
 
-    if (req->profile_not_name || !sbx_server_find_profile(srv, req->profile, &sreq.profile)) {
+    if (req->session != NULL) {
+        if (!in_session(conn, req, &sreq, &exec_id)) {
+            return NULL;
+        }
+    } else if (req->profile_not_name ||
+               !sbx_server_find_profile(srv, req->profile, &sreq.profile)) {
         sbx_unix_conn_send_error(conn, "unavailable", "this server does not pool that profile");
         return NULL;
     }

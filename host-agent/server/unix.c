@@ -1,7 +1,8 @@
 /*
  * The Unix socket front end of `sandbox serve` (unix.h, docs/pool.md): the socket, the client
  * connections and their frames, the status answer. unix-run.c runs one request;
- * unix-approvals.c answers the approval requests.
+ * unix-approvals.c answers the approval requests, unix-sessions.c the sessions', unix-files.c
+ * those of their files.
  *
  * Everything a client sends is untrusted: frames are bounded, a frame that does not parse
  * closes the connection, one request runs per connection, connections are bounded.
@@ -27,7 +28,8 @@ struct UnixConn {
     guint out_source;
     SbxFrameReader reader;
     GByteArray *out;     /* encoded frames not yet written */
-    UnixRun *run;        /* the request in flight, or NULL */
+    UnixRun *run;        /* the run in flight, or NULL */
+    UnixOp *op;          /* or the request in flight whose answer comes later, or NULL */
     guint detach_source; /* ends the run of a client too slow to read (from the loop) */
     pid_t peer_pid;      /* the client process (SO_PEERCRED), 0 if unknown */
     gboolean close_after_flush;
@@ -171,24 +173,52 @@ void sbx_unix_conn_run_over(UnixConn *conn)
     conn->run = NULL;
 }
 
+gboolean sbx_unix_conn_busy(UnixConn *conn)
+{
+    return conn->run != NULL || conn->op != NULL;
+}
+
+void sbx_unix_conn_op_begin(UnixConn *conn, UnixOp *op)
+{
+    g_assert(!sbx_unix_conn_busy(conn));
+    op->conn = conn;
+    conn->op = op;
+}
+
+void sbx_unix_conn_op_end(UnixOp *op)
+{
+    if (op->conn != NULL) {
+        op->conn->op = NULL;
+        op->conn = NULL;
+    }
+}
+
 /* ---- requests ------------------------------------------------------------------------- */
 
-/* A `run` request (decoded by proto.c). */
-static void handle_run(UnixConn *conn, const SbxServeRun *run, const char *bad)
+/* Requests answered later (a run's done, a session's start, a file operation's end). */
+static gboolean answered_later(SbxServeRequestType type)
 {
-    if (conn->run != NULL) {
+    return type == SBX_SERVE_REQ_RUN || type == SBX_SERVE_REQ_SESSION_NEW ||
+           type == SBX_SERVE_REQ_FILE_PUT || type == SBX_SERVE_REQ_FILE_GET ||
+           type == SBX_SERVE_REQ_FILE_LIST || type == SBX_SERVE_REQ_FILE_DELETE;
+}
+
+/* Such a request may start: none in flight on @conn, the server not stopping, its fields good. */
+static gboolean may_start(UnixConn *conn, const SbxServeRequest *req)
+{
+    if (sbx_unix_conn_busy(conn)) {
         sbx_unix_conn_send_error(conn, "bad_request", "one request at a time per connection");
-        return;
+        return FALSE;
     }
     if (sbx_server_stopping(conn->front->srv)) {
         sbx_unix_conn_send_error(conn, "unavailable", "the server is shutting down");
-        return;
+        return FALSE;
     }
-    if (bad != NULL) {
-        sbx_unix_conn_send_error(conn, "bad_request", bad);
-        return;
+    if (req->bad != NULL) {
+        sbx_unix_conn_send_error(conn, "bad_request", req->bad);
+        return FALSE;
     }
-    conn->run = sbx_unix_run_start(conn, run);
+    return TRUE;
 }
 
 /* Every pooled profile's pool, the default first (docs/pool.md, "Client protocol"). */
@@ -239,12 +269,15 @@ static gboolean handle_frame(UnixConn *conn, const char *payload, gsize len)
     if (!sbx_serve_proto_request_decode(payload, len, &req)) {
         return FALSE;
     }
-    if (req.type == SBX_SERVE_REQ_RUN) {
-        handle_run(conn, &req.run, req.bad);
+    if (answered_later(req.type) && !may_start(conn, &req)) {
+        /* refused */
+    } else if (req.type == SBX_SERVE_REQ_RUN) {
+        conn->run = sbx_unix_run_start(conn, &req.run);
     } else if (req.type == SBX_SERVE_REQ_STATUS) {
         handle_status(conn);
-    } else if (sbx_unix_approval_message(conn, sbx_server_approvals(conn->front->srv), &req)) {
-        /* answered */
+    } else if (sbx_unix_approval_message(conn, sbx_server_approvals(conn->front->srv), &req) ||
+               sbx_unix_session_message(conn, &req)) {
+        /* answered, or to be */
     } else {
         sbx_unix_conn_send_error(conn, "bad_request", req.bad);
     }
@@ -287,6 +320,10 @@ static void conn_free(UnixConn *conn)
 
     front->conns = g_list_remove(front->conns, conn);
     abandon_run(conn, "the client went away");
+    if (conn->op != NULL) {
+        conn->op->conn = NULL; /* it ends on its own (a session being opened is ended then) */
+        conn->op = NULL;
+    }
     g_clear_handle_id(&conn->in_source, g_source_remove);
     g_clear_handle_id(&conn->out_source, g_source_remove);
     g_clear_handle_id(&conn->detach_source, g_source_remove);
