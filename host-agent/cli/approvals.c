@@ -6,7 +6,6 @@
  * What a person reads is escaped for a terminal (escape.h): inputs and origins come from
  * programs.
  */
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +16,6 @@
 #include "cli/escape.h"
 #include "cli/input-view.h"
 #include "cli/serve-client.h"
-#include "protocol/frame.h"
 #include "protocol/limits.h"
 #include "server/proto.h"
 
@@ -32,41 +30,6 @@
  * a longer one below it, pretty-printed and folded, whole.
  */
 #define APPROVALS_INLINE_MAX 200
-
-/*
- * Read one frame (the answer) within @deadline_us (monotonic), in chunks, and decode it into
- * @msg: the server closes nothing, but sends nothing else on this connection either. FALSE if
- * none came in time or it is no message.
- */
-static gboolean read_answer(int fd, gint64 deadline_us, SbxServeMsg *msg)
-{
-    SbxFrameReader r;
-    guint8 buf[64 * 1024];
-    gboolean over = FALSE, got = FALSE, ok = FALSE;
-
-    sbx_frame_reader_init(&r, SBX_FRAME_MAX);
-    while (!got && !over) {
-        struct pollfd q = {.fd = fd, .events = POLLIN};
-        int left = (int)((deadline_us - g_get_monotonic_time()) / 1000);
-        ssize_t n = left > 0 && poll(&q, 1, left) > 0 ? read(fd, buf, sizeof(buf)) : -1;
-        over = n <= 0;
-        for (gsize off = 0; n > 0 && off < (gsize)n && !got;) {
-            char *payload = NULL;
-            size_t plen = 0;
-            ssize_t used = sbx_frame_reader_feed(&r, buf + off, n - off, &payload, &plen);
-            if (used < 0) {
-                over = TRUE;
-                break;
-            }
-            got = payload != NULL;
-            ok = got && sbx_serve_proto_msg_decode(payload, plen, msg);
-            free(payload);
-            off += used;
-        }
-    }
-    sbx_frame_reader_clear(&r);
-    return ok;
-}
 
 /* Send @request and read the answer into @answer; FALSE (and a message) if there is no server
  * or no answer. */
@@ -83,7 +46,8 @@ static gboolean ask(const char *verb, const char *request, SbxServeMsg *answer)
         return FALSE;
     }
     if (sbx_serve_client_send(fd, request)) {
-        ok = read_answer(fd, g_get_monotonic_time() + APPROVALS_ANSWER_MS * 1000ll, answer);
+        ok = sbx_serve_client_read(fd, g_get_monotonic_time() + APPROVALS_ANSWER_MS * 1000ll,
+                                   answer);
     }
     close(fd);
     if (!ok) {

@@ -48,6 +48,9 @@ extern const SbxCliVerb sbx_cli_verb_approvals;
 extern const SbxCliVerb sbx_cli_verb_approve;
 extern const SbxCliVerb sbx_cli_verb_deny;
 
+/** `sandbox session new|ls|show|rm|exec|put|get|files|rmfile` (cli/session.c). */
+extern const SbxCliVerb sbx_cli_verb_session;
+
 /** `sandbox tenant add|list|remove|rotate-key` (cli/tenant.c). */
 extern const SbxCliVerb sbx_cli_verb_tenant;
 

@@ -1,7 +1,8 @@
 /*
- * `sandbox run` through `sandbox serve` (serve-client.h, docs/pool.md). The server is the
- * user's own process behind an owner-only socket, but its frames are still checked: bounded,
- * parsed, and a broken stream ends the run as a sandbox failure (125).
+ * `sandbox run` through `sandbox serve` (serve-client.h, docs/pool.md), and `sandbox session
+ * exec`, a run in a session of the server. The server is the user's own process behind an
+ * owner-only socket, but its frames are still checked: bounded, parsed, and a broken stream ends
+ * the run as a sandbox failure (125).
  */
 #include <errno.h>
 #include <poll.h>
@@ -26,6 +27,7 @@ typedef struct {
     int fd;
     guint source;
     gboolean json;
+    gboolean session; /* a session's run (its report says "start":"session") */
     SbxFrameReader reader;
     SbxOut *out; /* never blocks the loop (out.h): the run's end is seen on time */
 } Client;
@@ -153,6 +155,7 @@ static char *run_message(const SbxServeClientRequest *req)
                 .output_limit = req->output_limit,
                 .collect = req->json,
                 .profile = (char *)req->profile,
+                .session = (char *)req->session,
             },
     };
 
@@ -161,18 +164,25 @@ static char *run_message(const SbxServeClientRequest *req)
 
 /* ---- on the loop ---------------------------------------------------------------------- */
 
+void sbx_serve_client_report_failure(SbxOut *out, gboolean json, gboolean session,
+                                     const char *message, SbxStatus status)
+{
+    if (json) {
+        SbxReport rep = {.failure = message, .failure_status = status, .boot_ms = -1};
+        g_autofree char *report = sbx_report_json(&rep);
+        g_autofree char *text =
+            g_strdup_printf("{\"start\":\"%s\",%s", session ? "session" : "pool", report + 1);
+        sbx_out_json(out, SBX_STREAM_STDOUT, text, strlen(text));
+    } else {
+        g_autofree char *text = g_strdup_printf("sandbox: %s\n", message);
+        sbx_out_text(out, SBX_STREAM_STDERR, text);
+    }
+}
+
 /* The run ended without a done frame: report it like a direct run's failure. */
 static void finish_failed(Client *c, const char *message, SbxStatus status, int code)
 {
-    if (c->json) {
-        SbxReport rep = {.failure = message, .failure_status = status, .boot_ms = -1};
-        g_autofree char *json = sbx_report_json(&rep);
-        g_autofree char *text = g_strdup_printf("{\"start\":\"pool\",%s", json + 1);
-        sbx_out_json(c->out, SBX_STREAM_STDOUT, text, strlen(text));
-    } else {
-        g_autofree char *text = g_strdup_printf("sandbox: %s\n", message);
-        sbx_out_text(c->out, SBX_STREAM_STDERR, text);
-    }
+    sbx_serve_client_report_failure(c->out, c->json, c->session, message, status);
     sbx_cli_quit(c->cli, code);
 }
 
@@ -277,7 +287,8 @@ gboolean sbx_serve_client_try(SbxCli *cli, const SbxServeClientRequest *req)
         return FALSE;
     }
     run = run_message(req);
-    if (strlen(run) > SBX_FRAME_MAX || !server_fits(fd, req->profile) ||
+    /* A session's run has no other place to go: no probe, a refusal is the server's to say. */
+    if (strlen(run) > SBX_FRAME_MAX || (req->session == NULL && !server_fits(fd, req->profile)) ||
         !send_frame(fd, run, strlen(run))) {
         close(fd); /* too large for a frame, no answer, another profile: run directly */
         return FALSE;
@@ -286,6 +297,7 @@ gboolean sbx_serve_client_try(SbxCli *cli, const SbxServeClientRequest *req)
     client->cli = cli;
     client->fd = fd;
     client->json = req->json;
+    client->session = req->session != NULL;
     client->out = req->out;
     sbx_frame_reader_init(&client->reader, SBX_FRAME_MAX);
     client->source = g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_readable, client);
@@ -308,6 +320,36 @@ void sbx_serve_client_cleanup(void)
 int sbx_serve_client_connect(void)
 {
     return connect_server();
+}
+
+gboolean sbx_serve_client_read(int fd, gint64 deadline_us, SbxServeMsg *msg)
+{
+    SbxFrameReader r;
+    guint8 buf[64 * 1024];
+    gboolean over = FALSE, got = FALSE, ok = FALSE;
+
+    sbx_frame_reader_init(&r, SBX_FRAME_MAX);
+    while (!got && !over) {
+        struct pollfd q = {.fd = fd, .events = POLLIN};
+        int left = (int)((deadline_us - g_get_monotonic_time()) / 1000);
+        ssize_t n = left > 0 && poll(&q, 1, left) > 0 ? read(fd, buf, sizeof(buf)) : -1;
+        over = n <= 0;
+        for (gsize off = 0; n > 0 && off < (gsize)n && !got;) {
+            char *payload = NULL;
+            size_t plen = 0;
+            ssize_t used = sbx_frame_reader_feed(&r, buf + off, n - off, &payload, &plen);
+            if (used < 0) {
+                over = TRUE;
+                break;
+            }
+            got = payload != NULL;
+            ok = got && sbx_serve_proto_msg_decode(payload, plen, msg);
+            free(payload);
+            off += used;
+        }
+    }
+    sbx_frame_reader_clear(&r);
+    return ok;
 }
 
 gboolean sbx_serve_client_send(int fd, const char *json)

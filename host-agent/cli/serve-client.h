@@ -1,12 +1,14 @@
 /*
  * The client side of `sandbox serve` in `sandbox run` (docs/pool.md): send the run to a warm
- * pool when a server answers on the socket, with the same output, report and exit code.
+ * pool when a server answers on the socket, with the same output, report and exit code; the
+ * same for `sandbox session exec`, a run in one of the server's sessions.
  */
 #pragma once
 
 #include "cli/cli.h"
 #include "cli/out.h"
 #include "protocol/message.h"
+#include "server/proto.h"
 
 /*
  * How long the client waits for the server's status answer before running directly: the
@@ -24,16 +26,26 @@ typedef struct {
     guint timeout_ms;
     guint64 output_limit;
     const char *profile; /* or NULL: the server's */
+    const char *session; /* or NULL; a session's run goes to the server or nowhere */
     gboolean json;
     SbxOut *out; /* where the run's output, summary and report go; outlives the client */
 } SbxServeClientRequest;
 
 /**
- * Send @req to the server if one answers on the socket (and pools @req->profile). TRUE: the
- * run goes on on @cli's loop, which quits with the exit code (signals are handled);
- * FALSE: no usable server, nothing was sent: run directly.
+ * Send @req to the server if one answers on the socket (and pools @req->profile; for a
+ * session's run, if one listens there). TRUE: the run goes on on @cli's loop, which quits with
+ * the exit code (signals are handled; a refusal is a sandbox failure, 125); FALSE: no usable
+ * server, nothing was sent: run directly (a session's run cannot).
  */
 gboolean sbx_serve_client_try(SbxCli *cli, const SbxServeClientRequest *req);
+
+/**
+ * A run (@session: in a session) that ended, or never started, without the server's done:
+ * reported to @out as a direct run's failure is (--json: @json, one object with @status and the
+ * message as its error; else `sandbox: MESSAGE` on stderr).
+ */
+void sbx_serve_client_report_failure(SbxOut *out, gboolean json, gboolean session,
+                                     const char *message, SbxStatus status);
 
 /** Free what a client run holds (after the loop stopped). */
 void sbx_serve_client_cleanup(void);
@@ -43,3 +55,9 @@ void sbx_serve_client_cleanup(void);
 int sbx_serve_client_connect(void);
 /** Send one frame holding @json; FALSE if the server is gone. Blocking. */
 gboolean sbx_serve_client_send(int fd, const char *json);
+/*
+ * Read one frame (an answer) within @deadline_us (monotonic), in chunks, and decode it into
+ * @msg: for a request answered by one frame, whose server sends nothing else meanwhile. FALSE
+ * if none came in time or it is no message. Blocking.
+ */
+gboolean sbx_serve_client_read(int fd, gint64 deadline_us, SbxServeMsg *msg);

@@ -595,8 +595,19 @@ static void decode_session(const cJSON *o, SbxServeSession *s)
     s->qemu_pid = get_pid(o, "qemu_pid");
 }
 
-/* session: the object `session`; sessions: the objects of the array `sessions`. */
-static void decode_sessions(const cJSON *msg, SbxServeMsg *m)
+/* Member @v of @msg (parsed from @payload, @len bytes) as the text it was sent as, minified. */
+static char *member_text(const char *payload, gsize len, const cJSON *msg, const cJSON *v)
+{
+    char *text = sbx_json_member_text(payload, len, msg, v);
+    char *copy = g_strdup(text);
+
+    free(text);
+    return copy;
+}
+
+/* session: the object `session`; sessions: the objects of the array `sessions`; each also as
+ * the text it was sent as (`sandbox session ... --json` prints it, never re-printed). */
+static void decode_sessions(const char *payload, gsize len, const cJSON *msg, SbxServeMsg *m)
 {
     const cJSON *one = cJSON_GetObjectItemCaseSensitive(msg, "session");
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(msg, "sessions");
@@ -606,8 +617,12 @@ static void decode_sessions(const cJSON *msg, SbxServeMsg *m)
         m->sessions = g_new0(SbxServeSession, 1);
         if (cJSON_IsObject(one)) {
             decode_session(one, &m->sessions[m->n_sessions++]);
+            m->sessions_json = member_text(payload, len, msg, one);
         }
         return;
+    }
+    if (cJSON_IsArray(all)) {
+        m->sessions_json = member_text(payload, len, msg, all);
     }
     m->sessions = g_new0(SbxServeSession, cJSON_IsArray(all) ? cJSON_GetArraySize(all) : 0);
     cJSON_ArrayForEach(o, (cJSON_IsArray(all) ? all : NULL))
@@ -634,11 +649,14 @@ static char *get_sha256(const cJSON *obj, const char *name)
     return g_strdup(v->valuestring);
 }
 
-static void decode_entries(const cJSON *msg, SbxServeMsg *m)
+static void decode_entries(const char *payload, gsize len, const cJSON *msg, SbxServeMsg *m)
 {
     const cJSON *entries = cJSON_GetObjectItemCaseSensitive(msg, "entries");
     const cJSON *e;
 
+    if (cJSON_IsArray(entries)) {
+        m->entries_json = member_text(payload, len, msg, entries);
+    }
     m->truncated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "truncated"));
     m->entries =
         g_new0(SbxServeFileEntry, cJSON_IsArray(entries) ? cJSON_GetArraySize(entries) : 0);
@@ -659,11 +677,11 @@ static void decode_entries(const cJSON *msg, SbxServeMsg *m)
     }
 }
 
-static void decode_file_msg(const cJSON *msg, SbxServeMsg *m)
+static void decode_file_msg(const char *payload, gsize len, const cJSON *msg, SbxServeMsg *m)
 {
     m->path = dup_string(msg, "path");
     if (m->type == SBX_SERVE_MSG_FILES) {
-        decode_entries(msg, m);
+        decode_entries(payload, len, msg, m);
         return;
     }
     m->size = get_count(msg, "size", G_MAXINT64);
@@ -706,9 +724,9 @@ gboolean sbx_serve_proto_msg_decode(const char *payload, gsize len, SbxServeMsg 
     } else if (ret->type == SBX_SERVE_MSG_APPROVED || ret->type == SBX_SERVE_MSG_DENIED) {
         ret->id = dup_string(msg, "id");
     } else if (ret->type == SBX_SERVE_MSG_SESSION || ret->type == SBX_SERVE_MSG_SESSIONS) {
-        decode_sessions(msg, ret);
+        decode_sessions(payload, len, msg, ret);
     } else if (ret->type != SBX_SERVE_MSG_OTHER) { /* the file messages */
-        decode_file_msg(msg, ret);
+        decode_file_msg(payload, len, msg, ret);
     }
     return TRUE;
 }
@@ -766,6 +784,8 @@ void sbx_serve_proto_msg_clear(SbxServeMsg *msg)
         session_clear(&msg->sessions[i]);
     }
     g_free(msg->sessions);
+    g_free(msg->sessions_json);
+    g_free(msg->entries_json);
     g_free(msg->path);
     g_free(msg->sha256);
     for (gsize i = 0; i < msg->n_entries; i++) {

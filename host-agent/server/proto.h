@@ -255,6 +255,7 @@ typedef struct {
      * an object */
     SbxServeSession *sessions;
     gsize n_sessions;
+    char *sessions_json; /* the `session` object or `sessions` array as sent (minified), or NULL */
     /* file_part, file, files, file_deleted: the workspace path (files: the directory, NULL for
      * the workspace); file_part: `size` the bytes taken so far; file: `size` the file's, its
      * `sha256` (64 hex digits, else NULL), and for a get's piece `offset` and the bytes in
@@ -266,6 +267,7 @@ typedef struct {
     /* files: the entries that are objects with a string path, and whether the guest had more */
     SbxServeFileEntry *entries;
     gsize n_entries;
+    char *entries_json; /* `entries` if an array: its text as sent (minified) */
     gboolean truncated;
 } SbxServeMsg;
 

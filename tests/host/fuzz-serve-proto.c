@@ -367,6 +367,20 @@ static void check_session_or_file(const SbxServeMsg *msg)
     for (gsize i = 0; i < msg->n_sessions; i++) {
         FUZZ_CHECK(msg->sessions[i].qemu_pid >= 0 && msg->sessions[i].created_ms >= 0);
     }
+    FUZZ_CHECK(msg->sessions_json == NULL || msg->type == SBX_SERVE_MSG_SESSION ||
+               msg->type == SBX_SERVE_MSG_SESSIONS);
+    if (msg->sessions_json != NULL) {
+        cJSON *v = sbx_json_parse(msg->sessions_json, strlen(msg->sessions_json),
+                                  SBX_JSON_DEPTH_MAX, NULL);
+        FUZZ_CHECK(msg->type == SBX_SERVE_MSG_SESSION ? cJSON_IsObject(v) : cJSON_IsArray(v));
+        cJSON_Delete(v);
+    }
+    if (msg->entries_json != NULL) {
+        cJSON *v =
+            sbx_json_parse(msg->entries_json, strlen(msg->entries_json), SBX_JSON_DEPTH_MAX, NULL);
+        FUZZ_CHECK(msg->type == SBX_SERVE_MSG_FILES && cJSON_IsArray(v));
+        cJSON_Delete(v);
+    }
     FUZZ_CHECK(msg->sha256 == NULL || strlen(msg->sha256) == 64);
     FUZZ_CHECK(msg->type == SBX_SERVE_MSG_FILES || msg->n_entries == 0);
     for (gsize i = 0; i < msg->n_entries; i++) {

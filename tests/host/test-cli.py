@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """`sandbox` command line without a VM: usage errors (exit 2), sandbox failures before a VM
-exists (exit 125, and the --json report), help. Usage: test-cli.py SANDBOX_BINARY"""
+exists (exit 125, and the --json report), help; `sandbox session`'s usage errors and its
+subcommands without a server (125). Usage: test-cli.py SANDBOX_BINARY"""
 import json
 import os
 import shutil
@@ -98,6 +99,67 @@ with tempfile.TemporaryDirectory(prefix="sbx-cli-") as tmp:
     except ValueError:
         failures.append(f"--json printed no JSON: {out!r}")
     expect(["run", "--profile", "no-such-profile", js], 125, "no-such-profile")
+
+    # sandbox session: usage errors (2) before any connection; without a server, 125.
+    no_serve = {"SANDBOX_SERVE_SOCKET": os.path.join(tmp, "none", "sandbox.sock")}
+    sid = "se_0123456789abcdef01234567"
+    big = os.path.join(tmp, "big.bin")
+    with open(big, "wb") as f:
+        f.truncate(32 * 1024 * 1024 + 1)
+    expect(["session"], 2, "Usage: sandbox session new")
+    expect(["session", "--help"], 0, "sandbox session put ID LOCAL [REMOTE]")
+    expect(["session", "frob"], 2, 'unknown subcommand "frob"')
+    expect(["session", "exec", "--help"], 0, "--kwargs")
+    for args, text in [
+            (["new", "extra"], "expected no argument"),
+            (["new", "--idle-timeout", "0"], "--idle-timeout: expected whole seconds, 1 to 86400"),
+            (["new", "--idle-timeout", "1.5"], "--idle-timeout"),
+            (["new", "--max-lifetime", "86401"], "--max-lifetime"),
+            (["new", "--bogus"], "Unknown option"),
+            (["show"], "expected ID"),
+            (["show", "se 1"], "ID: a session's id"),
+            (["rm", "a/b"], "ID: a session's id"),
+            (["exec", sid], "expected the program: CODE, --file FILE or -"),
+            (["exec", sid, "--file", js, "1"], "expected the program"),
+            (["exec", sid, "1", "2"], "expected ID (CODE | --file FILE | -)"),
+            (["exec", sid, "1"], "cannot tell the language"),
+            (["exec", sid, "--lang", "ruby", "1"], "unknown language"),
+            (["exec", sid, "--file", binary], "not UTF-8"),
+            (["exec", sid, "--lang", "python", "--timeout", "0", "1"], "--timeout"),
+            (["exec", sid, "--lang", "python", "--output-limit", "2G", "1"], "--output-limit"),
+            (["exec", sid, "--lang", "python", "--args", "[1]", "1"], "args"),
+            (["exec", sid, "--lang", "javascript", "--entry", "f", "--kwargs", "{}", "1"],
+             "kwargs"),
+            (["exec", sid, "--lang", "python", "--args", "[1", "--entry", "f", "1"],
+             "--args: not JSON"),
+            (["exec", sid, "--tools", bad_catalog, "--lang", "python", "1"],
+             "unsupported provider kind"),
+            (["put", sid], "expected ID LOCAL [REMOTE]"),
+            (["put", sid, js, "../x"], "REMOTE: a workspace path"),
+            (["put", sid, js, "/abs"], "REMOTE: a workspace path"),
+            (["put", sid, "-"], "REMOTE is needed with -"),
+            (["put", sid, os.path.join(tmp, "missing")], "No such file"),
+            (["put", sid, tmp, "d"], "is a directory"),
+            (["put", sid, big, "big.bin"], "the most a file in a session may have"),
+            (["get", sid, "a//b"], "REMOTE: a workspace path"),
+            (["files", sid, "."], "DIR: a workspace path"),
+            (["rmfile", sid], "expected ID PATH"),
+            (["rmfile", sid, "x/../y"], "PATH: a workspace path")]:
+        expect(["session", *args], 2, text, env=no_serve)
+    for args in (["new"], ["ls"], ["show", sid], ["rm", sid], ["put", sid, js],
+                 ["get", sid, "p.js", "-"], ["files", sid], ["rmfile", sid, "p.js"]):
+        expect(["session", *args], 125, "no `sandbox serve` answers", env=no_serve)
+    expect(["session", "exec", sid, "--lang", "python", "1"], 125,
+           "sandbox: no `sandbox serve` answers", env=no_serve)
+    out = expect(["session", "exec", sid, "--json", "--lang", "python", "-"], 125,
+                 stdin=b"1", env=no_serve)
+    try:
+        report = json.loads(out)
+        if report["start"] != "session" or report["status"] != "crash" or \
+                "no `sandbox serve` answers" not in report["error"]["message"]:
+            failures.append(f"session exec --json without a server: {out}")
+    except ValueError:
+        failures.append(f"session exec --json without a server printed no JSON: {out!r}")
 
 
 def leftovers(runtime):

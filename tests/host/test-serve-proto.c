@@ -759,11 +759,13 @@ static void test_session_messages(void **state)
         assert_int_equal(s->memory_mib, 256);
         assert_null(s->end_reason);
         assert_int_equal(s->qemu_pid, 4242);
+        assert_true(g_str_has_prefix(msg.sessions_json, "{\"id\":\"se_1\",\"status\":"));
     }
     {
         g_auto(SbxServeMsg) msg = {0};
         message("{\"type\":\"session\",\"session\":[]}", &msg);
         assert_int_equal(msg.n_sessions, 0);
+        assert_null(msg.sessions_json);
     }
     {
         g_auto(SbxServeMsg) msg = {0};
@@ -778,6 +780,8 @@ static void test_session_messages(void **state)
         assert_int_equal(msg.sessions[0].qemu_pid, 0); /* not a PID */
         assert_string_equal(msg.sessions[1].id, "se_1");
         assert_null(msg.sessions[1].status);
+        assert_true(g_str_has_prefix(msg.sessions_json, "[{\"id\":\"se_2\""));
+        assert_true(g_str_has_suffix(msg.sessions_json, ",7,{\"id\":\"se_1\"}]"));
     }
 }
 
@@ -828,6 +832,7 @@ static void test_file_messages(void **state)
         assert_int_equal(list.entries[1].size, 5);
         assert_int_equal(list.entries[2].type, SBX_FILE_TYPE_OTHER);
         assert_true(list.truncated);
+        assert_true(g_str_has_prefix(list.entries_json, "[{\"path\":\"a\",\"type\":\"dir\""));
     }
     {
         g_auto(SbxServeMsg) del = {0};
