@@ -2,7 +2,7 @@
  * Inside the Unix socket front end (unix.h): unix.c owns the socket, the connections and their
  * frames; unix-run.c runs one `run` request as a server job and forwards its events;
  * unix-approvals.c answers the approval requests; unix-sessions.c the session requests (open,
- * list, show, end).
+ * list, show, end) and unix-files.c the file requests of a session's workspace.
  */
 #pragma once
 
@@ -34,8 +34,17 @@
 /* Listen backlog: connections beyond SBX_UNIX_CONNECTIONS_MAX are refused anyway. */
 #define SBX_UNIX_BACKLOG 16
 
+/*
+ * Bytes of files in transit held by the connections together: a put's pieces until its last,
+ * a got file until its last piece is asked for. Each file is at most 32 MiB
+ * (SBX_SERVE_FILE_MAX); two at once cover a script moving files in and out, and 16 connections
+ * could otherwise hold 512 MiB. Beyond, a put or get is refused (`unavailable`: try again).
+ */
+#define SBX_UNIX_TRANSFERS_HELD_MAX (2ull * SBX_SERVE_FILE_MAX)
+
 typedef struct UnixConn UnixConn;
 typedef struct UnixRun UnixRun;
+typedef struct UnixTransfer UnixTransfer;
 
 /*
  * A request answered later (a session's start, a file operation): its connection's request in
@@ -67,6 +76,10 @@ gboolean sbx_unix_conn_busy(UnixConn *conn);
 void sbx_unix_conn_op_begin(UnixConn *conn, UnixOp *op);
 /** @op's answer is queued, or its client gone: its connection may take the next request. */
 void sbx_unix_conn_op_end(UnixOp *op);
+/** @conn's file in transit (unix-files.c; freed with the connection), NULL if none. */
+UnixTransfer **sbx_unix_conn_transfer(UnixConn *conn);
+/** The bytes the connections' transfers hold together (SBX_UNIX_TRANSFERS_HELD_MAX). */
+guint64 *sbx_unix_conn_transfers_held(UnixConn *conn);
 
 /* unix-run.c */
 /**
@@ -89,6 +102,13 @@ gboolean sbx_unix_session_message(UnixConn *conn, const SbxServeRequest *req);
 SbxServerSession *sbx_unix_session_find(UnixConn *conn, const char *id);
 /** Answer an error of sessions.h or session-files.h (its code by the error's: docs/pool.md). */
 void sbx_unix_conn_send_session_error(UnixConn *conn, const GError *error);
+
+/* unix-files.c */
+/** Answer the file request @req (`file_put`, `_get`, `_list`, `_delete`). FALSE if of another
+ * type. */
+gboolean sbx_unix_file_message(UnixConn *conn, const SbxServeRequest *req);
+/** Free a connection's file in transit (NULL is fine). */
+void sbx_unix_transfer_free(UnixTransfer *t);
 
 /* unix-approvals.c */
 /**

@@ -27,11 +27,12 @@ struct UnixConn {
     guint in_source;
     guint out_source;
     SbxFrameReader reader;
-    GByteArray *out;     /* encoded frames not yet written */
-    UnixRun *run;        /* the run in flight, or NULL */
-    UnixOp *op;          /* or the request in flight whose answer comes later, or NULL */
-    guint detach_source; /* ends the run of a client too slow to read (from the loop) */
-    pid_t peer_pid;      /* the client process (SO_PEERCRED), 0 if unknown */
+    GByteArray *out;        /* encoded frames not yet written */
+    UnixRun *run;           /* the run in flight, or NULL */
+    UnixOp *op;             /* or the request in flight whose answer comes later, or NULL */
+    UnixTransfer *transfer; /* a file in transit (a put's pieces, a got file), or NULL */
+    guint detach_source;    /* ends the run of a client too slow to read (from the loop) */
+    pid_t peer_pid;         /* the client process (SO_PEERCRED), 0 if unknown */
     gboolean close_after_flush;
 };
 
@@ -42,7 +43,8 @@ struct SbxUnixFront {
     gboolean made_dir;
     int listen_fd;
     guint listen_source;
-    GList *conns; /* UnixConn* */
+    GList *conns;           /* UnixConn* */
+    guint64 transfers_held; /* bytes the connections' transfers hold together */
 };
 
 SbxServer *sbx_unix_conn_server(UnixConn *conn)
@@ -193,6 +195,16 @@ void sbx_unix_conn_op_end(UnixOp *op)
     }
 }
 
+UnixTransfer **sbx_unix_conn_transfer(UnixConn *conn)
+{
+    return &conn->transfer;
+}
+
+guint64 *sbx_unix_conn_transfers_held(UnixConn *conn)
+{
+    return &conn->front->transfers_held;
+}
+
 /* ---- requests ------------------------------------------------------------------------- */
 
 /* Requests answered later (a run's done, a session's start, a file operation's end). */
@@ -276,7 +288,7 @@ static gboolean handle_frame(UnixConn *conn, const char *payload, gsize len)
     } else if (req.type == SBX_SERVE_REQ_STATUS) {
         handle_status(conn);
     } else if (sbx_unix_approval_message(conn, sbx_server_approvals(conn->front->srv), &req) ||
-               sbx_unix_session_message(conn, &req)) {
+               sbx_unix_session_message(conn, &req) || sbx_unix_file_message(conn, &req)) {
         /* answered, or to be */
     } else {
         sbx_unix_conn_send_error(conn, "bad_request", req.bad);
@@ -324,6 +336,7 @@ static void conn_free(UnixConn *conn)
         conn->op->conn = NULL; /* it ends on its own (a session being opened is ended then) */
         conn->op = NULL;
     }
+    sbx_unix_transfer_free(g_steal_pointer(&conn->transfer));
     g_clear_handle_id(&conn->in_source, g_source_remove);
     g_clear_handle_id(&conn->out_source, g_source_remove);
     g_clear_handle_id(&conn->detach_source, g_source_remove);
