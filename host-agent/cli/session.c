@@ -61,7 +61,7 @@ static const struct {
     [SUB_LS] = {"ls", "", 0, 0},
     [SUB_SHOW] = {"show", "ID", 1, 1},
     [SUB_RM] = {"rm", "ID", 1, 1},
-    [SUB_EXEC] = {"exec", "ID (CODE | --file FILE | -)", 1, 2},
+    [SUB_EXEC] = {"exec", "ID [CODE | --file FILE | -]", 1, 2},
     [SUB_PUT] = {"put", "ID LOCAL [REMOTE]", 2, 3},
     [SUB_GET] = {"get", "ID REMOTE [LOCAL|-]", 2, 3},
     [SUB_FILES] = {"files", "ID [DIR]", 1, 2},
@@ -76,7 +76,7 @@ static const char *const usage_lines[] = {
     [SUB_RM] = "rm ID",
     [SUB_EXEC] = "exec ID [--lang L] [--timeout S] [--output-limit BYTES] [--tools FILE]\n"
                  "            [--entry NAME [--args JSON] [--kwargs JSON]] [--json]\n"
-                 "            (CODE | --file FILE | -)",
+                 "            (CODE | --file FILE | - | nothing, with --entry)",
     [SUB_PUT] = "put ID LOCAL [REMOTE]",
     [SUB_GET] = "get ID REMOTE [LOCAL|-]",
     [SUB_FILES] = "files ID [DIR] [--json]",
@@ -468,12 +468,20 @@ static gboolean exec_inputs(SessionCtx *c, GError **error)
 {
     const char *code = c->n_args > 1 ? c->args[1] : NULL;
 
-    if ((code != NULL) == (c->file != NULL)) {
+    if (code != NULL && c->file != NULL) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
                     "expected the program: CODE, --file FILE or - (stdin), one of them");
         return FALSE;
     }
-    if (c->file != NULL || strcmp(code, "-") == 0) {
+    if (code == NULL && c->file == NULL) {
+        if (c->entry == NULL) {
+            g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                        "expected the program: CODE, --file FILE or - (stdin), one of them; "
+                        "none only with --entry (a function an earlier execution defined)");
+            return FALSE;
+        }
+        c->code = g_strdup("");
+    } else if (c->file != NULL || strcmp(code, "-") == 0) {
         c->code = sbx_cli_read_program(c->file != NULL ? c->file : "-", error);
     } else if (sbx_cli_check_program(code, error)) {
         c->code = g_strdup(code);

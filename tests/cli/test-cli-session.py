@@ -252,6 +252,10 @@ def execs(srv, tmp):
     rc, out, err = sandbox(srv, "exec", SID, "-l", "javascript", "-", stdin=b"console.log(1)")
     check(srv.requests[-1]["code"] == "console.log(1)", "exec -: the program from stdin",
           srv.requests[-1])
+    rc, out, err = sandbox(srv, "exec", SID, "-l", "python", "--entry", "f", "--args", "[2]")
+    check(srv.requests[-1]["code"] == "" and srv.requests[-1]["entry"] == "f",
+          "exec --entry without a program: an empty one (the function is the session's)",
+          srv.requests[-1])
     srv.exec_reply = [error("busy", "the session is busy (an execution runs)")]
     rc, out, err = sandbox(srv, "exec", SID, "-l", "python", "1")
     check(rc == 125 and "the session is busy" in err, "exec refused: 125 and why", (rc, err))
