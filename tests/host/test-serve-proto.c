@@ -1006,6 +1006,8 @@ static void test_encode_status(void **state)
     (void)state;
 
     g_array_append_vals(ready, pids, 2);
+    st[1].session_pids = ready;
+    st[1].sessions = 2;
     encode_msg(&msg, NULL, &back);
     assert_string_equal(back.profile, "q35-serial");
     assert_int_equal(back.n_status, 2);
@@ -1015,6 +1017,9 @@ static void test_encode_status(void **state)
     assert_int_equal(g_array_index(back.status[0].ready_pids, GPid, 1), 42);
     assert_int_equal(back.status[1].running, 1);
     assert_int_equal(back.status[1].prestart, 1);
+    assert_int_equal(back.status[1].sessions, 2); /* a session's QEMUs, decoded by the clients */
+    assert_int_equal(back.status[1].session_pids->len, 2);
+    assert_int_equal(back.status[0].session_pids->len, 0);
 }
 
 /* approvals: an input whole (as it is) or its excerpt (a string); error; approved and denied. */
