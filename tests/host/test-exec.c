@@ -1065,21 +1065,33 @@ static gboolean lease_run(SbxExecLease *lease, const char *want_result)
     return kept;
 }
 
+/* A fake source for a lease (the lease frees it): its guest plays @keep_for kept executions;
+ * @keep_for < 0: no guest (the acquire fails or never gets that far). */
+static FakeSource *lease_source(int keep_for, guint delay_ms, gboolean *freed)
+{
+    FakeSource *src = g_new0(FakeSource, 1);
+
+    src->base.ops = &fake_ops;
+    src->base.start = "fake";
+    src->fd = -1;
+    src->delay_ms = delay_ms;
+    src->freed = freed;
+    if (keep_for >= 0) {
+        src->guest = fake_guest_start(guest_session, GINT_TO_POINTER(keep_for), &src->fd);
+    }
+    return src;
+}
+
 /* The lease says hello once, lends the VM to three executions on one channel in turn (one lent
  * while another has the VM waits for its give-back), and kills the VM only at its end. */
 static void test_lease_executions_in_turn(void **state)
 {
     LeaseEvents ev = {0};
-    FakeSource *src = g_new0(FakeSource, 1);
     gboolean freed = FALSE;
+    FakeSource *src = lease_source(2, 1, &freed);
+    FakeGuest *guest = src->guest;
 
     (void)state;
-    src->base.ops = &fake_ops;
-    src->base.start = "fake";
-    src->delay_ms = 1;
-    src->freed = &freed;
-    src->guest = fake_guest_start(guest_session, GINT_TO_POINTER(2), &src->fd);
-    FakeGuest *guest = src->guest;
     SbxExecLease *lease = sbx_exec_lease_new(&src->base);
 
     sbx_exec_lease_start(lease, &lease_cb, &ev);
@@ -1123,16 +1135,11 @@ static void test_lease_executions_in_turn(void **state)
 static void test_lease_lost(void **state)
 {
     LeaseEvents ev = {0};
-    FakeSource *src = g_new0(FakeSource, 1);
     gboolean freed = FALSE;
+    FakeSource *src = lease_source(0, 1, &freed);
+    FakeGuest *guest = src->guest;
 
     (void)state;
-    src->base.ops = &fake_ops;
-    src->base.start = "fake";
-    src->delay_ms = 1;
-    src->freed = &freed;
-    src->guest = fake_guest_start(guest_session, GINT_TO_POINTER(0), &src->fd);
-    FakeGuest *guest = src->guest;
     SbxExecLease *lease = sbx_exec_lease_new(&src->base);
 
     sbx_exec_lease_start(lease, &lease_cb, &ev);
@@ -1161,15 +1168,11 @@ static void test_lease_lost(void **state)
 static void test_lease_acquire_fails(void **state)
 {
     LeaseEvents ev = {0};
-    FakeSource *src = g_new0(FakeSource, 1);
     gboolean freed = FALSE;
+    FakeSource *src = lease_source(-1, 0, &freed);
 
     (void)state;
-    src->base.ops = &fake_ops;
-    src->base.start = "fake";
-    src->fd = -1;
     src->fail = TRUE;
-    src->freed = &freed;
     SbxExecLease *lease = sbx_exec_lease_new(&src->base);
 
     sbx_exec_lease_start(lease, &lease_cb, &ev);
@@ -1184,12 +1187,7 @@ static void test_lease_acquire_fails(void **state)
     /* closed (its last reference dropped) while acquiring: no callback, freed once it returned */
     memset(&ev, 0, sizeof(ev));
     freed = FALSE;
-    src = g_new0(FakeSource, 1);
-    src->base.ops = &fake_ops;
-    src->base.start = "fake";
-    src->fd = -1;
-    src->delay_ms = 1000;
-    src->freed = &freed;
+    src = lease_source(-1, 1000, &freed);
     lease = sbx_exec_lease_new(&src->base);
     sbx_exec_lease_start(lease, &lease_cb, &ev);
     sbx_exec_lease_unref(lease);
