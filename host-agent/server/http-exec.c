@@ -694,8 +694,8 @@ typedef struct {
 static gboolean get_filter(SoupServerMessage *msg, GHashTable *query, SbxRecordFilter *f,
                            Page *page)
 {
-    static const char *const allowed[] = {"limit",          "status", "created_after",
-                                          "created_before", "cursor", NULL};
+    static const char *const allowed[] = {
+        "limit", "status", "created_after", "created_before", "cursor", "session", NULL};
     const char *limit_text = query != NULL ? g_hash_table_lookup(query, "limit") : NULL;
     guint64 limit = SBX_HTTP_LIST_DEFAULT;
 
@@ -703,15 +703,18 @@ static gboolean get_filter(SoupServerMessage *msg, GHashTable *query, SbxRecordF
         return FALSE;
     }
     f->status = query != NULL ? g_hash_table_lookup(query, "status") : NULL;
+    f->session_id = query != NULL ? g_hash_table_lookup(query, "session") : NULL;
     if ((limit_text != NULL &&
          !g_ascii_string_to_unsigned(limit_text, 10, 1, SBX_HTTP_LIST_MAX, &limit, NULL)) ||
         (f->status != NULL && !status_known(f->status)) ||
         !get_time(query, "created_after", &page->after_us) ||
         !get_time(query, "created_before", &page->before_us) ||
+        (f->session_id != NULL && !sbx_id_valid(f->session_id)) ||
         !get_cursor(query, &page->cursor_us, &f->cursor_id)) {
         sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request",
                              "limit (1..100), status (as an execution's), created_after and "
-                             "created_before (RFC 3339), cursor (from next_cursor)");
+                             "created_before (RFC 3339), cursor (from next_cursor), session (an "
+                             "id)");
         return FALSE;
     }
     f->limit = (guint)limit;
@@ -758,7 +761,8 @@ void sbx_http_exec_list(HttpFront *front, SoupServerMessage *msg, const SbxTenan
             continue;
         }
         live += !e->done;
-        if (f.status != NULL && strcmp(f.status, live_status(e)) != 0) {
+        if ((f.status != NULL && strcmp(f.status, live_status(e)) != 0) ||
+            (f.session_id != NULL && g_strcmp0(f.session_id, e->session_id) != 0)) {
             continue;
         }
         SbxHttpListItem probe = {.created_us = e->created_us, .id = e->id};

@@ -153,6 +153,7 @@ void sbx_http_object_from_record(SbxHttpObject *o, const SbxRecord *r, const cha
         .status = r->status,
         .language = r->language,
         .catalog = r->catalog,
+        .session = r->session_id,
         .created_us = r->created_at_ms * 1000,
         .started_us = r->started_at_ms * 1000,
         .finished_us = r->finished_at_ms * 1000,

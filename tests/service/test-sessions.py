@@ -136,6 +136,10 @@ def state_python(srv, key):
     s = session(srv, key, sid).json()
     check(s["status"] == "ready" and s["executions"] == 10, "the session counts its executions",
           s)
+    r = srv.request("GET", f"/v1/executions?session={sid}&limit=100", key)
+    listed = r.json().get("executions", []) if r.status_code == 200 else []
+    check(len(listed) == 10 and all(e["session"] == sid for e in listed),
+          "GET /v1/executions?session= lists its executions", r.text[:500])
     r = srv.request("DELETE", f"/v1/sessions/{sid}", key)
     check(r.status_code == 200 and r.json()["status"] == "ended" and
           r.json()["end_status"] == "deleted", "DELETE ends it", r.text)
@@ -343,6 +347,11 @@ def kill9(srv, key, tmp):
         check(r.status_code == 200 and r.json()["status"] == "ended" and
               r.json()["end_status"] == "interrupted",
               "a session open at the kill reads interrupted", r.text)
+    r = srv.request("GET", f"/v1/executions?session={sids[0]}", key)
+    listed = r.json().get("executions", []) if r.status_code == 200 else []
+    check(len(listed) == 1 and listed[0]["session"] == sids[0] and
+          listed[0]["status"] == "ok",
+          "its execution, read back from the records, names its session", r.text[:500])
 
 
 def body(tmp, servers):
