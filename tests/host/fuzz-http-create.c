@@ -1,11 +1,13 @@
 /*
- * Fuzz target: the body of POST /v1/executions (host-agent/server/http-request.c), decoded for a
- * tenant with limits of its own. Checks: an accepted body holds what the server relies on (a
- * known language, non-empty UTF-8 code of at most 1 MiB, an allowed catalog or none, a timeout
+ * Fuzz target: the bodies of POST /v1/executions and POST /v1/sessions
+ * (host-agent/server/http-request.c), the same bytes decoded as each, for a tenant with limits
+ * of its own. Checks: an accepted execution holds what the server relies on (a known language,
+ * UTF-8 code of at most 1 MiB, empty only with an entry, an allowed catalog or none, a timeout
  * and an output limit within the tenant's maxima, a function call the core accepts: an
  * identifier, args an array, kwargs an object for Python, both only with an entry, as their
- * minified JSON texts); a refused one says why and holds nothing;
- * decoding twice gives the same. Everything is freed (ASan).
+ * minified JSON texts); an accepted session its timeouts within the maxima and a profile name
+ * of 1..64 bytes or none; a refused one says why and holds nothing; decoding twice gives the
+ * same. Everything is freed (ASan).
  */
 #include <string.h>
 
@@ -33,6 +35,27 @@ static gboolean is_json_of(const char *text, char kind)
     return ok;
 }
 
+/* The same bytes as a session's creation (idle at most 600 s, lifetime at most 3600 s). */
+static void session_body(const uint8_t *data, size_t size)
+{
+    g_auto(SbxHttpSessionCreate) a = {0};
+    g_auto(SbxHttpSessionCreate) b = {0};
+    g_autofree char *why = sbx_http_session_decode((const char *)data, size, 600, 3600, &a);
+    g_autofree char *why_again = sbx_http_session_decode((const char *)data, size, 600, 3600, &b);
+
+    FUZZ_CHECK((why == NULL) == (why_again == NULL));
+    if (why != NULL) {
+        FUZZ_CHECK(why[0] != '\0' && g_utf8_validate(why, -1, NULL));
+        FUZZ_CHECK(a.profile == NULL && a.idle_timeout_s == 0 && a.max_lifetime_s == 0);
+        return;
+    }
+    FUZZ_CHECK(a.idle_timeout_s <= 600 && a.max_lifetime_s <= 3600);
+    FUZZ_CHECK(a.profile == NULL || (a.profile[0] != '\0' && strlen(a.profile) <= 64 &&
+                                     g_utf8_validate(a.profile, -1, NULL)));
+    FUZZ_CHECK(g_strcmp0(a.profile, b.profile) == 0 && a.idle_timeout_s == b.idle_timeout_s &&
+               a.max_lifetime_s == b.max_lifetime_s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const catalogs[] = {"web", "db", NULL};
@@ -46,6 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     g_autofree char *why = sbx_http_create_decode((const char *)data, size, &limits, &a);
     g_autofree char *why_again = sbx_http_create_decode((const char *)data, size, &limits, &b);
 
+    session_body(data, size);
     FUZZ_CHECK((why == NULL) == (why_again == NULL));
     if (why != NULL) {
         FUZZ_CHECK(why[0] != '\0' && g_utf8_validate(why, -1, NULL));
@@ -62,7 +86,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(g_strcmp0(a.entry, b.entry) == 0 && g_strcmp0(a.args_json, b.args_json) == 0);
     FUZZ_CHECK(g_strcmp0(a.kwargs_json, b.kwargs_json) == 0);
     FUZZ_CHECK(a.language < SBX_LANG__COUNT);
-    FUZZ_CHECK(a.code != NULL && a.code[0] != '\0' && strlen(a.code) <= SBX_HTTP_CODE_MAX);
+    /* empty code only with an entry: a session's earlier execution defined the function */
+    FUZZ_CHECK(a.code != NULL && (a.code[0] != '\0' || a.entry != NULL) &&
+               strlen(a.code) <= SBX_HTTP_CODE_MAX);
     FUZZ_CHECK(g_utf8_validate(a.code, -1, NULL));
     FUZZ_CHECK(a.catalog == NULL || g_strv_contains(catalogs, a.catalog));
     FUZZ_CHECK(a.timeout_ms >= 1 && a.timeout_ms <= limits.max_timeout_ms);
