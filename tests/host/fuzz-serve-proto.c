@@ -74,7 +74,9 @@ static void check_run(const SbxServeRequest *req)
     FUZZ_CHECK(run->kwargs_json == NULL || run->language == SBX_LANG_PYTHON);
     FUZZ_CHECK(run->entry != NULL || (run->args_json == NULL && run->kwargs_json == NULL));
     FUZZ_CHECK(run->language < SBX_LANG__COUNT);
-    FUZZ_CHECK(run->code != NULL && run->code[0] != '\0' && g_utf8_validate(run->code, -1, NULL));
+    /* empty code only with an entry: a session's earlier execution defined the function */
+    FUZZ_CHECK(run->code != NULL && (run->code[0] != '\0' || run->entry != NULL) &&
+               g_utf8_validate(run->code, -1, NULL));
     FUZZ_CHECK(run->tools_path == NULL || g_path_is_absolute(run->tools_path));
     FUZZ_CHECK(run->timeout_ms >= 1 && run->timeout_ms <= SBX_SERVE_TIMEOUT_MAX_MS);
     FUZZ_CHECK(run->output_limit >= 1 && run->output_limit <= SBX_SERVE_OUTPUT_LIMIT_MAX);
