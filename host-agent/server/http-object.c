@@ -18,7 +18,7 @@ static char *iso_time(gint64 us)
     return g_date_time_format_iso8601(t);
 }
 
-static void member_time(SbxJsonb *b, const char *key, gint64 us)
+void sbx_http_member_time(SbxJsonb *b, const char *key, gint64 us)
 {
     g_autofree char *text = us > 0 ? iso_time(us) : NULL;
 
@@ -40,9 +40,9 @@ char *sbx_http_object_json(const SbxHttpObject *o, gboolean full)
     sbx_jsonb_member_string(&b, "id", o->id);
     sbx_jsonb_member_string(&b, "status", o->status);
     sbx_jsonb_member_string(&b, "language", o->language);
-    member_time(&b, "created_at", o->created_us);
-    member_time(&b, "started_at", o->started_us);
-    member_time(&b, "finished_at", o->finished_us);
+    sbx_http_member_time(&b, "created_at", o->created_us);
+    sbx_http_member_time(&b, "started_at", o->started_us);
+    sbx_http_member_time(&b, "finished_at", o->finished_us);
     sbx_jsonb_member_uint(&b, "timeout_ms", o->timeout_ms);
     sbx_jsonb_member_uint(&b, "output_limit", o->output_limit);
     sbx_jsonb_member_string(&b, "catalog", o->catalog);

@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include "base/json-builder.h"
 #include "exec/report.h"
 #include "namespace.h"
 #include "store/records.h"
@@ -36,6 +37,9 @@ typedef struct {
 
 /** @o as the API's Execution (@full) or ExecutionSummary (no result, error, output, calls). */
 char *sbx_http_object_json(const SbxHttpObject *o, gboolean full);
+
+/** Member @key: the time @us (unix us) in RFC 3339, UTC, or null when 0 (every object's times). */
+void sbx_http_member_time(SbxJsonb *b, const char *key, gint64 us);
 
 /** The tool calls of result @r (NULL: none) as the API's array, under their real names. */
 char *sbx_http_object_calls_live(const SbxRunResult *r, const SbxNamespace *ns);

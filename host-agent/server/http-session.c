@@ -8,24 +8,12 @@
 #include <string.h>
 
 #include "base/json-builder.h"
+#include "server/http-object.h"
 #include "server/http-request.h"
 #include "server/sessions.h"
 #include "store/sessions.h"
 
 /* ---- the object ------------------------------------------------------------------------------ */
-
-static void member_time_ms(SbxJsonb *b, const char *key, gint64 ms)
-{
-    if (ms <= 0) {
-        sbx_jsonb_member_string(b, key, NULL);
-        return;
-    }
-    g_autoptr(GDateTime) s = g_date_time_new_from_unix_utc(ms / 1000);
-    g_autoptr(GDateTime) t = g_date_time_add(s, (ms % 1000) * 1000);
-    g_autofree char *text = g_date_time_format_iso8601(t);
-
-    sbx_jsonb_member_string(b, key, text);
-}
 
 char *sbx_http_session_json(const SbxServerSessionInfo *i)
 {
@@ -36,10 +24,10 @@ char *sbx_http_session_json(const SbxServerSessionInfo *i)
     sbx_jsonb_member_string(&b, "id", i->id);
     sbx_jsonb_member_string(&b, "status", i->state);
     sbx_jsonb_member_string(&b, "profile", i->profile);
-    member_time_ms(&b, "created_at", i->created_ms);
-    member_time_ms(&b, "last_active_at", i->last_active_ms);
-    member_time_ms(&b, "expires_at", i->expires_ms);
-    member_time_ms(&b, "ended_at", i->ended_ms);
+    sbx_http_member_time(&b, "created_at", i->created_ms * 1000);
+    sbx_http_member_time(&b, "last_active_at", i->last_active_ms * 1000);
+    sbx_http_member_time(&b, "expires_at", i->expires_ms * 1000);
+    sbx_http_member_time(&b, "ended_at", i->ended_ms * 1000);
     sbx_jsonb_member_uint(&b, "idle_timeout_s", i->idle_timeout_s);
     sbx_jsonb_member_uint(&b, "max_lifetime_s", i->max_lifetime_s);
     sbx_jsonb_member_uint(&b, "executions", i->executions);
