@@ -24,6 +24,7 @@ static void fill_begin(SbxRecord *r, const SbxExecRecordInput *in)
     r->code = (char *)in->code;
     r->entry = (char *)in->entry;
     r->args_json = (char *)in->args_json;
+    r->kwargs_json = (char *)in->kwargs_json;
     r->profile = (char *)in->info->profile;
     r->snapshot_key = (char *)in->info->snapshot_key;
     r->image_id = (char *)in->info->image_id;
@@ -86,6 +87,7 @@ static void fill_outcome(SbxRecord *r, const SbxExecRecordInput *in, char **ret_
     fill_output(in, SBX_STREAM_STDERR, &r->stderr_data, &r->stderr_len, &r->stderr_truncated);
     r->started_at_ms = in->started_at_ms;
     r->boot_ms = in->boot_ms > 0 ? in->boot_ms : 0;
+    r->files_json = (char *)in->files_json;
 }
 
 /* A call as recorded, under its real names; strings borrowed except error_json (caller's). */

@@ -15,8 +15,9 @@ typedef struct {
     const SbxExecRecordInfo *info;
     SbxLanguage language;
     const char *code;
-    const char *entry;     /* or NULL */
-    const char *args_json; /* or NULL (kwargs are not recorded yet: the store has no column) */
+    const char *entry;       /* or NULL */
+    const char *args_json;   /* or NULL */
+    const char *kwargs_json; /* or NULL */
     guint timeout_ms;
     guint64 output_limit;
     gint64 started_at_ms; /* unix ms the execute went out, 0: never */
@@ -29,6 +30,7 @@ typedef struct {
     gboolean kept_cut[SBX_STREAM__COUNT];
     const SbxNamespace *ns;
     const SbxSessionGiven *given; /* NULL: nothing was sent to the guest */
+    const char *files_json;       /* the `files` object without contents, or NULL: none */
 } SbxExecRecordInput;
 
 /** Record that the execution starts (status running). */

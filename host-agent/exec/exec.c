@@ -33,6 +33,7 @@ struct SbxExec {
     guint64 output_limit;
     gboolean collect_output;
     gboolean keep;
+    SbxExecFiles *files; /* with_files; else NULL */
     /* where events go */
     const SbxExecSink *sink;
     gpointer sink_data;
@@ -46,6 +47,10 @@ struct SbxExec {
     gboolean acquiring;   /* the source's acquire has not returned yet */
     gboolean vm_ready;    /* a VM in hand */
     gboolean tools_ready; /* started (MCP servers listed their tools) */
+    gboolean staging;     /* the files go in before the execute */
+    gboolean collecting;  /* the changed files come out after the done */
+    char *files_missing;  /* why the files were not collected, or NULL */
+    gboolean aborted;     /* sbx_exec_abort(): no files are collected */
     /* A failure or an abort while acquiring: the exec ends with it once the acquire returned. */
     char *pending;
     SbxStatus pending_status;
@@ -69,7 +74,8 @@ struct SbxExec {
 
 /* ---- the record --------------------------------------------------------------------------- */
 
-static void record_input(const SbxExec *exec, SbxExecRecordInput *in, SbxSessionGiven *given)
+static void record_input(const SbxExec *exec, SbxExecRecordInput *in, SbxSessionGiven *given,
+                         const char *files_json)
 {
     *in = (SbxExecRecordInput){
         .id = exec->id,
@@ -78,6 +84,7 @@ static void record_input(const SbxExec *exec, SbxExecRecordInput *in, SbxSession
         .code = exec->code,
         .entry = exec->entry,
         .args_json = exec->args_json,
+        .kwargs_json = exec->kwargs_json,
         .timeout_ms = exec->timeout_ms,
         .output_limit = exec->output_limit,
         .started_at_ms = exec->started_at_ms,
@@ -89,6 +96,7 @@ static void record_input(const SbxExec *exec, SbxExecRecordInput *in, SbxSession
         .kept_cut = {exec->kept_cut[0], exec->kept_cut[1]},
         .ns = sbx_tools_namespace(exec->tools),
         .given = exec->session != NULL && sbx_session_given(exec->session, given) ? given : NULL,
+        .files_json = files_json,
     };
 }
 
@@ -107,7 +115,7 @@ static void record_begin(SbxExec *exec)
     SbxSessionGiven given;
     GError *error = NULL;
 
-    record_input(exec, &in, &given);
+    record_input(exec, &in, &given, NULL);
     exec->record_begun = sbx_exec_record_begin(exec->store, &in, &error);
     if (!exec->record_begun) {
         record_failed(exec, error);
@@ -123,7 +131,8 @@ static void record_finish(SbxExec *exec)
     if (!exec->record_begun) {
         record_begin(exec); /* ended before its start (an abort), or the begin failed */
     }
-    record_input(exec, &in, &given);
+    g_autofree char *files = sbx_exec_files_json_of(exec, FALSE);
+    record_input(exec, &in, &given, files);
     if (exec->record_begun && !sbx_exec_record_finish(exec->store, &in, &error)) {
         record_failed(exec, error);
     }
@@ -145,7 +154,7 @@ static void record_output(SbxExec *exec, SbxStream stream, const guint8 *data, g
 /* Done once the execution is over and every provider process has been reaped. */
 static void maybe_finish(SbxExec *exec)
 {
-    if (exec->reported || !exec->finished || exec->grace_source != 0 ||
+    if (exec->reported || !exec->finished || exec->grace_source != 0 || exec->collecting ||
         (exec->tools != NULL && sbx_tools_in_flight(exec->tools) > 0)) {
         return;
     }
@@ -172,6 +181,10 @@ static void fail(SbxExec *exec, SbxStatus status, const char *message)
     exec->failure = g_strdup(message);
     exec->failure_status = status;
     exec->finished = TRUE;
+    if (exec->staging) {
+        exec->staging = FALSE;
+        sbx_exec_files_cancel(exec->files);
+    }
     g_cancellable_cancel(exec->cancel);
     release_vm(exec);
     maybe_finish(exec);
@@ -263,24 +276,47 @@ static gboolean grace_over(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
+static void on_collected(SbxExecFiles *files, const GError *error, gpointer data)
+{
+    SbxExec *exec = data;
+    (void)files;
+
+    exec->collecting = FALSE;
+    if (error != NULL) {
+        exec->files_missing = g_strdup(error->message);
+    }
+    end_now(exec);
+}
+
 static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_data)
 {
     SbxExec *exec = user_data;
-    (void)s;
 
     exec->result = result;
     exec->finished = TRUE;
     g_cancellable_cancel(exec->cancel);
     if (result->channel_lost && exec->vm_ready) {
         exec->grace_source = g_timeout_add(SBX_EXEC_VM_EXIT_GRACE_MS, grace_over, exec);
+        exec->files_missing = exec->files != NULL ? g_strdup("the guest's channel was lost") : NULL;
         return;
+    }
+    if (exec->files != NULL && !exec->aborted && sbx_session_is_ready(s)) {
+        /* before the sink hears of the end: the files are part of the outcome */
+        exec->collecting = TRUE;
+        sbx_exec_files_collect(exec->files, s, on_collected, exec);
+        return;
+    }
+    if (exec->files != NULL) {
+        exec->files_missing =
+            g_strdup(exec->aborted ? "the execution was stopped"
+                                   : "the guest agent cannot serve files any more");
     }
     end_now(exec);
 }
 
 /* ---- the start ---------------------------------------------------------------------------- */
 
-static void execute(SbxExec *exec)
+static void run(SbxExec *exec)
 {
     /* Collected output goes into the result (the report), not to the sink. */
     static const SbxSessionCallbacks streaming = {
@@ -310,11 +346,6 @@ static void execute(SbxExec *exec)
         .keep = exec->keep,
     };
 
-    exec->session = exec->src->ops->take_session(exec->src, &error);
-    if (exec->session == NULL) {
-        fail(exec, SBX_STATUS_CRASH, error->message);
-        return;
-    }
     sbx_session_set_callbacks(exec->session, exec->collect_output ? &collecting : &streaming, exec);
     if (!sbx_session_run(exec->session, &req, &error)) {
         g_autofree char *msg = g_strdup_printf("cannot start the execution: %s", error->message);
@@ -323,6 +354,37 @@ static void execute(SbxExec *exec)
     }
     exec->started_at_ms = g_get_real_time() / 1000;
     exec->src->ops->begin(exec->src);
+}
+
+static void on_staged(SbxExecFiles *files, const GError *error, gpointer data)
+{
+    SbxExec *exec = data;
+    (void)files;
+
+    exec->staging = FALSE;
+    if (error != NULL) {
+        fail(exec, SBX_STATUS_CRASH, error->message);
+        return;
+    }
+    run(exec);
+}
+
+/* The VM's session taken; the files staged first, if any, then the run. */
+static void execute(SbxExec *exec)
+{
+    g_autoptr(GError) error = NULL;
+
+    exec->session = exec->src->ops->take_session(exec->src, &error);
+    if (exec->session == NULL) {
+        fail(exec, SBX_STATUS_CRASH, error->message);
+        return;
+    }
+    if (exec->files == NULL) {
+        run(exec);
+        return;
+    }
+    exec->staging = TRUE;
+    sbx_exec_files_stage(exec->files, exec->session, on_staged, exec);
 }
 
 static void maybe_execute(SbxExec *exec)
@@ -408,6 +470,7 @@ SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource 
         req->output_limit != 0 ? req->output_limit : SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
     exec->collect_output = req->collect_output;
     exec->keep = req->keep;
+    exec->files = req->with_files ? sbx_exec_files_new(req->files, req->n_files) : NULL;
     exec->tools = tools;
     exec->src = src;
     exec->sink = sink;
@@ -471,9 +534,18 @@ void sbx_exec_start(SbxExec *exec)
 
 void sbx_exec_abort(SbxExec *exec, SbxStatus status, const char *why)
 {
+    if (exec->collecting) {
+        /* the program's outcome stands; its files are given up */
+        exec->collecting = FALSE;
+        sbx_exec_files_cancel(exec->files);
+        exec->files_missing = g_strdup_printf("not collected: %s", why);
+        end_now(exec);
+        return;
+    }
     if (exec->finished) {
         return;
     }
+    exec->aborted = TRUE;
     g_cancellable_cancel(exec->cancel);
     if (exec->session != NULL) {
         sbx_session_abort(exec->session, status, SBX_ERR_INTERNAL, why); /* ends it: on_done */
@@ -544,6 +616,24 @@ char *sbx_exec_report_json(const SbxExec *exec, const char *extra)
     return g_string_free(out, FALSE);
 }
 
+const SbxExecFiles *sbx_exec_files(const SbxExec *exec)
+{
+    return exec->files;
+}
+
+char *sbx_exec_files_json_of(const SbxExec *exec, gboolean with_content)
+{
+    const char *why = exec->files_missing;
+
+    if (exec->files == NULL) {
+        return NULL;
+    }
+    if (why == NULL && exec->result == NULL) {
+        why = "the program did not run";
+    }
+    return sbx_exec_files_json(exec->files, why, with_content);
+}
+
 SbxVm *sbx_exec_vm(const SbxExec *exec)
 {
     return exec->src->ops->vm(exec->src);
@@ -569,6 +659,7 @@ void sbx_exec_free(SbxExec *exec)
         g_clear_handle_id(&exec->release_source, g_source_remove);
         release_vm(exec);
     }
+    sbx_exec_files_free(g_steal_pointer(&exec->files)); /* cancels a stage in progress */
     /* exec->result points into the session: gone from here on */
     if (exec->session != NULL && exec->src->ops->give_back != NULL) {
         exec->src->ops->give_back(exec->src, g_steal_pointer(&exec->session));
@@ -578,6 +669,7 @@ void sbx_exec_free(SbxExec *exec)
     sbx_tools_free(exec->tools);     /* kills and reaps the provider processes */
     g_clear_object(&exec->cancel);
     g_free(exec->pending);
+    g_free(exec->files_missing);
     g_free(exec->failure);
     g_free(exec->code);
     g_free(exec->entry);

@@ -17,6 +17,7 @@
 #include <gio/gio.h>
 
 #include "approvals.h"
+#include "exec/exec-files.h"
 #include "exec/source.h"
 #include "protocol/message.h"
 #include "session.h"
@@ -38,6 +39,11 @@ typedef struct {
     guint64 output_limit;    /* 0: SBX_SESSION_OUTPUT_LIMIT_DEFAULT */
     gboolean collect_output; /* keep the output for the report instead of streaming it */
     gboolean keep; /* a session's: the guest keeps its runner's state (SbxRunResult.kept) */
+    /* Files put into the workspace before the execute (exec-files.h; bytes referenced). */
+    const SbxExecFileIn *files;
+    gsize n_files;
+    /* Stage those and collect the files the program created or changed (sbx_exec_files()). */
+    gboolean with_files;
 } SbxExecRequest;
 
 /* Where the events go. Every member is optional except done. */
@@ -124,6 +130,18 @@ char *sbx_exec_summary(const SbxExec *exec);
  * first, then @extra (members with a leading comma, or NULL), then the execution's. Caller frees.
  */
 char *sbx_exec_report_json(const SbxExec *exec, const char *extra);
+
+/**
+ * The execution's files (with_files), once done: the collected ones (sbx_exec_files_out()).
+ * NULL without with_files.
+ */
+const SbxExecFiles *sbx_exec_files(const SbxExec *exec);
+
+/**
+ * The API's `files` object of the execution (sbx_exec_files_json(), with why none were
+ * collected), or NULL without with_files. Caller frees.
+ */
+char *sbx_exec_files_json_of(const SbxExec *exec, gboolean with_content);
 
 /** The VM, once acquired (its console, its PIDs), else NULL. */
 SbxVm *sbx_exec_vm(const SbxExec *exec);

@@ -117,6 +117,7 @@ static void end_objects(HttpExec *e, SbxExec *exec)
     }
     g_autofree char *calls =
         sbx_http_object_calls_live(r, sbx_tools_namespace(sbx_exec_tools(exec)));
+    g_autofree char *files = sbx_exec_files_json_of(exec, TRUE);
     o.ended = TRUE;
     o.has_exit_code = r != NULL && r->exit_code >= 0;
     o.exit_code = r != NULL ? r->exit_code : -1;
@@ -126,6 +127,7 @@ static void end_objects(HttpExec *e, SbxExec *exec)
     o.has_duration = r != NULL;
     o.duration_ms = r != NULL ? r->duration_ms : 0;
     o.tool_calls_json = calls;
+    o.files_json = files;
     e->final_json = sbx_http_object_json(&o, TRUE);
     e->summary_json = sbx_http_object_json(&o, FALSE);
 }
@@ -516,7 +518,10 @@ void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTen
                  .args_json = req.args_json,
                  .kwargs_json = req.kwargs_json,
                  .timeout_ms = req.timeout_ms,
-                 .output_limit = req.output_limit},
+                 .output_limit = req.output_limit,
+                 .files = req.files,
+                 .n_files = req.n_files,
+                 .with_files = req.with_files},
         .front_end = "http",
         .tenant_id = tenant->id,
         .origin = e->origin,

@@ -67,6 +67,7 @@ char *sbx_http_object_json(const SbxHttpObject *o, gboolean full)
         member_output(&b, "stderr", o->out[SBX_STREAM_STDERR], o->out_len[SBX_STREAM_STDERR]);
         sbx_jsonb_member_raw(&b, "tool_calls",
                              o->tool_calls_json != NULL ? o->tool_calls_json : "[]");
+        sbx_jsonb_member_raw(&b, "files", o->ended ? o->files_json : NULL);
     }
     sbx_jsonb_end_object(&b);
     return sbx_jsonb_finish(&b);
@@ -171,5 +172,6 @@ void sbx_http_object_from_record(SbxHttpObject *o, const SbxRecord *r, const cha
         .out = {r->stdout_data, r->stderr_data},
         .out_len = {r->stdout_len, r->stderr_len},
         .tool_calls_json = calls_json,
+        .files_json = r->files_json,
     };
 }

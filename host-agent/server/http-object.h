@@ -33,6 +33,7 @@ typedef struct {
     const char *out[SBX_STREAM__COUNT]; /* bytes (NUL and invalid UTF-8 become U+FFFD) */
     gsize out_len[SBX_STREAM__COUNT];
     const char *tool_calls_json; /* the array (NULL: []) */
+    const char *files_json;      /* the `files` object (exec-files.h), or NULL: none asked */
 } SbxHttpObject;
 
 /** @o as the API's Execution (@full) or ExecutionSummary (no result, error, output, calls). */

@@ -15,9 +15,21 @@
 
 /*
  * A request body: a program (SBX_HTTP_CODE_MAX) escaped in JSON can grow (a quote becomes two
- * bytes), plus the other members: 1 MiB + 64 KiB. Beyond, 413 without reading the body.
+ * bytes), the files given to it (SBX_EXEC_FILES_IN_BYTES_MAX, 4 MiB, are 5.4 MiB of base64),
+ * plus the other members: 7 MiB + 64 KiB. Beyond, 413 without reading the body.
  */
-#define SBX_HTTP_BODY_MAX (1024u * 1024 + 64 * 1024)
+#define SBX_HTTP_BODY_MAX (7u * 1024 * 1024 + 64 * 1024)
+
+/*
+ * Request bodies held at once, over all connections, as their Content-Length announces them
+ * (a body is read whole before its handler runs, and a file's stays until the guest has it):
+ * 128 MiB is four files of 32 MiB in flight, or eighteen executions with their files, where
+ * 256 connections could otherwise hold 8 GiB. A body is counted only once its key checked out
+ * (401 before it is read otherwise), and one tenant holds at most half, so one tenant cannot
+ * keep the others out. Beyond, 503 with Retry-After before the body is read.
+ */
+#define SBX_HTTP_BODIES_HELD_MAX (128u * 1024 * 1024)
+#define SBX_HTTP_TENANT_BODIES_HELD_MAX (SBX_HTTP_BODIES_HELD_MAX / 2)
 
 /*
  * Connections at once. Each costs an fd, libsoup's buffers and, while it streams events, a
@@ -28,7 +40,7 @@
 
 /*
  * A request's headers must arrive within this (a slowloris sending a byte a second is cut
- * off), and its body within SBX_HTTP_BODY_TIMEOUT_S after them (1 MiB in 30 s is 35 KB/s).
+ * off), and its body within SBX_HTTP_BODY_TIMEOUT_S after them (7 MiB in 30 s is 250 KB/s).
  */
 #define SBX_HTTP_HEADER_TIMEOUT_S 10
 #define SBX_HTTP_BODY_TIMEOUT_S 30
@@ -85,6 +97,8 @@ typedef struct {
     GHashTable *execs;         /* id -> HttpExec* */
     GQueue finished;           /* HttpExec*, oldest first */
     gsize finished_bytes;      /* what they hold (SBX_HTTP_FINISHED_BYTES_MAX) */
+    guint64 bodies_held;       /* announced by requests not finished (SBX_HTTP_BODIES_HELD_MAX) */
+    GHashTable *tenant_bodies; /* tenant id -> guint64*: their part of bodies_held */
     GHashTable *recent_starts; /* tenant id -> GQueue of gint64 (monotonic us), last minute */
     gboolean closing;
     guint64 closed_unanswered; /* connections closed by the caps and deadlines */

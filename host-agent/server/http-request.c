@@ -10,6 +10,7 @@
 #include <cJSON.h>
 
 #include "exec/call.h"
+#include "protocol/base64.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
 
@@ -33,8 +34,8 @@ static gboolean get_limit(const cJSON *body, const char *name, guint64 max, guin
 
 static char *check_members(const cJSON *body)
 {
-    static const char *const known[] = {"language", "code",    "entry",      "args",
-                                        "kwargs",   "catalog", "timeout_ms", "output_limit"};
+    static const char *const known[] = {"language", "code",       "entry",        "args", "kwargs",
+                                        "catalog",  "timeout_ms", "output_limit", "files"};
     const cJSON *m;
 
     cJSON_ArrayForEach(m, body)
@@ -92,6 +93,77 @@ static char *check_call(const char *text, gsize len, const cJSON *body, SbxHttpC
     return NULL;
 }
 
+#define FILES_RULE                                                                                 \
+    "files: an array of at most 64 {\"path\", and \"content\" (text) or \"content_base64\"}, "     \
+    "4 MiB in all"
+
+/* One file of `files` into @f; NULL, or what is wrong. @total: the bytes so far. */
+static char *check_file(const cJSON *item, SbxExecFileIn *f, gsize *total)
+{
+    const cJSON *path = cJSON_GetObjectItemCaseSensitive(item, "path");
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(item, "content");
+    const cJSON *b64 = cJSON_GetObjectItemCaseSensitive(item, "content_base64");
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+
+    if (!cJSON_IsObject(item) || cJSON_GetArraySize(item) != 2 || !cJSON_IsString(path) ||
+        (text != NULL) == (b64 != NULL)) {
+        return g_strdup(FILES_RULE);
+    }
+    if (!sbx_workspace_path_valid(path->valuestring)) {
+        return g_strdup_printf("files: \"%.64s\" is not a workspace path (relative, no . or .., "
+                               "at most 1024 bytes)",
+                               path->valuestring);
+    }
+    if (cJSON_IsString(text)) {
+        n = strlen(text->valuestring);
+        bytes = (uint8_t *)g_strdup(text->valuestring);
+    } else if (!cJSON_IsString(b64) ||
+               sbx_base64_decode(b64->valuestring, strlen(b64->valuestring), &bytes, &n) < 0) {
+        return g_strdup_printf("files: %.64s: content must be text, content_base64 canonical "
+                               "base64",
+                               path->valuestring);
+    }
+    *total += n;
+    f->path = g_strdup(path->valuestring);
+    f->bytes = g_bytes_new_with_free_func(bytes, n, cJSON_IsString(text) ? g_free : free, bytes);
+    return NULL;
+}
+
+/* `files` into @req; NULL, or what is wrong. */
+static char *check_files(const cJSON *body, SbxHttpCreate *req)
+{
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(body, "files");
+    const cJSON *item;
+    gsize total = 0;
+
+    if (files == NULL || cJSON_IsNull(files)) {
+        return NULL;
+    }
+    if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) > SBX_EXEC_FILES_IN_MAX) {
+        return g_strdup(FILES_RULE);
+    }
+    req->with_files = TRUE;
+    req->files = g_new0(SbxExecFileIn, cJSON_GetArraySize(files) + 1);
+    cJSON_ArrayForEach(item, files)
+    {
+        char *why = check_file(item, &req->files[req->n_files], &total);
+        if (why != NULL) {
+            return why;
+        }
+        req->n_files++;
+        for (gsize i = 0; i + 1 < req->n_files; i++) {
+            if (strcmp(req->files[i].path, req->files[req->n_files - 1].path) == 0) {
+                return g_strdup_printf("files: \"%.64s\" twice", req->files[i].path);
+            }
+        }
+        if (total > SBX_EXEC_FILES_IN_BYTES_MAX) {
+            return g_strdup(FILES_RULE);
+        }
+    }
+    return NULL;
+}
+
 static char *check(const char *text, gsize len, const cJSON *body, const SbxHttpLimits *limits,
                    SbxHttpCreate *req)
 {
@@ -132,6 +204,10 @@ static char *check(const char *text, gsize len, const cJSON *body, const SbxHttp
         return g_strdup_printf("output_limit: an integer from 1 to %" G_GUINT64_FORMAT,
                                limits->max_output_bytes);
     }
+    why = check_files(body, req);
+    if (why != NULL) {
+        return why;
+    }
     req->code = g_strdup(code->valuestring);
     req->catalog = cJSON_IsString(catalog) ? g_strdup(catalog->valuestring) : NULL;
     req->timeout_ms = (guint)MIN(timeout, G_MAXUINT);
@@ -164,6 +240,11 @@ void sbx_http_create_clear(SbxHttpCreate *c)
     g_free(c->args_json);
     g_free(c->kwargs_json);
     g_free(c->catalog);
+    for (gsize i = 0; i < c->n_files; i++) {
+        g_free(c->files[i].path);
+        g_bytes_unref(c->files[i].bytes);
+    }
+    g_free(c->files);
     memset(c, 0, sizeof(*c));
 }
 

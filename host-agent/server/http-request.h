@@ -7,6 +7,7 @@
 
 #include <glib.h>
 
+#include "exec/exec-files.h"
 #include "protocol/message.h"
 
 /* A program's code: 1 MiB of source is far beyond what a person or a model writes for one run. */
@@ -34,6 +35,10 @@ typedef struct {
     char *catalog;     /* or NULL */
     guint timeout_ms;
     guint64 output_limit;
+    /* `files`: put into the workspace first; the changed ones come back (exec-files.h). */
+    gboolean with_files;
+    SbxExecFileIn *files; /* n_files of them, paths unique */
+    gsize n_files;
 } SbxHttpCreate;
 
 /**

@@ -214,12 +214,94 @@ static void accept_next(HttpFront *front)
 
 /* ---- requests ----------------------------------------------------------------------------- */
 
+typedef struct {
+    HttpFront *front;
+    char *tenant_id;
+    guint64 bytes;
+} BodyHeld;
+
+static guint64 *tenant_held(HttpFront *front, const char *tenant_id)
+{
+    guint64 *held = g_hash_table_lookup(front->tenant_bodies, tenant_id);
+
+    if (held == NULL) {
+        held = g_new0(guint64, 1);
+        g_hash_table_insert(front->tenant_bodies, g_strdup(tenant_id), held);
+    }
+    return held;
+}
+
+/* The body is no longer held: its request finished (answered, or its client gone). Once. */
+static void body_released(SoupServerMessage *msg, gpointer data)
+{
+    BodyHeld *h = data;
+    guint64 *mine = tenant_held(h->front, h->tenant_id);
+    (void)msg;
+
+    h->front->bodies_held -= MIN(h->bytes, h->front->bodies_held);
+    *mine -= MIN(h->bytes, *mine);
+    if (*mine == 0) {
+        g_hash_table_remove(h->front->tenant_bodies, h->tenant_id);
+    }
+    h->bytes = 0; /* "finished" comes once; this keeps a second one harmless */
+}
+
+/* With the handler (the message's end): the accounting is done by "finished" alone, which
+ * every request gets, also when its client goes; the front may be gone by now. */
+static void body_held_free(gpointer data, GClosure *closure)
+{
+    BodyHeld *h = data;
+    (void)closure;
+
+    g_free(h->tenant_id);
+    g_free(h);
+}
+
+static gboolean authenticate(HttpFront *front, SoupServerMessage *msg, SbxTenant **ret);
+
+/*
+ * Count @bytes of @msg's body against SBX_HTTP_BODIES_HELD_MAX and its tenant's share, once
+ * its key checked out; FALSE when answered (401, 503).
+ */
+static gboolean hold_body(HttpFront *front, SoupServerMessage *msg, goffset bytes)
+{
+    g_autoptr(SbxTenant) tenant = NULL;
+
+    if (bytes <= 0) {
+        return TRUE;
+    }
+    if (!authenticate(front, msg, &tenant)) {
+        return FALSE;
+    }
+    guint64 *mine = tenant_held(front, tenant->id);
+    if (front->bodies_held + (guint64)bytes > SBX_HTTP_BODIES_HELD_MAX ||
+        *mine + (guint64)bytes > SBX_HTTP_TENANT_BODIES_HELD_MAX) {
+        if (*mine == 0) {
+            g_hash_table_remove(front->tenant_bodies, tenant->id);
+        }
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Retry-After",
+                                     "1");
+        sbx_http_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "unavailable",
+                             "the server holds too many request bodies: try again");
+        return FALSE;
+    }
+    BodyHeld *h = g_new0(BodyHeld, 1);
+    h->front = front;
+    h->tenant_id = g_strdup(tenant->id);
+    h->bytes = (guint64)bytes;
+    front->bodies_held += h->bytes;
+    *mine += h->bytes;
+    g_signal_connect_data(msg, "finished", G_CALLBACK(body_released), h, body_held_free, 0);
+    return TRUE;
+}
+
 /*
  * Before the body is read: a body that may not be bounded ahead (chunked) or is too large is
- * refused unread, and the body's deadline starts.
+ * refused unread, as is one past what the server holds of all bodies at once; the body's
+ * deadline starts.
  */
-static void early_handler(SoupServer *soup, SoupServerMessage *msg, const char *path,
-                          GHashTable *query, gpointer data)
+static void early_checks(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                         GHashTable *query, gpointer data)
 {
     SoupMessageHeaders *h = soup_server_message_get_request_headers(msg);
     HttpConn *c = conn_of(data, msg);
@@ -239,11 +321,29 @@ static void early_handler(SoupServer *soup, SoupServerMessage *msg, const char *
         soup_message_headers_get_content_length(h) > max) {
         sbx_http_reply_error(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, "payload_too_large",
                              file ? "the file is larger than 32 MiB"
-                                  : "the request body is larger than 1 MiB + 64 KiB");
+                                  : "the request body is larger than 7 MiB + 64 KiB");
+        return;
+    }
+    if (soup_message_headers_get_encoding(h) == SOUP_ENCODING_CONTENT_LENGTH &&
+        !hold_body(data, msg, soup_message_headers_get_content_length(h))) {
         return;
     }
     if (c != NULL) {
         arm(c, SBX_HTTP_BODY_TIMEOUT_S);
+    }
+}
+
+/*
+ * Before the body is read (above). A request refused there is answered after its body was
+ * read (libsoup reads it unless the client asked `Expect: 100-continue`, then the answer goes
+ * at once): the body is dropped as it comes, never kept, within the header deadline.
+ */
+static void early_handler(SoupServer *soup, SoupServerMessage *msg, const char *path,
+                          GHashTable *query, gpointer data)
+{
+    early_checks(soup, msg, path, query, data);
+    if (soup_server_message_get_status(msg) != 0) {
+        soup_message_body_set_accumulate(soup_server_message_get_request_body(msg), FALSE);
     }
 }
 
@@ -500,6 +600,7 @@ SbxHttpFront *sbx_http_front_new(SbxServer *srv, const SbxHttpConfig *config, GE
     front->catalogs_dir = g_strdup(config->catalogs_dir);
     front->execs = g_hash_table_new(g_str_hash, g_str_equal);
     front->recent_starts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, free_starts);
+    front->tenant_bodies = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     g_queue_init(&front->finished);
     front->soup = soup_server_new("server-header", "sandbox", NULL);
     soup_server_add_early_handler(front->soup, NULL, early_handler, front, NULL);
@@ -557,6 +658,7 @@ void sbx_http_front_free(SbxHttpFront *pub)
     g_clear_object(&front->accept_cancel);
     g_hash_table_destroy(front->execs);
     g_hash_table_destroy(front->recent_starts);
+    g_hash_table_destroy(front->tenant_bodies);
     g_free(front->catalogs_dir);
     g_free(pub);
 }

@@ -127,6 +127,11 @@ static const char *const migrations[] = {
     "ALTER TABLE tenants ADD COLUMN max_sessions INTEGER NOT NULL DEFAULT 2;"
     "ALTER TABLE tenants ADD COLUMN max_session_memory_mib INTEGER NOT NULL DEFAULT 1024;"
     "PRAGMA user_version = 3;",
+    /* 3 -> 4: a function call's keyword arguments, and the files an execution took in and
+     * returned (their names, sizes and digests: exec-files.h; not their contents). */
+    "ALTER TABLE executions ADD COLUMN kwargs_json TEXT;"
+    "ALTER TABLE executions ADD COLUMN files_json TEXT;"
+    "PRAGMA user_version = 4;",
 };
 
 G_STATIC_ASSERT(G_N_ELEMENTS(migrations) == SBX_STORE_SCHEMA_VERSION);

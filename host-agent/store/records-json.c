@@ -42,6 +42,7 @@ static void append_record(GString *out, const SbxRecord *r)
     append_str(out, "code_sha256", r->code_sha256);
     append_str(out, "entry", r->entry);
     append_raw(out, "args", r->args_json);
+    append_raw(out, "kwargs", r->kwargs_json);
     append_str(out, "profile", r->profile);
     append_str(out, "snapshot_key", r->snapshot_key);
     append_str(out, "image_id", r->image_id);
@@ -58,6 +59,7 @@ static void append_record(GString *out, const SbxRecord *r)
     }
     append_raw(out, "result", r->result_json);
     append_raw(out, "error", r->error_json);
+    append_raw(out, "files", r->files_json);
     g_string_append(out, ",\"stdout\":");
     sbx_store_json_string(out, r->stdout_data, r->stdout_len);
     g_string_append(out, ",\"stderr\":");

@@ -29,7 +29,8 @@ void sbx_record_free(SbxRecord *r)
                         &r->code,        &r->code_sha256,  &r->entry,       &r->args_json,
                         &r->profile,     &r->snapshot_key, &r->image_id,    &r->status,
                         &r->result_json, &r->error_json,   &r->stdout_data, &r->stderr_data,
-                        &r->entropy_hex, &r->catalog,      &r->session_id};
+                        &r->entropy_hex, &r->catalog,      &r->session_id,  &r->kwargs_json,
+                        &r->files_json};
     for (gsize i = 0; i < G_N_ELEMENTS(strings); i++) {
         g_free(*strings[i]);
     }
@@ -133,6 +134,7 @@ static gboolean check_begin(const SbxRecord *r, GError **error)
            check_text("code", r->code, FALSE, error) &&
            check_text("entry", r->entry, TRUE, error) &&
            check_json("args_json", r->args_json, error) &&
+           check_json("kwargs_json", r->kwargs_json, error) &&
            check_text("profile", r->profile, TRUE, error) &&
            check_text("snapshot_key", r->snapshot_key, TRUE, error) &&
            check_text("image_id", r->image_id, TRUE, error) &&
@@ -161,9 +163,10 @@ gboolean sbx_records_begin(SbxStore *store, const SbxRecord *r, GError **error)
         store,
         "INSERT INTO executions (id, tenant_id, front_end, language, code, code_sha256, entry,"
         " args_json, profile, snapshot_key, image_id, timeout_ms, output_limit, status,"
-        " created_at, started_at, boot_ms, entropy_hex, guest_clock_ms, catalog, session_id)"
+        " created_at, started_at, boot_ms, entropy_hex, guest_clock_ms, catalog, session_id,"
+        " kwargs_json)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,"
-        " ?19, ?20, ?21)",
+        " ?19, ?20, ?21, ?22)",
         error);
     if (stmt == NULL) {
         return FALSE;
@@ -184,6 +187,7 @@ gboolean sbx_records_begin(SbxStore *store, const SbxRecord *r, GError **error)
     bind_ms(stmt, 19, r->guest_clock_ms);
     sbx_store_bind_text(stmt, 20, r->catalog);
     sbx_store_bind_text(stmt, 21, r->session_id);
+    sbx_store_bind_text(stmt, 22, r->kwargs_json);
     return sbx_store_step_done(store, stmt, error);
 }
 
@@ -198,6 +202,7 @@ static gboolean check_finish(const SbxRecord *r, gsize n_calls, gsize n_approval
     return check_id("id", r->id, FALSE, error) && check_id("status", r->status, FALSE, error) &&
            check_json("result_json", r->result_json, error) &&
            check_json("error_json", r->error_json, error) &&
+           check_json("files_json", r->files_json, error) &&
            check_text("entropy_hex", r->entropy_hex, TRUE, error);
 }
 
@@ -243,8 +248,8 @@ static gboolean update_outcome(SbxStore *store, const SbxRecord *r, GError **err
         " stdout = ?6, stdout_truncated = ?7, stderr = ?8, stderr_truncated = ?9,"
         " started_at = COALESCE(?10, started_at), finished_at = ?11,"
         " boot_ms = COALESCE(?12, boot_ms), duration_ms = ?13,"
-        " entropy_hex = COALESCE(?14, entropy_hex), guest_clock_ms = COALESCE(?15, guest_clock_ms)"
-        " WHERE id = ?1",
+        " entropy_hex = COALESCE(?14, entropy_hex), guest_clock_ms = COALESCE(?15, guest_clock_ms),"
+        " files_json = ?16 WHERE id = ?1",
         error);
     if (stmt == NULL) {
         return FALSE;
@@ -264,6 +269,7 @@ static gboolean update_outcome(SbxStore *store, const SbxRecord *r, GError **err
     sqlite3_bind_int64(stmt, 13, r->duration_ms);
     sbx_store_bind_text(stmt, 14, r->entropy_hex);
     bind_ms(stmt, 15, r->guest_clock_ms);
+    sbx_store_bind_text(stmt, 16, r->files_json);
     if (!sbx_store_step_done(store, stmt, error)) {
         return FALSE;
     }

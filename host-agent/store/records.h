@@ -41,6 +41,7 @@ typedef struct {
     char *code_sha256; /* hex; computed by the store (ignored when given) */
     char *entry;       /* entry point, or NULL */
     char *args_json;   /* arguments (JSON text), or NULL */
+    char *kwargs_json; /* keyword arguments (a JSON object's text), or NULL */
     char *profile;
     char *snapshot_key;
     char *image_id;
@@ -67,6 +68,9 @@ typedef struct {
     gint64 duration_ms; /* the execution in the guest */
     char *entropy_hex;  /* the entropy the guest was given, hex */
     gint64 guest_clock_ms;
+    /* The files it took in and returned, the API's `files` object without contents (JSON
+     * text), or NULL: it had none. Written at the finish. */
+    char *files_json;
 } SbxRecord;
 
 typedef struct {

@@ -353,3 +353,8 @@ void fake_guest_script_files(FakeGuest *g)
         fake_guest_serve_files(g, g->data);
     }
 }
+
+int fake_files_serve_one(FakeGuest *g, FakeFiles *f, const SbxFile *m)
+{
+    return serve(g, f, m);
+}

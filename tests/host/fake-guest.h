@@ -120,6 +120,9 @@ guint fake_files_count(FakeFiles *f, SbxFileOp op);
  */
 void fake_files_fail(FakeFiles *f, guint after, const char *type, const char *message);
 
+/** Answer one file request from @f (as the knobs say): 0, or -1 to stop serving. */
+int fake_files_serve_one(FakeGuest *g, FakeFiles *f, const SbxFile *m);
+
 /** Answer file requests from @f (and pings) until the host closes the channel. */
 void fake_guest_serve_files(FakeGuest *g, FakeFiles *f);
 

@@ -930,6 +930,176 @@ static void test_abort_before_start(void **state)
     run_free(run);
 }
 
+/* ---- files in and out (exec-files.c) ------------------------------------------------------- */
+
+/* The workspace the files guest serves (one test at a time). */
+static FakeFiles *guest_ws;
+
+/*
+ * Hello, then file requests from guest_ws, and on the execute the "program": it checks that
+ * the files given are there, writes out/new.txt, grows a.txt and leaves b.bin alone, then done.
+ */
+static void guest_files(FakeGuest *g)
+{
+    SbxMsg m = {0};
+
+    if (fake_guest_hello(g) < 0) {
+        return;
+    }
+    while (fake_guest_recv(g, &m) == 0) {
+        int rc = 0;
+        if (m.type == SBX_MSG_FILE) {
+            rc = fake_files_serve_one(g, guest_ws, &m.file);
+        } else if (m.type == SBX_MSG_EXECUTE) {
+            g_autoptr(GBytes) a = fake_files_get(guest_ws, "a.txt");
+            sbx_msg_clear(&g->execute);
+            g->execute = m; /* the done names it */
+            m = (SbxMsg){0};
+            if (a == NULL || g_bytes_get_size(a) != 5) {
+                fake_guest_fail(g, "a.txt was not put before the execute");
+            }
+            fake_files_set(guest_ws, "out/new.txt", "result", 6);
+            fake_files_set(guest_ws, "a.txt", "hello world", 11);
+            rc =
+                fake_guest_started(g) < 0 || fake_guest_done(g, SBX_STATUS_OK, "1", 0) < 0 ? -1 : 0;
+        } else if (m.type != SBX_MSG_ERROR) {
+            fake_guest_fail(g, "unexpected %s", sbx_msg_type_name(m.type));
+        }
+        sbx_msg_clear(&m);
+        if (rc < 0) {
+            return;
+        }
+    }
+}
+
+static const guint8 b_bin[] = {0, 1, 2, 255, 254};
+
+/* An execution with a.txt and dir/b.bin given, its changed files asked for. */
+static Run *run_files(void)
+{
+    g_autoptr(GBytes) a = g_bytes_new_static("hello", 5);
+    g_autoptr(GBytes) b = g_bytes_new_static(b_bin, sizeof(b_bin));
+    SbxExecFileIn in[] = {{.path = "a.txt", .bytes = a}, {.path = "dir/b.bin", .bytes = b}};
+    SbxExecRequest req = {.language = SBX_LANG_PYTHON,
+                          .code = "1",
+                          .timeout_ms = 10000,
+                          .files = in,
+                          .n_files = 2,
+                          .with_files = TRUE};
+
+    return run_new(guest_files, NULL, &req);
+}
+
+/* The files go in before the execute (the guest checks); new and changed ones come back with
+ * their sizes, SHA-256 and contents; an unchanged one does not; the record has them. */
+static void test_files_in_out(void **state)
+{
+    (void)state;
+    guest_ws = fake_files_new();
+    Run *run = run_files();
+    gsize n = 0;
+    gboolean truncated = TRUE;
+
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    assert_null(sbx_exec_failure(run->exec));
+    assert_int_equal(sbx_exec_result(run->exec)->status, SBX_STATUS_OK);
+    g_autoptr(GBytes) b = fake_files_get(guest_ws, "dir/b.bin");
+    assert_non_null(b);
+    assert_memory_equal(g_bytes_get_data(b, NULL), b_bin, sizeof(b_bin));
+    const SbxExecFileOut *out = sbx_exec_files_out(sbx_exec_files(run->exec), &n, &truncated);
+    assert_int_equal(n, 2); /* in the listing's order; b.bin unchanged */
+    assert_false(truncated);
+    assert_string_equal(out[0].path, "a.txt");
+    assert_int_equal(out[0].size, 11);
+    g_autofree char *sha_a = g_compute_checksum_for_string(G_CHECKSUM_SHA256, "hello world", -1);
+    assert_string_equal(out[0].sha256, sha_a);
+    assert_int_equal(g_bytes_get_size(out[0].content), 11);
+    assert_null(out[0].omitted);
+    assert_string_equal(out[1].path, "out/new.txt");
+    assert_memory_equal(g_bytes_get_data(out[1].content, NULL), "result", 6);
+    g_autofree char *json = sbx_exec_files_json_of(run->exec, TRUE);
+    assert_non_null(strstr(json, "\"content_base64\":\"cmVzdWx0\"")); /* "result" */
+    assert_non_null(strstr(json, "\"truncated\":false,\"error\":null}"));
+    g_autofree char *bare = sbx_exec_files_json_of(run->exec, FALSE);
+    assert_null(strstr(bare, "content_base64"));
+    assert_non_null(strstr(bare, sha_a));
+    assert_null(run->src.guest->failure);
+    run_free(run);
+    fake_files_free(guest_ws);
+}
+
+/* A put the guest refuses: the execution fails before its execute, saying which file. */
+static void test_files_put_refused(void **state)
+{
+    (void)state;
+    guest_ws = fake_files_new();
+    fake_files_fail(guest_ws, 1, "ENOSPC", "no room"); /* the second request: dir/b.bin */
+    Run *run = run_files();
+
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    assert_null(sbx_exec_result(run->exec));
+    assert_non_null(strstr(sbx_exec_failure(run->exec), "cannot put dir/b.bin"));
+    assert_non_null(strstr(sbx_exec_failure(run->exec), "ENOSPC"));
+    assert_int_equal(sbx_exec_exit_code(run->exec), SBX_EXIT_SANDBOX);
+    g_autofree char *json = sbx_exec_files_json_of(run->exec, TRUE);
+    assert_non_null(strstr(json, "\"error\":\"the program did not run\""));
+    assert_null(run->src.guest->failure);
+    run_free(run);
+    fake_files_free(guest_ws);
+}
+
+/* A changed file the guest will not let be read: reported with why, the rest go on. */
+static void test_files_read_refused(void **state)
+{
+    (void)state;
+    guest_ws = fake_files_new();
+    /* puts: a.txt, dir/b.bin; lists before and after; then the read of a.txt */
+    fake_files_fail(guest_ws, 4, "EACCES", "no");
+    Run *run = run_files();
+    gsize n = 0;
+    gboolean truncated;
+
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    const SbxExecFileOut *out = sbx_exec_files_out(sbx_exec_files(run->exec), &n, &truncated);
+    assert_int_equal(n, 2);
+    assert_non_null(strstr(out[0].omitted, "not read"));
+    assert_string_equal(out[0].sha256, "");
+    assert_null(out[0].content);
+    assert_non_null(out[1].content);
+    g_autofree char *json = sbx_exec_files_json_of(run->exec, TRUE);
+    assert_non_null(strstr(json, "\"sha256\":null"));
+    assert_null(run->src.guest->failure);
+    run_free(run);
+    fake_files_free(guest_ws);
+}
+
+/* The guest stops answering while the files come out: an abort ends the execution with its
+ * outcome, and the files say why they are missing. */
+static void test_files_abort_collecting(void **state)
+{
+    (void)state;
+    guest_ws = fake_files_new();
+    guest_ws->silent_from = 5; /* the first read after the run */
+    Run *run = run_files();
+
+    sbx_exec_start(run->exec);
+    while (fake_files_count(guest_ws, SBX_FILE_READ) == 0) {
+        g_main_context_iteration(NULL, FALSE);
+        g_usleep(1000);
+    }
+    assert_int_equal(run->done, 0);
+    sbx_exec_abort(run->exec, SBX_STATUS_CANCELLED, "cancelled by the client");
+    run_wait_done(run, 10000);
+    assert_int_equal(sbx_exec_result(run->exec)->status, SBX_STATUS_OK);
+    g_autofree char *json = sbx_exec_files_json_of(run->exec, TRUE);
+    assert_non_null(strstr(json, "\"error\":\"not collected: cancelled by the client\""));
+    run_free(run);
+    fake_files_free(guest_ws);
+}
+
 /* ---- a lease: one VM for several executions ------------------------------------------------ */
 
 /* A session's guest: hello (before any execute, the lease's handshake), then each execute gets
@@ -1226,6 +1396,10 @@ int main(void)
         cmocka_unit_test(test_record_failure),
         cmocka_unit_test(test_record_aborts),
         cmocka_unit_test(test_record_store_fails),
+        cmocka_unit_test(test_files_in_out),
+        cmocka_unit_test(test_files_put_refused),
+        cmocka_unit_test(test_files_read_refused),
+        cmocka_unit_test(test_files_abort_collecting),
         cmocka_unit_test(test_lease_executions_in_turn),
         cmocka_unit_test(test_lease_lost),
         cmocka_unit_test(test_lease_acquire_fails),

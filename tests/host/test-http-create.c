@@ -46,6 +46,9 @@ static void refuse_body(const char *body, const char *expect)
     assert_null(c.args_json);
     assert_null(c.kwargs_json);
     assert_null(c.catalog);
+    assert_null(c.files);
+    assert_int_equal(c.n_files, 0);
+    assert_false(c.with_files);
 }
 
 static void test_defaults(void **state)
@@ -62,6 +65,93 @@ static void test_defaults(void **state)
     assert_null(c.catalog);
     assert_int_equal(c.timeout_ms, 30000);
     assert_int_equal(c.output_limit, 1048576); /* the default, capped by the tenant's */
+    assert_false(c.with_files);
+}
+
+/* files: text as its UTF-8 bytes, base64 decoded; `[]` asks for the changed files alone. */
+static void test_files(void **state)
+{
+    g_auto(SbxHttpCreate) c = {0};
+    g_auto(SbxHttpCreate) none = {0};
+    (void)state;
+
+    accept_body("{\"language\":\"python\",\"code\":\"1\",\"files\":["
+                "{\"path\":\"in/a.csv\",\"content\":\"x,y\\n\\u00e9\"},"
+                "{\"path\":\"b.bin\",\"content_base64\":\"AAH/\"},"
+                "{\"path\":\"empty\",\"content\":\"\"}]}",
+                &c);
+    assert_true(c.with_files);
+    assert_int_equal(c.n_files, 3);
+    assert_string_equal(c.files[0].path, "in/a.csv");
+    assert_int_equal(g_bytes_get_size(c.files[0].bytes), 6);
+    assert_memory_equal(g_bytes_get_data(c.files[0].bytes, NULL), "x,y\n\xc3\xa9", 6);
+    assert_string_equal(c.files[1].path, "b.bin");
+    assert_int_equal(g_bytes_get_size(c.files[1].bytes), 3);
+    assert_memory_equal(g_bytes_get_data(c.files[1].bytes, NULL), "\x00\x01\xff", 3);
+    assert_int_equal(g_bytes_get_size(c.files[2].bytes), 0);
+    accept_body("{\"language\":\"python\",\"code\":\"1\",\"files\":[]}", &none);
+    assert_true(none.with_files);
+    assert_int_equal(none.n_files, 0);
+}
+
+/* Every way `files` can be wrong, and the caps: 64 files, 4 MiB in all. */
+static void test_files_refused(void **state)
+{
+    static const char rule[] = "files: an array of at most 64 {\"path\", and \"content\" (text) "
+                               "or \"content_base64\"}, 4 MiB in all";
+    static const struct {
+        const char *files;
+        const char *why;
+    } cases[] = {
+        {"{}", rule},
+        {"\"a\"", rule},
+        {"[1]", rule},
+        {"[{\"path\":\"a\"}]", rule},
+        {"[{\"path\":\"a\",\"content\":\"x\",\"content_base64\":\"eA==\"}]", rule},
+        {"[{\"path\":\"a\",\"content\":\"x\",\"mode\":1}]", rule},
+        {"[{\"path\":1,\"content\":\"x\"}]", rule},
+        {"[{\"path\":\"a\",\"contents\":\"x\"}]", rule},
+        {"[{\"path\":\"../etc/passwd\",\"content\":\"x\"}]",
+         "files: \"../etc/passwd\" is not a workspace path (relative, no . or .., at most 1024 "
+         "bytes)"},
+        {"[{\"path\":\"/abs\",\"content\":\"x\"}]",
+         "files: \"/abs\" is not a workspace path (relative, no . or .., at most 1024 bytes)"},
+        {"[{\"path\":\"a\",\"content_base64\":\"eA\"}]",
+         "files: a: content must be text, content_base64 canonical base64"},
+        {"[{\"path\":\"a\",\"content_base64\":5}]",
+         "files: a: content must be text, content_base64 canonical base64"},
+        {"[{\"path\":\"a\",\"content\":5}]",
+         "files: a: content must be text, content_base64 canonical base64"},
+        {"[{\"path\":\"a\",\"content\":\"x\"},{\"path\":\"a\",\"content\":\"y\"}]",
+         "files: \"a\" twice"},
+    };
+    (void)state;
+
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *body = g_strdup_printf(
+            "{\"language\":\"python\",\"code\":\"1\",\"files\":%s}", cases[i].files);
+        refuse_body(body, cases[i].why);
+    }
+    /* 65 files */
+    GString *many = g_string_new("{\"language\":\"python\",\"code\":\"1\",\"files\":[");
+    for (int i = 0; i < 65; i++) {
+        g_string_append_printf(many, "%s{\"path\":\"f%d\",\"content\":\"\"}", i ? "," : "", i);
+    }
+    g_string_append(many, "]}");
+    refuse_body(many->str, rule);
+    g_string_free(many, TRUE);
+    /* 4 MiB + 1 byte over two files; 4 MiB exactly is taken */
+    g_autofree char *half = g_strnfill(2 * 1024 * 1024, 'x');
+    g_autofree char *over = g_strdup_printf(
+        "{\"language\":\"python\",\"code\":\"1\",\"files\":[{\"path\":\"a\",\"content\":"
+        "\"%s\"},{\"path\":\"b\",\"content\":\"%sx\"}]}",
+        half, half);
+    refuse_body(over, rule);
+    g_auto(SbxHttpCreate) c = {0};
+    over[strlen(over) - 5] = '"'; /* drop the one byte too many: ...x"}]} -> ..."}]} */
+    memmove(over + strlen(over) - 4, over + strlen(over) - 3, 4);
+    accept_body(over, &c);
+    assert_int_equal(g_bytes_get_size(c.files[1].bytes), 2 * 1024 * 1024);
 }
 
 /*
@@ -143,9 +233,9 @@ static void test_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_call),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_defaults),      cmocka_unit_test(test_call),
+        cmocka_unit_test(test_refused),       cmocka_unit_test(test_files),
+        cmocka_unit_test(test_files_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -166,7 +166,7 @@ def contents(doc):
     ex = schemas["Execution"]
     check(set(ex["required"]) == set(ex["properties"]) and
           set(ex["properties"]) - set(schemas["ExecutionSummary"]["properties"]) ==
-          {"stdout", "stderr", "tool_calls", "result", "error"},
+          {"stdout", "stderr", "tool_calls", "result", "error", "files"},
           "Execution and ExecutionSummary's members")
     se = schemas["Session"]
     check(set(se["required"]) == set(se["properties"]), "Session: every member always there")

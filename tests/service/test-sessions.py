@@ -12,9 +12,12 @@ and out with its SHA-256 both ways; paths that escape the workspace (`..`, absol
 symbolic link the code planted) refused; the per-file and the workspace caps; one execution
 at a time (409); a program that ends its runtime ends the session (`crashed`) and its VM; a
 session past its idle timeout is gone and its VM reaped; two tenants cannot see each other's
-sessions or files; kill -9 of the server with sessions open leaves no QEMU and, after a
+sessions or files; a one-shot execution takes files in (text and base64) and returns the
+ones it created or changed (size, SHA-256, contents up to 8 MiB over all; the record keeps
+them without contents), also in a session; kill -9 of the server with sessions open leaves no QEMU and, after a
 restart, the sessions read `interrupted` from the records. Exit 77 only when the guest image
 or the bridge is not built."""
+import base64
 import hashlib
 import os
 import shutil
@@ -205,6 +208,82 @@ def one_shot_calls(srv, key):
     result_of(ex, [{"y": [1.5]}, "x"], "one-shot: a JavaScript function")
 
 
+ONE_SHOT_FILES = []  # the id of one_shot_files's execution: kill9 reads its record back
+
+
+def changed_of(ex, what):
+    """The `files` object's changed files by path (the object checked whole)."""
+    fo = ex.get("files") or {}
+    check(fo.get("truncated") is False and fo.get("error") is None, f"{what}: files complete", fo)
+    return {f["path"]: f for f in fo.get("changed", [])}
+
+
+def one_shot_files(srv, key):
+    blob = os.urandom(300 * 1024)
+    code = (
+        "import hashlib, os\n"
+        "blob = hashlib.sha256(open('blob.bin', 'rb').read()).hexdigest()\n"
+        "rows = open('data/in.csv').read().splitlines()\n"
+        "os.makedirs('out', exist_ok=True)\n"
+        "open('out/report.txt', 'w').write(f'{len(rows)} rows\\n')\n"
+        "open('data/in.csv', 'a').write('3,4\\n')\n"
+        "big = os.urandom(9 << 20)\n"
+        "open('big.bin', 'wb').write(big)\n"
+        "[blob, hashlib.sha256(big).hexdigest(), os.getcwd()]\n")
+    body = {"language": "python", "code": code, "files": [
+        {"path": "data/in.csv", "content": "a,b\n1,2\n"},
+        {"path": "blob.bin", "content_base64": base64.b64encode(blob).decode()}]}
+    ex = srv.create(key, body, wait=120).json()
+    ONE_SHOT_FILES.append(ex.get("id"))
+    res = ex.get("result") or [None, None, None]
+    check(ex.get("status") == "ok" and res[0] == hashlib.sha256(blob).hexdigest() and
+          res[2] == "/workspace", "one-shot: the files given are in the workspace, whole", ex)
+    got = changed_of(ex, "one-shot")
+    check(sorted(got) == ["big.bin", "data/in.csv", "out/report.txt"],
+          "one-shot: the new and changed files come back, not the unchanged one", sorted(got))
+    csv = got.get("data/in.csv", {})
+    want = b"a,b\n1,2\n3,4\n"
+    check(csv.get("size") == len(want) and csv.get("sha256") == hashlib.sha256(want).hexdigest() and
+          base64.b64decode(csv.get("content_base64", "")) == want,
+          "one-shot: a changed file with its size, digest and contents", csv)
+    rep = got.get("out/report.txt", {})
+    check(base64.b64decode(rep.get("content_base64", "")) == b"2 rows\n",
+          "one-shot: a file the program made", rep)
+    big = got.get("big.bin", {})
+    check(big.get("size") == 9 * MIB and big.get("sha256") == res[1] and
+          "content_base64" not in big and "8 MiB" in (big.get("omitted") or ""),
+          "one-shot: past the 8 MiB of contents, size and digest only", big)
+    r = srv.request("GET", f"/v1/executions/{ex.get('id')}", key)
+    check(r.status_code == 200 and r.json().get("files") == ex.get("files"),
+          "one-shot: GET shows the same files", r.text[:300])
+    # JavaScript, no files given: `files: []` still returns what the program wrote
+    ex = srv.create(key, {"language": "javascript", "files": [], "code":
+                          "require('fs').writeFileSync('hello.txt', 'hi from js')"},
+                    wait=120).json()
+    got = changed_of(ex, "one-shot js")
+    check(list(got) == ["hello.txt"] and
+          base64.b64decode(got["hello.txt"].get("content_base64", "")) == b"hi from js",
+          "one-shot js: the file it wrote", ex.get("files"))
+    ex = srv.create(key, {"language": "python", "code": "1"}, wait=120).json()
+    check(ex.get("files") is None, "without files, the object's files are null", ex)
+    for bad, what in [([{"path": "../x", "content": ""}], "a path out of the workspace"),
+                      ([{"path": "a", "content_base64": "!!"}], "base64 that is not"),
+                      ({"path": "a"}, "not an array")]:
+        r = srv.create(key, {"language": "python", "code": "1", "files": bad})
+        check(r.status_code == 400 and r.json()["error"]["code"] == "bad_request",
+              f"one-shot files: {what} is 400", r.text[:300])
+    # in a session: the files the execution changed, not the session's older ones
+    sid = new_session(srv, key)
+    run_in(srv, key, sid, {"language": "python", "code": "open('old.txt', 'w').write('o')"})
+    ex = run_in(srv, key, sid, {"language": "python", "files": [{"path": "in.txt", "content": "i"}],
+                                "code": "open('new.txt', 'w').write(open('in.txt').read() * 2)"})
+    got = changed_of(ex, "session")
+    check(sorted(got) == ["new.txt"] and
+          base64.b64decode(got["new.txt"].get("content_base64", "")) == b"ii",
+          "in a session: only what this execution changed", ex.get("files"))
+    srv.request("DELETE", f"/v1/sessions/{sid}", key)
+
+
 def files(srv, key, tmp):
     sid = new_session(srv, key)
     data = os.urandom(10 * MIB)
@@ -333,7 +412,7 @@ def isolation(srv, ka, kb):
     srv.request("DELETE", f"/v1/sessions/{sid}", ka)
 
 
-def kill9(srv, key, tmp):
+def kill9(srv, key, tmp, key_b):
     sids = [new_session(srv, key), new_session(srv, key)]
     run_in(srv, key, sids[0], {"language": "python", "code": "x = 1"})
     pids = srv.kill9()
@@ -352,6 +431,15 @@ def kill9(srv, key, tmp):
     check(len(listed) == 1 and listed[0]["session"] == sids[0] and
           listed[0]["status"] == "ok",
           "its execution, read back from the records, names its session", r.text[:500])
+    for ex_id in ONE_SHOT_FILES:
+        r = srv.request("GET", f"/v1/executions/{ex_id}", key_b)
+        fo = r.json().get("files") if r.status_code == 200 else None
+        names = sorted(f["path"] for f in (fo or {}).get("changed", []))
+        check(names == ["big.bin", "data/in.csv", "out/report.txt"] and
+              all("content_base64" not in f and len(f.get("sha256") or "") == 64
+                  for f in fo["changed"][:2]),
+              "the record keeps the files' names, sizes and digests, not their contents",
+              r.text[:800])
 
 
 def body(tmp, servers):
@@ -367,10 +455,11 @@ def body(tmp, servers):
     section(state_js, srv, keys["a"])
     section(one_shot_calls, srv, keys["b"])
     section(files, srv, keys["a"], tmp)
+    section(one_shot_files, srv, keys["b"])
     section(busy, srv, keys["a"])
     section(idle, srv, keys["a"])
     section(isolation, srv, keys["a"], keys["b"])
-    section(kill9, srv, keys["a"], tmp)
+    section(kill9, srv, keys["a"], tmp, keys["b"])
 
 
 def main():

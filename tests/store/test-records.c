@@ -119,9 +119,21 @@ static void test_reopen_and_newer_schema(void **state)
     assert_non_null(strstr(error->message, "newer"));
 }
 
-/* Take the database of @s back to schema 2: what migration 2 -> 3 adds, removed. */
+/* Take the database of @s back to schema 3: what migration 3 -> 4 adds, removed. */
+static void downgrade_to_3(SbxStore *s)
+{
+    assert_int_equal(sqlite3_exec(s->db,
+                                  "ALTER TABLE executions DROP COLUMN kwargs_json;"
+                                  "ALTER TABLE executions DROP COLUMN files_json;"
+                                  "PRAGMA user_version = 3;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+}
+
+/* Take the database of @s back to schema 2: what migrations 2 -> 3 -> 4 add, removed. */
 static void downgrade_to_2(SbxStore *s)
 {
+    downgrade_to_3(s);
     assert_int_equal(sqlite3_exec(s->db,
                                   "DROP TABLE sessions;"
                                   "DROP INDEX executions_session;"
@@ -162,6 +174,50 @@ static void test_migrate_from_1(void **state)
 }
 
 /*
+ * A database of schema 3 (before kwargs and files were kept) is migrated at open: its records
+ * kept with neither; a new record keeps its kwargs from the begin and its files from the finish.
+ */
+static void test_migrate_from_3(void **state)
+{
+    StoreFixture *f = *state;
+    SbxStore *s = open_ok(f->path);
+    SbxRecord old = store_fixture_record("old-3", NULL, 1000);
+
+    begin_ok(s, &old);
+    finish_ok(s, &old, NULL, 0, NULL, 0);
+    downgrade_to_3(s);
+    sbx_store_close(s);
+
+    s = open_ok(f->path);
+    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-3");
+    assert_null(kept->kwargs_json);
+    assert_null(kept->files_json);
+    SbxRecord r = store_fixture_record("new-4", NULL, 2000);
+    r.entry = "f";
+    r.kwargs_json = "{\"scale\":0.5}";
+    begin_ok(s, &r);
+    r.files_json = "{\"changed\":[{\"path\":\"a\",\"size\":1,\"sha256\":null}],"
+                   "\"truncated\":false,\"error\":null}";
+    finish_ok(s, &r, NULL, 0, NULL, 0);
+    g_autoptr(SbxRecord) got = get_ok(s, NULL, "new-4");
+    assert_string_equal(got->kwargs_json, "{\"scale\":0.5}");
+    assert_string_equal(got->files_json, r.files_json);
+    g_autofree char *json = sbx_record_to_json(got);
+    assert_non_null(strstr(json, "\"kwargs\":{\"scale\":0.5}"));
+    assert_non_null(strstr(json, "\"files\":{\"changed\":[{\"path\":\"a\""));
+    /* JSON or nothing: a files text that is not JSON is refused at the finish */
+    SbxRecord bad = store_fixture_record("bad-4", NULL, 3000);
+    begin_ok(s, &bad);
+    bad.status = "ok";
+    bad.files_json = "{";
+    g_autoptr(GError) error = NULL;
+    assert_false(sbx_records_finish(s, &bad, NULL, 0, NULL, 0, &error));
+    assert_non_null(strstr(error->message, "files_json"));
+    sbx_store_close(s);
+}
+
+/*
  * A database of schema 2 (before sessions) is migrated at open: its records and tenants kept
  * (the tenants with the session quotas' defaults), executions of no session, sessions usable;
  * and a server's open of it interrupts what was running, as before.
@@ -190,7 +246,7 @@ static void test_migrate_from_2(void **state)
     sbx_store_close(s);
 
     s = open_ok(f->path);
-    assert_int_equal(query_int(s, "PRAGMA user_version"), 3);
+    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
     assert_int_equal(sbx_store_interrupted_at_open(s), 1);
     assert_int_equal(sbx_store_sessions_interrupted_at_open(s), 0);
     g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-2");
@@ -674,6 +730,7 @@ int main(void)
         T(test_open_modes),
         T(test_reopen_and_newer_schema),
         T(test_migrate_from_1),
+        T(test_migrate_from_3),
         T(test_migrate_from_2),
         T(test_not_a_database),
         T(test_default_path),
