@@ -493,7 +493,6 @@ static void test_list_delete_errors(void **state)
 static void test_client_gone(void **state)
 {
     static const guint8 data[3] = "abc";
-    g_autoptr(GBytes) file = g_bytes_new_static(data, 3);
     (void)state;
 
     UnixConn *conn = conn_new();

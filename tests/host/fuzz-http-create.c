@@ -75,8 +75,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(why[0] != '\0' && g_utf8_validate(why, -1, NULL));
         FUZZ_CHECK(a.code == NULL && a.catalog == NULL);
         FUZZ_CHECK(a.entry == NULL && a.args_json == NULL && a.kwargs_json == NULL);
+        FUZZ_CHECK(a.files == NULL && a.n_files == 0 && !a.with_files);
         return 0;
     }
+    /* The files: what exec-files.h takes (the core asserts the paths), within the caps. */
+    gsize total = 0;
+    FUZZ_CHECK(a.n_files <= SBX_EXEC_FILES_IN_MAX && a.n_files == b.n_files);
+    FUZZ_CHECK(a.with_files || a.n_files == 0);
+    for (gsize i = 0; i < a.n_files; i++) {
+        FUZZ_CHECK(sbx_workspace_path_valid(a.files[i].path));
+        FUZZ_CHECK(g_bytes_equal(a.files[i].bytes, b.files[i].bytes));
+        for (gsize j = 0; j < i; j++) {
+            FUZZ_CHECK(strcmp(a.files[i].path, a.files[j].path) != 0);
+        }
+        total += g_bytes_get_size(a.files[i].bytes);
+    }
+    FUZZ_CHECK(total <= SBX_EXEC_FILES_IN_BYTES_MAX);
     /* The call: what exec/call.h allows (the core asserts it), its JSON as sent, minified. */
     FUZZ_CHECK(sbx_exec_call_check(a.language, a.entry, a.args_json, a.kwargs_json) == NULL);
     FUZZ_CHECK(a.entry == NULL || sbx_identifier_valid(a.entry));
