@@ -16,6 +16,7 @@
 #include "cli/out.h"
 #include "cli/program.h"
 #include "cli/prompt.h"
+#include "cli/run-files.h"
 #include "cli/serve-client.h"
 #include "exec/exec.h"
 #include "exec/outcome.h"
@@ -50,14 +51,18 @@ typedef struct {
     gboolean debug;
     gboolean cold;
     gboolean no_serve;
+    char **puts;     /* --put LOCAL[=REMOTE], repeated */
+    char *files_out; /* --files-out DIR */
     /* inputs */
     char *file;
     char *code;
     SbxLanguage language;
     guint timeout_ms;
     guint64 output_limit;
-    char *args_json;   /* --args checked and minified (numbers as written), or NULL */
-    char *kwargs_json; /* --kwargs, the same */
+    char *args_json;      /* --args checked and minified (numbers as written), or NULL */
+    char *kwargs_json;    /* --kwargs, the same */
+    SbxExecFileIn *files; /* --put's, read */
+    gsize n_files;
     SbxProfile *profile;
     SbxImage *image;
     SbxSnapshot *snapshot;   /* restore from it; NULL with --cold */
@@ -87,11 +92,31 @@ static void print_summary(RunCtx *ctx)
     }
 }
 
+static gboolean with_files(const RunCtx *ctx)
+{
+    return ctx->n_files > 0 || ctx->files_out != NULL;
+}
+
+/* The report, with the files object (without their contents: --files-out has them). */
 static void print_report(RunCtx *ctx)
 {
-    g_autofree char *text = sbx_exec_report_json(ctx->exec, NULL);
+    g_autofree char *files = sbx_exec_files_json_of(ctx->exec, FALSE);
+    g_autofree char *extra = files != NULL ? g_strdup_printf(",\"files\":%s", files) : NULL;
+    g_autofree char *text = sbx_exec_report_json(ctx->exec, extra);
 
     sbx_out_json(ctx->out, SBX_STREAM_STDOUT, text, strlen(text));
+}
+
+/* --files-out: the files the program created or changed, and a line each on stderr. */
+static void write_files(RunCtx *ctx)
+{
+    g_autoptr(GString) log = g_string_new(NULL);
+    const SbxExecFiles *f = sbx_exec_files(ctx->exec);
+
+    if (f != NULL && sbx_exec_result(ctx->exec) != NULL) {
+        sbx_cli_files_write(f, ctx->files_out, log);
+    }
+    sbx_out_text(ctx->out, SBX_STREAM_STDERR, log->str);
 }
 
 /* The execution is over and every provider process reaped: print how it ended, and quit. */
@@ -103,6 +128,9 @@ static void on_done(gpointer data, SbxExec *exec)
 
     if (ctx->cli->signal != 0) {
         code = SBX_EXIT_SIGNAL_BASE + ctx->cli->signal;
+    }
+    if (ctx->files_out != NULL) {
+        write_files(ctx);
     }
     if (ctx->json) {
         print_report(ctx);
@@ -195,6 +223,11 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
          "The function's positional arguments (with --entry)", "JSON-ARRAY"},
         {"kwargs", 0, 0, G_OPTION_ARG_FILENAME, &ctx->kwargs_opt,
          "The function's keyword arguments (with --entry; Python only)", "JSON-OBJECT"},
+        {"put", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &ctx->puts,
+         "Put a file into the workspace first (repeatable; REMOTE: its base name)",
+         "LOCAL[=REMOTE]"},
+        {"files-out", 0, 0, G_OPTION_ARG_FILENAME, &ctx->files_out,
+         "Write the files the program created or changed under DIR", "DIR"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &ctx->json, "Print one JSON object at the end", NULL},
         {"debug", 0, 0, G_OPTION_ARG_NONE, &ctx->debug, "Show the guest console and timings", NULL},
         {"cold", 0, 0, G_OPTION_ARG_NONE, &ctx->cold,
@@ -231,7 +264,7 @@ static gboolean load_user_inputs(RunCtx *ctx, int argc, char **argv, GError **er
         return FALSE;
     }
     ctx->code = sbx_cli_read_program(ctx->file, error);
-    if (ctx->code == NULL) {
+    if (ctx->code == NULL || !sbx_cli_files_read(ctx->puts, &ctx->files, &ctx->n_files, error)) {
         return FALSE;
     }
     /*
@@ -273,7 +306,9 @@ static SbxSnapshot *ensure_snapshot(RunCtx *ctx, GError **error)
 
 /*
  * Send the run to `sandbox serve`'s warm pool if one answers (docs/pool.md). Not with --cold
- * (the pool holds restored VMs) nor --debug (the guest console is the server's).
+ * (the pool holds restored VMs) nor --debug (the guest console is the server's), nor with
+ * files (--put, --files-out): the socket's messages do not carry them (a server's VM takes
+ * files through a session: `sandbox session put/get`).
  */
 static gboolean try_serve(RunCtx *ctx)
 {
@@ -291,7 +326,8 @@ static gboolean try_serve(RunCtx *ctx)
         .out = ctx->out,
     };
 
-    return !ctx->cold && !ctx->debug && !ctx->no_serve && sbx_serve_client_try(ctx->cli, &req);
+    return !ctx->cold && !ctx->debug && !ctx->no_serve && !with_files(ctx) &&
+           sbx_serve_client_try(ctx->cli, &req);
 }
 
 /*
@@ -378,6 +414,9 @@ static int run_start(SbxCli *cli, int argc, char **argv)
         .timeout_ms = ctx->timeout_ms,
         .output_limit = ctx->output_limit,
         .collect_output = ctx->json, /* --json: the output goes into the report */
+        .files = ctx->files,
+        .n_files = ctx->n_files,
+        .with_files = with_files(ctx),
     };
     SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
     ctx->exec = sbx_exec_new(&req, g_steal_pointer(&tools), src, &sink, ctx);
@@ -419,6 +458,9 @@ static void run_cleanup(SbxCli *cli)
     g_free(ctx->kwargs_opt);
     g_free(ctx->args_json);
     g_free(ctx->kwargs_json);
+    sbx_cli_files_free(ctx->files, ctx->n_files);
+    g_strfreev(ctx->puts);
+    g_free(ctx->files_out);
     g_free(ctx);
     run_ctx = NULL;
 }

@@ -10,6 +10,7 @@ Every test runs the CLI in a private runtime directory (XDG_RUNTIME_DIR and TMPD
 fresh temp dir), tracks the PID of the CLI it started, and checks afterwards that nothing it
 started is left: no process still holding the runtime dir, no file or socket in it.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -683,6 +684,60 @@ def test_json_cases_js(sbx):
     check(member_text(r["_raw"], "result") ==
           '{"sum":0.30000000000000004,"x":{"id":1234567890123456800,"n":-9007199254740992}}',
           "the program's value, exactly", r["_raw"][:2000])
+
+
+def test_files_in_out(sbx):
+    """`sandbox run --put LOCAL[=REMOTE] --files-out DIR` (docs/cli.md): the files are in the
+    workspace before the program runs, the ones it created or changed come back (written under
+    DIR, and in the report without their contents); one past the 8 MiB of contents is reported,
+    not written; an unchanged one does not come back."""
+    tmp = tempfile.mkdtemp(prefix="sbx-files-", dir=sbx.runtime)
+    blob = os.urandom(200 * 1024)
+    with open(os.path.join(tmp, "blob.bin"), "wb") as f:
+        f.write(blob)
+    with open(os.path.join(tmp, "in.csv"), "w") as f:
+        f.write("a,b\n1,2\n")
+    out = os.path.join(tmp, "out")
+    code = ("import hashlib, os\n"
+            "rows = open('data/in.csv').read().splitlines()\n"
+            "os.makedirs('res', exist_ok=True)\n"
+            "open('res/count.txt', 'w').write(str(len(rows)))\n"
+            "open('data/in.csv', 'a').write('3,4\\n')\n"
+            "open('big.bin', 'wb').write(b'z' * (9 << 20))\n"
+            "hashlib.sha256(open('blob.bin', 'rb').read()).hexdigest()\n")
+    r = sbx.run(code, "python", "--put", os.path.join(tmp, "in.csv") + "=data/in.csv",
+                "--put", os.path.join(tmp, "blob.bin"), "--files-out", out)
+    expect_ok(r)
+    check(r["result"] == hashlib.sha256(blob).hexdigest(), "the file put is in the workspace",
+          r["result"])
+    fo = r.get("files") or {}
+    got = {f["path"]: f for f in fo.get("changed", [])}
+    check(sorted(got) == ["big.bin", "data/in.csv", "res/count.txt"] and
+          fo.get("truncated") is False and fo.get("error") is None,
+          "the report lists the new and changed files", fo)
+    check(all("content_base64" not in f for f in got.values()),
+          "the report carries no contents (--files-out has them)", fo)
+    try:
+        with open(os.path.join(out, "res", "count.txt")) as f:
+            count = f.read()
+        with open(os.path.join(out, "data", "in.csv")) as f:
+            csv = f.read()
+    except OSError as e:
+        raise Failure(f"--files-out wrote nothing: {e}", r["_stderr"])
+    check(count == "2" and csv == "a,b\n1,2\n3,4\n", "--files-out has their contents",
+          (count, csv))
+    want_big = hashlib.sha256(b"z" * (9 << 20)).hexdigest()
+    check(got.get("big.bin", {}).get("sha256") == want_big and
+          not os.path.exists(os.path.join(out, "big.bin")) and
+          "big.bin (9437184 bytes) not written" in r["_stderr"],
+          "past 8 MiB of contents: its digest, not written, said on stderr",
+          (got.get("big.bin"), r["_stderr"][-1000:]))
+    check(not os.path.exists(os.path.join(out, "blob.bin")), "the unchanged file is not written")
+    shutil.rmtree(tmp)
+    p = subprocess.run([sbx.binary, "run", "--lang", "python", "--put", "../x=../x", "-"],
+                       input=b"1", capture_output=True, timeout=60)
+    check(p.returncode == 2 and b"not a workspace path" in p.stderr,
+          "--put to a path out of the workspace: a usage error (2)", p)
 
 
 TESTS = {name[5:]: fn for name, fn in globals().items() if name.startswith("test_")}
