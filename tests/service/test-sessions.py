@@ -3,8 +3,8 @@
 Usage: test-sessions.py SANDBOX_BINARY
 
 Starts `sandbox serve --listen` on 127.0.0.1 with a store of its own and two tenants, and
-checks with python3-requests and curl: state across three executions in Python and in
-JavaScript (variables, imports, functions, classes; a `let` declared again); function calls
+checks with python3-requests and curl: state across three executions in Python, in
+JavaScript and in TypeScript (variables, imports, functions, classes; a `let` declared again); function calls
 with positional and keyword arguments, an async JavaScript function, a function defined by an
 earlier execution, and every error case (no such function, arguments that do not fit, kwargs
 in JavaScript, a value that is not JSON, an exception with its stack); a 10 MiB binary file in
@@ -196,6 +196,25 @@ def state_js(srv, key):
           "state is gone" in (s["end_reason"] or ""), "the session ended, crashed, with why", s)
     check(api.wait_until(lambda: not any(api.alive(p) for p in pids), 30),
           "its QEMU is gone", pids)
+
+
+def state_ts(srv, key):
+    """TypeScript in a session: its cells' declarations (types stripped) stay, as JavaScript's."""
+    sid = new_session(srv, key)
+    run_in(srv, key, sid, {"language": "typescript", "code":
+                           "interface Point { x: number; y: number }\n"
+                           "let origin: Point = { x: 1, y: 2 };\n"
+                           "function norm1(p: Point): number { return Math.abs(p.x) + Math.abs(p.y); }"})
+    result_of(run_in(srv, key, sid, {"language": "typescript",
+                                     "code": "origin.x += 40; norm1(origin) as number"}),
+              43, "ts: a variable and a function of the first cell")
+    result_of(run_in(srv, key, sid, {"language": "typescript", "code": "",
+                                     "entry": "norm1", "args": [{"x": -3, "y": 4}]}),
+              7, "ts: a function of an earlier cell, called by name")
+    result_of(run_in(srv, key, sid, {"language": "typescript",
+                                     "code": "const o2: Point = origin; o2.y"}),
+              2, "ts: the interface of the first cell is gone, its value is not")
+    srv.request("DELETE", f"/v1/sessions/{sid}", key)
 
 
 def one_shot_calls(srv, key):
@@ -453,6 +472,7 @@ def body(tmp, servers):
         return
     section(state_python, srv, keys["a"])
     section(state_js, srv, keys["a"])
+    section(state_ts, srv, keys["b"])
     section(one_shot_calls, srv, keys["b"])
     section(files, srv, keys["a"], tmp)
     section(one_shot_files, srv, keys["b"])
