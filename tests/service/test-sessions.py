@@ -431,6 +431,17 @@ def isolation(srv, ka, kb):
     srv.request("DELETE", f"/v1/sessions/{sid}", ka)
 
 
+def example(srv, key):
+    """The Python session client README.md shows (docs/examples/session-client.py)."""
+    script = os.path.join(api.TOP, "docs", "examples", "session-client.py")
+    p = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, SANDBOX_API=srv.base, SANDBOX_KEY=key))
+    check(p.returncode == 0 and "got out/total.txt 4950 digest ok" in p.stdout and
+          "one-shot wrote ['upper.txt'] 'SHOUT'" in p.stdout,
+          "README's Python session client: state, files, a call, one-shot files",
+          (p.returncode, p.stdout[-1500:], p.stderr[-1500:]))
+
+
 def kill9(srv, key, tmp, key_b):
     sids = [new_session(srv, key), new_session(srv, key)]
     run_in(srv, key, sids[0], {"language": "python", "code": "x = 1"})
@@ -476,6 +487,7 @@ def body(tmp, servers):
     section(one_shot_calls, srv, keys["b"])
     section(files, srv, keys["a"], tmp)
     section(one_shot_files, srv, keys["b"])
+    section(example, srv, keys["b"])
     section(busy, srv, keys["a"])
     section(idle, srv, keys["a"])
     section(isolation, srv, keys["a"], keys["b"])
