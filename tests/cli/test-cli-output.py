@@ -29,13 +29,15 @@ import select
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import tty
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from frames import frame, recv_payload  # noqa: E402
 
 SANDBOX = os.path.abspath(sys.argv[1])
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,28 +55,6 @@ def check(cond, what, detail=""):
     if not cond:
         failures.append(what)
         print("FAIL:", what, str(detail)[-3000:], flush=True)
-
-
-def frame(obj):
-    data = json.dumps(obj, ensure_ascii=False).encode()  # DEL, C1 raw, as JSON allows
-    return struct.pack(">I", len(data)) + data
-
-
-def recv_payload(conn):
-    head = b""
-    while len(head) < 4:
-        chunk = conn.recv(4 - len(head))
-        if not chunk:
-            return None
-        head += chunk
-    n = struct.unpack(">I", head)[0]
-    body = b""
-    while len(body) < n:
-        chunk = conn.recv(n - len(body))
-        if not chunk:
-            return None
-        body += chunk
-    return body
 
 
 def output(stream, data):

@@ -25,11 +25,13 @@ import json
 import os
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from frames import frame, recv_payload  # noqa: E402
 
 SANDBOX = os.path.abspath(sys.argv[1])
 MIB = 1024 * 1024
@@ -41,28 +43,6 @@ def check(cond, what, detail=""):
     if not cond:
         failures.append(what)
         print("FAIL:", what, str(detail)[-3000:], flush=True)
-
-
-def frame(obj):
-    data = json.dumps(obj).encode()
-    return struct.pack(">I", len(data)) + data
-
-
-def recv_payload(conn):
-    head = b""
-    while len(head) < 4:
-        chunk = conn.recv(4 - len(head))
-        if not chunk:
-            return None
-        head += chunk
-    n = struct.unpack(">I", head)[0]
-    body = b""
-    while len(body) < n:
-        chunk = conn.recv(min(n - len(body), 1 << 20))
-        if not chunk:
-            return None
-        body += chunk
-    return body
 
 
 def session_obj(sid, status="ready", **more):

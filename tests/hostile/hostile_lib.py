@@ -22,14 +22,16 @@ import json
 import os
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import procs  # noqa: E402
+
+processes_mentioning = procs.processes_mentioning
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 STRICT = os.environ.get("SANDBOX_HOSTILE_STRICT") == "1"
@@ -544,16 +546,6 @@ class Env:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def processes_mentioning(text):
-    """PIDs whose command line contains @text (to find leftovers; never to kill by name)."""
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        data = read(f"/proc/{pid}/cmdline", "rb")
-        if data and text.encode() in data:
-            out.append(int(pid))
-    return out
-
-
 def shm_entries():
     try:
         return set(os.listdir("/dev/shm"))
@@ -690,26 +682,8 @@ def report(proc_out):
 def serve_status(path, timeout=2.0):
     """The server's answer to {"type":"status"}, or None."""
     try:
-        with socket.socket(socket.AF_UNIX) as s:
-            s.settimeout(timeout)
-            s.connect(path)
-            body = json.dumps({"type": "status"}).encode()
-            s.sendall(struct.pack(">I", len(body)) + body)
-            head = b""
-            while len(head) < 4:
-                chunk = s.recv(4 - len(head))
-                if not chunk:
-                    return None
-                head += chunk
-            n = struct.unpack(">I", head)[0]
-            data = b""
-            while len(data) < n:
-                chunk = s.recv(n - len(data))
-                if not chunk:
-                    return None
-                data += chunk
-            return json.loads(data)
-    except (OSError, ValueError):
+        return procs.serve_status(path, timeout)
+    except (OSError, ValueError, RuntimeError):
         return None
 
 

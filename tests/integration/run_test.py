@@ -20,6 +20,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import procs  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 TOOLS = os.path.join(HERE, "tools.json")
@@ -34,19 +37,7 @@ def check(cond, what, detail=""):
         raise Failure(f"{what}\n{detail}")
 
 
-def processes_mentioning(path):
-    """PIDs whose command line mentions @path (to detect leftovers; we never kill by this)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if path.encode() in f.read():
-                    found.append(int(entry))
-        except OSError:
-            pass
-    return found
+processes_mentioning = procs.processes_mentioning
 
 
 class Sandbox:

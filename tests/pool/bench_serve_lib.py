@@ -4,11 +4,15 @@ claim-to-done figures. Used by bench-serve.py, bench_http_lib.py and scripts/ben
 import json
 import os
 import signal
-import socket
 import statistics
-import struct
 import subprocess
+import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import procs  # noqa: E402
+
+status = procs.serve_status
 
 
 def start_serve(sandbox, sock, *args, cwd=None, env=None):
@@ -24,17 +28,6 @@ def start_serve(sandbox, sock, *args, cwd=None, env=None):
 def stop_serve(serve):
     serve.send_signal(signal.SIGTERM)
     serve.wait(timeout=30)
-
-
-def status(sock):
-    with socket.socket(socket.AF_UNIX) as s:
-        s.connect(sock)
-        m = b'{"type":"status"}'
-        s.sendall(struct.pack(">I", len(m)) + m)
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
-            buf += s.recv(65536)
-        return json.loads(buf[4:])
 
 
 def wait_full(sock, n=2, timeout=180):

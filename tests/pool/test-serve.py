@@ -22,6 +22,13 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import procs  # noqa: E402
+from frames import frame  # noqa: E402
+
+status = procs.serve_status
+descendants = procs.descendants
+alive = procs.alive
 SANDBOX = sys.argv[1]
 PROFILE = ["--profile", sys.argv[2]] if len(sys.argv) > 2 else []
 BUILD = os.path.dirname(os.path.dirname(os.path.abspath(SANDBOX)))
@@ -44,21 +51,6 @@ def check(cond, what):
         print("FAIL:", what, flush=True)
 
 
-def status(sock_path):
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(5)
-        s.connect(sock_path)
-        m = b'{"type":"status"}'
-        s.sendall(struct.pack(">I", len(m)) + m)
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise RuntimeError("status: connection closed")
-            buf += chunk
-        return json.loads(buf[4:4 + struct.unpack(">I", buf[:4])[0]])
-
-
 def wait_for(pred, timeout, what):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -72,43 +64,10 @@ def wait_for(pred, timeout, what):
     return False
 
 
-def descendants(pid):
-    """PIDs whose parent chain reaches @pid (from /proc)."""
-    parent = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                pass
-    out, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        for c, pp in parent.items():
-            if pp == p and c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def run(env, code, lang, *extra):
     p = subprocess.run([SANDBOX, "run", "--lang", lang, *extra, "-"], input=code.encode(),
                        capture_output=True, env=env, timeout=120)
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
-
-
-def frame(obj):
-    m = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
-    return struct.pack(">I", len(m)) + m
 
 
 def closed_by_server(s):

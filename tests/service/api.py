@@ -8,11 +8,18 @@ import os
 import re
 import signal
 import socket
-import struct
 import subprocess
+import sys
 import time
 
 import requests
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import procs  # noqa: E402
+
+alive = procs.alive
+descendants = procs.descendants
+unix_status = procs.serve_status
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -29,34 +36,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def descendants(pid):
-    """PIDs whose parent chain reaches @pid (from /proc)."""
-    parent = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                pass
-    out, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        for c, pp in parent.items():
-            if pp == p and c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
-
-
 def wait_until(pred, timeout, interval=0.1):
     """Whether @pred() became true within @timeout seconds (exceptions count as false)."""
     end = time.monotonic() + timeout
@@ -69,22 +48,6 @@ def wait_until(pred, timeout, interval=0.1):
         if time.monotonic() >= end:
             return False
         time.sleep(interval)
-
-
-def unix_status(sock_path):
-    """The `status` message of serve's unix socket (docs/pool.md)."""
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(5)
-        s.connect(sock_path)
-        m = b'{"type":"status"}'
-        s.sendall(struct.pack(">I", len(m)) + m)
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise RuntimeError("status: connection closed")
-            buf += chunk
-        return json.loads(buf[4:4 + struct.unpack(">I", buf[:4])[0]])
 
 
 def vm_pids(status):

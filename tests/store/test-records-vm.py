@@ -10,14 +10,17 @@ finished one is intact. Every process is tracked by PID. Exit 77 without the gue
 import json
 import os
 import signal
-import socket
 import sqlite3
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import procs  # noqa: E402
+
+status = procs.serve_status
+alive = procs.alive
 SANDBOX = sys.argv[1]
 BUILD = os.path.dirname(os.path.dirname(os.path.abspath(SANDBOX)))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,21 +34,6 @@ def check(cond, what, got=None):
         print("FAIL:", what, "" if got is None else repr(got)[:2000], flush=True)
 
 
-def status(sock):
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(5)
-        s.connect(sock)
-        m = b'{"type":"status"}'
-        s.sendall(struct.pack(">I", len(m)) + m)
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise RuntimeError("status: connection closed")
-            buf += chunk
-        return json.loads(buf[4:4 + struct.unpack(">I", buf[:4])[0]])
-
-
 def wait_for(pred, timeout, what):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -57,14 +45,6 @@ def wait_for(pred, timeout, what):
         time.sleep(0.1)
     check(False, f"timed out waiting for {what}")
     return False
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def sandbox(env, *args, code=None, timeout=180):

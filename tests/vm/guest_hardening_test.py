@@ -24,6 +24,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import procs  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 
@@ -125,18 +128,7 @@ EXPECT = {
 }
 
 
-def processes_mentioning(path):
-    """PIDs whose command line mentions @path (to detect leftovers)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if path.encode() in f.read():
-                        found.append(int(entry))
-            except OSError:
-                pass
-    return found
+processes_mentioning = procs.processes_mentioning
 
 
 def run(binary, profile, cold, runtime):
