@@ -1,5 +1,6 @@
 /*
- * Frame reader and writer: 4-byte big-endian length, then the payload.
+ * Frame reader and writer: 4-byte big-endian length, then the payload; bit 31 of the length
+ * marks a data frame, taken only by a reader armed for it.
  */
 #include "frame.h"
 
@@ -23,11 +24,20 @@ void sbx_frame_reader_clear(SbxFrameReader *r)
     r->header_got = 0;
     r->length = 0;
     r->payload_got = 0;
+    r->data_due = 0;
 }
 
 int sbx_frame_reader_pending(const SbxFrameReader *r)
 {
-    return r->header_got > 0;
+    return r->header_got > 0 || r->data_due > 0;
+}
+
+int sbx_frame_reader_expect_data(SbxFrameReader *r, uint32_t len)
+{
+    if (len == 0 || len > SBX_DATA_FRAME_MAX || r->header_got > 0 || r->data_due > 0)
+        return -EINVAL;
+    r->data_due = len;
+    return 0;
 }
 
 /*
@@ -37,11 +47,16 @@ int sbx_frame_reader_pending(const SbxFrameReader *r)
  */
 static int start_payload(SbxFrameReader *r)
 {
-    r->length = (uint32_t)r->header[0] << 24 | (uint32_t)r->header[1] << 16 |
-                (uint32_t)r->header[2] << 8 | (uint32_t)r->header[3];
+    uint32_t word = (uint32_t)r->header[0] << 24 | (uint32_t)r->header[1] << 16 |
+                    (uint32_t)r->header[2] << 8 | (uint32_t)r->header[3];
+
+    /* Armed, exactly the data frame announced; else bit 31 makes the length exceed max_len. */
+    if (r->data_due > 0 && word != (SBX_FRAME_DATA | r->data_due))
+        return -EPROTO;
+    r->length = r->data_due > 0 ? r->data_due : word;
     if (r->length == 0)
         return -EBADMSG;
-    if (r->length > r->max_len)
+    if (r->length > r->max_len && r->data_due == 0)
         return -EMSGSIZE;
     r->payload = malloc((size_t)r->length + 1);
     if (!r->payload)
@@ -85,6 +100,7 @@ ssize_t sbx_frame_reader_feed(SbxFrameReader *r, const uint8_t *buf, size_t len,
     r->header_got = 0;
     r->length = 0;
     r->payload_got = 0;
+    r->data_due = 0;
     return (ssize_t)used;
 }
 
@@ -104,5 +120,18 @@ int sbx_frame_encode(const char *payload, size_t len, uint8_t **ret_frame, size_
     memcpy(f + SBX_FRAME_HEADER, payload, len);
     *ret_frame = f;
     *ret_len = SBX_FRAME_HEADER + len;
+    return 0;
+}
+
+int sbx_frame_data_header(size_t len, uint8_t out[SBX_FRAME_HEADER])
+{
+    uint32_t word = SBX_FRAME_DATA | (uint32_t)len;
+
+    if (len == 0 || len > SBX_DATA_FRAME_MAX)
+        return -EMSGSIZE;
+    out[0] = (uint8_t)(word >> 24);
+    out[1] = (uint8_t)(word >> 16);
+    out[2] = (uint8_t)(word >> 8);
+    out[3] = (uint8_t)word;
     return 0;
 }

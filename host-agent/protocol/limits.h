@@ -96,10 +96,19 @@
 #define SBX_LANGUAGES_MAX 16
 
 /*
- * Files (docs/protocol.md, "Files"). A chunk of 1 MiB is 1.4 MiB of base64, well inside a
- * frame, and large enough that a round trip per chunk costs little against copying it.
+ * Files (docs/protocol.md, "Files"). A chunk travels raw in a data frame after its message. 1 MiB
+ * is large enough that a message and a write per chunk cost little against moving its bytes,
+ * and small enough that the few chunks a transfer keeps in flight (SBX_SESSION_FILE_WINDOW) are
+ * cheap to hold on either side.
  */
 #define SBX_FILE_CHUNK_MAX (1024 * 1024)
+
+/*
+ * Largest data frame (docs/protocol.md, "Data frames"): a file's chunk, the only thing they
+ * carry. The header's bit 31 marks them, so a reader not armed for one sees a length above
+ * 2 GiB, far above any frame limit, and refuses it as before.
+ */
+#define SBX_DATA_FRAME_MAX SBX_FILE_CHUNK_MAX
 
 /*
  * A workspace path: 1024 bytes (a file name 255, Linux's NAME_MAX). One list answer holds at
