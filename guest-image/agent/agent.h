@@ -233,6 +233,11 @@ void conn_on_events(Agent *a, short revents);
  * broken.
  */
 int conn_send(Agent *a, const SbxMsg *msg);
+/**
+ * conn_send() of @msg, which announces a data frame, followed by it: @data (malloc'd, taken in
+ * every case, queued without a copy; NULL: none, as conn_send()).
+ */
+int conn_send_data(Agent *a, const SbxMsg *msg, uint8_t *data);
 /** Send an `error` {code, printf(@fmt)} and close the connection once it is written. */
 void conn_fail(Agent *a, SbxErrorCode code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

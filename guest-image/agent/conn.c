@@ -64,6 +64,7 @@ void conn_accept(Agent *a)
 void conn_attach(Agent *a, int fd, bool serial)
 {
     link_init(&a->host, fd, SBX_FRAME_MAX);
+    link_take_data(&a->host); /* files' chunks: docs/protocol.md, "Data frames" */
     a->conn_state = CONN_HELLO;
     a->conn_broken = false;
     a->conn_deadline_ms = now_ms() + HELLO_TIMEOUT_MS;
@@ -97,12 +98,19 @@ void conn_close(Agent *a)
 
 int conn_send(Agent *a, const SbxMsg *msg)
 {
+    return conn_send_data(a, msg, NULL);
+}
+
+int conn_send_data(Agent *a, const SbxMsg *msg, uint8_t *data)
+{
     int r;
 
     /* After an error frame nothing more goes out: the host is told why, then we close. */
-    if (a->conn_state == CONN_NONE || a->conn_state == CONN_CLOSING || a->conn_broken)
+    if (a->conn_state == CONN_NONE || a->conn_state == CONN_CLOSING || a->conn_broken) {
+        free(data);
         return -ENOTCONN;
-    r = link_send(&a->host, msg);
+    }
+    r = data ? link_send_data(&a->host, msg, data) : link_send(&a->host, msg);
     if (r == -EMSGSIZE || r == -EINVAL) {
         /* The message cannot be sent (content from the runner that grew past the frame limit
          * when re-encoded, or a bug): the caller decides; the connection is fine. */

@@ -1,6 +1,8 @@
 /*
  * The workspace and its file operations (docs/protocol.md, "Files"): `file` requests from the
- * host (write, read, list, delete), each answered by one `file_result`.
+ * host (write, read, list, delete), each answered by one `file_result`. A write's chunk comes
+ * attached to its request (the link read its data frame), a read's goes after its answer in a
+ * data frame of its own, from the buffer pread() filled.
  *
  * Code in the VM owns the workspace and may plant symbolic links, FIFOs or mount points in it,
  * and a kept runner's background code may change it while we work. So every path is resolved
@@ -295,7 +297,7 @@ static int read_file(int fd, const SbxFile *f, SbxFileResult *res, Outcome *o)
     res->size = (uint64_t)st.st_size;
     res->len = have;
     if (have)
-        res->data = buf;
+        res->data = buf; /* sent as it is: files_on_request() */
     else
         free(buf);
     return 0;
@@ -652,7 +654,9 @@ void files_on_request(Agent *a, const SbxFile *f)
         answer_error(a, f->seq, -r, o.why[0] ? o.why : strerror(-r));
     } else {
         m.file_result.ok = true;
-        r = conn_send(a, &m);
+        /* a read's chunk goes to the link as it is (taken), after the answer */
+        r = conn_send_data(a, &m, m.file_result.data);
+        m.file_result.data = NULL;
         if (r == -EINVAL || r == -EMSGSIZE)
             answer_error(a, f->seq, EIO, "the answer cannot be encoded");
     }

@@ -438,11 +438,13 @@ static void get_path(Dec *d, const cJSON *o, const char *key, Presence p, char *
         *out = check_alloc(d, strdup(s));
 }
 
-/* Optional base64 of 0..@max bytes: absent is none. */
-static void get_chunk(Dec *d, const cJSON *o, const char *key, uint8_t **out, size_t *len)
+/* The bytes of a data frame that follows: data_len 1..SBX_FILE_CHUNK_MAX, absent is none. */
+static void get_data_len(Dec *d, const cJSON *o, size_t *len)
 {
-    if (member(d, o, key, OPTIONAL))
-        get_base64(d, o, key, 0, SBX_FILE_CHUNK_MAX, out, len);
+    int64_t v;
+
+    if (get_number(d, o, "data_len", OPTIONAL, 1, SBX_FILE_CHUNK_MAX, &v))
+        *len = (size_t)v;
 }
 
 static void decode_file(Dec *d, const cJSON *o, SbxFile *m)
@@ -459,7 +461,7 @@ static void decode_file(Dec *d, const cJSON *o, SbxFile *m)
     switch (m->op) {
     case SBX_FILE_WRITE:
         get_u53(d, o, "offset", REQUIRED, &m->offset);
-        get_chunk(d, o, "data", &m->data, &m->len);
+        get_data_len(d, o, &m->len);
         get_bool(d, o, "last", &m->last);
         break;
     case SBX_FILE_READ:
@@ -530,7 +532,7 @@ static void decode_file_result(Dec *d, const cJSON *o, SbxFileResult *m)
         return;
     }
     get_u53(d, o, "size", OPTIONAL, &m->size);
-    get_chunk(d, o, "data", &m->data, &m->len);
+    get_data_len(d, o, &m->len);
     decode_entries(d, o, m);
     if (member(d, o, "truncated", OPTIONAL))
         get_bool(d, o, "truncated", &m->truncated);

@@ -315,11 +315,11 @@ static void put_path(Enc *e, cJSON *o, const char *key, const char *path, Presen
     put_string(e, o, key, path, p, SBX_PATH_MAX);
 }
 
-/* A chunk of 0..SBX_FILE_CHUNK_MAX bytes; none is written as no member. */
-static void put_chunk(Enc *e, cJSON *o, const char *key, const uint8_t *data, size_t len)
+/* The bytes of the data frame that follows (the caller sends it); none: no member. */
+static void put_data_len(Enc *e, cJSON *o, size_t len)
 {
     if (len)
-        put_base64(e, o, key, data, len, 1, SBX_FILE_CHUNK_MAX);
+        put_uint(e, o, "data_len", len, 1, SBX_FILE_CHUNK_MAX);
 }
 
 static void encode_file(Enc *e, cJSON *o, const SbxFile *m)
@@ -330,7 +330,7 @@ static void encode_file(Enc *e, cJSON *o, const SbxFile *m)
     switch (m->op) {
     case SBX_FILE_WRITE:
         put_uint(e, o, "offset", m->offset, 0, SBX_JSON_INT_MAX);
-        put_chunk(e, o, "data", m->data, m->len);
+        put_data_len(e, o, m->len);
         put_bool(e, o, "last", m->last);
         break;
     case SBX_FILE_READ:
@@ -354,7 +354,7 @@ static void encode_file_result(Enc *e, cJSON *o, const SbxFileResult *m)
     }
     if (m->size)
         put_uint(e, o, "size", m->size, 0, SBX_JSON_INT_MAX);
-    put_chunk(e, o, "data", m->data, m->len);
+    put_data_len(e, o, m->len);
     if (!m->entries) {
         if (m->n_entries)
             invalid(e);

@@ -287,6 +287,27 @@ static void hello_ok_clear(SbxHelloOk *m)
     free(m->languages);
 }
 
+size_t sbx_msg_data_len(const SbxMsg *msg)
+{
+    if (msg->type == SBX_MSG_FILE && msg->file.op == SBX_FILE_WRITE)
+        return msg->file.len;
+    if (msg->type == SBX_MSG_FILE_RESULT && msg->file_result.ok)
+        return msg->file_result.len;
+    return 0;
+}
+
+int sbx_msg_attach_data(SbxMsg *msg, uint8_t *data, size_t len)
+{
+    uint8_t **slot = msg->type == SBX_MSG_FILE ? &msg->file.data : &msg->file_result.data;
+
+    if (len == 0 || len != sbx_msg_data_len(msg) || *slot) {
+        free(data);
+        return -EINVAL;
+    }
+    *slot = data;
+    return 0;
+}
+
 void sbx_msg_clear(SbxMsg *msg)
 {
     switch (msg->type) {

@@ -196,13 +196,19 @@ typedef enum {
     SBX_FILE_TYPE__COUNT
 } SbxFileType;
 
+/*
+ * A file's chunk (a write's, a read answer's) is no member of the JSON: the message says
+ * "data_len" (len here) and the bytes follow in a data frame (frame.h). The decoder leaves data
+ * NULL; the connection's reader attaches the data frame's payload (sbx_msg_attach_data()), and
+ * sends data after the message's frame (sbx_msg_data_len()); the encoder writes data_len only.
+ */
 typedef struct {
     uint32_t seq; /* chosen by the host, echoed by the answer */
     SbxFileOp op;
     char *path;      /* a workspace path (sbx_workspace_path_valid()); NULL for list: the root */
     uint64_t offset; /* write, read: where the chunk starts */
-    uint8_t *data;   /* write: 0..SBX_FILE_CHUNK_MAX bytes (NULL when 0) */
-    size_t len;
+    uint8_t *data;   /* write: the chunk's len bytes, from its data frame (NULL when 0) */
+    size_t len;      /* write: data_len, 0..SBX_FILE_CHUNK_MAX (0: no data frame) */
     bool last;       /* write: the file is complete */
     uint32_t length; /* read: bytes asked for, 1..SBX_FILE_CHUNK_MAX */
 } SbxFile;
@@ -217,10 +223,10 @@ typedef struct {
 typedef struct {
     uint32_t seq;
     bool ok;
-    SbxError error; /* when !ok: code, and type an errno name ("ENOENT") */
-    uint64_t size;  /* write: bytes written so far; read: the file's size */
-    uint8_t *data;  /* read: the chunk, 0..length bytes (NULL when 0) */
-    size_t len;
+    SbxError error;        /* when !ok: code, and type an errno name ("ENOENT") */
+    uint64_t size;         /* write: bytes written so far; read: the file's size */
+    uint8_t *data;         /* read: the chunk's len bytes, from its data frame (NULL when 0) */
+    size_t len;            /* read: data_len, 0..length (0: no data frame) */
     SbxFileEntry *entries; /* list: at most SBX_FILE_LIST_MAX */
     size_t n_entries;
     bool truncated; /* list: more entries than the answer holds */
@@ -255,11 +261,25 @@ typedef struct {
 int sbx_msg_decode(const char *json, size_t len, SbxMsg *out, char **ret_error);
 
 /**
- * Serialise @msg as a complete frame (header + JSON): *@ret_frame is malloc'd.
+ * Serialise @msg as a complete frame (header + JSON): *@ret_frame is malloc'd. A message that
+ * announces data (sbx_msg_data_len()) is encoded without it: the caller sends the data frame.
  * Returns 0, -EINVAL if @msg breaks a rule (a missing required field, an invalid *_json text,
  * a limit exceeded), -EMSGSIZE if the JSON exceeds SBX_FRAME_MAX, -ENOMEM.
  */
 int sbx_msg_encode(const SbxMsg *msg, uint8_t **ret_frame, size_t *ret_len);
+
+/**
+ * Bytes @msg announces in a data frame right after it: a file write's or an ok file_result's
+ * len (data_len on the wire); 0 for every other message (none follows).
+ */
+size_t sbx_msg_data_len(const SbxMsg *msg);
+
+/**
+ * Attach @data (malloc'd, taken in every case) to the decoded @msg, which announced @len bytes
+ * (sbx_msg_data_len()). Returns 0, or -EINVAL if @msg announced another length or already has
+ * its data.
+ */
+int sbx_msg_attach_data(SbxMsg *msg, uint8_t *data, size_t len);
 
 /** Free everything @msg owns and zero it. Accepts a zeroed message. */
 void sbx_msg_clear(SbxMsg *msg);

@@ -17,8 +17,9 @@
 #define READ_BUF (256 * 1024)
 
 typedef struct {
-    uint8_t *data;
+    uint8_t *data; /* malloc'd, or in @bytes */
     size_t len;
+    GBytes *bytes; /* a data frame's payload (sbx_channel_send_bytes()), or NULL */
 } OutFrame;
 
 struct SbxChannel {
@@ -40,7 +41,11 @@ struct SbxChannel {
 static void out_frame_free(gpointer p)
 {
     OutFrame *f = p;
-    free(f->data);
+    if (f->bytes != NULL) {
+        g_bytes_unref(f->bytes);
+    } else {
+        free(f->data);
+    }
     g_free(f);
 }
 
@@ -83,10 +88,20 @@ static void fail(SbxChannel *ch, SbxChannelFailure failure, const char *fmt, ...
 
 static void frame_error(SbxChannel *ch, ssize_t err)
 {
-    if (err == -EMSGSIZE) {
-        const uint8_t *h = ch->reader.header;
-        guint32 announced = (guint32)h[0] << 24 | (guint32)h[1] << 16 | (guint32)h[2] << 8 | h[3];
-        fail(ch, SBX_CHANNEL_BAD_FRAME, "frame of %u bytes announced, limit %u", announced,
+    const uint8_t *h = ch->reader.header;
+    guint32 word = (guint32)h[0] << 24 | (guint32)h[1] << 16 | (guint32)h[2] << 8 | h[3];
+    guint32 n = word & ~SBX_FRAME_DATA;
+    const char *kind = word & SBX_FRAME_DATA ? "data frame" : "frame";
+
+    if (err == -EPROTO) {
+        fail(ch, SBX_CHANNEL_BAD_FRAME,
+             "a %s of %u bytes where the data frame of %u bytes "
+             "announced was due",
+             kind, n, ch->reader.data_due);
+    } else if (err == -EMSGSIZE && (word & SBX_FRAME_DATA)) {
+        fail(ch, SBX_CHANNEL_BAD_FRAME, "a data frame of %u bytes that no message announced", n);
+    } else if (err == -EMSGSIZE) {
+        fail(ch, SBX_CHANNEL_BAD_FRAME, "frame of %u bytes announced, limit %u", word,
              ch->reader.max_len);
     } else if (err == -EBADMSG) {
         fail(ch, SBX_CHANNEL_BAD_FRAME, "frame of 0 bytes announced");
@@ -103,6 +118,7 @@ static void feed(SbxChannel *ch, size_t n)
     while (off < n && !ch->stopped) {
         char *frame = NULL;
         size_t len = 0;
+        gboolean data = ch->reader.data_due > 0; /* then the frame that completes is that one */
         ssize_t used = sbx_frame_reader_feed(&ch->reader, ch->buf + off, n - off, &frame, &len);
         if (used < 0) {
             frame_error(ch, used);
@@ -110,8 +126,13 @@ static void feed(SbxChannel *ch, size_t n)
         }
         off += used;
         if (frame != NULL) {
-            gboolean go_on = ch->cb.on_frame(frame, len, ch->user_data);
-            free(frame);
+            gboolean go_on;
+            if (data) {
+                go_on = ch->cb.on_data((guint8 *)frame, len, ch->user_data);
+            } else {
+                go_on = ch->cb.on_frame(frame, len, ch->user_data);
+                free(frame);
+            }
             if (!go_on) {
                 sbx_channel_stop(ch);
                 return;
@@ -195,23 +216,21 @@ static gboolean on_writable(GSocket *socket, GIOCondition cond, gpointer data)
     return ch->out_source != NULL ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
 }
 
-int sbx_channel_send(SbxChannel *ch, uint8_t *frame, size_t len)
+/* Queue @f (taken) and write what the socket takes now. */
+static int enqueue(SbxChannel *ch, OutFrame *f)
 {
     g_autoptr(GError) error = NULL;
 
     if (ch->stopped) {
-        free(frame);
+        out_frame_free(f);
         return -EPIPE;
     }
-    if (len > ch->max_queue - ch->queued) {
-        free(frame);
+    if (f->len > ch->max_queue - ch->queued) {
+        out_frame_free(f);
         return -ENOBUFS;
     }
-    OutFrame *f = g_new0(OutFrame, 1);
-    f->data = frame;
-    f->len = len;
     g_queue_push_tail(&ch->out, f);
-    ch->queued += len;
+    ch->queued += f->len;
     if (ch->out_source != NULL) {
         return 0; /* already waiting for the socket */
     }
@@ -220,6 +239,31 @@ int sbx_channel_send(SbxChannel *ch, uint8_t *frame, size_t len)
         return -EPIPE;
     }
     return 0;
+}
+
+int sbx_channel_send(SbxChannel *ch, uint8_t *frame, size_t len)
+{
+    OutFrame *f = g_new0(OutFrame, 1);
+
+    f->data = frame;
+    f->len = len;
+    return enqueue(ch, f);
+}
+
+int sbx_channel_send_bytes(SbxChannel *ch, GBytes *bytes)
+{
+    OutFrame *f = g_new0(OutFrame, 1);
+    gsize len = 0;
+
+    f->bytes = g_bytes_ref(bytes);
+    f->data = (uint8_t *)g_bytes_get_data(bytes, &len);
+    f->len = len;
+    return enqueue(ch, f);
+}
+
+int sbx_channel_expect_data(SbxChannel *ch, guint32 len)
+{
+    return sbx_frame_reader_expect_data(&ch->reader, len);
 }
 
 void sbx_channel_start(SbxChannel *ch)

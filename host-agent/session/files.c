@@ -31,7 +31,6 @@ typedef struct {
     /* put */
     GBytes *contents;
     SbxFilePullFunc pull;
-    guint8 *buf; /* pull: one chunk */
     /* get */
     guint64 max_bytes;
     SbxFileChunkFunc on_chunk;
@@ -58,7 +57,6 @@ static void op_free(gpointer p)
 
     g_free(op->path);
     g_clear_pointer(&op->contents, g_bytes_unref);
-    g_free(op->buf);
     g_free(op->data);
     g_clear_pointer(&op->result, g_bytes_unref);
     g_clear_pointer(&op->sha, g_checksum_free);
@@ -237,6 +235,10 @@ static char *check_answer(const SbxFileResult *a, gpointer data)
 {
     const Op *op = data;
 
+    if (op->op != SBX_FILE_READ && a->len > 0) {
+        return g_strdup_printf("file_result of a %s carries %zu bytes of data",
+                               sbx_file_op_name(op->op), a->len);
+    }
     if (op->op == SBX_FILE_WRITE && a->size != op->offset + op->len) {
         return g_strdup_printf("file_result of a write of %zu bytes at offset %" G_GUINT64_FORMAT
                                " says %" G_GUINT64_FORMAT " bytes written",
@@ -261,8 +263,8 @@ static char *check_answer(const SbxFileResult *a, gpointer data)
 static void on_answer(SbxSession *session, const SbxFileResult *answer, const GError *error,
                       gpointer data);
 
-/* Send @req for @op (its seq is set), remembering what the answer must match. */
-static gboolean op_send(Op *op, SbxFile *req, GError **error)
+/* Send @req for @op (a write's chunk: @data, or NULL), remembering what the answer must match. */
+static gboolean op_send(Op *op, SbxFile *req, GBytes *data, GError **error)
 {
     op->op = req->op;
     op->offset = req->offset;
@@ -270,8 +272,8 @@ static gboolean op_send(Op *op, SbxFile *req, GError **error)
     op->length = req->length;
     op->last = req->last;
     op->guarded++;
-    gboolean sent =
-        sbx_session_file_send(op->session, req, op_timeout(op), check_answer, on_answer, op, error);
+    gboolean sent = sbx_session_file_send(op->session, req, data, op_timeout(op), check_answer,
+                                          on_answer, op, error);
     op->guarded--;
     return sent;
 }
@@ -279,10 +281,10 @@ static gboolean op_send(Op *op, SbxFile *req, GError **error)
 /* ---- put ----------------------------------------------------------------------------------- */
 
 /*
- * Fill op->buf from the pull function: up to a chunk, or less at its end (*@ret_last).
+ * Fill @buf from the pull function: up to a chunk, or less at its end (*@ret_last).
  * FALSE: failed (@error set) or cancelled from the pull function (op->cancelled, no error).
  */
-static gboolean pull_chunk(Op *op, gsize *ret_len, bool *ret_last, GError **error)
+static gboolean pull_chunk(Op *op, guint8 *buf, gsize *ret_len, bool *ret_last, GError **error)
 {
     gsize fill = 0;
 
@@ -290,7 +292,7 @@ static gboolean pull_chunk(Op *op, gsize *ret_len, bool *ret_last, GError **erro
     while (fill < SBX_FILE_CHUNK_MAX) {
         GError *local = NULL;
         op->guarded++;
-        gssize n = op->pull(op->buf + fill, SBX_FILE_CHUNK_MAX - fill, op->user_data, &local);
+        gssize n = op->pull(buf + fill, SBX_FILE_CHUNK_MAX - fill, op->user_data, &local);
         op->guarded--;
         if (op->cancelled) {
             g_clear_error(&local);
@@ -317,26 +319,44 @@ static gboolean pull_chunk(Op *op, gsize *ret_len, bool *ret_last, GError **erro
     return TRUE;
 }
 
+/* The next chunk (from op->bytes on) and whether it is the last; NULL data when it is empty. */
+static gboolean put_chunk(Op *op, GBytes **ret_data, SbxFile *req, GError **error)
+{
+    if (op->contents != NULL) {
+        gsize total = g_bytes_get_size(op->contents);
+        req->len = MIN((gsize)SBX_FILE_CHUNK_MAX, total - op->bytes);
+        req->last = op->bytes + req->len == total;
+        *ret_data = req->len > 0 ? g_bytes_new_from_bytes(op->contents, op->bytes, req->len) : NULL;
+        return TRUE;
+    }
+    /* A buffer of its own: the channel holds it until it is written. */
+    guint8 *buf = g_malloc(SBX_FILE_CHUNK_MAX);
+    bool last = false;
+    if (!pull_chunk(op, buf, &req->len, &last, error)) {
+        g_free(buf);
+        return FALSE;
+    }
+    req->last = last;
+    *ret_data = req->len > 0 ? g_bytes_new_take(g_realloc(buf, req->len), req->len) : NULL;
+    if (req->len == 0) {
+        g_free(buf);
+    }
+    return TRUE;
+}
+
 /* Send the next chunk, from op->bytes on (the bytes the guest acknowledged). */
 static gboolean put_next(Op *op, GError **error)
 {
     SbxFile req = {.op = SBX_FILE_WRITE, .path = op->path, .offset = op->bytes};
+    g_autoptr(GBytes) data = NULL;
 
-    if (op->contents != NULL) {
-        gsize total = 0;
-        const guint8 *all = g_bytes_get_data(op->contents, &total);
-        req.len = MIN((gsize)SBX_FILE_CHUNK_MAX, total - op->bytes);
-        req.data = req.len > 0 ? (uint8_t *)all + op->bytes : NULL;
-        req.last = op->bytes + req.len == total;
-    } else if (pull_chunk(op, &req.len, &req.last, error)) {
-        req.data = req.len > 0 ? op->buf : NULL;
-    } else {
+    if (!put_chunk(op, &data, &req, error)) {
         return FALSE;
     }
-    if (req.len > 0) {
-        g_checksum_update(op->sha, req.data, req.len);
+    if (data != NULL) {
+        g_checksum_update(op->sha, g_bytes_get_data(data, NULL), req.len);
     }
-    return op_send(op, &req, error);
+    return op_send(op, &req, data, error);
 }
 
 static void put_answered(Op *op)
@@ -366,7 +386,7 @@ static gboolean get_next(Op *op, GError **error)
 
     req.length = (guint32)CLAMP(op->max_bytes - op->bytes, 1, SBX_FILE_CHUNK_MAX);
 
-    return op_send(op, &req, error);
+    return op_send(op, &req, NULL, error);
 }
 
 /*
@@ -551,7 +571,14 @@ gboolean sbx_session_file_request_async(SbxSession *session, const SbxFile *requ
     }
     op->answer = func;
     op->user_data = user_data;
-    return op_send(op, &req, error) || op_abandon(op, error);
+    if (req.op == SBX_FILE_WRITE && req.len > 0 && req.data == NULL) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                    "a write of %zu bytes without them", req.len);
+        return op_abandon(op, error);
+    }
+    g_autoptr(GBytes) data =
+        req.op == SBX_FILE_WRITE && req.len > 0 ? g_bytes_new(req.data, req.len) : NULL;
+    return op_send(op, &req, data, error) || op_abandon(op, error);
 }
 
 static Op *transfer_new(SbxSession *session, Kind kind, const char *path, SbxFileDoneFunc done,
@@ -589,7 +616,6 @@ gboolean sbx_session_file_put_stream_async(SbxSession *session, const char *path
         return FALSE;
     }
     op->pull = pull;
-    op->buf = g_malloc(SBX_FILE_CHUNK_MAX);
     return put_next(op, error) || op_abandon(op, error);
 }
 
@@ -618,7 +644,7 @@ static gboolean one_request(SbxSession *session, Kind kind, SbxFileOp fop, const
     op->done = done;
     op->user_data = user_data;
     SbxFile req = {.op = fop, .path = op->path};
-    return op_send(op, &req, error) || op_abandon(op, error);
+    return op_send(op, &req, NULL, error) || op_abandon(op, error);
 }
 
 gboolean sbx_session_file_list_async(SbxSession *session, const char *path, SbxFileDoneFunc done,

@@ -7,15 +7,13 @@
  * once; while an operation is in progress the session is not ready (sbx_session_is_ready()),
  * so no execution starts either. Every answer is hostile input: its seq must be the request's,
  * a read's data at most the length asked and within the size the answer itself reports, a
- * write's size the bytes written so far. A breach, no answer within the timeout, the channel
- * lost or any unexpected message closes the session (on_broken runs, the VM must not be
- * reused) and fails the operation with a G_IO_ERROR:
- *   G_IO_ERROR_INVALID_DATA       the guest broke the protocol ("protocol violation: ...")
- *   G_IO_ERROR_TIMED_OUT          no answer in time
- *   G_IO_ERROR_CONNECTION_CLOSED  the channel was lost
- *   G_IO_ERROR_FAILED             the guest sent `error`
- * The guest's refusal (`file_result` with ok false) fails that operation only, the session
- * stays usable; its errno name maps to a G_IO_ERROR code, and the message names the
+ * write's size the bytes written so far, no data in other answers. A breach, no answer within the
+ * timeout, the channel lost or any unexpected message closes the session (on_broken runs, the VM
+ * must not be reused) and fails the operation with a G_IO_ERROR: G_IO_ERROR_INVALID_DATA       the
+ * guest broke the protocol ("protocol violation: ...") G_IO_ERROR_TIMED_OUT          no answer in
+ * time G_IO_ERROR_CONNECTION_CLOSED  the channel was lost G_IO_ERROR_FAILED             the guest
+ * sent `error` The guest's refusal (`file_result` with ok false) fails that operation only, the
+ * session stays usable; its errno name maps to a G_IO_ERROR code, and the message names the
  * operation, the path, the errno name and the guest's message (cut, control characters
  * blanked):
  *   ENOENT -> G_IO_ERROR_NOT_FOUND          EISDIR -> G_IO_ERROR_IS_DIRECTORY
@@ -41,8 +39,8 @@
 
 /*
  * Time the guest has to answer one read or write request (a chunk of up to 1 MiB). A chunk
- * costs the guest its base64 decoding, a write to the workspace's disk and 1.4 MiB through the
- * channel; under TCG on a loaded host that takes well under a second, so 10 s absorbs a slow
+ * costs the guest 1 MiB through the channel and a write to (or a read from) the workspace's
+ * disk; under TCG on a loaded host that takes well under a second, so 10 s absorbs a slow
  * moment without letting a guest that stopped answering hold the caller for long.
  */
 #define SBX_SESSION_FILE_TIMEOUT_MS 10000
@@ -107,8 +105,9 @@ typedef gboolean (*SbxFileChunkFunc)(const guint8 *data, gsize len, gpointer use
 
 /**
  * Write @contents to the workspace file @path (missing parent directories are created; the
- * file appears whole or not at all: docs/protocol.md) in chunks of SBX_FILE_CHUNK_MAX, one in
- * flight: a file of N bytes takes max(1, ceil(N / SBX_FILE_CHUNK_MAX)) requests. @done gets the
+ * file appears whole or not at all: docs/protocol.md) in chunks of SBX_FILE_CHUNK_MAX (slices of
+ * @contents, not copies), one in flight: a file of N bytes takes max(1, ceil(N /
+ * SBX_FILE_CHUNK_MAX)) requests. @done gets the
  * size and the SHA-256 of what was sent. Returns FALSE with @error (and @done never runs) if
  * the operation cannot start.
  */
@@ -116,8 +115,9 @@ gboolean sbx_session_file_put_async(SbxSession *session, const char *path, GByte
                                     SbxFileDoneFunc done, gpointer user_data, GError **error);
 
 /**
- * sbx_session_file_put_async() with the contents from @pull, one chunk of SBX_FILE_CHUNK_MAX
- * (its only buffer) at a time. The first chunk is pulled before this returns. A file whose size
+ * sbx_session_file_put_async() with the contents from @pull, one chunk of SBX_FILE_CHUNK_MAX at
+ * a time (in a buffer of its own until the channel wrote it). The first chunk is pulled before
+ * this returns. A file whose size
  * is a multiple of the chunk (but not 0) costs one more request: an empty last chunk.
  */
 gboolean sbx_session_file_put_stream_async(SbxSession *session, const char *path,

@@ -5,16 +5,17 @@
  *
  * A file request in flight is the state FILE (IDLE -> FILE -> IDLE on an acceptable answer);
  * anything else (a wrong seq, an answer the check refuses, no answer in time, the channel
- * lost, the guest's `error`, any message that is not expected) closes the session the way an
- * idle session breaks: the hook fails first, then on_broken tells the owner.
+ * lost, the guest's `error`, any message that is not expected, a data frame not announced or not
+ * the one announced) closes the session the way an idle session breaks: the hook fails first,
+ * then on_broken tells the owner.
  */
 #pragma once
 
 #include "session.h"
 
 /*
- * Judges an answer whose seq matched (@answer->ok only): NULL if it is acceptable, else a
- * malloc'd description of the breach, which closes the session.
+ * Judges an answer whose seq matched (@answer->ok only; its data attached): NULL if it is
+ * acceptable, else a malloc'd description of the breach, which closes the session.
  */
 typedef char *(*SbxSessionFileCheck)(const SbxFileResult *answer, gpointer data);
 
@@ -26,15 +27,16 @@ typedef void (*SbxSessionFileFunc)(SbxSession *session, const SbxFileResult *ans
                                    const GError *error, gpointer data);
 
 /**
- * Send @file (its seq is set here) on an idle session, with @timeout_ms for the answer.
+ * Send @file (its seq is set here; a write's chunk is @data, file->len bytes, sent as its data
+ * frame without a copy; NULL when none) on an idle session, with @timeout_ms for the answer.
  * Returns FALSE with @error if the session is not idle (G_IO_ERROR_NOT_INITIALIZED before
  * hello, G_IO_ERROR_BUSY, G_IO_ERROR_CLOSED), if @file does not encode
  * (G_IO_ERROR_INVALID_ARGUMENT), or if sending it broke the session (G_IO_ERROR_CLOSED; on_broken
  * ran); @func never runs then. Otherwise @check and @func run once the answer comes.
  */
-gboolean sbx_session_file_send(SbxSession *session, SbxFile *file, guint timeout_ms,
-                               SbxSessionFileCheck check, SbxSessionFileFunc func, gpointer data,
-                               GError **error);
+gboolean sbx_session_file_send(SbxSession *session, SbxFile *file, GBytes *data, guint timeout_ms,
+                               SbxSessionFileCheck check, SbxSessionFileFunc func,
+                               gpointer user_data, GError **error);
 
 /** FALSE with @error (as sbx_session_file_send() words it) unless a request can be sent now. */
 gboolean sbx_session_file_can_send(const SbxSession *session, GError **error);

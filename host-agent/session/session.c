@@ -14,6 +14,7 @@
 #include <sys/random.h>
 
 #include "channel.h"
+#include "protocol/frame.h"
 #include "record.h"
 #include "session-private.h"
 
@@ -79,6 +80,8 @@ struct SbxSession {
     SbxSessionFileCheck file_check;
     SbxSessionFileFunc file_func; /* NULL once answered, failed or withdrawn */
     gpointer file_data;
+    SbxMsg data_msg; /* a message whose announced data frame is due (data_due), or zeroed */
+    gboolean data_due;
     gpointer file_op; /* files.c's operation in progress, or NULL */
     GDestroyNotify file_op_free;
 };
@@ -332,6 +335,19 @@ static void channel_lost(SbxSession *s, const char *what)
 static gboolean send_frame(SbxSession *s, uint8_t *frame, size_t len)
 {
     int r = sbx_channel_send(s->channel, frame, len);
+    if (r == -ENOBUFS) {
+        violation(s, "the guest does not read its channel (%u bytes queued)",
+                  SBX_SESSION_WRITE_QUEUE_MAX);
+    } else if (r < 0) {
+        channel_lost(s, "write to the guest failed");
+    }
+    return r == 0;
+}
+
+/* Queue a data frame's payload (its header ends the frame queued before). Like send_frame. */
+static gboolean send_data(SbxSession *s, GBytes *data)
+{
+    int r = sbx_channel_send_bytes(s->channel, data);
     if (r == -ENOBUFS) {
         violation(s, "the guest does not read its channel (%u bytes queued)",
                   SBX_SESSION_WRITE_QUEUE_MAX);
@@ -676,6 +692,36 @@ static gboolean on_frame(const char *payload, gsize len, gpointer data)
         free(why);
         return FALSE;
     }
+    /* A message that announces data is whole with its data frame, the next one: held till
+     * then (the channel refuses anything else). */
+    size_t n = sbx_msg_data_len(&msg);
+    if (n > 0 && sbx_channel_expect_data(s->channel, (guint32)n) < 0) {
+        sbx_msg_clear(&msg); /* cannot happen: the decoder bounds data_len */
+        violation(s, "%s announces a data frame of %zu bytes", sbx_msg_type_name(msg.type), n);
+        return FALSE;
+    }
+    if (n > 0) {
+        s->data_msg = msg;
+        s->data_due = TRUE;
+        return TRUE;
+    }
+    dispatch(s, &msg);
+    sbx_msg_clear(&msg);
+    return s->state != ST_CLOSED;
+}
+
+static gboolean on_data(guint8 *payload, gsize len, gpointer data)
+{
+    SbxSession *s = data;
+    SbxMsg msg = s->data_msg;
+
+    memset(&s->data_msg, 0, sizeof(s->data_msg));
+    s->data_due = FALSE;
+    /* The channel checked the length against the announcement: this cannot fail. */
+    if (sbx_msg_attach_data(&msg, payload, len) < 0 || s->state == ST_CLOSED) {
+        sbx_msg_clear(&msg);
+        return FALSE;
+    }
     dispatch(s, &msg);
     sbx_msg_clear(&msg);
     return s->state != ST_CLOSED;
@@ -723,6 +769,7 @@ SbxSession *sbx_session_new(int fd, const SbxSessionCallbacks *callbacks, gpoint
 {
     static const SbxChannelCallbacks channel_cb = {
         .on_frame = on_frame,
+        .on_data = on_data,
         .on_error = on_channel_error,
     };
     g_return_val_if_fail(callbacks != NULL, NULL);
@@ -751,6 +798,7 @@ void sbx_session_free(SbxSession *session)
     if (session->file_op != NULL) {
         session->file_op_free(session->file_op);
     }
+    sbx_msg_clear(&session->data_msg);
     g_free(session->closed_why);
     sbx_channel_free(session->channel);
     g_hash_table_destroy(session->in_flight);
@@ -1095,21 +1143,45 @@ gboolean sbx_session_file_can_send(const SbxSession *session, GError **error)
     }
 }
 
-gboolean sbx_session_file_send(SbxSession *session, SbxFile *file, guint timeout_ms,
-                               SbxSessionFileCheck check, SbxSessionFileFunc func, gpointer data,
-                               GError **error)
+/* @file's frame, and the header of its data frame at its end when it has data. */
+static int encode_file(const SbxFile *file, uint8_t **ret_frame, size_t *ret_len)
+{
+    SbxMsg msg = {.type = SBX_MSG_FILE, .file = *file};
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    int r = sbx_msg_encode(&msg, &frame, &len);
+
+    if (r == 0 && sbx_msg_data_len(&msg) > 0) {
+        uint8_t *grown = realloc(frame, len + SBX_FRAME_HEADER);
+        r = grown != NULL ? sbx_frame_data_header(file->len, grown + len) : -ENOMEM;
+        frame = grown != NULL ? grown : frame;
+        len += SBX_FRAME_HEADER;
+    }
+    if (r < 0) {
+        free(frame);
+        return r;
+    }
+    *ret_frame = frame;
+    *ret_len = len;
+    return 0;
+}
+
+gboolean sbx_session_file_send(SbxSession *session, SbxFile *file, GBytes *data, guint timeout_ms,
+                               SbxSessionFileCheck check, SbxSessionFileFunc func,
+                               gpointer user_data, GError **error)
 {
     SbxSession *s = session;
-    SbxMsg msg = {.type = SBX_MSG_FILE};
     uint8_t *frame = NULL;
     size_t len = 0;
 
     if (!sbx_session_file_can_send(s, error)) {
         return FALSE;
     }
+    g_return_val_if_fail(file->op != SBX_FILE_WRITE || file->len == 0 ||
+                             (data != NULL && g_bytes_get_size(data) == file->len),
+                         FALSE);
     file->seq = s->file_seq_last = s->file_seq_last == G_MAXUINT32 ? 1 : s->file_seq_last + 1;
-    msg.file = *file;
-    int r = sbx_msg_encode(&msg, &frame, &len);
+    int r = encode_file(file, &frame, &len);
     if (r < 0) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                     "cannot encode the file request: %s", g_strerror(-r));
@@ -1119,14 +1191,15 @@ gboolean sbx_session_file_send(SbxSession *session, SbxFile *file, guint timeout
     s->file_seq = file->seq;
     s->file_timeout_ms = timeout_ms;
     timer_start(s, timeout_ms, on_timer);
-    if (!send_frame(s, frame, len)) { /* closed the session: on_broken ran, no hook yet */
+    if (!send_frame(s, frame, len) || (file->len > 0 && file->op == SBX_FILE_WRITE &&
+                                       !send_data(s, data))) { /* closed: on_broken ran */
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_CLOSED, "cannot send the file request: %s",
                     s->closed_why != NULL ? s->closed_why : "the session is closed");
         return FALSE;
     }
     s->file_check = check;
     s->file_func = func;
-    s->file_data = data;
+    s->file_data = user_data;
     return TRUE;
 }
 

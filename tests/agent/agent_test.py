@@ -38,6 +38,14 @@ class Skip(Exception):
     pass
 
 
+DATA_FRAME = 0x80000000  # bit 31 of a header: a data frame (docs/protocol.md, "Data frames")
+
+
+def data_frame(data):
+    """@data in a data frame (nothing when it is empty: no data frame)."""
+    return struct.pack(">I", DATA_FRAME | len(data)) + data if data else b""
+
+
 def check(cond, what, detail=""):
     if not cond:
         raise Failure(f"{what}\n{detail}" if detail else what)
@@ -61,9 +69,12 @@ class Host:
     def send_raw(self, data):
         self.sock.sendall(data)
 
-    def send(self, msg):
+    def send(self, msg, data=b""):
+        """@msg in a frame; with @data, announced (data_len) and sent in its data frame."""
+        if data:
+            msg = dict(msg, data_len=len(data))
         body = json.dumps(msg).encode()
-        self.send_raw(struct.pack(">I", len(body)) + body)
+        self.send_raw(struct.pack(">I", len(body)) + body + data_frame(data))
 
     def _exact(self, n):
         data = b""
@@ -85,9 +96,19 @@ class Host:
         return body.decode()
 
     def recv(self):
-        """The next message, or None when the agent closed the connection."""
+        """The next message, or None when the agent closed the connection. A file_result that
+        announces data (data_len) gets it from its data frame, the next one, as bytes under
+        "data"."""
         text = self.recv_text()
-        return None if text is None else json.loads(text)
+        msg = None if text is None else json.loads(text)
+        if msg and msg["type"] == "file_result" and msg["ok"] and "data_len" in msg:
+            check("data" not in msg, "no data in the JSON", text[:200])
+            head = self._exact(4)
+            check(head == struct.pack(">I", DATA_FRAME | msg["data_len"]),
+                  "the data frame announced comes next", repr(head))
+            msg["data"] = self._exact(msg["data_len"])
+            check(msg["data"] is not None, "connection closed in the middle of a data frame")
+        return msg
 
     def expect(self, type_):
         msg = self.recv()
@@ -115,20 +136,24 @@ class Host:
             self.agent.executed.add("javascript" if language == "typescript" else language)
         return exec_id
 
-    def file(self, op, path=None, **fields):
-        """One file request and its file_result (same seq); data (bytes) goes as base64."""
+    def file_send(self, op, path=None, data=b"", **fields):
+        """Send one file request (data, bytes, in its data frame); returns its seq."""
         self.next_seq = getattr(self, "next_seq", 0) + 1
         msg = {"type": "file", "seq": self.next_seq, "op": op, **fields}
         if path is not None:
             msg["path"] = path
-        if isinstance(msg.get("data"), bytes):
-            msg["data"] = base64.b64encode(msg["data"]).decode()
-            if not msg["data"]:
-                del msg["data"]
-        self.send(msg)
+        self.send(msg, data)
+        return self.next_seq
+
+    def file_answer(self, seq):
         r = self.expect("file_result")
-        check(r["seq"] == self.next_seq, "file_result with the file's seq", r)
+        check(r["seq"] == seq, "file_result with the file's seq", repr(r)[:500])
         return r
+
+    def file(self, op, path=None, **fields):
+        """One file request and its file_result (same seq); data (bytes) goes in a data
+        frame, a read's comes back as bytes."""
+        return self.file_answer(self.file_send(op, path, **fields))
 
     def file_error(self, op, path, errno_name, code="validation_error", **fields):
         r = self.file(op, path, **fields)
@@ -153,7 +178,7 @@ class Host:
         while True:
             r = self.file("read", path, offset=len(data), length=chunk)
             check(r["ok"], f"read {path}", r)
-            piece = base64.b64decode(r.get("data", ""))
+            piece = r.get("data", b"")
             data += piece
             if len(data) >= r.get("size", 0) or not piece:
                 return data
@@ -1054,6 +1079,20 @@ def test_runner_violation(agent):
     r = h.run("require('fs').writeSync(3, Buffer.from([0, 0, 0, 2, 123, 125])); "
               "await new Promise(r => setTimeout(r, 5000))", "javascript")
     expect_error(r, "protocol_error")
+    # Data frames are the host connection's only: a runner's is a frame over the limit, and a
+    # message announcing one is refused.
+    r = h.run("import os, time\nos.write(3, bytes([0x80, 0, 0, 3]) + b'abc')\ntime.sleep(5)",
+              "python")
+    expect_error(r, "protocol_error")
+    fake_result = json.dumps({"type": "file_result", "seq": 1, "ok": True,
+                              "data_len": 3}).encode()
+    code = ("import os, struct, time\n"
+            f"body = {fake_result!r}\n"
+            "os.write(3, struct.pack('>I', len(body)) + body + bytes([0x80, 0, 0, 3]) + b'abc')\n"
+            "time.sleep(5)")
+    r = h.run(code, "python")
+    expect_error(r, "protocol_error")
+    check("data" in r.error.get("message", ""), "the data frame named", r.summary())
     fake = json.dumps({"type": "done", "id": "x", "status": "cancelled", "exit_code": 0,
                        "duration_ms": 0, "output_truncated": False}).encode()
     code = ("import os, struct, time\n"
@@ -1459,7 +1498,7 @@ def test_files_round_trip(agent):
     r = h.file("read", "a/b/c/blob.bin", offset=len(data), length=10)
     check(r["ok"] and r["size"] == len(data) and "data" not in r, "reading at the end", r)
     r = h.file("read", "a/b/c/blob.bin", offset=5, length=7)
-    check(base64.b64decode(r["data"]) == data[5:12], "a chunk from an offset", r)
+    check(r["data"] == data[5:12], "a chunk from an offset", r)
     h.upload("a/b/c/blob.bin", b"small")
     check(h.download("a/b/c/blob.bin") == b"small", "replaced")
     r = h.file("write", "empty", offset=0, last=True)
@@ -1619,6 +1658,56 @@ def test_file_during_execution(agent):
     check(err["code"] == "protocol_error" and "file" in err["message"], "protocol_error", err)
     h.expect_closed()
     agent.connect().hello()
+
+
+def frame(msg):
+    body = json.dumps(msg).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+def test_files_data_frames(agent):
+    """Chunks travel in data frames: up and down again, a data frame cut in pieces is put back
+    together. A data frame nothing announced, one of another length, a JSON frame where one was
+    due: a protocol error, the connection closed."""
+    h = agent.connect()
+    h.hello()
+    data = os.urandom(4 * 1024 * 1024 + 5)
+    h.upload("w.bin", data)
+    check(h.download("w.bin") == data, "the same bytes back")
+    # a write whose frames come in pieces of 1..7 bytes
+    piece = os.urandom(300)
+    raw = frame({"type": "file", "seq": 90, "op": "write", "path": "frag.bin", "offset": 0,
+                 "data_len": len(piece), "last": True}) + data_frame(piece)
+    i = 0
+    while i < len(raw):
+        h.send_raw(raw[i:i + 1 + i % 7])
+        i += 1 + i % 7
+        time.sleep(0.0005)
+    check(h.file_answer(90)["ok"], "the pieces put back together")
+    check(h.download("frag.bin") == piece, "and written")
+    # data_len belongs to a write: a read's is ignored (no data frame is due)
+    h.send_raw(frame({"type": "file", "seq": 91, "op": "list", "data_len": 3}))
+    check(h.file_answer(91)["ok"], "a list with data_len")
+    h.close()
+
+    def refused(raw, why):
+        h = agent.connect()
+        h.hello()
+        h.send_raw(raw)
+        err = h.expect("error")
+        check(err["code"] == "protocol_error" and why in err["message"], why, err)
+        h.expect_closed()
+
+    refused(data_frame(b"abc"), "a data frame of 3 bytes that no message announced")
+    write = frame({"type": "file", "seq": 1, "op": "write", "path": "x", "offset": 0,
+                   "data_len": 3, "last": True})
+    refused(write + data_frame(b"ab") + b"c",
+            "a data frame of 2 bytes where the data frame of 3 bytes announced was due")
+    ping = frame({"type": "ping", "seq": 1})
+    refused(write + ping, f"a frame of {len(ping) - 4} bytes where the data frame of 3 bytes")
+    refused(write + struct.pack(">I", DATA_FRAME), "a data frame of 0 bytes where")
+    check(sorted(os.listdir(agent.workspace)) == ["frag.bin", "w.bin"], "nothing else written",
+          os.listdir(agent.workspace))
 
 
 TESTS = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("test_")}

@@ -39,8 +39,8 @@ int fake_guest_send_raw(FakeGuest *g, const void *data, size_t len)
 
 int fake_guest_send(FakeGuest *g, const SbxMsg *msg)
 {
-    uint8_t *frame = NULL;
-    size_t len = 0;
+    uint8_t *frame = NULL, header[SBX_FRAME_HEADER];
+    size_t len = 0, n = sbx_msg_data_len(msg);
     int r = sbx_msg_encode(msg, &frame, &len);
     if (r < 0) {
         fake_guest_fail(g, "encode %s: %s", sbx_msg_type_name(msg->type), strerror(-r));
@@ -48,6 +48,12 @@ int fake_guest_send(FakeGuest *g, const SbxMsg *msg)
     }
     r = fake_guest_send_raw(g, frame, len);
     free(frame);
+    /* the data it announces, in its data frame */
+    if (r == 0 && n > 0) {
+        const uint8_t *data = msg->type == SBX_MSG_FILE ? msg->file.data : msg->file_result.data;
+        r = sbx_frame_data_header(n, header) < 0 ? -1 : fake_guest_send_raw(g, header, 4);
+        r = r < 0 ? r : fake_guest_send_raw(g, data, n);
+    }
     return r;
 }
 
@@ -107,7 +113,21 @@ int fake_guest_recv(FakeGuest *g, SbxMsg *msg)
     }
     free(why);
     free(frame);
-    return r < 0 ? -1 : 0;
+    size_t n = r == 0 ? sbx_msg_data_len(msg) : 0;
+    if (n == 0) {
+        return r < 0 ? -1 : 0;
+    }
+    /* the data frame it announced, attached (the host may close before it: after a breach) */
+    if (sbx_frame_reader_expect_data(&g->reader, (uint32_t)n) < 0) {
+        fake_guest_fail(g, "%s announces %zu bytes", sbx_msg_type_name(msg->type), n);
+    } else if ((frame = next_frame(g, &len)) != NULL) {
+        if (sbx_msg_attach_data(msg, (uint8_t *)frame, len) == 0) {
+            return 0;
+        }
+        fake_guest_fail(g, "a data frame of %zu bytes after %zu announced", len, n);
+    }
+    sbx_msg_clear(msg);
+    return -1;
 }
 
 SbxMsg *fake_guest_recv_keep(FakeGuest *g)

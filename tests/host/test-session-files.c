@@ -3,8 +3,10 @@
  * workspace in memory (tests/host/fake-files.c): puts and gets in chunks with their SHA-256,
  * the cap of a get, lists and deletes, the guest's errors as GErrors, cancels, refusals, and
  * hostile answers (a wrong seq, too much data, a size that lies, no answer, a hang-up, an
- * answer twice), each of which closes the session.
+ * answer twice, data frames unannounced, of the wrong length or missing, data on a write's
+ * answer), each of which closes the session.
  */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -759,6 +761,113 @@ static void test_hangup_duplicate(void **state)
     fx_free(fx);
 }
 
+/* ---- hostile data frames ------------------------------------------------------------------ */
+
+typedef enum {
+    HOSTILE_UNANNOUNCED, /* a list answered, then a data frame nothing announced */
+    HOSTILE_SHORT_DATA,  /* a read's answer announces 5 bytes, its data frame has 4 */
+    HOSTILE_JSON_DUE,    /* a read's answer announces 5 bytes, a JSON frame comes instead */
+    HOSTILE_WRITE_DATA,  /* a write's answer with a data frame */
+    HOSTILE_CUT,         /* a read's answer announces 5 bytes, the guest hangs up after 2 */
+} Hostile;
+
+static Hostile hostile;
+
+static void send_data_frame(FakeGuest *g, guint32 len, const char *bytes)
+{
+    guint8 h[4] = {0x80 | (guint8)(len >> 24), (guint8)(len >> 16), (guint8)(len >> 8),
+                   (guint8)len};
+
+    fake_guest_send_raw(g, h, 4);
+    fake_guest_send_raw(g, bytes, strlen(bytes));
+}
+
+/* hello, then one request answered as @hostile says. */
+static void script_hostile(FakeGuest *g)
+{
+    SbxMsg m = {0};
+    g_autofree char *json = NULL;
+
+    if (fake_guest_hello(g) < 0 || fake_guest_recv(g, &m) < 0 || m.type != SBX_MSG_FILE) {
+        fake_guest_fail(g, "expected hello, then a file request");
+        return;
+    }
+    switch (hostile) {
+    case HOSTILE_UNANNOUNCED:
+        json = g_strdup_printf("{\"type\":\"file_result\",\"seq\":%u,\"ok\":true,\"entries\":[]}",
+                               m.file.seq);
+        fake_guest_send_json(g, json);
+        send_data_frame(g, 3, "abc");
+        break;
+    case HOSTILE_SHORT_DATA:
+    case HOSTILE_JSON_DUE:
+    case HOSTILE_CUT:
+        json = g_strdup_printf("{\"type\":\"file_result\",\"seq\":%u,\"ok\":true,\"size\":5,"
+                               "\"data_len\":5}",
+                               m.file.seq);
+        fake_guest_send_json(g, json);
+        if (hostile == HOSTILE_SHORT_DATA) {
+            send_data_frame(g, 4, "abcd");
+        } else if (hostile == HOSTILE_JSON_DUE) {
+            fake_guest_send_json(g, "{\"type\":\"ping\",\"seq\":1}");
+        } else {
+            send_data_frame(g, 5, "ab");
+            sbx_msg_clear(&m);
+            return; /* hang up in the middle of it */
+        }
+        break;
+    case HOSTILE_WRITE_DATA:
+        json = g_strdup_printf("{\"type\":\"file_result\",\"seq\":%u,\"ok\":true,\"size\":%" PRIu64
+                               ",\"data_len\":1}",
+                               m.file.seq, m.file.offset + m.file.len);
+        fake_guest_send_json(g, json);
+        send_data_frame(g, 1, "x");
+        break;
+    }
+    sbx_msg_clear(&m);
+    while (fake_guest_recv(g, &m) == 0) { /* the host's error, then its hang-up */
+        sbx_msg_clear(&m);
+    }
+}
+
+/* @kind against a put of 3 MiB (writes) or a get of 5 bytes (reads) or a list: the session
+ * closes with @why, the operation fails with it. */
+static void expect_hostile(Hostile kind, const char *why)
+{
+    Fx *fx;
+    g_autoptr(GBytes) three = random_bytes(3 * MIB, 24);
+
+    hostile = kind;
+    fx = fx_new_with(fake_files_new(), script_hostile, &watch, TRUE);
+    if (kind == HOSTILE_WRITE_DATA) {
+        put(fx, "h", three);
+    } else if (kind == HOSTILE_UNANNOUNCED) {
+        list(fx, NULL);
+        assert_null(fx->error); /* the answer was fine; what follows it is not */
+        assert_true(wait_for(&fx->broken_count, 1, WAIT_MS));
+    } else {
+        get(fx, "h", 100, FALSE);
+    }
+    if (kind != HOSTILE_UNANNOUNCED) {
+        assert_error(
+            fx, kind == HOSTILE_CUT ? G_IO_ERROR_CONNECTION_CLOSED : G_IO_ERROR_INVALID_DATA, why);
+    }
+    assert_closed(fx, why);
+    fx_free(fx);
+}
+
+static void test_hostile_data_frames(void **state)
+{
+    (void)state;
+    expect_hostile(HOSTILE_UNANNOUNCED, "a data frame of 3 bytes that no message announced");
+    expect_hostile(HOSTILE_SHORT_DATA,
+                   "a data frame of 4 bytes where the data frame of 5 bytes announced was due");
+    expect_hostile(HOSTILE_JSON_DUE,
+                   "a frame of 23 bytes where the data frame of 5 bytes announced was due");
+    expect_hostile(HOSTILE_WRITE_DATA, "file_result of a write carries 1 bytes of data");
+    expect_hostile(HOSTILE_CUT, "in the middle of a frame");
+}
+
 /* ---- refusals ------------------------------------------------------------------------------- */
 
 static void on_tool_call(SbxSession *s, guint32 call_id, const char *provider, const char *tool,
@@ -1007,6 +1116,7 @@ int main(void)
         cmocka_unit_test(test_cancel_in_flight),
         cmocka_unit_test(test_cancel_from_pull),
         cmocka_unit_test(test_send_breaks),
+        cmocka_unit_test(test_hostile_data_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

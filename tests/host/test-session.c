@@ -271,6 +271,16 @@ static void test_malformed_frame(void **state)
 
 static void script_oversize(FakeGuest *g)
 {
+    static const uint8_t header[4] = {0x7f, 0xff, 0xff, 0xff};
+    if (fake_guest_handshake(g, NULL) < 0) {
+        return;
+    }
+    fake_guest_send_raw(g, header, sizeof(header));
+}
+
+/* Bit 31: a data frame, which nothing announced during an execution (only file messages do). */
+static void script_data_frame(FakeGuest *g)
+{
     static const uint8_t header[4] = {0xff, 0xff, 0xff, 0xff};
     if (fake_guest_handshake(g, NULL) < 0) {
         return;
@@ -281,7 +291,9 @@ static void script_oversize(FakeGuest *g)
 static void test_oversize_header(void **state)
 {
     (void)state;
-    expect_violation(script_oversize, NULL, "4294967295");
+    expect_violation(script_oversize, NULL, "frame of 2147483647 bytes announced, limit 4194304");
+    expect_violation(script_data_frame, NULL,
+                     "a data frame of 2147483647 bytes that no message announced");
 }
 
 static void script_empty_frame(FakeGuest *g)

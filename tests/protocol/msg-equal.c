@@ -61,11 +61,12 @@ static bool tool_result_eq(const SbxToolResult *a, const SbxToolResult *b)
            (a->ok ? str_eq(a->result_json, b->result_json) : error_eq(&a->error, &b->error));
 }
 
+/* A file's chunk is not in the message (a data frame carries it): only its length is. */
 static bool file_eq(const SbxFile *a, const SbxFile *b)
 {
     return a->seq == b->seq && a->op == b->op && str_eq(a->path, b->path) &&
-           a->offset == b->offset && bytes_eq(a->data, a->len, b->data, b->len) &&
-           a->last == b->last && a->length == b->length;
+           a->offset == b->offset && a->len == b->len && a->last == b->last &&
+           a->length == b->length;
 }
 
 static bool file_result_eq(const SbxFileResult *a, const SbxFileResult *b)
@@ -74,8 +75,8 @@ static bool file_result_eq(const SbxFileResult *a, const SbxFileResult *b)
         return false;
     if (!a->ok)
         return error_eq(&a->error, &b->error);
-    if (a->size != b->size || !bytes_eq(a->data, a->len, b->data, b->len) ||
-        !a->entries != !b->entries || a->n_entries != b->n_entries || a->truncated != b->truncated)
+    if (a->size != b->size || a->len != b->len || !a->entries != !b->entries ||
+        a->n_entries != b->n_entries || a->truncated != b->truncated)
         return false;
     for (size_t i = 0; i < a->n_entries; i++)
         if (!str_eq(a->entries[i].path, b->entries[i].path) ||

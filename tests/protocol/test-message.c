@@ -208,13 +208,26 @@ static void test_file(void **state)
 
     (void)state;
     fill(chunk, sizeof(chunk));
+    /* the chunk is announced, not carried: its data frame follows (sbx_msg_data_len) */
+    json = round_trip(&w);
+    assert_non_null(strstr(json, "\"data_len\":300,"));
+    assert_null(strstr(json, "\"data\""));
+    assert_int_equal(sbx_msg_data_len(&w), 300);
+    free(json);
+    w.file.len = SBX_FILE_CHUNK_MAX;
     check_round_trip(&w);
-    w.file.data = NULL; /* an empty file: no data member */
+    w.file.data = NULL; /* an empty file: no data_len, no data frame */
     w.file.len = 0;
     w.file.offset = 0;
     json = round_trip(&w);
-    assert_null(strstr(json, "\"data\""));
+    assert_null(strstr(json, "\"data"));
+    assert_int_equal(sbx_msg_data_len(&w), 0);
     free(json);
+    w.file.len = SBX_FILE_CHUNK_MAX + 1;
+    assert_int_equal(sbx_msg_encode(&w, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+    r.file.len = 5; /* only a write has data: a read's len is not its business */
+    assert_int_equal(sbx_msg_data_len(&r), 0);
+    r.file.len = 0;
     check_round_trip(&r);
     json = round_trip(&l);
     assert_string_equal(json, "{\"type\":\"file\",\"seq\":9,\"op\":\"list\"}");
@@ -255,14 +268,56 @@ static void test_file_result(void **state)
 
     (void)state;
     fill(chunk, sizeof(chunk));
-    check_round_trip(&ok);
+    json = round_trip(&ok);
+    assert_string_equal(json, "{\"type\":\"file_result\",\"seq\":3,\"ok\":true,\"size\":1000,"
+                              "\"data_len\":100}");
+    assert_int_equal(sbx_msg_data_len(&ok), 100);
+    free(json);
+    ok.file_result.len = SBX_FILE_CHUNK_MAX + 1;
+    assert_int_equal(sbx_msg_encode(&ok, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
     check_round_trip(&list);
+    bad.file_result.len = 100; /* a refusal has no data */
+    assert_int_equal(sbx_msg_data_len(&bad), 0);
+    bad.file_result.len = 0;
     json = round_trip(&empty); /* an empty list is a list */
     assert_non_null(strstr(json, "\"entries\":[]"));
     free(json);
     check_round_trip(&bad);
     entries[1].path = "/etc/passwd";
     assert_int_equal(sbx_msg_encode(&list, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+}
+
+/* The connection's reader attaches a data frame's payload to the message that announced it. */
+static void test_attach_data(void **state)
+{
+    const char *read_ok = "{\"type\":\"file_result\",\"seq\":1,\"ok\":true,\"size\":3,"
+                          "\"data_len\":3}",
+               *write = "{\"type\":\"file\",\"seq\":1,\"op\":\"write\",\"path\":\"a\","
+                        "\"offset\":0,\"data_len\":2,\"last\":true}",
+               *ping = "{\"type\":\"ping\",\"seq\":1}";
+    SbxMsg m;
+    uint8_t *data;
+
+    (void)state;
+    assert_int_equal(sbx_msg_decode(read_ok, strlen(read_ok), &m, NULL), 0);
+    assert_int_equal(sbx_msg_data_len(&m), 3);
+    assert_null(m.file_result.data);
+    assert_int_equal(sbx_msg_attach_data(&m, malloc(2), 2), -EINVAL); /* freed: no leak */
+    data = malloc(3);
+    memcpy(data, "abc", 3);
+    assert_int_equal(sbx_msg_attach_data(&m, data, 3), 0);
+    assert_memory_equal(m.file_result.data, "abc", 3);
+    assert_int_equal(sbx_msg_attach_data(&m, malloc(3), 3), -EINVAL); /* already there */
+    sbx_msg_clear(&m);
+    assert_int_equal(sbx_msg_decode(write, strlen(write), &m, NULL), 0);
+    assert_int_equal(sbx_msg_data_len(&m), 2);
+    assert_int_equal(sbx_msg_attach_data(&m, (uint8_t *)strdup("xy"), 2), 0);
+    assert_memory_equal(m.file.data, "xy", 2);
+    sbx_msg_clear(&m); /* frees the data */
+    assert_int_equal(sbx_msg_decode(ping, strlen(ping), &m, NULL), 0);
+    assert_int_equal(sbx_msg_data_len(&m), 0);
+    assert_int_equal(sbx_msg_attach_data(&m, malloc(1), 1), -EINVAL);
+    sbx_msg_clear(&m);
 }
 
 static void test_workspace_path(void **state)
@@ -623,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_execute_kwargs_keep),
         cmocka_unit_test(test_file),
         cmocka_unit_test(test_file_result),
+        cmocka_unit_test(test_attach_data),
         cmocka_unit_test(test_workspace_path),
         cmocka_unit_test(test_started_cancel),
         cmocka_unit_test(test_output),

@@ -94,8 +94,6 @@ static void test_missing_field(void **state)
 /* Files: what a hostile guest answers, and what a host may ask. */
 static void test_file_rules(void **state)
 {
-    SbxMsg m;
-
     (void)state;
     expect_reject("{\"type\":\"file\",\"seq\":1,\"op\":\"read\",\"path\":\"../x\","
                   "\"offset\":0,\"length\":1}",
@@ -139,9 +137,50 @@ static void test_file_rules(void **state)
     snprintf(many + n, cap - n, "]}");
     expect_reject(many, "file_result.entries: expected an array of at most 1024 entries");
     free(many);
-    /* the read answer's data: at most one chunk */
-    expect_accept("{\"type\":\"file_result\",\"seq\":1,\"ok\":true,\"data\":\"\"}", &m);
-    assert_int_equal(m.file_result.len, 0);
+}
+
+/* data_len announces a data frame of 1..SBX_FILE_CHUNK_MAX bytes, on a write or an ok answer. */
+static void test_data_len(void **state)
+{
+    static const char *const bad[] = {"0", "-1", "1.5", "1048577", "4294967297", "\"1\"", "true"};
+    char json[256];
+    SbxMsg m;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(json, sizeof(json),
+                 "{\"type\":\"file\",\"seq\":1,\"op\":\"write\",\"path\":\"a\",\"offset\":0,"
+                 "\"data_len\":%s,\"last\":true}",
+                 bad[i]);
+        expect_reject(json, "file.data_len: expected an integer 1..1048576");
+        snprintf(json, sizeof(json),
+                 "{\"type\":\"file_result\",\"seq\":1,\"ok\":true,\"data_len\":%s}", bad[i]);
+        expect_reject(json, "file_result.data_len: expected an integer 1..1048576");
+    }
+    expect_accept("{\"type\":\"file_result\",\"seq\":1,\"ok\":true,\"data_len\":1048576}", &m);
+    assert_int_equal(sbx_msg_data_len(&m), SBX_FILE_CHUNK_MAX);
+    sbx_msg_clear(&m);
+    /* null is absent: no data frame follows */
+    expect_accept("{\"type\":\"file_result\",\"seq\":1,\"ok\":true,\"data_len\":null}", &m);
+    assert_int_equal(sbx_msg_data_len(&m), 0);
+    sbx_msg_clear(&m);
+    /* the other branch's member, and a member of another operation, announce nothing */
+    expect_accept("{\"type\":\"file_result\",\"seq\":1,\"ok\":false,\"data_len\":5,"
+                  "\"error\":{\"code\":\"internal_error\",\"message\":\"x\"}}",
+                  &m);
+    assert_int_equal(sbx_msg_data_len(&m), 0);
+    sbx_msg_clear(&m);
+    expect_accept("{\"type\":\"file\",\"seq\":1,\"op\":\"read\",\"path\":\"a\",\"offset\":0,"
+                  "\"length\":1,\"data_len\":0}",
+                  &m);
+    assert_int_equal(sbx_msg_data_len(&m), 0);
+    sbx_msg_clear(&m);
+    /* base64 data is no file chunk any more: an unknown member, ignored */
+    expect_accept("{\"type\":\"file\",\"seq\":1,\"op\":\"write\",\"path\":\"a\",\"offset\":0,"
+                  "\"data\":\"AAEC\",\"last\":true}",
+                  &m);
+    assert_int_equal(m.file.len, 0);
+    assert_null(m.file.data);
     sbx_msg_clear(&m);
 }
 
@@ -653,6 +692,7 @@ int main(void)
         cmocka_unit_test(test_too_many_values),
         cmocka_unit_test(test_null_error_pointer),
         cmocka_unit_test(test_file_rules),
+        cmocka_unit_test(test_data_len),
     };
 
     return cmocka_run_group_tests_name("reject", tests, NULL, NULL);
