@@ -1,8 +1,9 @@
 /*
  * The workspace and its file operations (docs/protocol.md, "Files"): `file` requests from the
- * host (write, read, list, delete), each answered by one `file_result`. A write's chunk comes
- * attached to its request (the link read its data frame), a read's goes after its answer in a
- * data frame of its own, from the buffer pread() filled.
+ * host (write, read, list, delete), each answered by one `file_result`, in the order they came
+ * (the host keeps a few in flight: they wait in the connection, unread, while one is served).
+ * A write's chunk comes attached to its request (the link read its data frame), a read's goes
+ * after its answer in a data frame of its own, from the buffer pread() filled.
  *
  * Code in the VM owns the workspace and may plant symbolic links, FIFOs or mount points in it,
  * and a kept runner's background code may change it while we work. So every path is resolved

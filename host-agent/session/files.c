@@ -1,8 +1,8 @@
 /*
  * Workspace file operations on a session (see files.h): puts in chunks, gets under a cap,
- * lists and deletes, each a series of single requests that session.c sends and whose answers
- * it hands back here; the checks of each answer against its request; the guest's errors as
- * GErrors.
+ * lists and deletes, each a series of requests that session.c sends (a put's and a get's up to
+ * SBX_SESSION_FILE_WINDOW ahead of their answers) and whose answers it hands back here, in
+ * order; the checks of each answer against its request; the guest's errors as GErrors.
  */
 #include "files.h"
 
@@ -17,20 +17,33 @@ static const char *const kind_names[] = {
     [KIND_DELETE] = "delete",
 };
 
-/* An operation in progress: attached to its session until it ends or is cancelled. */
+/* A request in flight: what its answer must match. */
 typedef struct {
-    SbxSession *session;
-    Kind kind;
-    char *path; /* NULL: the workspace's root (a list) */
-    /* the request in flight */
-    SbxFileOp op;
     guint64 offset;
     gsize len;      /* write: the chunk's bytes */
     guint32 length; /* read: bytes asked */
     gboolean last;  /* write: the chunk is the last */
+    gboolean stale; /* read: asked before a short answer moved the reading back: not used */
+} Req;
+
+/* An operation in progress: attached to its session until it ends or is cancelled. */
+typedef struct {
+    SbxSession *session;
+    Kind kind;
+    char *path;   /* NULL: the workspace's root (a list) */
+    SbxFileOp op; /* its requests' operation */
+    /* the requests in flight, oldest first (a ring): answers come in this order */
+    Req reqs[SBX_SESSION_FILE_WINDOW];
+    guint head, n_reqs;
+    /* Over (put, get): the outcome waits for the answers still owed, which are read, checked
+     * and dropped, so that the session is idle again when the caller hears of it. */
+    gboolean ending;
+    GError *end_error; /* what it ended with; NULL: it succeeded */
     /* put */
     GBytes *contents;
     SbxFilePullFunc pull;
+    guint64 sent;       /* bytes sent so far */
+    gboolean sent_last; /* the last chunk is sent */
     /* get */
     guint64 max_bytes;
     SbxFileChunkFunc on_chunk;
@@ -38,6 +51,8 @@ typedef struct {
     guint8 *data;  /* what came so far: bytes of it, room for alloc (both <= max_bytes) */
     gsize alloc;
     GBytes *result;
+    guint64 next;      /* the offset to ask for next */
+    guint64 told_size; /* the file's size as the latest answer said (0 before the first) */
     /* put, get */
     GChecksum *sha;
     guint64 bytes; /* put: bytes the guest acknowledged; get: bytes received */
@@ -57,6 +72,7 @@ static void op_free(gpointer p)
 
     g_free(op->path);
     g_clear_pointer(&op->contents, g_bytes_unref);
+    g_clear_error(&op->end_error);
     g_free(op->data);
     g_clear_pointer(&op->result, g_bytes_unref);
     g_clear_pointer(&op->sha, g_checksum_free);
@@ -187,6 +203,40 @@ static void finish(Op *op, const SbxFileResult *answer, const SbxFileOutcome *ou
     op_free(op);
 }
 
+/* The size and digest of a put's or a get's bytes. */
+static void transfer_outcome(Op *op, SbxFileOutcome *out)
+{
+    out->size = op->bytes;
+    g_strlcpy(out->sha256, g_checksum_get_string(op->sha), sizeof(out->sha256));
+}
+
+/*
+ * A put or a get is over, with @error or done (NULL): say so once no answer is owed any more
+ * (the answers to requests still in flight are drained first: see Op.ending). The first
+ * outcome stands.
+ */
+static void transfer_end(Op *op, const GError *error)
+{
+    if (!op->ending) {
+        op->ending = TRUE;
+        op->end_error = error != NULL ? g_error_copy(error) : NULL;
+    }
+    if (op->n_reqs > 0) {
+        return;
+    }
+    if (op->end_error != NULL) {
+        finish(op, NULL, NULL, op->end_error);
+        return;
+    }
+    SbxFileOutcome out = {0};
+    transfer_outcome(op, &out);
+    if (op->keep) {
+        op->result = g_bytes_new_take(g_steal_pointer(&op->data), op->bytes);
+        out.data = op->result;
+    }
+    finish(op, NULL, &out, NULL);
+}
+
 static void fail(Op *op, GIOErrorEnum code, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 
 static void fail(Op *op, GIOErrorEnum code, const char *fmt, ...)
@@ -197,24 +247,24 @@ static void fail(Op *op, GIOErrorEnum code, const char *fmt, ...)
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
     g_autoptr(GError) error = g_error_new_literal(G_IO_ERROR, code, msg);
-    finish(op, NULL, NULL, error);
+    transfer_end(op, error);
 }
 
-/* The next request could not be sent: fail, unless the owner cancelled meanwhile. */
+/*
+ * The next request could not be sent (@error): the transfer fails, unless the owner cancelled
+ * meanwhile (then it is only freed). Requests still in flight are drained first, unless the
+ * session closed (the send broke it): then none will be answered.
+ */
 static void failed_to_go_on(Op *op, const GError *error)
 {
     if (op->cancelled) {
         op_free(op);
-    } else {
-        finish(op, NULL, NULL, error);
+        return;
     }
-}
-
-/* The size and digest of a put's or a get's bytes. */
-static void transfer_outcome(Op *op, SbxFileOutcome *out)
-{
-    out->size = op->bytes;
-    g_strlcpy(out->sha256, g_checksum_get_string(op->sha), sizeof(out->sha256));
+    if (sbx_session_file_in_flight(op->session) == 0) {
+        op->n_reqs = 0;
+    }
+    transfer_end(op, error);
 }
 
 /* ---- sending and checking ------------------------------------------------------------------ */
@@ -230,32 +280,33 @@ static guint op_timeout(const Op *op)
                                                                : SBX_SESSION_FILE_TREE_TIMEOUT_MS;
 }
 
-/* An answer (seq matched, ok) against the request in flight: NULL, or the breach. */
+/* An answer (seq matched: the oldest request's; ok) against its request: NULL, or the breach. */
 static char *check_answer(const SbxFileResult *a, gpointer data)
 {
     const Op *op = data;
+    const Req *req = &op->reqs[op->head];
 
     if (op->op != SBX_FILE_READ && a->len > 0) {
         return g_strdup_printf("file_result of a %s carries %zu bytes of data",
                                sbx_file_op_name(op->op), a->len);
     }
-    if (op->op == SBX_FILE_WRITE && a->size != op->offset + op->len) {
+    if (op->op == SBX_FILE_WRITE && a->size != req->offset + req->len) {
         return g_strdup_printf("file_result of a write of %zu bytes at offset %" G_GUINT64_FORMAT
                                " says %" G_GUINT64_FORMAT " bytes written",
-                               op->len, op->offset, a->size);
+                               req->len, req->offset, a->size);
     }
-    if (op->op == SBX_FILE_READ && a->len > op->length) {
+    if (op->op == SBX_FILE_READ && a->len > req->length) {
         return g_strdup_printf("file_result of a read carries %zu bytes, %u asked", a->len,
-                               op->length);
+                               req->length);
     }
     /* With no data, a size below the offset is the truth about a file that shrank: get
      * judges that; data past the size the answer itself gives is not. */
     if (op->op == SBX_FILE_READ && a->len > 0 &&
-        (op->offset > a->size || a->len > a->size - op->offset)) {
+        (req->offset > a->size || a->len > a->size - req->offset)) {
         return g_strdup_printf(
             "file_result of a read carries %zu bytes at offset %" G_GUINT64_FORMAT
             " of a file of %" G_GUINT64_FORMAT " bytes",
-            a->len, op->offset, a->size);
+            a->len, req->offset, a->size);
     }
     return NULL;
 }
@@ -263,19 +314,35 @@ static char *check_answer(const SbxFileResult *a, gpointer data)
 static void on_answer(SbxSession *session, const SbxFileResult *answer, const GError *error,
                       gpointer data);
 
-/* Send @req for @op (a write's chunk: @data, or NULL), remembering what the answer must match. */
+/*
+ * Send @req for @op (a write's chunk: @data, or NULL), remembering what its answer must match.
+ * FALSE (@error set): not sent; if the session closed meanwhile, no request of @op in flight
+ * will be answered either (sbx_session_file_in_flight() is 0).
+ */
 static gboolean op_send(Op *op, SbxFile *req, GBytes *data, GError **error)
 {
+    g_assert(op->n_reqs < SBX_SESSION_FILE_WINDOW);
     op->op = req->op;
-    op->offset = req->offset;
-    op->len = req->len;
-    op->length = req->length;
-    op->last = req->last;
     op->guarded++;
     gboolean sent = sbx_session_file_send(op->session, req, data, op_timeout(op), check_answer,
                                           on_answer, op, error);
     op->guarded--;
+    if (sent) {
+        op->reqs[(op->head + op->n_reqs) % SBX_SESSION_FILE_WINDOW] =
+            (Req){.offset = req->offset, .len = req->len, .length = req->length, .last = req->last};
+        op->n_reqs++;
+    }
     return sent;
+}
+
+/* The answer to the oldest request came: forget it, return it. */
+static Req op_answered(Op *op)
+{
+    Req req = op->reqs[op->head];
+
+    op->head = (op->head + 1) % SBX_SESSION_FILE_WINDOW;
+    op->n_reqs--;
+    return req;
 }
 
 /* ---- put ----------------------------------------------------------------------------------- */
@@ -319,17 +386,17 @@ static gboolean pull_chunk(Op *op, guint8 *buf, gsize *ret_len, bool *ret_last, 
     return TRUE;
 }
 
-/* The next chunk (from op->bytes on) and whether it is the last; NULL data when it is empty. */
+/* The next chunk (from op->sent on) and whether it is the last; NULL data when it is empty. */
 static gboolean put_chunk(Op *op, GBytes **ret_data, SbxFile *req, GError **error)
 {
     if (op->contents != NULL) {
         gsize total = g_bytes_get_size(op->contents);
-        req->len = MIN((gsize)SBX_FILE_CHUNK_MAX, total - op->bytes);
-        req->last = op->bytes + req->len == total;
-        *ret_data = req->len > 0 ? g_bytes_new_from_bytes(op->contents, op->bytes, req->len) : NULL;
+        req->len = MIN((gsize)SBX_FILE_CHUNK_MAX, total - op->sent);
+        req->last = op->sent + req->len == total;
+        *ret_data = req->len > 0 ? g_bytes_new_from_bytes(op->contents, op->sent, req->len) : NULL;
         return TRUE;
     }
-    /* A buffer of its own: the channel holds it until it is written. */
+    /* Each chunk its own buffer: it stays queued in the channel after this returns. */
     guint8 *buf = g_malloc(SBX_FILE_CHUNK_MAX);
     bool last = false;
     if (!pull_chunk(op, buf, &req->len, &last, error)) {
@@ -344,31 +411,36 @@ static gboolean put_chunk(Op *op, GBytes **ret_data, SbxFile *req, GError **erro
     return TRUE;
 }
 
-/* Send the next chunk, from op->bytes on (the bytes the guest acknowledged). */
-static gboolean put_next(Op *op, GError **error)
+/* Send chunks, from op->sent on, until the window is full or the last one is out. */
+static gboolean put_fill(Op *op, GError **error)
 {
-    SbxFile req = {.op = SBX_FILE_WRITE, .path = op->path, .offset = op->bytes};
-    g_autoptr(GBytes) data = NULL;
+    while (!op->sent_last && op->n_reqs < SBX_SESSION_FILE_WINDOW) {
+        SbxFile req = {.op = SBX_FILE_WRITE, .path = op->path, .offset = op->sent};
+        g_autoptr(GBytes) data = NULL;
 
-    if (!put_chunk(op, &data, &req, error)) {
-        return FALSE;
+        if (!put_chunk(op, &data, &req, error)) {
+            return FALSE;
+        }
+        if (data != NULL) {
+            g_checksum_update(op->sha, g_bytes_get_data(data, NULL), req.len);
+        }
+        if (!op_send(op, &req, data, error)) {
+            return FALSE;
+        }
+        op->sent += req.len;
+        op->sent_last = req.last;
     }
-    if (data != NULL) {
-        g_checksum_update(op->sha, g_bytes_get_data(data, NULL), req.len);
-    }
-    return op_send(op, &req, data, error);
+    return TRUE;
 }
 
-static void put_answered(Op *op)
+static void put_answered(Op *op, const Req *req)
 {
     g_autoptr(GError) error = NULL;
 
-    op->bytes = op->offset + op->len; /* what the answer said: check_answer */
-    if (op->last) {
-        SbxFileOutcome out = {0};
-        transfer_outcome(op, &out);
-        finish(op, NULL, &out, NULL);
-    } else if (!put_next(op, &error)) {
+    op->bytes = req->offset + req->len; /* what the answer said: check_answer */
+    if (req->last) {
+        transfer_end(op, NULL);
+    } else if (!put_fill(op, &error)) {
         failed_to_go_on(op, error);
     }
 }
@@ -378,15 +450,29 @@ static void put_answered(Op *op)
 /*
  * Ask for what the cap leaves (a chunk at most, a byte at least), not for what the last answer
  * said remains: a file that grows while it is read then comes in full chunks, not in slivers,
- * and an answer whose size lies low is caught by its own data.
+ * and an answer whose size lies low is caught by its own data. Once an answer told the file's
+ * size, the chunks up to it are asked ahead, the window's worth.
  */
-static gboolean get_next(Op *op, GError **error)
+static gboolean get_send(Op *op, GError **error)
 {
-    SbxFile req = {.op = SBX_FILE_READ, .path = op->path, .offset = op->bytes};
+    SbxFile req = {.op = SBX_FILE_READ, .path = op->path, .offset = op->next};
 
-    req.length = (guint32)CLAMP(op->max_bytes - op->bytes, 1, SBX_FILE_CHUNK_MAX);
+    req.length = (guint32)CLAMP(op->max_bytes - op->next, 1, SBX_FILE_CHUNK_MAX);
+    if (!op_send(op, &req, NULL, error)) {
+        return FALSE;
+    }
+    op->next += req.length;
+    return TRUE;
+}
 
-    return op_send(op, &req, NULL, error);
+static gboolean get_fill(Op *op, GError **error)
+{
+    while (op->next < op->told_size && op->n_reqs < SBX_SESSION_FILE_WINDOW) {
+        if (!get_send(op, error)) {
+            return FALSE;
+        }
+    }
+    return TRUE;
 }
 
 /*
@@ -431,15 +517,19 @@ static gboolean get_deliver(Op *op, const SbxFileResult *a)
         if (error == NULL) {
             error = g_error_new(G_IO_ERROR, G_IO_ERROR_FAILED, "the chunk's consumer failed");
         }
-        finish(op, NULL, NULL, error);
+        transfer_end(op, error);
     }
     return go_on;
 }
 
-static void get_answered(Op *op, const SbxFileResult *a)
+/* The answer @a to @req, in order. A request asked before a short answer is not used. */
+static void get_answered(Op *op, const Req *req, const SbxFileResult *a)
 {
     g_autoptr(GError) error = NULL;
 
+    if (req->stale) {
+        goto more;
+    }
     if (a->size > op->max_bytes) {
         fail(op, G_IO_ERROR_MESSAGE_TOO_LARGE,
              op->bytes == 0 ? "the file has %" G_GUINT64_FORMAT " bytes, more than the cap of "
@@ -462,15 +552,21 @@ static void get_answered(Op *op, const SbxFileResult *a)
         return;
     }
     op->bytes += a->len; /* <= a->size <= max_bytes: check_answer */
+    op->told_size = a->size;
     if (op->bytes == a->size) {
-        SbxFileOutcome out = {0};
-        transfer_outcome(op, &out);
-        if (op->keep) {
-            op->result = g_bytes_new_take(g_steal_pointer(&op->data), op->bytes);
-            out.data = op->result;
+        transfer_end(op, NULL);
+        return;
+    }
+    /* Short of what was asked, and of the size (the file changed): the requests after it ask
+     * from the wrong offsets. Drop their answers, ask again from here. */
+    if (a->len < req->length) {
+        for (guint i = 0; i < op->n_reqs; i++) {
+            op->reqs[(op->head + i) % SBX_SESSION_FILE_WINDOW].stale = TRUE;
         }
-        finish(op, NULL, &out, NULL);
-    } else if (!get_next(op, &error)) {
+        op->next = op->bytes;
+    }
+more:
+    if (!get_fill(op, &error)) {
         failed_to_go_on(op, error);
     }
 }
@@ -484,21 +580,30 @@ static void on_answer(SbxSession *session, const SbxFileResult *answer, const GE
     (void)session;
 
     if (error != NULL) {
-        finish(op, NULL, NULL, error); /* the session is closed */
+        finish(op, NULL, NULL, error); /* the session is closed: nothing more will come */
+        return;
+    }
+    Req req = op_answered(op);
+    if (op->ending) { /* drained */
+        transfer_end(op, NULL);
         return;
     }
     if (!answer->ok) {
         g_autoptr(GError) refused = guest_error(op, &answer->error);
-        finish(op, NULL, NULL, refused);
+        if (op->kind == KIND_PUT || op->kind == KIND_GET) {
+            transfer_end(op, refused);
+        } else {
+            finish(op, NULL, NULL, refused);
+        }
         return;
     }
     SbxFileOutcome out = {0};
     switch (op->kind) {
     case KIND_PUT:
-        put_answered(op);
+        put_answered(op, &req);
         break;
     case KIND_GET:
-        get_answered(op, answer);
+        get_answered(op, &req, answer);
         break;
     case KIND_LIST:
         out.entries = answer->entries;
@@ -571,14 +676,37 @@ gboolean sbx_session_file_request_async(SbxSession *session, const SbxFile *requ
     }
     op->answer = func;
     op->user_data = user_data;
+    g_autoptr(GBytes) data = req.op == SBX_FILE_WRITE && req.len > 0 && req.data != NULL
+                                 ? g_bytes_new(req.data, req.len)
+                                 : NULL;
     if (req.op == SBX_FILE_WRITE && req.len > 0 && req.data == NULL) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                     "a write of %zu bytes without them", req.len);
         return op_abandon(op, error);
     }
-    g_autoptr(GBytes) data =
-        req.op == SBX_FILE_WRITE && req.len > 0 ? g_bytes_new(req.data, req.len) : NULL;
     return op_send(op, &req, data, error) || op_abandon(op, error);
+}
+
+/*
+ * The window's first chunks. Failing before any is out, the put does not start; failing after,
+ * it fails once their answers are in (done never runs from in here: at least one is owed).
+ */
+static gboolean put_start(Op *op, GError **error)
+{
+    GError *local = NULL;
+
+    if (put_fill(op, &local)) {
+        return TRUE;
+    }
+    if (op->n_reqs == 0 || op->cancelled || sbx_session_file_in_flight(op->session) == 0) {
+        if (local != NULL) { /* none: cancelled from the pull function */
+            g_propagate_error(error, local);
+        }
+        return op_abandon(op, error);
+    }
+    transfer_end(op, local);
+    g_error_free(local);
+    return TRUE;
 }
 
 static Op *transfer_new(SbxSession *session, Kind kind, const char *path, SbxFileDoneFunc done,
@@ -603,7 +731,7 @@ gboolean sbx_session_file_put_async(SbxSession *session, const char *path, GByte
         return FALSE;
     }
     op->contents = g_bytes_ref(contents);
-    return put_next(op, error) || op_abandon(op, error);
+    return put_start(op, error);
 }
 
 gboolean sbx_session_file_put_stream_async(SbxSession *session, const char *path,
@@ -616,7 +744,7 @@ gboolean sbx_session_file_put_stream_async(SbxSession *session, const char *path
         return FALSE;
     }
     op->pull = pull;
-    return put_next(op, error) || op_abandon(op, error);
+    return put_start(op, error);
 }
 
 gboolean sbx_session_file_get_async(SbxSession *session, const char *path, guint64 max_bytes,
@@ -630,7 +758,7 @@ gboolean sbx_session_file_get_async(SbxSession *session, const char *path, guint
     op->max_bytes = max_bytes;
     op->on_chunk = on_chunk;
     op->keep = on_chunk == NULL;
-    return get_next(op, error) || op_abandon(op, error);
+    return get_send(op, error) || op_abandon(op, error);
 }
 
 static gboolean one_request(SbxSession *session, Kind kind, SbxFileOp fop, const char *path,

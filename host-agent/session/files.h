@@ -2,18 +2,25 @@
  * Workspace file operations on a session (docs/protocol.md, "Files"): the host's side of the
  * `file` / `file_result` exchange, on the session's main loop.
  *
- * One request in flight per session, on a handshaken, idle session: never while an execution
+ * One operation at a time per session, on a handshaken, idle session: never while an execution
  * runs, never before hello (sbx_session_handshake_async() first), never two operations at
  * once; while an operation is in progress the session is not ready (sbx_session_is_ready()),
- * so no execution starts either. Every answer is hostile input: its seq must be the request's,
- * a read's data at most the length asked and within the size the answer itself reports, a
- * write's size the bytes written so far, no data in other answers. A breach, no answer within the
- * timeout, the channel lost or any unexpected message closes the session (on_broken runs, the VM
- * must not be reused) and fails the operation with a G_IO_ERROR: G_IO_ERROR_INVALID_DATA       the
- * guest broke the protocol ("protocol violation: ...") G_IO_ERROR_TIMED_OUT          no answer in
- * time G_IO_ERROR_CONNECTION_CLOSED  the channel was lost G_IO_ERROR_FAILED             the guest
- * sent `error` The guest's refusal (`file_result` with ok false) fails that operation only, the
- * session stays usable; its errno name maps to a G_IO_ERROR code, and the message names the
+ * so no execution starts either. A put or a get keeps up to SBX_SESSION_FILE_WINDOW requests in
+ * flight; the guest answers them in order. Every answer is hostile input: its seq must be the
+ * oldest request's, a read's data at most the length asked and within the size the answer
+ * itself reports, a write's size the bytes written so far, no data in other answers. A breach,
+ * no answer within the timeout, the channel lost or any unexpected message closes the session
+ * (on_broken runs, the VM must not be reused) and fails the operation with a G_IO_ERROR:
+ *   G_IO_ERROR_INVALID_DATA       the guest broke the protocol ("protocol violation: ...")
+ *   G_IO_ERROR_TIMED_OUT          no answer in time
+ *   G_IO_ERROR_CONNECTION_CLOSED  the channel was lost
+ *   G_IO_ERROR_FAILED             the guest sent `error`
+ * The guest's refusal (`file_result` with ok false) fails that operation only, the session
+ * stays usable: a put's or a get's answers still owed for the requests sent after the refused
+ * one are read and checked first (and dropped), so that the session is idle when the operation
+ * reports; so are they when a get ends for another reason (the cap, a file that shrank, the
+ * chunk consumer's error) and when a put's source fails. Its errno name maps to a G_IO_ERROR
+ * code, and the message names the
  * operation, the path, the errno name and the guest's message (cut, control characters
  * blanked):
  *   ENOENT -> G_IO_ERROR_NOT_FOUND          EISDIR -> G_IO_ERROR_IS_DIRECTORY
@@ -38,12 +45,24 @@
 #include "session.h"
 
 /*
- * Time the guest has to answer one read or write request (a chunk of up to 1 MiB). A chunk
+ * Time the guest has to answer one read or write request (a chunk of up to 1 MiB), counted from
+ * the answer before it (the requests of a window are answered one after the other). A chunk
  * costs the guest 1 MiB through the channel and a write to (or a read from) the workspace's
  * disk; under TCG on a loaded host that takes well under a second, so 10 s absorbs a slow
  * moment without letting a guest that stopped answering hold the caller for long.
  */
 #define SBX_SESSION_FILE_TIMEOUT_MS 10000
+
+/*
+ * Requests a put or a get keeps in flight (chunks of SBX_FILE_CHUNK_MAX). One is a round trip
+ * per chunk with the guest idle in between (its answer, our next request, the guest's wake-up);
+ * two are enough for the next chunk to be in the guest's socket when it finishes one; 4 absorb
+ * the jitter of a loaded host. The bound is also what a transfer costs: a put holds at most 4
+ * chunks (4 MiB) in the channel's queue (SBX_SESSION_WRITE_QUEUE_MAX is 16), and the guest,
+ * which serves requests one at a time, holds one chunk while the rest wait in the transport's
+ * buffers, unread; a get has at most 4 chunks coming, which the cap bounds anyway.
+ */
+#define SBX_SESSION_FILE_WINDOW 4
 
 /*
  * Time for a list or a delete: one request walks a whole tree in the guest (a delete removes
@@ -105,20 +124,20 @@ typedef gboolean (*SbxFileChunkFunc)(const guint8 *data, gsize len, gpointer use
 
 /**
  * Write @contents to the workspace file @path (missing parent directories are created; the
- * file appears whole or not at all: docs/protocol.md) in chunks of SBX_FILE_CHUNK_MAX (slices of
- * @contents, not copies), one in flight: a file of N bytes takes max(1, ceil(N /
- * SBX_FILE_CHUNK_MAX)) requests. @done gets the
- * size and the SHA-256 of what was sent. Returns FALSE with @error (and @done never runs) if
- * the operation cannot start.
+ * file appears whole or not at all: docs/protocol.md) in chunks of SBX_FILE_CHUNK_MAX, up to
+ * SBX_SESSION_FILE_WINDOW in flight (slices of @contents, not copies): a file of N bytes takes
+ * max(1, ceil(N / SBX_FILE_CHUNK_MAX)) requests. @done gets the size and the SHA-256 of what
+ * was sent. Returns FALSE with @error (and @done never runs) if the operation cannot start.
  */
 gboolean sbx_session_file_put_async(SbxSession *session, const char *path, GBytes *contents,
                                     SbxFileDoneFunc done, gpointer user_data, GError **error);
 
 /**
- * sbx_session_file_put_async() with the contents from @pull, one chunk of SBX_FILE_CHUNK_MAX at
- * a time (in a buffer of its own until the channel wrote it). The first chunk is pulled before
- * this returns. A file whose size
- * is a multiple of the chunk (but not 0) costs one more request: an empty last chunk.
+ * sbx_session_file_put_async() with the contents from @pull, a chunk of SBX_FILE_CHUNK_MAX at a
+ * time (each in a buffer of its own until the channel wrote it: at most SBX_SESSION_FILE_WINDOW
+ * of them). The window's first chunks are pulled before this returns (a source that fails after
+ * the first one fails the put through @done). A file whose size is a multiple of the chunk (but
+ * not 0) costs one more request: an empty last chunk.
  */
 gboolean sbx_session_file_put_stream_async(SbxSession *session, const char *path,
                                            SbxFilePullFunc pull, SbxFileDoneFunc done,
@@ -155,8 +174,9 @@ gboolean sbx_session_file_delete_async(SbxSession *session, const char *path, Sb
  * an on_chunk or pull function). A put abandoned mid-way leaves no file (nor the old one
  * changed: the guest's temporary file stays until that path is written again). Returns TRUE
  * if the session stays usable: nothing was in flight (or nothing was in progress). Otherwise the
- * request in flight would leave an answer unread: the session is closed and on_broken runs
- * before this returns.
+ * requests in flight would leave answers unread, and a put's chunks may be half written to the
+ * channel: the session is closed and on_broken runs before this returns. (A failure drains
+ * instead, see above; a cancel is for an owner that is going away and will not wait.)
  */
 gboolean sbx_session_file_cancel(SbxSession *session);
 

@@ -4,8 +4,9 @@
  * States: NEW -> HELLO_SENT -> EXECUTE_SENT -> RUNNING -> IDLE (after a proper done; another
  * execution may follow) or CLOSED (anything else: the channel is stopped, the VM must die).
  * A handshake ahead of the execution (a pooled VM): NEW -> HANDSHAKING -> IDLE, and the run
- * goes IDLE -> EXECUTE_SENT. Pings (ours) may be outstanding in IDLE and beyond. A workspace
- * file request (files.c, session-private.h): IDLE -> FILE -> IDLE on its answer, or CLOSED.
+ * goes IDLE -> EXECUTE_SENT. Pings (ours) may be outstanding in IDLE and beyond. Workspace
+ * file requests (files.c, session-private.h): IDLE -> FILE (up to SBX_SESSION_FILE_WINDOW in
+ * flight, answered in order) -> IDLE on the last one's answer, or CLOSED.
  */
 #include "session.h"
 
@@ -14,6 +15,7 @@
 #include <sys/random.h>
 
 #include "channel.h"
+#include "files.h"
 #include "protocol/frame.h"
 #include "record.h"
 #include "session-private.h"
@@ -32,7 +34,7 @@ typedef enum {
     ST_EXECUTE_SENT,
     ST_RUNNING,
     ST_IDLE,
-    ST_FILE, /* a `file` request in flight (one at a time), no execution */
+    ST_FILE, /* `file` requests in flight (SBX_SESSION_FILE_WINDOW at most), no execution */
     ST_CLOSED
 } State;
 
@@ -40,6 +42,12 @@ typedef struct {
     gint64 start_us;
     SbxToolRecord *rec; /* NULL if the record was full */
 } InFlight;
+
+/* A file request in flight: what its answer must say, and how long it may take. */
+typedef struct {
+    guint32 seq;
+    guint timeout_ms;
+} FileRequest;
 
 struct SbxSession {
     SbxChannel *channel;
@@ -72,13 +80,14 @@ struct SbxSession {
     SbxSessionReadyFunc ping_func; /* NULL once answered, failed or withdrawn */
     gpointer ping_data;
     GSource *ping_timer;
-    char *closed_why;            /* why the session closed outside an execution, or NULL */
-    guint32 file_seq;            /* the file request in flight (ST_FILE) */
+    char *closed_why; /* why the session closed outside an execution, or NULL */
+    /* the file requests in flight (ST_FILE), oldest first: a ring */
+    FileRequest file_reqs[SBX_SESSION_FILE_WINDOW];
+    guint file_head, file_count;
     guint32 file_seq_last;       /* the last seq used */
-    guint file_timeout_ms;       /* the one in flight's */
     guint file_timeout_override; /* sbx_session_set_file_timeout(); 0: files.c's defaults */
     SbxSessionFileCheck file_check;
-    SbxSessionFileFunc file_func; /* NULL once answered, failed or withdrawn */
+    SbxSessionFileFunc file_func; /* NULL once all answered, failed or withdrawn */
     gpointer file_data;
     SbxMsg data_msg; /* a message whose announced data frame is due (data_due), or zeroed */
     gboolean data_due;
@@ -277,6 +286,7 @@ static void broken(SbxSession *s, GIOErrorEnum code, const char *reason)
     gboolean file = s->state == ST_FILE;
     timer_stop(s); /* a file request's */
     s->state = ST_CLOSED;
+    s->file_count = 0; /* their answers will never be read */
     s->closed_why = g_strdup(reason);
     sbx_channel_stop(s->channel);
     ping_complete(s, reason);
@@ -618,14 +628,16 @@ static void handle_pong(SbxSession *s, const SbxPing *m)
     ping_complete(s, NULL);
 }
 
+/* Answers come in the order of the requests: this one must answer the oldest in flight. */
 static void handle_file_result(SbxSession *s, const SbxFileResult *m)
 {
     if (s->state != ST_FILE) {
         violation(s, "unexpected file_result");
         return;
     }
-    if (m->seq != s->file_seq) {
-        violation(s, "file_result for request %u, expected %u", m->seq, s->file_seq);
+    const FileRequest *head = &s->file_reqs[s->file_head];
+    if (m->seq != head->seq) {
+        violation(s, "file_result for request %u, expected %u", m->seq, head->seq);
         return;
     }
     g_autofree char *breach =
@@ -634,9 +646,16 @@ static void handle_file_result(SbxSession *s, const SbxFileResult *m)
         violation(s, "%s", breach);
         return;
     }
-    timer_stop(s);
-    s->state = ST_IDLE;
-    SbxSessionFileFunc func = g_steal_pointer(&s->file_func);
+    s->file_head = (s->file_head + 1) % SBX_SESSION_FILE_WINDOW;
+    s->file_count--;
+    SbxSessionFileFunc func = s->file_func;
+    if (s->file_count == 0) {
+        timer_stop(s);
+        s->state = ST_IDLE;
+        s->file_func = NULL;
+    } else { /* the next answer has its own time, from now */
+        timer_start(s, s->file_reqs[s->file_head].timeout_ms, on_timer);
+    }
     func(s, m, NULL, s->file_data);
 }
 
@@ -746,7 +765,7 @@ static gboolean on_timer(gpointer data)
     if (s->state == ST_FILE) {
         g_autofree char *why = g_strdup_printf("the guest agent did not answer a file request "
                                                "within %u ms",
-                                               s->file_timeout_ms);
+                                               s->file_reqs[s->file_head].timeout_ms);
         broken(s, G_IO_ERROR_TIMED_OUT, why);
     } else if (s->state == ST_HANDSHAKING) {
         g_autofree char *why = g_strdup_printf("the guest agent did not answer within %u ms",
@@ -1130,7 +1149,11 @@ gboolean sbx_session_file_can_send(const SbxSession *session, GError **error)
                     "the session has not said hello yet (sbx_session_handshake_async() first)");
         return FALSE;
     case ST_FILE:
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_BUSY, "a file request is in flight");
+        if (session->file_count < SBX_SESSION_FILE_WINDOW) {
+            return TRUE;
+        }
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_BUSY, "%d file requests are in flight",
+                    SBX_SESSION_FILE_WINDOW);
         return FALSE;
     case ST_CLOSED:
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_CLOSED, "the session is closed%s%s",
@@ -1177,20 +1200,31 @@ gboolean sbx_session_file_send(SbxSession *session, SbxFile *file, GBytes *data,
     if (!sbx_session_file_can_send(s, error)) {
         return FALSE;
     }
+    g_return_val_if_fail(s->file_count == 0 || (func == s->file_func && check == s->file_check &&
+                                                user_data == s->file_data),
+                         FALSE);
     g_return_val_if_fail(file->op != SBX_FILE_WRITE || file->len == 0 ||
                              (data != NULL && g_bytes_get_size(data) == file->len),
                          FALSE);
-    file->seq = s->file_seq_last = s->file_seq_last == G_MAXUINT32 ? 1 : s->file_seq_last + 1;
+    guint32 seq = s->file_seq_last == G_MAXUINT32 ? 1 : s->file_seq_last + 1;
+    file->seq = seq;
     int r = encode_file(file, &frame, &len);
     if (r < 0) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
                     "cannot encode the file request: %s", g_strerror(-r));
         return FALSE;
     }
-    s->state = ST_FILE;
-    s->file_seq = file->seq;
-    s->file_timeout_ms = timeout_ms;
-    timer_start(s, timeout_ms, on_timer);
+    s->file_seq_last = seq;
+    /* A send that breaks the session fails this call only: no hook of the requests in flight
+     * runs then (they are the caller's). */
+    s->file_func = NULL;
+    if (s->file_count == 0) {
+        s->state = ST_FILE;
+        timer_start(s, timeout_ms, on_timer);
+    }
+    s->file_reqs[(s->file_head + s->file_count) % SBX_SESSION_FILE_WINDOW] =
+        (FileRequest){.seq = seq, .timeout_ms = timeout_ms};
+    s->file_count++;
     if (!send_frame(s, frame, len) || (file->len > 0 && file->op == SBX_FILE_WRITE &&
                                        !send_data(s, data))) { /* closed: on_broken ran */
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_CLOSED, "cannot send the file request: %s",
@@ -1203,6 +1237,11 @@ gboolean sbx_session_file_send(SbxSession *session, SbxFile *file, GBytes *data,
     return TRUE;
 }
 
+guint sbx_session_file_in_flight(const SbxSession *session)
+{
+    return session->state == ST_FILE ? session->file_count : 0;
+}
+
 gboolean sbx_session_file_withdraw(SbxSession *session)
 {
     if (session->state != ST_FILE) {
@@ -1210,7 +1249,7 @@ gboolean sbx_session_file_withdraw(SbxSession *session)
     }
     session->file_func = NULL;
     broken(session, G_IO_ERROR_CANCELLED,
-           "a file operation was cancelled with a request in flight (its answer would be left "
+           "a file operation was cancelled with requests in flight (their answers would be left "
            "unread)");
     return FALSE;
 }

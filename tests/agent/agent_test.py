@@ -1666,14 +1666,30 @@ def frame(msg):
 
 
 def test_files_data_frames(agent):
-    """Chunks travel in data frames: up and down again, a data frame cut in pieces is put back
-    together. A data frame nothing announced, one of another length, a JSON frame where one was
-    due: a protocol error, the connection closed."""
+    """Chunks travel in data frames. Requests in flight (the host's window) are answered in
+    order, a refused write's followers too; a data frame cut in pieces is put back together. A
+    data frame nothing announced, one of another length, a JSON frame where one was due: a
+    protocol error, the connection closed."""
     h = agent.connect()
     h.hello()
-    data = os.urandom(4 * 1024 * 1024 + 5)
-    h.upload("w.bin", data)
-    check(h.download("w.bin") == data, "the same bytes back")
+    data, chunk = os.urandom(4 * 1024 * 1024 + 5), 1024 * 1024
+    seqs = [h.file_send("write", "w.bin", data=data[off:off + chunk], offset=off,
+                        last=off + chunk >= len(data)) for off in range(0, len(data), chunk)]
+    for i, seq in enumerate(seqs):
+        r = h.file_answer(seq)
+        check(r["ok"] and r["size"] == min((i + 1) * chunk, len(data)), "writes in order", r)
+    seqs = [h.file_send("read", "w.bin", offset=off, length=chunk)
+            for off in range(0, len(data), chunk)]
+    check(b"".join(h.file_answer(seq)["data"] for seq in seqs) == data, "reads in order")
+    # the second write refused (its offset), the third in flight with it refused as well
+    seqs = [h.file_send("write", "r.bin", data=b"abc", offset=0, last=False),
+            h.file_send("write", "r.bin", data=b"d", offset=5, last=False),
+            h.file_send("write", "r.bin", data=b"e", offset=4, last=True)]
+    check(h.file_answer(seqs[0])["ok"], "first write")
+    for seq in seqs[1:]:
+        r = h.file_answer(seq)
+        check(not r["ok"] and r["error"]["type"] == "EINVAL", "refused", r)
+    check(not temp_files(agent.workspace), "no temporary file left")
     # a write whose frames come in pieces of 1..7 bytes
     piece = os.urandom(300)
     raw = frame({"type": "file", "seq": 90, "op": "write", "path": "frag.bin", "offset": 0,

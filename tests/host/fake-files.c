@@ -2,6 +2,7 @@
  * The fake guest's workspace: `file` requests served from memory, honestly or, by its knobs,
  * not (see FakeFiles in fake-guest.h).
  */
+#include <poll.h>
 #include <string.h>
 
 #include "fake-guest.h"
@@ -326,11 +327,51 @@ static int serve(FakeGuest *g, FakeFiles *f, const SbxFile *m)
     return rc;
 }
 
+/*
+ * The gather knob: read that many requests before answering the first (they must all be in
+ * flight), then see whether the host sent more meanwhile; serve them in order.
+ */
+static int gather(FakeGuest *g, FakeFiles *f, SbxMsg *first)
+{
+    SbxMsg *held = g_new0(SbxMsg, f->gather);
+    struct pollfd p = {.fd = g->fd, .events = POLLIN};
+    guint n = 1;
+    int rc = 0;
+
+    held[0] = *first;
+    memset(first, 0, sizeof(*first));
+    while (n < f->gather && fake_guest_recv(g, &held[n]) == 0 && held[n].type == SBX_MSG_FILE) {
+        n++;
+    }
+    g_mutex_lock(&f->lock);
+    f->gathered = n;
+    f->more_while_gathering = g->buf_off < g->buf_len || poll(&p, 1, 200) > 0;
+    g_mutex_unlock(&f->lock);
+    for (guint i = 0; i < n; i++) {
+        if (rc == 0 && held[i].type == SBX_MSG_FILE) {
+            rc = serve(g, f, &held[i].file);
+        }
+        sbx_msg_clear(&held[i]);
+    }
+    sbx_msg_clear(&held[n < f->gather ? n : 0]);
+    g_free(held);
+    return n < f->gather ? -1 : rc;
+}
+
 void fake_guest_serve_files(FakeGuest *g, FakeFiles *f)
 {
     SbxMsg m = {0};
+    gboolean gathered = FALSE;
 
     while (fake_guest_recv(g, &m) == 0) {
+        if (m.type == SBX_MSG_FILE && f->gather > 1 && !gathered &&
+            f->requests + 1 >= MAX(f->gather_at, 1)) {
+            gathered = TRUE;
+            if (gather(g, f, &m) < 0) {
+                return;
+            }
+            continue;
+        }
         int rc = 0;
         if (m.type == SBX_MSG_FILE) {
             rc = serve(g, f, &m.file);

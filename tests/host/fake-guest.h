@@ -93,6 +93,8 @@ typedef struct {
     gint64 write_size_lie; /* added to the size of write answers */
     gint64 read_size_lie;  /* added to the size of read answers */
     gsize grow_per_read;   /* a file grows by this many bytes after each read of it */
+    guint gather;          /* read this many requests before answering the first one ... */
+    guint gather_at;       /* ... from this request on (0: the first) */
     const char *fail_type; /* fake_files_fail() */
     char *fail_message;    /* fake_files_fail() */
     guint fail_countdown;  /* fake_files_fail() */
@@ -100,6 +102,8 @@ typedef struct {
     guint requests;                /* file requests */
     guint ops[SBX_FILE_OP__COUNT]; /* file requests per operation */
     gsize write_max;               /* the largest chunk written */
+    guint gathered;                /* gather: requests read before the first answer */
+    gboolean more_while_gathering; /* gather: the host sent more before that answer */
 } FakeFiles;
 
 FakeFiles *fake_files_new(void);

@@ -1,9 +1,10 @@
 /*
  * Workspace file operations on a session (host-agent/session/files.h) against the fake guest's
  * workspace in memory (tests/host/fake-files.c): puts and gets in chunks with their SHA-256,
- * the cap of a get, lists and deletes, the guest's errors as GErrors, cancels, refusals, and
- * hostile answers (a wrong seq, too much data, a size that lies, no answer, a hang-up, an
- * answer twice, data frames unannounced, of the wrong length or missing, data on a write's
+ * SBX_SESSION_FILE_WINDOW of them in flight, the cap of a get, lists and deletes, the guest's
+ * errors as GErrors (the answers still owed drained first), cancels, refusals, and hostile
+ * answers (a wrong seq, one out of order, too much data, a size that lies, no answer, a hang-up,
+ * an answer twice, data frames unannounced, of the wrong length or missing, data on a write's
  * answer), each of which closes the session.
  */
 #include <inttypes.h>
@@ -542,17 +543,30 @@ static void test_guest_errors(void **state)
     get(fx, "mnt/x", 10, FALSE);
     assert_error(fx, G_IO_ERROR_PERMISSION_DENIED, "EXDEV");
 
-    fake_files_fail(fx->files, 1, "ENOSPC", longer->str); /* the second chunk */
+    /* The second chunk refused, the third in flight already: its answer (a refusal too: no
+     * write goes on) is read before the put reports the first refusal. */
+    fake_files_fail(fx->files, 1, "ENOSPC", longer->str);
     guint writes = fake_files_count(fx->files, SBX_FILE_WRITE);
     put(fx, "big", big);
     assert_error(fx, G_IO_ERROR_NO_SPACE, "ENOSPC");
-    assert_int_equal(fake_files_count(fx->files, SBX_FILE_WRITE), writes + 2);
+    assert_int_equal(fake_files_count(fx->files, SBX_FILE_WRITE), writes + 3);
+    assert_true(sbx_session_is_ready(fx->session));
     assert_null(strchr(fx->error->message, '\n'));
     assert_null(strchr(fx->error->message, '\x1b'));
     assert_true(strlen(fx->error->message) < SBX_SESSION_FILE_GUEST_TEXT_MAX + 200);
     assert_true(g_utf8_validate(fx->error->message, -1, NULL));
     g_autoptr(GBytes) absent = fake_files_get(fx->files, "big");
     assert_null(absent);
+
+    /* A get's second read refused, with two more asked ahead: drained the same way. */
+    fake_files_set(fx->files, "four", g_bytes_get_data(big, NULL), 3 * MIB);
+    fake_files_fail(fx->files, 1, "EIO", NULL);
+    guint reads = fake_files_count(fx->files, SBX_FILE_READ);
+    get(fx, "four", 4 * MIB, FALSE);
+    assert_error(fx, G_IO_ERROR_FAILED, "EIO");
+    assert_null(fx->data);
+    assert_int_equal(fake_files_count(fx->files, SBX_FILE_READ), reads + 3);
+    assert_true(sbx_session_is_ready(fx->session));
 
     fake_files_fail(fx->files, 0, "EWHATEVER", NULL);
     delete (fx, "x");
@@ -699,13 +713,15 @@ static void test_size_lies(void **state)
     (void)state;
     FakeFiles *files = fake_files_new();
     g_autoptr(GBytes) two = random_bytes(2 * MIB, 2);
+    g_autoptr(GBytes) six = random_bytes(6 * MIB, 2);
 
     files->write_size_lie = 1;
     Fx *fx = fx_new(files);
-    put(fx, "lie", two);
+    put(fx, "lie", six);
     assert_error(fx, G_IO_ERROR_INVALID_DATA, "says 1048577 bytes written");
     assert_closed(fx, "bytes written");
-    assert_int_equal(fake_files_count(fx->files, SBX_FILE_WRITE), 1);
+    /* nothing sent after the breach: the window's chunks at most */
+    assert_true(fake_files_count(fx->files, SBX_FILE_WRITE) <= SBX_SESSION_FILE_WINDOW);
     fx_free(fx);
 
     files = fake_files_new();
@@ -761,14 +777,90 @@ static void test_hangup_duplicate(void **state)
     fx_free(fx);
 }
 
+/* ---- the window --------------------------------------------------------------------------- */
+
+/* A put and a get of 8 MiB: SBX_SESSION_FILE_WINDOW requests in flight before the first
+ * answer, and not one more. */
+static void test_window(void **state)
+{
+    (void)state;
+    FakeFiles *files = fake_files_new();
+    g_autoptr(GBytes) eight = random_bytes(8 * MIB, 21);
+    g_autofree char *sha = sha256_of(eight);
+
+    files->gather = SBX_SESSION_FILE_WINDOW;
+    Fx *fx = fx_new(files);
+    put(fx, "w.bin", eight);
+    assert_null(fx->error);
+    assert_string_equal(fx->sha256, sha);
+    assert_int_equal(fx->files->gathered, SBX_SESSION_FILE_WINDOW);
+    assert_false(fx->files->more_while_gathering);
+    assert_int_equal(fake_files_count(fx->files, SBX_FILE_WRITE), 8);
+    fx_free(fx);
+
+    files = fake_files_new();
+    fake_files_set(files, "w.bin", g_bytes_get_data(eight, NULL), 8 * MIB);
+    /* the first read alone (the size is not known yet), then the window's worth ahead */
+    files->gather = SBX_SESSION_FILE_WINDOW;
+    files->gather_at = 2;
+    fx = fx_new(files);
+    get(fx, "w.bin", 8 * MIB, FALSE);
+    assert_null(fx->error);
+    assert_int_equal(fx->files->gathered, SBX_SESSION_FILE_WINDOW);
+    assert_false(fx->files->more_while_gathering);
+    assert_true(g_bytes_equal(fx->data, eight));
+    assert_int_equal(fake_files_count(fx->files, SBX_FILE_READ), 8);
+    fx_free(fx);
+}
+
+/* A get whose consumer fails at the second chunk, three reads ahead of it: their answers are
+ * drained, the consumer's error reported, the session usable. */
+static gboolean on_chunk_fails(const guint8 *data, gsize len, gpointer user_data, GError **error)
+{
+    Fx *fx = user_data;
+    (void)data;
+    (void)len;
+
+    if (++fx->chunks < 2) {
+        return TRUE;
+    }
+    g_set_error(error, G_IO_ERROR, G_IO_ERROR_NO_SPACE, "the disk is full");
+    return FALSE;
+}
+
+static void test_get_consumer_fails(void **state)
+{
+    (void)state;
+    FakeFiles *files = fake_files_new();
+    g_autoptr(GBytes) five = random_bytes(5 * MIB, 23);
+    g_autoptr(GError) error = NULL;
+
+    fake_files_set(files, "f", g_bytes_get_data(five, NULL), 5 * MIB);
+    Fx *fx = fx_new(files);
+    int before = fx->done_count;
+    /* the first read, then 4 ahead: the consumer fails at the second chunk */
+    assert_true(
+        sbx_session_file_get_async(fx->session, "f", 8 * MIB, on_chunk_fails, on_done, fx, &error));
+    wait_op(fx, before);
+    assert_error(fx, G_IO_ERROR_NO_SPACE, "the disk is full");
+    assert_int_equal(fx->chunks, 2);
+    assert_int_equal(fake_files_count(fx->files, SBX_FILE_READ), 5);
+    assert_true(sbx_session_is_ready(fx->session));
+    list(fx, NULL);
+    assert_null(fx->error);
+    assert_int_equal(fx->broken_count, 0);
+    fx_free(fx);
+}
+
 /* ---- hostile data frames ------------------------------------------------------------------ */
 
 typedef enum {
-    HOSTILE_UNANNOUNCED, /* a list answered, then a data frame nothing announced */
-    HOSTILE_SHORT_DATA,  /* a read's answer announces 5 bytes, its data frame has 4 */
-    HOSTILE_JSON_DUE,    /* a read's answer announces 5 bytes, a JSON frame comes instead */
-    HOSTILE_WRITE_DATA,  /* a write's answer with a data frame */
-    HOSTILE_CUT,         /* a read's answer announces 5 bytes, the guest hangs up after 2 */
+    HOSTILE_OUT_OF_ORDER, /* two writes in flight: the second answered first */
+    HOSTILE_UNANNOUNCED,  /* a list answered, then a data frame nothing announced */
+    HOSTILE_SHORT_DATA,   /* a read's answer announces 5 bytes, its data frame has 4 */
+    HOSTILE_JSON_DUE,     /* a read's answer announces 5 bytes, a JSON frame comes instead */
+    HOSTILE_WRITE_DATA,   /* a write's answer with a data frame */
+    HOSTILE_CUT,          /* a read's answer announces 5 bytes, the guest hangs up after 2 */
 } Hostile;
 
 static Hostile hostile;
@@ -782,10 +874,10 @@ static void send_data_frame(FakeGuest *g, guint32 len, const char *bytes)
     fake_guest_send_raw(g, bytes, strlen(bytes));
 }
 
-/* hello, then one request answered as @hostile says. */
+/* hello, then one request (two for HOSTILE_OUT_OF_ORDER) answered as @hostile says. */
 static void script_hostile(FakeGuest *g)
 {
-    SbxMsg m = {0};
+    SbxMsg m = {0}, m2 = {0};
     g_autofree char *json = NULL;
 
     if (fake_guest_hello(g) < 0 || fake_guest_recv(g, &m) < 0 || m.type != SBX_MSG_FILE) {
@@ -793,6 +885,16 @@ static void script_hostile(FakeGuest *g)
         return;
     }
     switch (hostile) {
+    case HOSTILE_OUT_OF_ORDER:
+        if (fake_guest_recv(g, &m2) < 0 || m2.type != SBX_MSG_FILE) {
+            fake_guest_fail(g, "expected a second request in flight");
+            break;
+        }
+        json = g_strdup_printf("{\"type\":\"file_result\",\"seq\":%u,\"ok\":true,\"size\":%" PRIu64
+                               "}",
+                               m2.file.seq, m2.file.offset + m2.file.len);
+        fake_guest_send_json(g, json);
+        break;
     case HOSTILE_UNANNOUNCED:
         json = g_strdup_printf("{\"type\":\"file_result\",\"seq\":%u,\"ok\":true,\"entries\":[]}",
                                m.file.seq);
@@ -825,6 +927,7 @@ static void script_hostile(FakeGuest *g)
         break;
     }
     sbx_msg_clear(&m);
+    sbx_msg_clear(&m2);
     while (fake_guest_recv(g, &m) == 0) { /* the host's error, then its hang-up */
         sbx_msg_clear(&m);
     }
@@ -839,7 +942,7 @@ static void expect_hostile(Hostile kind, const char *why)
 
     hostile = kind;
     fx = fx_new_with(fake_files_new(), script_hostile, &watch, TRUE);
-    if (kind == HOSTILE_WRITE_DATA) {
+    if (kind == HOSTILE_OUT_OF_ORDER || kind == HOSTILE_WRITE_DATA) {
         put(fx, "h", three);
     } else if (kind == HOSTILE_UNANNOUNCED) {
         list(fx, NULL);
@@ -859,6 +962,7 @@ static void expect_hostile(Hostile kind, const char *why)
 static void test_hostile_data_frames(void **state)
 {
     (void)state;
+    expect_hostile(HOSTILE_OUT_OF_ORDER, "file_result for request 2, expected 1");
     expect_hostile(HOSTILE_UNANNOUNCED, "a data frame of 3 bytes that no message announced");
     expect_hostile(HOSTILE_SHORT_DATA,
                    "a data frame of 4 bytes where the data frame of 5 bytes announced was due");
@@ -1028,7 +1132,7 @@ static void test_cancel_in_flight(void **state)
     assert_true(sbx_session_file_put_async(fx->session, "c", three, on_done, fx, &error));
     assert_false(sbx_session_file_cancel(fx->session));
     assert_int_equal(fx->broken_count, 1);
-    assert_non_null(strstr(fx->broken_reason, "cancelled with a request in flight"));
+    assert_non_null(strstr(fx->broken_reason, "cancelled with requests in flight"));
     spin(200);
     assert_int_equal(fx->done_count, 0);
     assert_closed(fx, "cancelled");
@@ -1116,6 +1220,8 @@ int main(void)
         cmocka_unit_test(test_cancel_in_flight),
         cmocka_unit_test(test_cancel_from_pull),
         cmocka_unit_test(test_send_breaks),
+        cmocka_unit_test(test_window),
+        cmocka_unit_test(test_get_consumer_fails),
         cmocka_unit_test(test_hostile_data_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
