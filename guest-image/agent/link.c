@@ -243,27 +243,48 @@ static int attach(Link *l, char *data, size_t len, SbxMsg *msg)
     return r < 0 ? -EBADMSG : 1;
 }
 
+/* One read into the payload being received (@room, @n bytes): like fill(), the frame that
+ * completes in *@ret_frame. */
+static int fill_direct(Link *l, uint8_t *room, size_t n, char **ret_frame, size_t *ret_len)
+{
+    ssize_t got;
+
+    do
+        got = l->device ? read(l->fd, room, n) : recv(l->fd, room, n, MSG_DONTWAIT);
+    while (got < 0 && errno == EINTR);
+    if (got < 0)
+        return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -errno;
+    if (got == 0)
+        return -EPIPE;
+    return sbx_frame_reader_received(&l->reader, (size_t)got, ret_frame, ret_len) < 0 ? -EIO : 1;
+}
+
 int link_recv(Link *l, SbxMsg *msg, char **ret_reason)
 {
     *ret_reason = NULL;
     for (;;) {
         char *frame = NULL;
-        size_t len = 0;
+        size_t len = 0, n = 0;
+        uint8_t *room = l->in_off == l->in_len ? sbx_frame_reader_room(&l->reader, &n) : NULL;
         ssize_t used;
         int r;
 
-        if (l->in_off == l->in_len) {
-            r = fill(l);
+        if (room && n >= LINK_DIRECT_MIN) {
+            /* in the middle of a large payload (a chunk): read straight into it */
+            r = fill_direct(l, room, n, &frame, &len);
             if (r <= 0)
                 return r;
+        } else {
+            if (l->in_off == l->in_len && (r = fill(l)) <= 0)
+                return r;
+            used = sbx_frame_reader_feed(&l->reader, l->in + l->in_off, l->in_len - l->in_off,
+                                         &frame, &len);
+            if (used < 0) {
+                *ret_reason = frame_error(used, &l->reader);
+                return used == -ENOMEM ? -ENOMEM : -EBADMSG;
+            }
+            l->in_off += (size_t)used;
         }
-        used = sbx_frame_reader_feed(&l->reader, l->in + l->in_off, l->in_len - l->in_off, &frame,
-                                     &len);
-        if (used < 0) {
-            *ret_reason = frame_error(used, &l->reader);
-            return used == -ENOMEM ? -ENOMEM : -EBADMSG;
-        }
-        l->in_off += (size_t)used;
         if (!frame)
             continue;
         r = l->has_pending ? attach(l, frame, len, msg) : decode(l, frame, len, msg, ret_reason);

@@ -23,6 +23,13 @@
  */
 #define LINK_READ_CHUNK (64 * 1024)
 
+/*
+ * A payload with at least this much still to come is read straight into its buffer, not
+ * through LINK_READ_CHUNK: a file's chunk (1 MiB) is then not copied once more. Smaller ones
+ * come with their neighbours in one read.
+ */
+#define LINK_DIRECT_MIN (16 * 1024)
+
 typedef struct LinkFrame {
     struct LinkFrame *next;
     uint8_t *data; /* header + payload, from sbx_msg_encode() */

@@ -65,6 +65,21 @@ static int start_payload(SbxFrameReader *r)
     return 0;
 }
 
+/* If the payload is all in, hand it over (*@ret_frame) and get ready for the next header. */
+static void complete(SbxFrameReader *r, char **ret_frame, size_t *ret_len)
+{
+    if (r->payload_got < r->length)
+        return;
+    r->payload[r->length] = '\0';
+    *ret_frame = (char *)r->payload;
+    *ret_len = r->length;
+    r->payload = NULL;
+    r->header_got = 0;
+    r->length = 0;
+    r->payload_got = 0;
+    r->data_due = 0;
+}
+
 ssize_t sbx_frame_reader_feed(SbxFrameReader *r, const uint8_t *buf, size_t len, char **ret_frame,
                               size_t *ret_len)
 {
@@ -90,18 +105,24 @@ ssize_t sbx_frame_reader_feed(SbxFrameReader *r, const uint8_t *buf, size_t len,
     memcpy(r->payload + r->payload_got, buf + used, n);
     r->payload_got += n;
     used += n;
-    if (r->payload_got < r->length)
-        return (ssize_t)used;
-
-    r->payload[r->length] = '\0';
-    *ret_frame = (char *)r->payload;
-    *ret_len = r->length;
-    r->payload = NULL;
-    r->header_got = 0;
-    r->length = 0;
-    r->payload_got = 0;
-    r->data_due = 0;
+    complete(r, ret_frame, ret_len);
     return (ssize_t)used;
+}
+
+uint8_t *sbx_frame_reader_room(SbxFrameReader *r, size_t *ret_room)
+{
+    *ret_room = r->payload ? r->length - r->payload_got : 0;
+    return r->payload ? r->payload + r->payload_got : NULL;
+}
+
+ssize_t sbx_frame_reader_received(SbxFrameReader *r, size_t n, char **ret_frame, size_t *ret_len)
+{
+    *ret_frame = NULL;
+    if (!r->payload || n > r->length - r->payload_got || n > SSIZE_MAX)
+        return -EINVAL;
+    r->payload_got += n;
+    complete(r, ret_frame, ret_len);
+    return (ssize_t)n;
 }
 
 int sbx_frame_encode(const char *payload, size_t len, uint8_t **ret_frame, size_t *ret_len)

@@ -52,6 +52,21 @@ ssize_t sbx_frame_reader_feed(SbxFrameReader *r, const uint8_t *buf, size_t len,
                               size_t *ret_len);
 
 /**
+ * The part of the frame being received that has not come yet, once its header is in: *@ret_room
+ * bytes at the pointer returned (NULL, 0: no payload is being received). A caller may read the
+ * stream straight into it, then account for what it read with sbx_frame_reader_received(),
+ * which saves a copy of large payloads (a data frame's chunk).
+ */
+uint8_t *sbx_frame_reader_room(SbxFrameReader *r, size_t *ret_room);
+
+/**
+ * @n bytes (at most the room) were written into sbx_frame_reader_room(): sbx_frame_reader_feed()
+ * of them without the copy. Returns @n, with *@ret_frame set when the frame completed, or
+ * -EINVAL if @n is more than the room.
+ */
+ssize_t sbx_frame_reader_received(SbxFrameReader *r, size_t n, char **ret_frame, size_t *ret_len);
+
+/**
  * Arm @r for a data frame of exactly @len bytes (1..SBX_DATA_FRAME_MAX) as the next frame: the
  * message @r just returned announced it. That frame is then returned by the next feeds like any
  * other (its payload the raw bytes, NUL-terminated too); any other header fails with -EPROTO

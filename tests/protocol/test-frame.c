@@ -353,6 +353,43 @@ static void test_data_limits(void **state)
     sbx_frame_reader_clear(&r);
 }
 
+/* A payload read straight into the reader's room (no copy): the same frame as when fed. */
+static void test_room(void **state)
+{
+    uint8_t h[4], *room;
+    SbxFrameReader r;
+    char *frame = NULL;
+    size_t n = 1, flen = 0;
+
+    (void)state;
+    sbx_frame_reader_init(&r, 0);
+    assert_null(sbx_frame_reader_room(&r, &n)); /* no header yet */
+    assert_int_equal(n, 0);
+    assert_int_equal(sbx_frame_reader_received(&r, 1, &frame, &flen), -EINVAL);
+    assert_int_equal(sbx_frame_reader_expect_data(&r, 10), 0);
+    assert_int_equal(sbx_frame_data_header(10, h), 0);
+    assert_int_equal(sbx_frame_reader_feed(&r, h, 4, &frame, &flen), 4);
+    assert_int_equal(sbx_frame_reader_feed(&r, (const uint8_t *)"ab", 2, &frame, &flen), 2);
+    room = sbx_frame_reader_room(&r, &n);
+    assert_non_null(room);
+    assert_int_equal(n, 8);
+    memcpy(room, "cdef", 4);
+    assert_int_equal(sbx_frame_reader_received(&r, 4, &frame, &flen), 4);
+    assert_null(frame);
+    room = sbx_frame_reader_room(&r, &n);
+    assert_int_equal(n, 4);
+    assert_int_equal(sbx_frame_reader_received(&r, 5, &frame, &flen), -EINVAL); /* past it */
+    memcpy(room, "ghij", 4);
+    assert_int_equal(sbx_frame_reader_received(&r, 4, &frame, &flen), 4);
+    assert_non_null(frame);
+    assert_int_equal(flen, 10);
+    assert_string_equal(frame, "abcdefghij");
+    assert_false(sbx_frame_reader_pending(&r));
+    assert_null(sbx_frame_reader_room(&r, &n));
+    free(frame);
+    sbx_frame_reader_clear(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -370,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_data_after_message),
         cmocka_unit_test(test_data_wrong_header),
         cmocka_unit_test(test_data_limits),
+        cmocka_unit_test(test_room),
     };
 
     return cmocka_run_group_tests_name("frame", tests, NULL, NULL);
