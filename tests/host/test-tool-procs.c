@@ -368,8 +368,10 @@ static void test_cap(void **state)
     Outcome o[10];
 
     assert_int_equal(sbx_tool_slots_cap(NULL), CAP);
+    /* Each call sleeps 1 s: far longer than a Python tool's start on a loaded machine (0.3 s
+     * was not: two calls of a slow start did not overlap, and "the cap is used" failed). */
     for (int i = 0; i < 10; i++) {
-        g_autofree char *in = g_strdup_printf("{\"id\":%d,\"log\":\"%s\",\"s\":0.3}", i, f->log);
+        g_autofree char *in = g_strdup_printf("{\"id\":%d,\"log\":\"%s\",\"s\":1}", i, f->log);
         call(tools, "p", "stamp", in, NULL, &o[i]);
     }
     assert_int_equal(sbx_tool_slots_waiting(), 10 - CAP); /* two started, the rest queued */
