@@ -89,8 +89,7 @@ struct SbxSession {
     SbxSessionFileCheck file_check;
     SbxSessionFileFunc file_func; /* NULL once all answered, failed or withdrawn */
     gpointer file_data;
-    SbxMsg data_msg; /* a message whose announced data frame is due (data_due), or zeroed */
-    gboolean data_due;
+    SbxMsg data_msg;  /* a message whose announced data frame is due (on_data), or zeroed */
     gpointer file_op; /* files.c's operation in progress, or NULL */
     GDestroyNotify file_op_free;
 };
@@ -715,13 +714,13 @@ static gboolean on_frame(const char *payload, gsize len, gpointer data)
      * then (the channel refuses anything else). */
     size_t n = sbx_msg_data_len(&msg);
     if (n > 0 && sbx_channel_expect_data(s->channel, (guint32)n) < 0) {
-        sbx_msg_clear(&msg); /* cannot happen: the decoder bounds data_len */
+        /* cannot happen: the decoder bounds data_len */
         violation(s, "%s announces a data frame of %zu bytes", sbx_msg_type_name(msg.type), n);
+        sbx_msg_clear(&msg);
         return FALSE;
     }
     if (n > 0) {
         s->data_msg = msg;
-        s->data_due = TRUE;
         return TRUE;
     }
     dispatch(s, &msg);
@@ -735,7 +734,6 @@ static gboolean on_data(guint8 *payload, gsize len, gpointer data)
     SbxMsg msg = s->data_msg;
 
     memset(&s->data_msg, 0, sizeof(s->data_msg));
-    s->data_due = FALSE;
     /* The channel checked the length against the announcement: this cannot fail. */
     if (sbx_msg_attach_data(&msg, payload, len) < 0 || s->state == ST_CLOSED) {
         sbx_msg_clear(&msg);

@@ -1121,7 +1121,7 @@ static void test_cancel_between_requests(void **state)
     fx_free(fx);
 }
 
-/* With a request in flight: the session is closed at once; done never runs. */
+/* With requests in flight (a put of 3 chunks): the session is closed at once; done never runs. */
 static void test_cancel_in_flight(void **state)
 {
     (void)state;
