@@ -294,6 +294,55 @@ char *sbx_json_member_text(const char *text, size_t len, const cJSON *root, cons
     }
 }
 
+/* The child indices from @node down to @item into @path (at most @max); the depth, or -1. */
+static int find_path(const cJSON *node, const cJSON *item, size_t *path, int depth, int max)
+{
+    const cJSON *child;
+    size_t k = 0;
+
+    if (node == item)
+        return depth;
+    if (depth == max)
+        return -1;
+    cJSON_ArrayForEach(child, node)
+    {
+        int found;
+
+        path[depth] = k++;
+        found = find_path(child, item, path, depth + 1, max);
+        if (found >= 0)
+            return found;
+    }
+    return -1;
+}
+
+char *sbx_json_item_text(const char *text, size_t len, const cJSON *root, const cJSON *item)
+{
+    Cursor c = {.s = text, .len = len};
+    size_t path[SBX_JSON_PRINT_DEPTH_MAX];
+    int depth = find_path(root, item, path, 0, SBX_JSON_PRINT_DEPTH_MAX);
+    size_t i = skip_space(&c, 0);
+
+    if (depth < 0)
+        return NULL;
+    for (int d = 0; d < depth; d++) {
+        bool object = text[i] == '{';
+
+        i++; /* past the '{' or '[' */
+        for (size_t k = 0;; k++) {
+            i = skip_space(&c, i);
+            if (object) {
+                i = skip_string(&c, i);                    /* the name */
+                i = skip_space(&c, skip_space(&c, i) + 1); /* past the ':' */
+            }
+            if (k == path[d])
+                break;
+            i = skip_space(&c, skip_value(&c, i)) + 1; /* past the ',' */
+        }
+    }
+    return sbx_json_minify(text + i, skip_value(&c, i) - i);
+}
+
 /* ---- printing ------------------------------------------------------------------------------- */
 
 bool sbx_json_format_double(double d, char *buf)

@@ -71,6 +71,14 @@ char *sbx_json_normalize(const char *text, size_t len, int max_depth, char **ret
  */
 char *sbx_json_member_text(const char *text, size_t len, const cJSON *root, const cJSON *member);
 
+/**
+ * The text of @item, a node anywhere in the tree @root that sbx_json_parse() made from @text
+ * (@len bytes): the bytes that stood there, minified (malloc'd), as sbx_json_member_text() gives
+ * a member's, also for an element of an array or a value nested deeper (at most
+ * SBX_JSON_PRINT_DEPTH_MAX levels). NULL when out of memory, or when @item is not in @root.
+ */
+char *sbx_json_item_text(const char *text, size_t len, const cJSON *root, const cJSON *item);
+
 /** The literal of the number node @item ("12345678901234567890"), or NULL (made in memory). */
 const char *sbx_json_number_text(const cJSON *item);
 

@@ -264,6 +264,27 @@ static void check_members(const uint8_t *data, size_t size, const cJSON *root, c
     }
 }
 
+/* Every node's text (sbx_json_item_text()): in the minified whole, read as the same value. */
+static void check_items(const uint8_t *data, size_t size, const cJSON *root, const cJSON *node,
+                        const char *min, int *budget)
+{
+    const cJSON *child;
+    char *text, *printed;
+
+    /* Each node walks the text again: the first 64 nodes (depth first), so that wide inputs
+     * stay linear. */
+    if ((*budget)-- <= 0)
+        return;
+    text = sbx_json_item_text((const char *)data, size, root, node);
+    printed = sbx_json_print(node);
+    FUZZ_CHECK(text && printed);
+    FUZZ_CHECK(strstr(min, text));
+    check_prints_as(text, strlen(text), printed);
+    free(text);
+    free(printed);
+    cJSON_ArrayForEach(child, node) check_items(data, size, root, child, min, budget);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *error = NULL, *p1, *p2, *min, *norm;
@@ -308,6 +329,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(norm);
 
     check_members(data, size, root, min);
+    {
+        int budget = 64;
+        check_items(data, size, root, root, min, &budget);
+    }
 
     /* A duplicate carries the literals. */
     dup = cJSON_Duplicate(root, true);

@@ -588,6 +588,60 @@ static void test_member_text(void **state)
     cJSON_Delete(root);
 }
 
+/* Every node of @root (parsed from @text): its item text reads back as the same value. */
+static void check_items(const char *text, const cJSON *root, const cJSON *node)
+{
+    const cJSON *child;
+    char *got = sbx_json_item_text(text, strlen(text), root, node);
+    char *printed = sbx_json_print(node), *again;
+    cJSON *v;
+
+    assert_non_null(got);
+    v = parse(got);
+    again = sbx_json_print(v);
+    if (strcmp(again, printed) != 0)
+        fail_msg("item of %s: got %s, expected %s", text, got, printed);
+    free(again);
+    cJSON_Delete(v);
+    free(got);
+    free(printed);
+    cJSON_ArrayForEach(child, node) check_items(text, root, child);
+}
+
+static void test_item_text(void **state)
+{
+    static const char odd[] =
+        " \r\n{  \"a\" :  1 ,\"b\":{ \"c\" : [ 1 , \"x]}\" , {\"d\" :\"\\\"{\"} ] } ,\n"
+        "\t\"e\" : \"sp ace\" ,\"f\":[ ],\"g\":-0.0e+0 , \"h\" : null,\"i\" :\"\\\\\",\"j\":"
+        "{\"k\":{\"l\":[[\"]\",\"}\"],{}]}},\"m\":\"\\u00e9\\\"\"\t}\n ";
+    static const char arr[] = " [ 1 , [ \"a,]\" , { \"b\" : [ 9007199254740993 ] } ] , null ] ";
+    cJSON *root = parse(odd), *other, *l;
+    char *got;
+
+    (void)state;
+    check_items(odd, root, root);
+    /* j.k.l[0][1]: a string that holds a brace, inside nested arrays. */
+    l = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "j"), "k"), "l");
+    got = sbx_json_item_text(odd, strlen(odd), root, cJSON_GetArrayItem(l->child, 1));
+    assert_string_equal(got, "\"}\"");
+    free(got);
+    /* Not in the tree. */
+    other = parse("{\"a\":1}");
+    assert_null(sbx_json_item_text(odd, strlen(odd), root, other->child));
+    cJSON_Delete(other);
+    cJSON_Delete(root);
+
+    root = parse(arr);
+    check_items(arr, root, root);
+    got = sbx_json_item_text(arr, strlen(arr), root, root->child->next->child->next->child);
+    assert_string_equal(got, "[9007199254740993]");
+    free(got);
+    got = sbx_json_item_text(arr, strlen(arr), root, root);
+    assert_string_equal(got, "[1,[\"a,]\",{\"b\":[9007199254740993]}],null]");
+    free(got);
+    cJSON_Delete(root);
+}
+
 /* ---- minify and normalize ------------------------------------------------------------------ */
 
 static void test_minify(void **state)
@@ -1141,6 +1195,7 @@ int main(void)
         cmocka_unit_test(test_decimal_multiple_of),
         cmocka_unit_test(test_decimal_to_int64),
         cmocka_unit_test(test_json_int64),
+        cmocka_unit_test(test_item_text),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,568 @@
+/*
+ * The MCP server's protocol core (see mcp-server.h): JSON-RPC 2.0 messages in, answers out,
+ * the lifecycle, tools/list, tools/call (the calls in flight, their cancellation) and batches.
+ */
+#include "mcp-server/mcp-server.h"
+
+#include <string.h>
+
+#include "protocol/json.h"
+#include "protocol/limits.h"
+
+const char *const sbx_mcp_server_revisions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                                "2024-11-05", NULL};
+
+/* The one revision whose messages may be batches (2025-06-18 removed them again). */
+#define BATCH_REVISION "2025-03-26"
+
+/* What initialize tells the model about the server (2025-03-26 on). */
+static const char INSTRUCTIONS[] =
+    "This server runs code in isolated sandbox VMs (\"code mode\"). Instead of many tool calls, "
+    "write one program with the execute tool: JavaScript, TypeScript or Python, whose printed "
+    "output and last expression's value come back. Each call runs in a fresh VM without "
+    "network.";
+
+/* A batch's answers, sent as one array once every call in it has finished. */
+typedef struct {
+    GPtrArray *answers; /* char* JSON texts */
+    guint outstanding;  /* calls in flight, plus one while the batch is being read */
+} Batch;
+
+struct SbxMcpCall {
+    SbxMcpServer *server;
+    char *id_json; /* the request's id, as JSON text */
+    SbxMcpExecuteArgs args;
+    Batch *batch; /* or NULL */
+    gboolean cancelled;
+    gpointer data;
+};
+
+struct SbxMcpServer {
+    const SbxMcpServerOps *ops;
+    gpointer data;
+    char *name;
+    char *version;
+    const char *revision; /* one of sbx_mcp_server_revisions, or NULL before initialize */
+    gboolean initialized; /* notifications/initialized came */
+    GHashTable *calls;    /* id_json -> SbxMcpCall* (the key is the call's) */
+    GByteArray *line;     /* stdio: the line being received */
+    gboolean skipping;    /* stdio: inside a line over the limit, dropped up to its newline */
+};
+
+SbxMcpServer *sbx_mcp_server_new(const SbxMcpServerOps *ops, gpointer data,
+                                 const SbxMcpServerInfo *info)
+{
+    SbxMcpServer *s = g_new0(SbxMcpServer, 1);
+
+    s->ops = ops;
+    s->data = data;
+    s->name = g_strdup(info->name);
+    s->version = g_strdup(info->version);
+    s->calls = g_hash_table_new(g_str_hash, g_str_equal);
+    s->line = g_byte_array_new();
+    return s;
+}
+
+static void call_free(SbxMcpCall *call)
+{
+    sbx_mcp_execute_args_clear(&call->args);
+    g_free(call->id_json);
+    g_free(call);
+}
+
+static void batch_free(Batch *batch)
+{
+    g_ptr_array_unref(batch->answers);
+    g_free(batch);
+}
+
+void sbx_mcp_server_free(SbxMcpServer *s)
+{
+    GHashTableIter it;
+    gpointer value;
+
+    if (s == NULL) {
+        return;
+    }
+    /* Calls in flight are forgotten; a batch is freed with its last call. */
+    g_hash_table_iter_init(&it, s->calls);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        SbxMcpCall *call = value;
+        if (call->batch != NULL && --call->batch->outstanding == 0) {
+            batch_free(call->batch);
+        }
+        call_free(call);
+    }
+    g_hash_table_destroy(s->calls);
+    g_byte_array_unref(s->line);
+    g_free(s->name);
+    g_free(s->version);
+    g_free(s);
+}
+
+guint sbx_mcp_server_calls(const SbxMcpServer *s)
+{
+    return g_hash_table_size(s->calls);
+}
+
+const char *sbx_mcp_server_revision(const SbxMcpServer *s)
+{
+    return s->revision;
+}
+
+void sbx_mcp_call_set_data(SbxMcpCall *call, gpointer data)
+{
+    call->data = data;
+}
+
+gpointer sbx_mcp_call_get_data(const SbxMcpCall *call)
+{
+    return call->data;
+}
+
+/* ---- answers -------------------------------------------------------------------------------- */
+
+/* An answer goes out at once, or into its batch's array. Takes @json. */
+static void answer(SbxMcpServer *s, Batch *batch, char *json)
+{
+    if (batch != NULL) {
+        g_ptr_array_add(batch->answers, json);
+        return;
+    }
+    s->ops->send(s->data, json, strlen(json));
+    g_free(json);
+}
+
+static void answer_result(SbxMcpServer *s, Batch *batch, const char *id_json, const char *result)
+{
+    answer(s, batch,
+           g_strdup_printf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}", id_json, result));
+}
+
+/* An error answer; @id_json NULL: the id could not be read (null). */
+static void answer_error(SbxMcpServer *s, Batch *batch, const char *id_json, int code,
+                         const char *message)
+{
+    SbxJsonb b;
+
+    sbx_jsonb_init(&b);
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_member_string(&b, "jsonrpc", "2.0");
+    sbx_jsonb_member_raw(&b, "id", id_json); /* NULL: null */
+    sbx_jsonb_key(&b, "error");
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_member_int(&b, "code", code);
+    sbx_jsonb_member_string(&b, "message", message);
+    sbx_jsonb_end_object(&b);
+    sbx_jsonb_end_object(&b);
+    answer(s, batch, sbx_jsonb_finish(&b));
+}
+
+/* The batch was read, or one of its calls finished: sent once nothing is outstanding. */
+static void batch_release(SbxMcpServer *s, Batch *batch)
+{
+    if (--batch->outstanding > 0) {
+        return;
+    }
+    if (batch->answers->len > 0) { /* only notifications (or cancelled calls): nothing at all */
+        GString *out = g_string_new("[");
+        for (guint i = 0; i < batch->answers->len; i++) {
+            g_string_append(out, i > 0 ? "," : "");
+            g_string_append(out, g_ptr_array_index(batch->answers, i));
+        }
+        g_string_append_c(out, ']');
+        s->ops->send(s->data, out->str, out->len);
+        g_string_free(out, TRUE);
+    }
+    batch_free(batch);
+}
+
+/* ---- one request ---------------------------------------------------------------------------- */
+
+/* What one message is, read from its text; the pointers into the tree. */
+typedef struct {
+    const char *text;
+    gsize len;
+    cJSON *root;
+    const char *method;
+    char *id_json; /* NULL: a notification (or an id that could not be read) */
+    const cJSON *params;
+    Batch *batch;
+} Msg;
+
+static const char *pick_revision(const char *asked)
+{
+    for (gsize i = 0; sbx_mcp_server_revisions[i] != NULL; i++) {
+        if (strcmp(asked, sbx_mcp_server_revisions[i]) == 0) {
+            return sbx_mcp_server_revisions[i];
+        }
+    }
+    return sbx_mcp_server_revisions[0];
+}
+
+static void on_initialize(SbxMcpServer *s, const Msg *m)
+{
+    const cJSON *version = cJSON_GetObjectItemCaseSensitive(m->params, "protocolVersion");
+    const cJSON *caps = cJSON_GetObjectItemCaseSensitive(m->params, "capabilities");
+    const cJSON *client = cJSON_GetObjectItemCaseSensitive(m->params, "clientInfo");
+
+    if (s->revision != NULL) {
+        answer_error(s, m->batch, m->id_json, SBX_JSONRPC_INVALID_REQUEST,
+                     "Invalid Request: the session is initialized already");
+        return;
+    }
+    if (!cJSON_IsString(version) || !cJSON_IsObject(caps) || !cJSON_IsObject(client)) {
+        answer_error(s, m->batch, m->id_json, SBX_JSONRPC_INVALID_PARAMS,
+                     "Invalid params: initialize takes protocolVersion (a string), capabilities "
+                     "and clientInfo (objects)");
+        return;
+    }
+    s->revision = pick_revision(version->valuestring);
+
+    SbxJsonb b;
+    sbx_jsonb_init(&b);
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_member_string(&b, "protocolVersion", s->revision);
+    sbx_jsonb_member_raw(&b, "capabilities", "{\"tools\":{\"listChanged\":false}}");
+    sbx_jsonb_key(&b, "serverInfo");
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_member_string(&b, "name", s->name);
+    sbx_jsonb_member_string(&b, "version", s->version);
+    sbx_jsonb_end_object(&b);
+    if (strcmp(s->revision, "2025-03-26") >= 0) {
+        sbx_jsonb_member_string(&b, "instructions", INSTRUCTIONS);
+    }
+    sbx_jsonb_end_object(&b);
+    g_autofree char *result = sbx_jsonb_finish(&b);
+    answer_result(s, m->batch, m->id_json, result);
+}
+
+static void on_tools_list(SbxMcpServer *s, const Msg *m)
+{
+    SbxJsonb b;
+
+    /* One page: a cursor is always one we never gave. */
+    if (cJSON_GetObjectItemCaseSensitive(m->params, "cursor") != NULL &&
+        !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(m->params, "cursor"))) {
+        answer_error(s, m->batch, m->id_json, SBX_JSONRPC_INVALID_PARAMS,
+                     "Invalid params: unknown cursor (tools/list has one page)");
+        return;
+    }
+    sbx_jsonb_init(&b);
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_key(&b, "tools");
+    sbx_jsonb_begin_array(&b);
+    sbx_mcp_execute_definition(&b, s->revision);
+    sbx_jsonb_end_array(&b);
+    sbx_jsonb_end_object(&b);
+    g_autofree char *result = sbx_jsonb_finish(&b);
+    answer_result(s, m->batch, m->id_json, result);
+}
+
+/* A refused call: a tool error the model reads (MCP: input errors are tool results). */
+static void answer_tool_error(SbxMcpServer *s, const Msg *m, const char *message)
+{
+    g_autofree char *result = sbx_mcp_tool_error_result(message);
+    answer_result(s, m->batch, m->id_json, result);
+}
+
+/* tools/call's arguments, as text of their own (the JSON values forwarded as sent). */
+static char *arguments_text(const Msg *m, const cJSON *arguments)
+{
+    return arguments != NULL ? sbx_json_item_text(m->text, m->len, m->root, arguments)
+                             : strdup("{}");
+}
+
+static void start_call(SbxMcpServer *s, const Msg *m, const cJSON *arguments)
+{
+    char *args_text = arguments_text(m, arguments);
+    SbxMcpCall *call = g_new0(SbxMcpCall, 1);
+    g_autofree char *bad =
+        args_text != NULL ? sbx_mcp_execute_args_parse(args_text, strlen(args_text), &call->args)
+                          : g_strdup("out of memory");
+
+    free(args_text);
+    if (bad != NULL) {
+        call_free(call);
+        answer_tool_error(s, m, bad);
+        return;
+    }
+    call->server = s;
+    call->id_json = g_strdup(m->id_json);
+    call->batch = m->batch;
+    if (call->batch != NULL) {
+        call->batch->outstanding++;
+    }
+    g_hash_table_insert(s->calls, call->id_json, call);
+    s->ops->execute(s->data, call, &call->args);
+}
+
+static void on_tools_call(SbxMcpServer *s, const Msg *m)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(m->params, "name");
+    const cJSON *arguments = cJSON_GetObjectItemCaseSensitive(m->params, "arguments");
+
+    if (!cJSON_IsString(name) || (arguments != NULL && !cJSON_IsObject(arguments))) {
+        answer_error(s, m->batch, m->id_json, SBX_JSONRPC_INVALID_PARAMS,
+                     "Invalid params: tools/call takes name (a string) and arguments (an "
+                     "object)");
+        return;
+    }
+    if (strcmp(name->valuestring, "execute") != 0) {
+        g_autofree char *msg = g_strdup_printf("Invalid params: unknown tool \"%.*s\" (the tool "
+                                               "is execute)",
+                                               SBX_NAME_MAX, name->valuestring);
+        answer_error(s, m->batch, m->id_json, SBX_JSONRPC_INVALID_PARAMS, msg);
+        return;
+    }
+    if (g_hash_table_contains(s->calls, m->id_json)) {
+        answer_error(s, m->batch, m->id_json, SBX_JSONRPC_INVALID_REQUEST,
+                     "Invalid Request: the id of a request still in flight");
+        return;
+    }
+    if (g_hash_table_size(s->calls) >= SBX_MCP_SERVER_CALLS_MAX) {
+        answer_tool_error(s, m,
+                          "too many executions at once (at most " G_STRINGIFY(
+                              SBX_MCP_SERVER_CALLS_MAX) " in flight): wait for one to finish, "
+                                                        "or do more in one program");
+        return;
+    }
+    start_call(s, m, arguments);
+}
+
+static void on_request(SbxMcpServer *s, const Msg *m)
+{
+    if (strcmp(m->method, "initialize") == 0) {
+        on_initialize(s, m);
+    } else if (strcmp(m->method, "ping") == 0) {
+        answer_result(s, m->batch, m->id_json, "{}");
+    } else if (s->revision == NULL) {
+        answer_error(s, m->batch, m->id_json, SBX_JSONRPC_INVALID_REQUEST,
+                     "Invalid Request: the session is not initialized (initialize first)");
+    } else if (strcmp(m->method, "tools/list") == 0) {
+        on_tools_list(s, m);
+    } else if (strcmp(m->method, "tools/call") == 0) {
+        on_tools_call(s, m);
+    } else {
+        g_autofree char *msg = g_strdup_printf("Method not found: %.*s", SBX_NAME_MAX, m->method);
+        answer_error(s, m->batch, m->id_json, SBX_JSONRPC_METHOD_NOT_FOUND, msg);
+    }
+}
+
+/* ---- notifications -------------------------------------------------------------------------- */
+
+/* A request id as the JSON text we keep it by, or NULL if it is none (or too long). */
+static char *id_text(const Msg *m, const cJSON *id)
+{
+    if (!cJSON_IsString(id) && !cJSON_IsNumber(id)) {
+        return NULL;
+    }
+    char *text = sbx_json_item_text(m->text, m->len, m->root, id);
+    if (text != NULL && strlen(text) > SBX_MCP_SERVER_ID_MAX) {
+        g_clear_pointer(&text, free);
+    }
+    return text;
+}
+
+static void on_cancelled(SbxMcpServer *s, const Msg *m)
+{
+    char *id = id_text(m, cJSON_GetObjectItemCaseSensitive(m->params, "requestId"));
+    SbxMcpCall *call = id != NULL ? g_hash_table_lookup(s->calls, id) : NULL;
+
+    free(id);
+    /* Unknown or finished already: the race MCP allows for; ignored. */
+    if (call != NULL && !call->cancelled) {
+        call->cancelled = TRUE;
+        s->ops->cancel(s->data, call);
+    }
+}
+
+/* A notification is never answered, not even when it is wrong (JSON-RPC). */
+static void on_notification(SbxMcpServer *s, const Msg *m)
+{
+    if (strcmp(m->method, "notifications/initialized") == 0) {
+        s->initialized = s->revision != NULL;
+    } else if (strcmp(m->method, "notifications/cancelled") == 0 && s->revision != NULL) {
+        on_cancelled(s, m);
+    }
+    /* Anything else (progress, roots changed, ...): nothing we act on. */
+}
+
+/* ---- messages ------------------------------------------------------------------------------- */
+
+/* One message (not a batch): @root parsed from @text. */
+static void handle_one(SbxMcpServer *s, const char *text, gsize len, cJSON *root, Batch *batch)
+{
+    Msg m = {.text = text, .len = len, .root = root, .batch = batch};
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "jsonrpc");
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(root, "method");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+
+    if (!cJSON_IsObject(root)) {
+        answer_error(s, batch, NULL, SBX_JSONRPC_INVALID_REQUEST,
+                     "Invalid Request: a message is a JSON object");
+        return;
+    }
+    g_autofree char *id_json = NULL;
+    char *idt = id_text(&m, id);
+    id_json = idt != NULL ? g_strdup(idt) : NULL;
+    free(idt);
+    m.id_json = id_json;
+    m.params = cJSON_GetObjectItemCaseSensitive(root, "params");
+    if (method == NULL && (cJSON_GetObjectItemCaseSensitive(root, "result") != NULL ||
+                           cJSON_GetObjectItemCaseSensitive(root, "error") != NULL)) {
+        return; /* a response: we send no requests, so it answers nothing of ours */
+    }
+    if (!cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0 || !cJSON_IsString(method) ||
+        (id != NULL && id_json == NULL) ||
+        (m.params != NULL && !cJSON_IsObject(m.params) && !cJSON_IsArray(m.params))) {
+        if (id != NULL || !cJSON_IsString(method)) { /* a notification gets no answer at all */
+            answer_error(s, batch, id_json, SBX_JSONRPC_INVALID_REQUEST,
+                         "Invalid Request: not a JSON-RPC 2.0 request (jsonrpc \"2.0\", a "
+                         "method, an id that is a string or a number of at most " G_STRINGIFY(
+                             SBX_MCP_SERVER_ID_MAX) " bytes, params an object)");
+        }
+        return;
+    }
+    m.method = method->valuestring;
+    if (id == NULL) {
+        on_notification(s, &m);
+    } else if (m.params != NULL && !cJSON_IsObject(m.params)) {
+        answer_error(s, batch, id_json, SBX_JSONRPC_INVALID_PARAMS,
+                     "Invalid params: params is an object");
+    } else {
+        on_request(s, &m);
+    }
+}
+
+/* The elements of a batch, each from its own text. */
+static void handle_batch(SbxMcpServer *s, const char *text, gsize len, const cJSON *root)
+{
+    int n = cJSON_GetArraySize(root);
+    const cJSON *item;
+
+    if (s->revision == NULL || strcmp(s->revision, BATCH_REVISION) != 0 || n == 0 ||
+        n > SBX_MCP_SERVER_BATCH_MAX) {
+        answer_error(s, NULL, NULL, SBX_JSONRPC_INVALID_REQUEST,
+                     s->revision == NULL || strcmp(s->revision, BATCH_REVISION) != 0
+                         ? "Invalid Request: batches only after initialize, and only in "
+                           "revision 2025-03-26"
+                         : "Invalid Request: a batch of 1 to " G_STRINGIFY(
+                               SBX_MCP_SERVER_BATCH_MAX) " messages");
+        return;
+    }
+    Batch *batch = g_new0(Batch, 1);
+    batch->answers = g_ptr_array_new_with_free_func(g_free);
+    batch->outstanding = 1;
+    cJSON_ArrayForEach(item, root)
+    {
+        char *one = sbx_json_item_text(text, len, root, item);
+        cJSON *elem =
+            one != NULL ? sbx_json_parse(one, strlen(one), SBX_JSON_DEPTH_MAX, NULL) : NULL;
+        if (elem != NULL) {
+            handle_one(s, one, strlen(one), elem, batch);
+        } else {
+            answer_error(s, batch, NULL, SBX_JSONRPC_INTERNAL_ERROR, "Internal error");
+        }
+        cJSON_Delete(elem);
+        free(one);
+    }
+    batch_release(s, batch);
+}
+
+void sbx_mcp_server_receive(SbxMcpServer *s, const char *text, gsize len)
+{
+    g_autofree char *why = NULL;
+
+    if (len > SBX_MCP_SERVER_MESSAGE_MAX) {
+        answer_error(s, NULL, NULL, SBX_JSONRPC_INVALID_REQUEST,
+                     "Invalid Request: a message over 4 MiB (SBX_MCP_SERVER_MESSAGE_MAX)");
+        return;
+    }
+    cJSON *root = sbx_json_parse(text, len, SBX_JSON_DEPTH_MAX, &why);
+    if (root == NULL) {
+        g_autofree char *msg =
+            g_strdup_printf("Parse error: %s", why != NULL ? why : "out of memory");
+        answer_error(s, NULL, NULL, SBX_JSONRPC_PARSE_ERROR, msg);
+        return;
+    }
+    if (cJSON_IsArray(root)) {
+        handle_batch(s, text, len, root);
+    } else {
+        handle_one(s, text, len, root, NULL);
+    }
+    cJSON_Delete(root);
+}
+
+void sbx_mcp_server_finish(SbxMcpServer *s, SbxMcpCall *call, const char *report_json)
+{
+    Batch *batch = call->batch;
+
+    g_hash_table_remove(s->calls, call->id_json);
+    if (!call->cancelled) {
+        g_autofree char *result = sbx_mcp_execute_result(report_json, s->revision);
+        answer_result(s, batch, call->id_json, result);
+    }
+    call_free(call);
+    if (batch != NULL) {
+        batch_release(s, batch);
+    }
+}
+
+/* ---- stdio ---------------------------------------------------------------------------------- */
+
+static void line_done(SbxMcpServer *s)
+{
+    const char *text = (const char *)s->line->data;
+    gsize len = s->line->len;
+
+    if (len > 0 && text[len - 1] == '\r') {
+        len--;
+    }
+    gsize i = 0;
+    while (i < len && (text[i] == ' ' || text[i] == '\t')) {
+        i++;
+    }
+    if (i < len) { /* blank lines between messages are harmless */
+        sbx_mcp_server_receive(s, text, len);
+    }
+    g_byte_array_set_size(s->line, 0);
+}
+
+void sbx_mcp_server_feed(SbxMcpServer *s, const guint8 *data, gsize len)
+{
+    while (len > 0) {
+        const guint8 *nl = memchr(data, '\n', len);
+        gsize take = nl != NULL ? (gsize)(nl - data) : len;
+
+        if (!s->skipping && s->line->len + take > SBX_MCP_SERVER_MESSAGE_MAX) {
+            /* Answered once, then the rest of the line is dropped as it comes. */
+            g_byte_array_set_size(s->line, 0);
+            s->skipping = TRUE;
+            answer_error(s, NULL, NULL, SBX_JSONRPC_INVALID_REQUEST,
+                         "Invalid Request: a message over 4 MiB (SBX_MCP_SERVER_MESSAGE_MAX)");
+        }
+        if (!s->skipping) {
+            g_byte_array_append(s->line, data, take);
+        }
+        if (nl == NULL) {
+            return;
+        }
+        data += take + 1;
+        len -= take + 1;
+        if (s->skipping) {
+            s->skipping = FALSE;
+        } else {
+            line_done(s);
+        }
+    }
+}
+
+void sbx_mcp_server_feed_end(SbxMcpServer *s)
+{
+    if (!s->skipping && s->line->len > 0) {
+        line_done(s);
+    }
+    g_byte_array_set_size(s->line, 0);
+    s->skipping = FALSE;
+}

@@ -1,0 +1,115 @@
+/*
+ * The sandbox as an MCP server ("code mode" for agents, docs/mcp-server.md): the protocol core
+ * every transport shares (`sandbox mcp` over stdio, cli/mcp.c). It takes the client's JSON-RPC
+ * 2.0 messages, one text at a time or the bytes of a stdio stream (newline-delimited, split
+ * here), and answers them: the lifecycle (`initialize` with the revision negotiated,
+ * `notifications/initialized`, `ping`), `tools/list`, `tools/call` and `notifications/cancelled`,
+ * and a JSON-RPC error for everything else. Batches only in the one revision that has them
+ * (2025-03-26).
+ *
+ * Pure: no I/O and no execution. What goes to the client goes through the ops' send; a checked
+ * `execute` goes to the ops' execute and comes back, once the execution ended, through
+ * sbx_mcp_server_finish(). Every parser of untrusted bytes here is fuzzed
+ * (tests/mcp/fuzz-mcp-server.c). cJSON stays inside.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "mcp-server/execute.h"
+
+/*
+ * One message from the client: 4 MiB. An `execute` (code up to SBX_MCP_EXECUTE_CODE_MAX, its
+ * JSON escapes, its arguments) all goes to the guest in one frame of at most SBX_FRAME_MAX (4
+ * MiB), so a larger message could not run anyway; it is also what one client makes us hold.
+ */
+#define SBX_MCP_SERVER_MESSAGE_MAX (4u * 1024 * 1024)
+
+/*
+ * A request id's JSON text: 256 bytes. Ids are echoed in every answer and kept with each call in
+ * flight; clients use counters or UUIDs (36 bytes).
+ */
+#define SBX_MCP_SERVER_ID_MAX 256
+
+/*
+ * Executions in flight on one connection: 8. Each is a VM (restored by `sandbox mcp` itself, or
+ * one of `sandbox serve`'s pool, which queues the rest): enough for an agent's parallel calls,
+ * few enough that a runaway client cannot start dozens of VMs on a workstation. A call beyond
+ * is answered at once with a tool error that says to wait.
+ */
+#define SBX_MCP_SERVER_CALLS_MAX 8
+
+/* Messages in one batch (2025-03-26 only): a batch is answered as one array, held until whole. */
+#define SBX_MCP_SERVER_BATCH_MAX 64
+
+/* JSON-RPC 2.0's error codes. */
+#define SBX_JSONRPC_PARSE_ERROR (-32700)
+#define SBX_JSONRPC_INVALID_REQUEST (-32600)
+#define SBX_JSONRPC_METHOD_NOT_FOUND (-32601)
+#define SBX_JSONRPC_INVALID_PARAMS (-32602)
+#define SBX_JSONRPC_INTERNAL_ERROR (-32603)
+
+/* The revisions of MCP spoken, newest first: the newest is answered to a client asking another. */
+extern const char *const sbx_mcp_server_revisions[];
+
+typedef struct SbxMcpServer SbxMcpServer;
+typedef struct SbxMcpCall SbxMcpCall;
+
+typedef struct {
+    /* One message (or batch answer) for the client: JSON text without a newline. Required. */
+    void (*send)(gpointer data, const char *json, gsize len);
+    /*
+     * Run @args (checked; owned by @call, valid until its finish). Answer with
+     * sbx_mcp_server_finish(@call), exactly once, also after a cancel. Required.
+     */
+    void (*execute)(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs *args);
+    /* The client cancelled @call: end its execution now. Its finish is still due (no answer
+     * goes to the client, as MCP says). Required. */
+    void (*cancel)(gpointer data, SbxMcpCall *call);
+} SbxMcpServerOps;
+
+/* Who we are, for initialize's serverInfo. Copied. */
+typedef struct {
+    const char *name;
+    const char *version;
+} SbxMcpServerInfo;
+
+/** A server for one client connection. @ops and @data must outlive it. */
+SbxMcpServer *sbx_mcp_server_new(const SbxMcpServerOps *ops, gpointer data,
+                                 const SbxMcpServerInfo *info);
+
+/**
+ * Free @server (accepts NULL). Calls still in flight are forgotten: end their executions first
+ * (their finish must not come after this).
+ */
+void sbx_mcp_server_free(SbxMcpServer *server);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxMcpServer, sbx_mcp_server_free)
+
+/** One message (or batch) from the client, @len bytes of @text (any bytes). */
+void sbx_mcp_server_receive(SbxMcpServer *server, const char *text, gsize len);
+
+/**
+ * Bytes of a stdio stream: each line (LF, a CR before it dropped; blank lines skipped) is one
+ * message. A line over SBX_MCP_SERVER_MESSAGE_MAX is answered with an error (null id) and
+ * skipped up to its newline; the stream goes on.
+ */
+void sbx_mcp_server_feed(SbxMcpServer *server, const guint8 *data, gsize len);
+
+/** The end of the stdio stream: a last line without its newline counts. */
+void sbx_mcp_server_feed_end(SbxMcpServer *server);
+
+/**
+ * @call's execution ended: its report is @report_json (`sandbox run --json`'s object). The
+ * answer goes to the client unless the call was cancelled; @call is freed.
+ */
+void sbx_mcp_server_finish(SbxMcpServer *server, SbxMcpCall *call, const char *report_json);
+
+/** Calls in flight (started, not finished: cancelled ones count until their finish). */
+guint sbx_mcp_server_calls(const SbxMcpServer *server);
+
+/** The revision negotiated, or NULL before initialize. */
+const char *sbx_mcp_server_revision(const SbxMcpServer *server);
+
+/** Attach the transport's @data to @call / get it back (NULL until set). */
+void sbx_mcp_call_set_data(SbxMcpCall *call, gpointer data);
+gpointer sbx_mcp_call_get_data(const SbxMcpCall *call);

@@ -1,0 +1,151 @@
+/*
+ * Fuzz target: a client's bytes into the MCP server's protocol core (host-agent/mcp-server/)
+ * as a stdio stream, in fragments of 1..143 bytes, after an initialize of the revision byte 0
+ * picks (or none). Executions started are finished at once, later, or cancelled first, as the
+ * input's bits say, with a report that byte 0 also picks.
+ *
+ * Invariants: every message sent is one line of JSON that our strict parser reads, a JSON-RPC
+ * 2.0 answer (an object with an id and exactly one of result and error) or a non-empty array of
+ * them; no id is answered twice while its call is in flight; the calls in flight never exceed
+ * SBX_MCP_SERVER_CALLS_MAX; a cancelled call's finish sends nothing.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp-server/mcp-server.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            abort();                                                                               \
+    } while (0)
+
+typedef struct {
+    SbxMcpServer *server;
+    GPtrArray *calls; /* in flight, as the server started them */
+    GHashTable *cancelled;
+    guint sent;
+} Fuzz;
+
+static const char *const reports[] = {
+    ("{\"status\":\"ok\",\"exit_code\":0,\"result\":[1e400,-0.0],\"error\":null,\"stdout\":\"a\","
+     "\"stderr\":\"\",\"output_truncated\":false,\"duration_ms\":1}"),
+    "{\"status\":\"error\",\"exit_code\":1,\"error\":{\"code\":\"runtime_error\",\"stack\":\"\"}}",
+    "{\"status\":7,\"exit_code\":\"x\",\"error\":[],\"stdout\":null}",
+    "[]",
+    "",
+};
+
+static void check_answer(const cJSON *v)
+{
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(v, "id");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(v, "jsonrpc");
+    gboolean result = cJSON_GetObjectItemCaseSensitive(v, "result") != NULL;
+    gboolean error = cJSON_GetObjectItemCaseSensitive(v, "error") != NULL;
+
+    CHECK(cJSON_IsObject(v) && cJSON_IsString(ver) && strcmp(ver->valuestring, "2.0") == 0);
+    CHECK(cJSON_IsString(id) || cJSON_IsNumber(id) || cJSON_IsNull(id));
+    CHECK(result != error);
+}
+
+static void on_send(gpointer data, const char *json, gsize len)
+{
+    Fuzz *f = data;
+    cJSON *v = sbx_json_parse(json, len, SBX_JSON_DEPTH_MAX + 8, NULL);
+    const cJSON *item;
+
+    f->sent++;
+    CHECK(strlen(json) == len && memchr(json, '\n', len) == NULL && v != NULL);
+    if (cJSON_IsArray(v)) {
+        CHECK(cJSON_GetArraySize(v) > 0);
+        cJSON_ArrayForEach(item, v) check_answer(item);
+    } else {
+        check_answer(v);
+    }
+    cJSON_Delete(v);
+}
+
+static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs *args)
+{
+    Fuzz *f = data;
+
+    CHECK(args->code != NULL && strlen(args->code) <= SBX_MCP_EXECUTE_CODE_MAX);
+    CHECK(args->timeout_ms >= 1 && args->timeout_ms <= SBX_MCP_EXECUTE_TIMEOUT_MAX_MS);
+    CHECK(args->args_json == NULL || args->args_json[0] == '[');
+    CHECK(args->kwargs_json == NULL || args->kwargs_json[0] == '{');
+    g_ptr_array_add(f->calls, call);
+    CHECK(f->calls->len <= SBX_MCP_SERVER_CALLS_MAX);
+    CHECK(sbx_mcp_server_calls(f->server) == f->calls->len);
+}
+
+static void on_cancel(gpointer data, SbxMcpCall *call)
+{
+    Fuzz *f = data;
+
+    CHECK(!g_hash_table_contains(f->cancelled, call)); /* once per call */
+    g_hash_table_add(f->cancelled, call);
+}
+
+static const SbxMcpServerOps ops = {.send = on_send, .execute = on_execute, .cancel = on_cancel};
+
+static void finish_first(Fuzz *f, const char *report)
+{
+    SbxMcpCall *call = g_ptr_array_steal_index(f->calls, 0);
+    gboolean cancelled = g_hash_table_remove(f->cancelled, call);
+    guint before = f->sent;
+
+    sbx_mcp_server_finish(f->server, call, report);
+    CHECK(!cancelled || f->sent == before || f->sent == before + 1); /* a batch may complete */
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const char *const versions[] = {NULL, "2025-11-25", "2025-06-18", "2025-03-26",
+                                           "2024-11-05"};
+    SbxMcpServerInfo info = {.name = "sandbox", .version = "0"};
+    Fuzz f = {0};
+    size_t pos = 1;
+    uint32_t seed;
+
+    if (size < 1)
+        return 0;
+    seed = data[0];
+    f.calls = g_ptr_array_new();
+    f.cancelled = g_hash_table_new(NULL, NULL);
+    f.server = sbx_mcp_server_new(&ops, &f, &info);
+    const char *version = versions[data[0] % G_N_ELEMENTS(versions)];
+    const char *report = reports[(data[0] >> 3) % G_N_ELEMENTS(reports)];
+    if (version != NULL) {
+        char *init = g_strdup_printf("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\","
+                                     "\"params\":{\"protocolVersion\":\"%s\",\"capabilities\":{},"
+                                     "\"clientInfo\":{\"name\":\"f\",\"version\":\"1\"}}}\n",
+                                     version);
+        sbx_mcp_server_feed(f.server, (const guint8 *)init, strlen(init));
+        g_free(init);
+    }
+    while (pos < size) {
+        size_t n;
+        seed = seed * 1103515245u + 12345u;
+        n = 1 + (seed >> 16) % 143;
+        if (n > size - pos)
+            n = size - pos;
+        sbx_mcp_server_feed(f.server, data + pos, n);
+        pos += n;
+        /* Now and then the oldest call in flight ends. */
+        if (f.calls->len > 0 && (seed >> 8) % 4 == 0)
+            finish_first(&f, report);
+    }
+    sbx_mcp_server_feed_end(f.server);
+    /* Half the time the rest end; else the server is freed with them in flight. */
+    while ((seed & 1) && f.calls->len > 0)
+        finish_first(&f, report);
+    sbx_mcp_server_free(f.server);
+    g_ptr_array_unref(f.calls);
+    g_hash_table_unref(f.cancelled);
+    return 0;
+}

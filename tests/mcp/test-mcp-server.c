@@ -1,0 +1,697 @@
+/*
+ * The MCP server's protocol core (host-agent/mcp-server/, cmocka), played by a fake transport
+ * that keeps what is sent and the executions started: initialize and the revision negotiated,
+ * requests before it, the JSON-RPC errors, notifications never answered, tools/list per
+ * revision, tools/call (arguments checked, values forwarded exactly, the report as content and
+ * structuredContent, isError), cancellation, the bound on calls in flight, ids, batches in
+ * 2025-03-26 only, and the stdio framing (split lines, CRLF, blank lines, a line over the limit).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mcp-server/mcp-server.h"
+#include "protocol/json.h"
+#include "protocol/limits.h"
+
+typedef struct {
+    SbxMcpServer *server;
+    GPtrArray *sent;      /* char*: every message sent */
+    GPtrArray *calls;     /* SbxMcpCall*: executions started, not finished */
+    GPtrArray *args;      /* char*: "language|code|entry|args|kwargs|timeout" of each start */
+    GPtrArray *cancelled; /* SbxMcpCall*: cancel callbacks */
+} Fake;
+
+static void on_send(gpointer data, const char *json, gsize len)
+{
+    Fake *f = data;
+    assert_int_equal(strlen(json), len);
+    assert_null(strchr(json, '\n')); /* one line each on stdio */
+    g_ptr_array_add(f->sent, g_strndup(json, len));
+}
+
+static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs *a)
+{
+    Fake *f = data;
+    g_ptr_array_add(f->calls, call);
+    g_ptr_array_add(f->args,
+                    g_strdup_printf("%s|%s|%s|%s|%s|%u", sbx_language_name(a->language), a->code,
+                                    a->entry ? a->entry : "-", a->args_json ? a->args_json : "-",
+                                    a->kwargs_json ? a->kwargs_json : "-", a->timeout_ms));
+}
+
+static void on_cancel(gpointer data, SbxMcpCall *call)
+{
+    Fake *f = data;
+    g_ptr_array_add(f->cancelled, call);
+}
+
+static const SbxMcpServerOps ops = {.send = on_send, .execute = on_execute, .cancel = on_cancel};
+
+static Fake *fake_new(void)
+{
+    Fake *f = g_new0(Fake, 1);
+    SbxMcpServerInfo info = {.name = "sandbox", .version = "9.9"};
+
+    f->server = sbx_mcp_server_new(&ops, f, &info);
+    f->sent = g_ptr_array_new_with_free_func(g_free);
+    f->calls = g_ptr_array_new();
+    f->args = g_ptr_array_new_with_free_func(g_free);
+    f->cancelled = g_ptr_array_new();
+    return f;
+}
+
+static void fake_free(Fake *f)
+{
+    sbx_mcp_server_free(f->server);
+    g_ptr_array_unref(f->sent);
+    g_ptr_array_unref(f->calls);
+    g_ptr_array_unref(f->args);
+    g_ptr_array_unref(f->cancelled);
+    g_free(f);
+}
+
+static void recv_text(Fake *f, const char *text)
+{
+    sbx_mcp_server_receive(f->server, text, strlen(text));
+}
+
+/* The one message sent since the last take (parsed; caller deletes). */
+static cJSON *take(Fake *f)
+{
+    if (f->sent->len != 1) {
+        fail_msg("expected one message sent, got %u%s%s", f->sent->len, f->sent->len ? ": " : "",
+                 f->sent->len ? (char *)g_ptr_array_index(f->sent, 0) : "");
+    }
+    const char *text = g_ptr_array_index(f->sent, 0);
+    cJSON *v = sbx_json_parse(text, strlen(text), SBX_JSON_DEPTH_MAX, NULL);
+    assert_non_null(v);
+    g_ptr_array_set_size(f->sent, 0);
+    return v;
+}
+
+static const cJSON *get(const cJSON *v, const char *path)
+{
+    g_auto(GStrv) parts = g_strsplit(path, ".", -1);
+    for (char **p = parts; *p != NULL && v != NULL; p++) {
+        v = cJSON_IsArray(v) ? cJSON_GetArrayItem(v, atoi(*p))
+                             : cJSON_GetObjectItemCaseSensitive(v, *p);
+    }
+    return v;
+}
+
+static const char *str(const cJSON *v, const char *path)
+{
+    const cJSON *s = get(v, path);
+    return cJSON_IsString(s) ? s->valuestring : NULL;
+}
+
+static gint64 num(const cJSON *v, const char *path)
+{
+    int64_t n = -99999;
+    assert_true(sbx_json_int64(get(v, path), &n));
+    return n;
+}
+
+static char *text_of(const cJSON *v, const char *path)
+{
+    return sbx_json_print(get(v, path));
+}
+
+/* The one message is an error with @code and id @id_json ("null" for none). */
+static void expect_error(Fake *f, int code, const char *id_json)
+{
+    cJSON *v = take(f);
+    char *id = text_of(v, "id");
+    assert_int_equal(num(v, "error.code"), code);
+    assert_string_equal(id, id_json);
+    assert_non_null(str(v, "error.message"));
+    assert_null(get(v, "result"));
+    free(id);
+    cJSON_Delete(v);
+}
+
+static void initialize(Fake *f, const char *version)
+{
+    g_autofree char *msg =
+        g_strdup_printf("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                        "\"protocolVersion\":\"%s\",\"capabilities\":{},\"clientInfo\":{\"name\":"
+                        "\"t\",\"version\":\"1\"}}}",
+                        version);
+    recv_text(f, msg);
+    cJSON_Delete(take(f));
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+    assert_int_equal(f->sent->len, 0);
+}
+
+/* ---- lifecycle --------------------------------------------------------------------------------
+ */
+
+static void test_initialize_versions(void **state)
+{
+    static const char *const cases[][2] = {
+        {"2025-11-25", "2025-11-25"}, {"2025-06-18", "2025-06-18"}, {"2025-03-26", "2025-03-26"},
+        {"2024-11-05", "2024-11-05"}, {"2099-01-01", "2025-11-25"}, {"2024-10-07", "2025-11-25"},
+    };
+    (void)state;
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        Fake *f = fake_new();
+        g_autofree char *msg = g_strdup_printf(
+            "{\"jsonrpc\":\"2.0\",\"id\":\"init-1\",\"method\":\"initialize\",\"params\":{"
+            "\"protocolVersion\":\"%s\",\"capabilities\":{\"elicitation\":{}},\"clientInfo\":"
+            "{\"name\":\"t\",\"version\":\"1\"}}}",
+            cases[i][0]);
+        recv_text(f, msg);
+        cJSON *v = take(f);
+        assert_string_equal(str(v, "jsonrpc"), "2.0");
+        assert_string_equal(str(v, "id"), "init-1");
+        assert_string_equal(str(v, "result.protocolVersion"), cases[i][1]);
+        assert_string_equal(str(v, "result.serverInfo.name"), "sandbox");
+        assert_string_equal(str(v, "result.serverInfo.version"), "9.9");
+        assert_true(cJSON_IsObject(get(v, "result.capabilities.tools")));
+        assert_true((get(v, "result.instructions") != NULL) ==
+                    (strcmp(cases[i][1], "2025-03-26") >= 0));
+        assert_string_equal(sbx_mcp_server_revision(f->server), cases[i][1]);
+        cJSON_Delete(v);
+        /* Once only. */
+        recv_text(f, msg);
+        expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "\"init-1\"");
+        fake_free(f);
+    }
+}
+
+static void test_before_initialize(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    /* ping is allowed; everything else is refused. */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+    cJSON *v = take(f);
+    assert_true(cJSON_IsObject(get(v, "result")));
+    assert_null(get(v, "result")->child);
+    cJSON_Delete(v);
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "2");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+                 "\"execute\",\"arguments\":{\"language\":\"python\",\"code\":\"1\"}}}");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "3");
+    assert_int_equal(f->calls->len, 0);
+    /* A cancel before initialize is ignored, like every notification we do not act on. */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                 "{\"requestId\":3}}");
+    assert_int_equal(f->sent->len, 0);
+    /* initialize without its required params. */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"initialize\",\"params\":{"
+                 "\"capabilities\":{},\"clientInfo\":{}}}");
+    expect_error(f, SBX_JSONRPC_INVALID_PARAMS, "4");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"initialize\"}");
+    expect_error(f, SBX_JSONRPC_INVALID_PARAMS, "5");
+    assert_null(sbx_mcp_server_revision(f->server));
+    fake_free(f);
+}
+
+/* ---- JSON-RPC errors --------------------------------------------------------------------------
+ */
+
+static void test_errors(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"");
+    expect_error(f, SBX_JSONRPC_PARSE_ERROR, "null");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"ping\"}");
+    expect_error(f, SBX_JSONRPC_PARSE_ERROR, "null"); /* duplicate names: not our JSON */
+    recv_text(f, "\"ping\"");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "null");
+    recv_text(f, "{\"id\":7,\"method\":\"ping\"}");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "7");
+    recv_text(f, "{\"jsonrpc\":\"1.0\",\"id\":\"x\",\"method\":\"ping\"}");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "\"x\"");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "null");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":{\"a\":1},\"method\":\"ping\"}");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "null");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":3}");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "8");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"params\":1}");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "9");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\",\"params\":[]}");
+    expect_error(f, SBX_JSONRPC_INVALID_PARAMS, "10");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"resources/list\"}");
+    expect_error(f, SBX_JSONRPC_METHOD_NOT_FOUND, "11");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/list\",\"params\":"
+                 "{\"cursor\":\"abc\"}}");
+    expect_error(f, SBX_JSONRPC_INVALID_PARAMS, "12");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tools/call\",\"params\":{}}");
+    expect_error(f, SBX_JSONRPC_INVALID_PARAMS, "13");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"tools/call\",\"params\":{\"name\":"
+                 "\"execute\",\"arguments\":[]}}");
+    expect_error(f, SBX_JSONRPC_INVALID_PARAMS, "14");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"tools/call\",\"params\":{\"name\":"
+                 "\"rm_rf\",\"arguments\":{}}}");
+    expect_error(f, SBX_JSONRPC_INVALID_PARAMS, "15");
+    /* Ids: numbers keep their literal, a string over the limit is no id. */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":12345678901234567890,\"method\":\"nope\"}");
+    expect_error(f, SBX_JSONRPC_METHOD_NOT_FOUND, "12345678901234567890");
+    g_autofree char *long_id = g_strnfill(SBX_MCP_SERVER_ID_MAX, 'i');
+    g_autofree char *msg =
+        g_strdup_printf("{\"jsonrpc\":\"2.0\",\"id\":\"%s\",\"method\":\"ping\"}", long_id);
+    recv_text(f, msg);
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "null");
+    /* Not UTF-8, and a message over the limit. */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}");
+    expect_error(f, SBX_JSONRPC_PARSE_ERROR, "null");
+    g_autofree char *big = g_strnfill(SBX_MCP_SERVER_MESSAGE_MAX + 1, ' ');
+    sbx_mcp_server_receive(f->server, big, SBX_MCP_SERVER_MESSAGE_MAX + 1);
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "null");
+    fake_free(f);
+}
+
+static void test_notifications_unanswered(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\"}");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"tools/list\"}");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                 "{\"requestId\":\"nothing in flight\"}}");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\"}");
+    recv_text(f, "{\"jsonrpc\":\"1.0\",\"method\":\"ping\"}");
+    /* Responses: we sent no request, they answer nothing. */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":1,\"message\":\"x\"}}");
+    assert_int_equal(f->sent->len, 0);
+    assert_int_equal(f->cancelled->len, 0);
+    fake_free(f);
+}
+
+/* ---- tools/list -------------------------------------------------------------------------------
+ */
+
+static void test_tools_list(void **state)
+{
+    static const char *const revisions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
+    (void)state;
+    for (gsize i = 0; i < G_N_ELEMENTS(revisions); i++) {
+        Fake *f = fake_new();
+        initialize(f, revisions[i]);
+        recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{}}");
+        cJSON *v = take(f);
+        const cJSON *tools = get(v, "result.tools");
+        assert_int_equal(cJSON_GetArraySize(tools), 1);
+        assert_string_equal(str(tools, "0.name"), "execute");
+        assert_non_null(strstr(str(tools, "0.description"), "last expression"));
+        assert_non_null(strstr(str(tools, "0.description"), "await tools."));
+        assert_string_equal(str(tools, "0.inputSchema.type"), "object");
+        assert_string_equal(str(tools, "0.inputSchema.required.0"), "language");
+        assert_string_equal(str(tools, "0.inputSchema.required.1"), "code");
+        assert_int_equal(num(tools, "0.inputSchema.properties.timeout_ms.maximum"),
+                         SBX_MCP_EXECUTE_TIMEOUT_MAX_MS);
+        gboolean structured = strcmp(revisions[i], "2025-06-18") >= 0;
+        assert_true((get(tools, "0.outputSchema") != NULL) == structured);
+        if (structured) {
+            assert_string_equal(str(tools, "0.outputSchema.properties.status.type"), "string");
+            assert_non_null(get(tools, "0.outputSchema.properties.result"));
+        }
+        gboolean annotated = strcmp(revisions[i], "2025-03-26") >= 0;
+        assert_true((get(tools, "0.annotations") != NULL) == annotated);
+        if (annotated) {
+            assert_true(cJSON_IsFalse(get(tools, "0.annotations.readOnlyHint")));
+            assert_true(cJSON_IsFalse(get(tools, "0.annotations.openWorldHint")));
+            assert_true(cJSON_IsFalse(get(tools, "0.annotations.destructiveHint")));
+        }
+        cJSON_Delete(v);
+        fake_free(f);
+    }
+}
+
+/* ---- tools/call -------------------------------------------------------------------------------
+ */
+
+static void call(Fake *f, const char *id, const char *arguments)
+{
+    g_autofree char *msg = g_strdup_printf(
+        "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\",\"params\":{\"name\":"
+        "\"execute\",\"arguments\":%s,\"_meta\":{\"progressToken\":1}}}",
+        id, arguments);
+    recv_text(f, msg);
+}
+
+static const char REPORT_OK[] =
+    "{\"id\":\"e1\",\"start\":\"pool\",\"status\":\"ok\",\"exit_code\":0,\"result\":"
+    "{\"n\":9007199254740993,\"x\":1e400},\"error\":null,\"stdout\":\"hello\\n\",\"stderr\":\"\","
+    "\"output_truncated\":false,\"duration_ms\":153,\"tool_calls\":[],\"boot_ms\":null}";
+
+static const char REPORT_THROW[] =
+    "{\"status\":\"error\",\"exit_code\":1,\"result\":null,\"error\":{\"code\":\"runtime_error\","
+    "\"type\":\"Error\",\"message\":\"boom\",\"stack\":\"Error: boom\\n    at main.js:1:7\"},"
+    "\"stdout\":\"before\\n\",\"stderr\":\"\",\"output_truncated\":false,\"duration_ms\":80}";
+
+static void test_call_ok(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    call(f, "\"c1\"",
+         "{\"language\":\"python\",\"code\":\"def f(a, b=0): return a\",\"entry\":\"f\","
+         "\"args\":[ 9007199254740993 , 1e400 ],\"kwargs\":{\"b\": -0.0},\"timeout_ms\":5000}");
+    assert_int_equal(f->sent->len, 0);
+    assert_int_equal(f->calls->len, 1);
+    /* The arguments as sent (minified): no number changed. */
+    assert_string_equal(g_ptr_array_index(f->args, 0),
+                        "python|def f(a, b=0): return a|f|[9007199254740993,1e400]|{\"b\":-0.0}|"
+                        "5000");
+    assert_int_equal(sbx_mcp_server_calls(f->server), 1);
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 0), REPORT_OK);
+    assert_int_equal(sbx_mcp_server_calls(f->server), 0);
+    cJSON *v = take(f);
+    assert_string_equal(str(v, "id"), "c1");
+    assert_true(cJSON_IsFalse(get(v, "result.isError")));
+    assert_string_equal(str(v, "result.content.0.type"), "text");
+    const char *text = str(v, "result.content.0.text");
+    assert_non_null(strstr(text, "status: ok"));
+    assert_non_null(strstr(text, "hello"));
+    assert_non_null(strstr(text, "result: {\"n\":9007199254740993,\"x\":1e400}"));
+    assert_null(get(v, "result.content.1"));
+    char *sc = text_of(v, "result.structuredContent");
+    assert_string_equal(sc, "{\"id\":\"e1\",\"status\":\"ok\",\"exit_code\":0,\"result\":{\"n\":"
+                            "9007199254740993,\"x\":1e400},\"error\":null,\"stdout\":\"hello\\n\","
+                            "\"stderr\":\"\",\"output_truncated\":false,\"duration_ms\":153}");
+    free(sc);
+    cJSON_Delete(v);
+    /* Default timeout; no arguments at all is no code. */
+    call(f, "2", "{\"language\":\"javascript\",\"code\":\"1\"}");
+    assert_string_equal(g_ptr_array_index(f->args, 1), "javascript|1|-|-|-|30000");
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 1), REPORT_THROW);
+    cJSON_Delete(take(f));
+    fake_free(f);
+}
+
+static void test_call_failed(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    initialize(f, "2025-06-18");
+    call(f, "1", "{\"language\":\"javascript\",\"code\":\"throw new Error('boom')\"}");
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 0), REPORT_THROW);
+    cJSON *v = take(f);
+    assert_true(cJSON_IsTrue(get(v, "result.isError")));
+    const char *text = str(v, "result.content.0.text");
+    assert_non_null(strstr(text, "status: error (exit code 1"));
+    assert_non_null(strstr(text, "error (runtime_error): Error: boom\n    at main.js:1:7"));
+    assert_string_equal(str(v, "result.structuredContent.error.message"), "boom");
+    assert_true(cJSON_IsNull(get(v, "result.structuredContent.result")));
+    cJSON_Delete(v);
+    /* ok but a non-zero exit code is a failure too; an unreadable report is a tool error. */
+    call(f, "2", "{\"language\":\"javascript\",\"code\":\"process.exit(3)\"}");
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 1),
+                          "{\"status\":\"ok\",\"exit_code\":3}");
+    v = take(f);
+    assert_true(cJSON_IsTrue(get(v, "result.isError")));
+    assert_int_equal(num(v, "result.structuredContent.exit_code"), 3);
+    assert_string_equal(str(v, "result.structuredContent.stdout"), "");
+    cJSON_Delete(v);
+    call(f, "3", "{\"language\":\"javascript\",\"code\":\"1\"}");
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 2), "not json");
+    v = take(f);
+    assert_true(cJSON_IsTrue(get(v, "result.isError")));
+    assert_null(get(v, "result.structuredContent"));
+    cJSON_Delete(v);
+    fake_free(f);
+}
+
+static void test_call_old_revision(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    /* Before 2025-06-18: no structuredContent, the object as a second text. */
+    initialize(f, "2025-03-26");
+    call(f, "1", "{\"language\":\"javascript\",\"code\":\"1\"}");
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 0), REPORT_OK);
+    cJSON *v = take(f);
+    assert_null(get(v, "result.structuredContent"));
+    const char *second = str(v, "result.content.1.text");
+    assert_non_null(second);
+    assert_non_null(strstr(second, "\"status\":\"ok\""));
+    cJSON_Delete(v);
+    fake_free(f);
+}
+
+static void test_call_bad_arguments(void **state)
+{
+    static const char *const bad[][2] = {
+        {"{}", "language"},
+        {"{\"language\":\"ruby\",\"code\":\"1\"}", "language"},
+        {"{\"language\":\"python\"}", "code"},
+        {"{\"language\":\"python\",\"code\":\"\"}", "code"},
+        {"{\"language\":\"python\",\"code\":7}", "code"},
+        {"{\"language\":\"python\",\"code\":\"1\",\"timeout_ms\":0}", "timeout_ms"},
+        {"{\"language\":\"python\",\"code\":\"1\",\"timeout_ms\":600001}", "timeout_ms"},
+        {"{\"language\":\"python\",\"code\":\"1\",\"timeout_ms\":1.5}", "timeout_ms"},
+        {"{\"language\":\"python\",\"code\":\"1\",\"session\":\"s\"}", "session"},
+        {"{\"language\":\"python\",\"code\":\"1\",\"entry\":\"no-ident\"}", "entry"},
+        {"{\"language\":\"python\",\"code\":\"1\",\"entry\":5}", "entry"},
+        {"{\"language\":\"python\",\"code\":\"1\",\"args\":[1]}", "args"},
+        {"{\"language\":\"python\",\"code\":\"1\",\"entry\":\"f\",\"args\":{}}", "args"},
+        {"{\"language\":\"javascript\",\"code\":\"1\",\"entry\":\"f\",\"kwargs\":{}}", "kwargs"},
+    };
+    Fake *f = fake_new();
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        call(f, "1", bad[i][0]);
+        cJSON *v = take(f);
+        assert_true(cJSON_IsTrue(get(v, "result.isError")));
+        const char *text = str(v, "result.content.0.text");
+        if (strstr(text, bad[i][1]) == NULL) {
+            fail_msg("%s: \"%s\" does not name %s", bad[i][0], text, bad[i][1]);
+        }
+        cJSON_Delete(v);
+    }
+    assert_int_equal(f->calls->len, 0);
+    /* Code over 1 MiB. */
+    g_autofree char *code = g_strnfill(SBX_MCP_EXECUTE_CODE_MAX + 1, 'x');
+    g_autofree char *args = g_strdup_printf("{\"language\":\"python\",\"code\":\"%s\"}", code);
+    call(f, "1", args);
+    cJSON *v = take(f);
+    assert_true(cJSON_IsTrue(get(v, "result.isError")));
+    cJSON_Delete(v);
+    /* An entry with empty code is fine (the function must exist, the guest says if not). */
+    call(f, "1",
+         "{\"language\":\"python\",\"code\":\"\",\"entry\":\"f\",\"args\":[],"
+         "\"kwargs\":null}");
+    assert_int_equal(f->calls->len, 1);
+    assert_string_equal(g_ptr_array_index(f->args, 0), "python||f|[]|-|30000");
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 0), REPORT_OK);
+    cJSON_Delete(take(f));
+    fake_free(f);
+}
+
+static void test_cancel(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    call(f, "\"a\"", "{\"language\":\"python\",\"code\":\"1\"}");
+    call(f, "7", "{\"language\":\"python\",\"code\":\"2\"}");
+    /* The id must match as sent: "7" is not 7. */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                 "{\"requestId\":\"7\",\"reason\":\"x\"}}");
+    assert_int_equal(f->cancelled->len, 0);
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                 "{\"requestId\":7,\"reason\":\"user\"}}");
+    assert_int_equal(f->cancelled->len, 1);
+    assert_ptr_equal(g_ptr_array_index(f->cancelled, 0), g_ptr_array_index(f->calls, 1));
+    /* Once only. */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                 "{\"requestId\":7}}");
+    assert_int_equal(f->cancelled->len, 1);
+    /* Its finish is due, and answers nothing; the other call answers. */
+    assert_int_equal(sbx_mcp_server_calls(f->server), 2);
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 1), REPORT_OK);
+    assert_int_equal(f->sent->len, 0);
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 0), REPORT_OK);
+    cJSON *v = take(f);
+    assert_string_equal(str(v, "id"), "a");
+    cJSON_Delete(v);
+    /* Its id is free again. */
+    call(f, "7", "{\"language\":\"python\",\"code\":\"3\"}");
+    assert_int_equal(f->calls->len, 3);
+    assert_int_equal(f->sent->len, 0);
+    fake_free(f); /* a call in flight is forgotten */
+}
+
+static void test_calls_bounded(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    for (int i = 0; i < SBX_MCP_SERVER_CALLS_MAX; i++) {
+        g_autofree char *id = g_strdup_printf("%d", i);
+        call(f, id, "{\"language\":\"python\",\"code\":\"1\"}");
+    }
+    assert_int_equal(f->sent->len, 0);
+    /* A request still in flight's id. */
+    call(f, "3", "{\"language\":\"python\",\"code\":\"1\"}");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "3");
+    call(f, "99", "{\"language\":\"python\",\"code\":\"1\"}");
+    cJSON *v = take(f);
+    assert_true(cJSON_IsTrue(get(v, "result.isError")));
+    assert_non_null(strstr(str(v, "result.content.0.text"), "too many"));
+    cJSON_Delete(v);
+    assert_int_equal(f->calls->len, SBX_MCP_SERVER_CALLS_MAX);
+    /* One finished: room for one more. */
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 0), REPORT_OK);
+    cJSON_Delete(take(f));
+    call(f, "99", "{\"language\":\"python\",\"code\":\"1\"}");
+    assert_int_equal(f->calls->len, SBX_MCP_SERVER_CALLS_MAX + 1);
+    assert_int_equal(f->sent->len, 0);
+    fake_free(f);
+}
+
+/* ---- batches ----------------------------------------------------------------------------------
+ */
+
+static const char BATCH[] =
+    "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},"
+    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"},"
+    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"execute\","
+    "\"arguments\":{\"language\":\"javascript\",\"code\":\"x\",\"entry\":\"f\",\"args\":[1e400]}}},"
+    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"nope\"}]";
+
+static void test_batches(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    /* Not before initialize, not in revisions other than 2025-03-26. */
+    recv_text(f, BATCH);
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "null");
+    initialize(f, "2025-11-25");
+    recv_text(f, BATCH);
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "null");
+    assert_int_equal(f->calls->len, 0);
+    fake_free(f);
+
+    f = fake_new();
+    initialize(f, "2025-03-26");
+    recv_text(f, "[]");
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "null");
+    /* Held until its call finished, then one array of the answers (not the notification's). */
+    recv_text(f, BATCH);
+    assert_int_equal(f->sent->len, 0);
+    assert_int_equal(f->calls->len, 1);
+    assert_string_equal(g_ptr_array_index(f->args, 0), "javascript|x|f|[1e400]|-|30000");
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 0), REPORT_OK);
+    cJSON *v = take(f);
+    assert_int_equal(cJSON_GetArraySize(v), 3);
+    assert_int_equal(num(v, "0.id"), 1);
+    assert_int_equal(num(v, "1.id"), 3);
+    assert_int_equal(num(v, "1.error.code"), SBX_JSONRPC_METHOD_NOT_FOUND);
+    assert_int_equal(num(v, "2.id"), 2);
+    assert_non_null(get(v, "2.result.content"));
+    cJSON_Delete(v);
+    /* Only notifications: nothing at all; bad elements answered each. */
+    recv_text(f, "[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}]");
+    assert_int_equal(f->sent->len, 0);
+    recv_text(f, "[1,{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}]");
+    v = take(f);
+    assert_int_equal(cJSON_GetArraySize(v), 2);
+    assert_int_equal(num(v, "0.error.code"), SBX_JSONRPC_INVALID_REQUEST);
+    assert_string_equal(str(v, "1.id"), "p");
+    cJSON_Delete(v);
+    /* Too many. */
+    GString *many = g_string_new("[");
+    for (int i = 0; i <= SBX_MCP_SERVER_BATCH_MAX; i++) {
+        g_string_append_printf(many, "%s{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}",
+                               i ? "," : "", i);
+    }
+    g_string_append_c(many, ']');
+    recv_text(f, many->str);
+    g_string_free(many, TRUE);
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "null");
+    /* A batch with a call in flight, its call cancelled: the rest still comes. */
+    recv_text(f, BATCH);
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                 "{\"requestId\":2}}");
+    sbx_mcp_server_finish(f->server, g_ptr_array_index(f->calls, 1), REPORT_OK);
+    v = take(f);
+    assert_int_equal(cJSON_GetArraySize(v), 2);
+    cJSON_Delete(v);
+    /* Freed with a batch held. */
+    recv_text(f, BATCH);
+    fake_free(f);
+}
+
+/* ---- stdio ------------------------------------------------------------------------------------
+ */
+
+static void feed(Fake *f, const char *s)
+{
+    sbx_mcp_server_feed(f->server, (const guint8 *)s, strlen(s));
+}
+
+static void test_stdio_lines(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    feed(f, "{\"jsonrpc\":\"2.0\",\"id\":1,");
+    feed(f, "\"method\":\"ping\"}");
+    assert_int_equal(f->sent->len, 0);
+    feed(f, "\r\n\n   \n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n{\"jsonrpc\":");
+    assert_int_equal(f->sent->len, 2);
+    g_ptr_array_set_size(f->sent, 0);
+    /* A line over the limit: answered once, skipped to its newline; the next line is read. */
+    g_autofree char *big = g_strnfill(SBX_MCP_SERVER_MESSAGE_MAX, 'x');
+    feed(f, big);
+    expect_error(f, SBX_JSONRPC_INVALID_REQUEST, "null");
+    feed(f, big);
+    assert_int_equal(f->sent->len, 0);
+    feed(f, "yy\n{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n");
+    cJSON *v = take(f);
+    assert_int_equal(num(v, "id"), 3);
+    cJSON_Delete(v);
+    /* The last line without its newline counts at the end. */
+    feed(f, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}");
+    sbx_mcp_server_feed_end(f->server);
+    v = take(f);
+    assert_int_equal(num(v, "id"), 4);
+    cJSON_Delete(v);
+    fake_free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_initialize_versions),
+        cmocka_unit_test(test_before_initialize),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_notifications_unanswered),
+        cmocka_unit_test(test_tools_list),
+        cmocka_unit_test(test_call_ok),
+        cmocka_unit_test(test_call_failed),
+        cmocka_unit_test(test_call_old_revision),
+        cmocka_unit_test(test_call_bad_arguments),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_calls_bounded),
+        cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_stdio_lines),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
