@@ -40,6 +40,9 @@ extern const SbxCliVerb sbx_cli_verb_run;
 /** `sandbox serve` (cli/serve.c). */
 extern const SbxCliVerb sbx_cli_verb_serve;
 
+/** `sandbox mcp` (cli/mcp.c). */
+extern const SbxCliVerb sbx_cli_verb_mcp;
+
 /** `sandbox tools` (cli/tools.c). */
 extern const SbxCliVerb sbx_cli_verb_tools;
 

@@ -317,6 +317,122 @@ void sbx_serve_client_cleanup(void)
     g_clear_pointer(&client, g_free);
 }
 
+/* ---- a collected run, many at once (sandbox mcp) ------------------------------------------ */
+
+struct SbxServeCall {
+    int fd;
+    guint source;
+    SbxFrameReader reader;
+    SbxServeCallDone done;
+    gpointer data;
+};
+
+/*
+ * The call's end, from its source's callback, which then returns G_SOURCE_REMOVE: the source is
+ * forgotten first, so that @done may free the call.
+ */
+static void call_end(SbxServeCall *c, const char *report, const char *failure)
+{
+    SbxServeCallDone done = c->done;
+
+    c->source = 0;
+    c->done = NULL;
+    if (done != NULL) {
+        done(c->data, report, failure);
+    }
+}
+
+/* One frame; FALSE: the call ended (done called). */
+static gboolean call_frame(SbxServeCall *c, const char *payload, gsize len)
+{
+    g_auto(SbxServeMsg) msg = {0};
+
+    if (!sbx_serve_proto_msg_decode(payload, len, &msg)) {
+        call_end(c, NULL, "the server sent a broken frame");
+        return FALSE;
+    }
+    if (msg.type == SBX_SERVE_MSG_OUTPUT) {
+        return TRUE; /* a collected run streams nothing; ignored */
+    }
+    if (msg.type == SBX_SERVE_MSG_DONE && msg.report_json != NULL) {
+        call_end(c, msg.report_json, NULL);
+        return FALSE;
+    }
+    g_autofree char *why = g_strdup_printf("the server refused the request: %s",
+                                           msg.message != NULL ? msg.message : "no report");
+    call_end(c, NULL, why);
+    return FALSE;
+}
+
+static gboolean on_call_readable(gint fd, GIOCondition cond, gpointer data)
+{
+    SbxServeCall *c = data;
+    guint8 buf[64 * 1024];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    (void)cond;
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return G_SOURCE_CONTINUE;
+    }
+    for (gsize off = 0; n > 0 && off < (gsize)n;) {
+        char *payload = NULL;
+        size_t plen = 0;
+        ssize_t used = sbx_frame_reader_feed(&c->reader, buf + off, n - off, &payload, &plen);
+        if (used < 0) {
+            n = -1; /* a frame over the limit or empty: the stream is broken */
+            break;
+        }
+        gboolean more = payload == NULL || call_frame(c, payload, plen);
+        free(payload);
+        if (!more) {
+            return G_SOURCE_REMOVE; /* @c may be freed */
+        }
+        off += used;
+    }
+    if (n > 0) {
+        return G_SOURCE_CONTINUE;
+    }
+    call_end(c, NULL, "the connection to `sandbox serve` was lost");
+    return G_SOURCE_REMOVE;
+}
+
+SbxServeCall *sbx_serve_client_call(const SbxServeClientRequest *req, SbxServeCallDone done,
+                                    gpointer data)
+{
+    SbxServeClientRequest collected = *req;
+    g_autofree char *run = NULL;
+    int fd = connect_server();
+
+    if (fd < 0) {
+        return NULL;
+    }
+    collected.json = TRUE;
+    run = run_message(&collected);
+    if (strlen(run) > SBX_FRAME_MAX || !server_fits(fd, req->profile) ||
+        !send_frame(fd, run, strlen(run))) {
+        close(fd);
+        return NULL;
+    }
+    SbxServeCall *c = g_new0(SbxServeCall, 1);
+    c->fd = fd;
+    c->done = done;
+    c->data = data;
+    sbx_frame_reader_init(&c->reader, SBX_FRAME_MAX);
+    c->source = g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_call_readable, c);
+    return c;
+}
+
+void sbx_serve_call_free(SbxServeCall *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    g_clear_handle_id(&c->source, g_source_remove);
+    close(c->fd);
+    sbx_frame_reader_clear(&c->reader);
+    g_free(c);
+}
+
 int sbx_serve_client_connect(void)
 {
     return connect_server();

@@ -50,6 +50,25 @@ void sbx_serve_client_report_failure(SbxOut *out, gboolean json, gboolean sessio
 /** Free what a client run holds (after the loop stopped). */
 void sbx_serve_client_cleanup(void);
 
+/*
+ * A run whose report is collected (`sandbox mcp`, cli/mcp.c): one connection per run, many at
+ * once, nothing printed. The done callback gets the server's report (`sandbox run --json`'s
+ * object), or NULL and why the run ended without one; it may free the call.
+ */
+typedef struct SbxServeCall SbxServeCall;
+typedef void (*SbxServeCallDone)(gpointer data, const char *report_json, const char *failure);
+
+/**
+ * Send @req as a collected run (its json and out are not used) if a server answers on the
+ * socket and pools @req->profile; NULL: no usable server, nothing sent (run directly). @done
+ * comes once, on the loop, unless the call is freed first.
+ */
+SbxServeCall *sbx_serve_client_call(const SbxServeClientRequest *req, SbxServeCallDone done,
+                                    gpointer data);
+
+/** Hang up (the server ends the execution and kills its VM) and free. Accepts NULL. */
+void sbx_serve_call_free(SbxServeCall *call);
+
 /* For the other clients of the server (`sandbox approvals`, cli/approvals.c). */
 /** Connect to the server's socket (after the directory check); -1 if none answers. */
 int sbx_serve_client_connect(void);

@@ -242,7 +242,8 @@ static void append_error(GString *t, const cJSON *error)
 
     g_string_append_printf(t, "error (%s): ", code != NULL ? code : "unknown");
     if (stack != NULL && stack[0] != '\0') {
-        g_string_append_printf(t, "%s\n", stack);
+        gsize n = strlen(stack);
+        g_string_append_printf(t, "%s%s", stack, stack[n - 1] == '\n' ? "" : "\n");
     } else {
         g_string_append_printf(t, "%s%s%s\n", type != NULL ? type : "", type != NULL ? ": " : "",
                                message != NULL ? message : "");

@@ -100,6 +100,35 @@ with tempfile.TemporaryDirectory(prefix="sbx-cli-") as tmp:
         failures.append(f"--json printed no JSON: {out!r}")
     expect(["run", "--profile", "no-such-profile", js], 125, "no-such-profile")
 
+    # sandbox mcp: usage errors (2); over stdio without an image, every answer on stdout is one
+    # line of JSON-RPC, an execute that cannot run is a tool error (crash), and the end of stdin
+    # ends the command (0).
+    expect(["mcp", "--help"], 0, "--no-serve")
+    expect(["mcp", "extra"], 2, "no arguments")
+    expect(["mcp", "--tools", bad_catalog], 2, "providers.p.kind: unsupported provider kind")
+    mcp_in = "".join(json.dumps(m) + "\n" for m in [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test-cli", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "execute", "arguments": {"language": "python", "code": "print(1)"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "bogus"},
+    ]).encode() + b"not json\n"
+    rc, out, err = run("mcp", stdin=mcp_in, env=dict(no_image, SANDBOX_RECORDS="off",
+                       SANDBOX_SERVE_SOCKET=os.path.join(tmp, "none.sock")))
+    try:
+        answers = {a["id"]: a for a in map(json.loads, out.splitlines())}
+        if (rc != 0 or answers[1]["result"]["protocolVersion"] != "2025-06-18" or
+                answers[2]["result"]["tools"][0]["name"] != "execute" or
+                answers[3]["result"]["isError"] is not True or
+                answers[3]["result"]["structuredContent"]["status"] != "crash" or
+                answers[4]["error"]["code"] != -32601 or answers[None]["error"]["code"] != -32700):
+            failures.append(f"sandbox mcp without an image: rc {rc}\n{out}{err}")
+    except (ValueError, KeyError, TypeError):
+        failures.append(f"sandbox mcp: stdout is not the answers:\n{out}{err}")
+
     # sandbox session: usage errors (2) before any connection; without a server, 125.
     no_serve = {"SANDBOX_SERVE_SOCKET": os.path.join(tmp, "none", "sandbox.sock")}
     sid = "se_0123456789abcdef01234567"

@@ -1,0 +1,479 @@
+/*
+ * `sandbox mcp`: the sandbox as an MCP server over stdio, for an agent that starts it as a
+ * local MCP server (docs/mcp-server.md). Newline-delimited JSON-RPC on stdin and stdout, logs on
+ * stderr only. The protocol is mcp-server/'s; this file moves the bytes and runs each `execute`
+ * on the execution core like `sandbox run --json` does: through the local `sandbox serve` when
+ * one answers (its warm pool), else in a VM restored here. A cancelled call's execution is
+ * ended (the server's, by hanging up); at the end of stdin or on SIGINT/SIGTERM every execution
+ * still running is ended and the command exits once they are all reaped.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib-unix.h>
+
+#include "base/sbx-config.h"
+#include "cli/cli.h"
+#include "cli/out.h"
+#include "cli/serve-client.h"
+#include "exec/exec.h"
+#include "exec/report.h"
+#include "mcp-server/mcp-server.h"
+#include "store/db.h"
+#include "tools.h"
+#include "vm.h"
+
+/* The profile of the VMs restored here (run.c's default: the fastest restore). */
+#define MCP_PROFILE_DEFAULT "q35-serial"
+
+typedef struct McpCtx McpCtx;
+
+/* One `execute` in flight: through the server (serve) or here (exec). */
+typedef struct {
+    McpCtx *ctx;
+    SbxMcpCall *call;
+    SbxServeCall *serve;
+    SbxExec *exec;
+} Job;
+
+struct McpCtx {
+    SbxCli *cli;
+    /* options */
+    char *tools_path;
+    char *profile_name;
+    gboolean no_serve;
+    /* running */
+    SbxOut *out;
+    SbxMcpServer *server;
+    guint stdin_source;
+    gboolean ending; /* stdin ended or a signal came: no new executions, quit once none runs */
+    GPtrArray *jobs; /* Job*: in flight */
+    GPtrArray *done; /* Job*: ended, freed from an idle callback (never inside the exec's sink) */
+    guint reap_idle;
+    /* The VMs restored here: loaded at the first execution that runs here. */
+    SbxProfile *profile;
+    SbxImage *image;
+    SbxSnapshot *snapshot;
+    char *local_failure; /* why none can be restored here (kept: each call says so) */
+    SbxStore *store;     /* the records, or NULL */
+};
+
+static McpCtx *mcp_ctx;
+
+/* ---- the end -------------------------------------------------------------------------------- */
+
+static void job_free(Job *job)
+{
+    sbx_serve_call_free(job->serve);
+    sbx_exec_free(job->exec); /* its VM and tool processes killed and reaped */
+    g_free(job);
+}
+
+static void maybe_quit(McpCtx *ctx)
+{
+    if (ctx->ending && ctx->jobs->len == 0 && ctx->done->len == 0) {
+        sbx_cli_quit(ctx->cli, ctx->cli->signal != 0 ? SBX_EXIT_SIGNAL_BASE + ctx->cli->signal : 0);
+    }
+}
+
+static gboolean reap_jobs(gpointer data)
+{
+    McpCtx *ctx = data;
+
+    ctx->reap_idle = 0;
+    while (ctx->done->len > 0) {
+        job_free(g_ptr_array_steal_index(ctx->done, ctx->done->len - 1));
+    }
+    maybe_quit(ctx);
+    return G_SOURCE_REMOVE;
+}
+
+/* @job's execution ended with @report_json: the answer goes out, the job is freed later. */
+static void job_finish(Job *job, const char *report_json)
+{
+    McpCtx *ctx = job->ctx;
+
+    g_ptr_array_remove(ctx->jobs, job);
+    g_ptr_array_add(ctx->done, job);
+    if (ctx->reap_idle == 0) {
+        ctx->reap_idle = g_idle_add(reap_jobs, ctx);
+    }
+    sbx_mcp_server_finish(ctx->server, job->call, report_json);
+    job->call = NULL;
+}
+
+/* A failure before an execution ran, as `sandbox run --json` reports one. */
+static void job_fail(Job *job, const char *failure, SbxStatus status)
+{
+    SbxReport rep = {.failure = failure, .failure_status = status, .boot_ms = -1};
+    g_autofree char *report = sbx_report_json(&rep);
+
+    job_finish(job, report);
+}
+
+/* ---- through `sandbox serve` ---------------------------------------------------------------- */
+
+static void on_serve_done(gpointer data, const char *report_json, const char *failure)
+{
+    Job *job = data;
+
+    if (report_json != NULL) {
+        job_finish(job, report_json);
+    } else {
+        job_fail(job, failure, SBX_STATUS_CRASH);
+    }
+}
+
+static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
+{
+    SbxServeClientRequest req = {
+        .language = a->language,
+        .code = a->code,
+        .entry = a->entry,
+        .args_json = a->args_json,
+        .kwargs_json = a->kwargs_json,
+        .tools_path = ctx->tools_path,
+        .timeout_ms = a->timeout_ms,
+        .output_limit = SBX_MCP_EXECUTE_OUTPUT_LIMIT,
+        .profile = ctx->profile_name,
+    };
+
+    if (ctx->no_serve) {
+        return FALSE;
+    }
+    job->serve = sbx_serve_client_call(&req, on_serve_done, job);
+    return job->serve != NULL;
+}
+
+/* ---- here ----------------------------------------------------------------------------------- */
+
+static void on_make_snapshot(const char *dir, gpointer data)
+{
+    McpCtx *ctx = data;
+    g_autofree char *text =
+        g_strdup_printf("sandbox mcp: making the %s snapshot (once per image and profile): %s\n",
+                        sbx_profile_name(ctx->profile), dir);
+
+    sbx_out_text(ctx->out, SBX_STREAM_STDERR, text);
+}
+
+/*
+ * The profile, image and snapshot of the VMs restored here, loaded once. Making a missing
+ * snapshot blocks the loop (as `sandbox run` does before its loop runs): once per image and
+ * profile, and `sandbox mcp` has nothing else to do meanwhile but answer pings.
+ */
+static gboolean ensure_local(McpCtx *ctx)
+{
+    g_autoptr(GError) error = NULL;
+    SbxSnapshotOptions so = {.on_make = on_make_snapshot, .user_data = ctx};
+
+    if (ctx->snapshot != NULL || ctx->local_failure != NULL) {
+        return ctx->snapshot != NULL;
+    }
+    ctx->profile = sbx_profile_load_named(
+        NULL, ctx->profile_name != NULL ? ctx->profile_name : MCP_PROFILE_DEFAULT, &error);
+    if (ctx->profile != NULL) {
+        ctx->image = sbx_image_open_for(ctx->profile, &error);
+    }
+    if (ctx->image != NULL) {
+        ctx->snapshot = sbx_snapshot_ensure(ctx->profile, ctx->image, &so, &error);
+    }
+    if (ctx->snapshot == NULL) {
+        ctx->local_failure = g_strdup_printf("no VM can be restored here: %s", error->message);
+        g_autofree char *text = g_strdup_printf("sandbox mcp: %s\n", ctx->local_failure);
+        sbx_out_text(ctx->out, SBX_STREAM_STDERR, text);
+    }
+    return ctx->snapshot != NULL;
+}
+
+static void on_exec_done(gpointer data, SbxExec *exec)
+{
+    Job *job = data;
+    g_autofree char *report = sbx_exec_report_json(exec, NULL);
+
+    if (sbx_exec_record_error(exec) != NULL) {
+        g_autofree char *warning = g_strdup_printf(
+            "sandbox mcp: warning: the record of an execution: %s\n", sbx_exec_record_error(exec));
+        sbx_out_text(job->ctx->out, SBX_STREAM_STDERR, warning);
+    }
+    job_finish(job, report);
+}
+
+static void on_warnings(gpointer data, const char *const *warnings)
+{
+    Job *job = data;
+
+    for (const char *const *w = warnings; *w != NULL; w++) {
+        g_autofree char *text = g_strdup_printf("sandbox mcp: warning: %s\n", *w);
+        sbx_out_text(job->ctx->out, SBX_STREAM_STDERR, text);
+    }
+}
+
+/* Record the execution (docs/service.md, "Records") unless SANDBOX_RECORDS=off. */
+static void set_record(McpCtx *ctx, SbxExec *exec)
+{
+    if (ctx->store == NULL) {
+        return;
+    }
+    SbxExecRecordInfo info = {
+        .front_end = "mcp",
+        .profile = sbx_profile_name(ctx->profile),
+        .snapshot_key = sbx_snapshot_inputs(ctx->snapshot)->key,
+        .image_id = ctx->image->hash,
+    };
+    sbx_exec_set_record(exec, ctx->store, &info);
+}
+
+static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
+{
+    static const SbxExecSink sink = {.warnings = on_warnings, .done = on_exec_done};
+    g_autoptr(GError) error = NULL;
+
+    if (!ensure_local(ctx)) {
+        job_fail(job, ctx->local_failure, SBX_STATUS_CRASH);
+        return;
+    }
+    /* The providers start anew for each execution, as for `sandbox run --tools`. */
+    SbxCatalog *catalog = ctx->tools_path != NULL ? sbx_catalog_load(ctx->tools_path, &error)
+                                                  : sbx_catalog_new_empty();
+    SbxTools *tools = catalog != NULL ? sbx_tools_new(catalog, &error) : NULL;
+    if (tools == NULL) {
+        g_autofree char *why = g_strdup_printf("the tool catalog: %s", error->message);
+        job_fail(job, why, SBX_STATUS_CRASH);
+        return;
+    }
+    SbxExecRequest req = {
+        .language = a->language,
+        .code = a->code,
+        .entry = a->entry,
+        .args_json = a->args_json,
+        .kwargs_json = a->kwargs_json,
+        .timeout_ms = a->timeout_ms,
+        .output_limit = SBX_MCP_EXECUTE_OUTPUT_LIMIT,
+        .collect_output = TRUE,
+    };
+    SbxVmOptions opts = {0};
+    SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
+    job->exec = sbx_exec_new(&req, tools, src, &sink, job);
+    set_record(ctx, job->exec);
+    sbx_exec_start(job->exec);
+}
+
+/* ---- the protocol's side -------------------------------------------------------------------- */
+
+static void on_send(gpointer data, const char *json, gsize len)
+{
+    McpCtx *ctx = data;
+    g_autofree char *line = g_strdup_printf("%.*s\n", (int)len, json);
+
+    sbx_out_json(ctx->out, SBX_STREAM_STDOUT, line, len + 1);
+}
+
+static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs *args)
+{
+    McpCtx *ctx = data;
+    Job *job = g_new0(Job, 1);
+
+    job->ctx = ctx;
+    job->call = call;
+    sbx_mcp_call_set_data(call, job);
+    g_ptr_array_add(ctx->jobs, job);
+    if (ctx->ending) {
+        job_fail(job, "sandbox mcp is shutting down", SBX_STATUS_TERMINATED);
+    } else if (!try_serve(ctx, job, args)) {
+        run_here(ctx, job, args);
+    }
+}
+
+/* End @job's execution now; its answer (if the call was not cancelled) says @status. */
+static void job_abort(Job *job, SbxStatus status, const char *why)
+{
+    if (job->serve != NULL) {
+        /* Hanging up ends the server's execution and kills its VM. */
+        g_clear_pointer(&job->serve, sbx_serve_call_free);
+        job_fail(job, why, status);
+    } else if (job->exec != NULL) {
+        sbx_exec_abort(job->exec, status, why); /* done comes once it is all reaped */
+    }
+}
+
+static void on_cancel(gpointer data, SbxMcpCall *call)
+{
+    (void)data;
+    job_abort(sbx_mcp_call_get_data(call), SBX_STATUS_CANCELLED, "cancelled by the MCP client");
+}
+
+static const SbxMcpServerOps server_ops = {
+    .send = on_send,
+    .execute = on_execute,
+    .cancel = on_cancel,
+};
+
+/* Stop reading and end every execution; the loop quits once they are all reaped. */
+static void begin_end(McpCtx *ctx, SbxStatus status, const char *why)
+{
+    ctx->ending = TRUE;
+    g_clear_handle_id(&ctx->stdin_source, g_source_remove);
+    /* Backwards: an abort may finish its job at once (and take it out of the array). */
+    for (guint i = ctx->jobs->len; i > 0; i--) {
+        if (i <= ctx->jobs->len) {
+            job_abort(g_ptr_array_index(ctx->jobs, i - 1), status, why);
+        }
+    }
+    maybe_quit(ctx);
+}
+
+static gboolean on_stdin(gint fd, GIOCondition cond, gpointer data)
+{
+    McpCtx *ctx = data;
+    guint8 buf[64 * 1024];
+    ssize_t n = read(fd, buf, sizeof(buf));
+    (void)cond;
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return G_SOURCE_CONTINUE;
+    }
+    if (n > 0) {
+        sbx_mcp_server_feed(ctx->server, buf, n);
+        return G_SOURCE_CONTINUE;
+    }
+    /* The client closed our stdin: MCP's stdio shutdown. */
+    sbx_mcp_server_feed_end(ctx->server);
+    ctx->stdin_source = 0;
+    begin_end(ctx, SBX_STATUS_TERMINATED, "the MCP client closed the connection");
+    return G_SOURCE_REMOVE;
+}
+
+static void on_signal(SbxCli *cli, gpointer data)
+{
+    McpCtx *ctx = data;
+    g_autofree char *why =
+        g_strdup_printf("interrupted by %s", cli->signal == SIGINT ? "SIGINT" : "SIGTERM");
+
+    begin_end(ctx, SBX_STATUS_TERMINATED, why);
+}
+
+/* ---- the verb ------------------------------------------------------------------------------- */
+
+static gboolean parse_options(McpCtx *ctx, int argc, char **argv, GError **error)
+{
+    const GOptionEntry entries[] = {
+        {"tools", 't', 0, G_OPTION_ARG_FILENAME, &ctx->tools_path,
+         "Tool catalog the programs may call", "FILE"},
+        {"profile", 'p', 0, G_OPTION_ARG_STRING, &ctx->profile_name,
+         "Machine profile (default: the server's, or " MCP_PROFILE_DEFAULT ")", "NAME"},
+        {"no-serve", 0, 0, G_OPTION_ARG_NONE, &ctx->no_serve,
+         "Restore the VMs here even if `sandbox serve` runs", NULL},
+        G_OPTION_ENTRY_NULL,
+    };
+    g_autoptr(GOptionContext) oc =
+        g_option_context_new("- serve MCP on stdin/stdout (code mode for agents)");
+    g_set_prgname("sandbox mcp");
+    g_option_context_add_main_entries(oc, entries, NULL);
+    g_option_context_set_description(oc, "Newline-delimited JSON-RPC on stdin and stdout; logs "
+                                         "on stderr. docs/mcp-server.md.\n");
+    if (!g_option_context_parse(oc, &argc, &argv, error)) {
+        return FALSE;
+    }
+    if (argc != 1) {
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                    "no arguments; see `sandbox mcp --help`");
+        return FALSE;
+    }
+    if (ctx->tools_path != NULL) {
+        /* Checked once now (a usage error); loaded again for each execution, or by the server,
+         * which needs it absolute. */
+        g_autofree char *abs = g_canonicalize_filename(ctx->tools_path, NULL);
+        SbxCatalog *catalog = sbx_catalog_load(abs, error);
+        if (catalog == NULL) {
+            return FALSE;
+        }
+        sbx_catalog_free(catalog);
+        g_free(ctx->tools_path);
+        ctx->tools_path = g_steal_pointer(&abs);
+    }
+    return TRUE;
+}
+
+static void open_store(McpCtx *ctx)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = NULL;
+
+    if (g_strcmp0(g_getenv("SANDBOX_RECORDS"), "off") == 0) {
+        return;
+    }
+    path = sbx_store_default_path();
+    ctx->store = sbx_store_open_client(path, &error);
+    if (ctx->store == NULL) {
+        g_autofree char *warning = g_strdup_printf(
+            "sandbox mcp: warning: executions are not recorded: %s\n", error->message);
+        sbx_out_text(ctx->out, SBX_STREAM_STDERR, warning);
+    }
+}
+
+static int mcp_start(SbxCli *cli, int argc, char **argv)
+{
+    g_autoptr(GError) error = NULL;
+    McpCtx *ctx = mcp_ctx = g_new0(McpCtx, 1);
+    SbxMcpServerInfo info = {.name = "sandbox", .version = SBX_VERSION};
+
+    ctx->cli = cli;
+    ctx->jobs = g_ptr_array_new();
+    ctx->done = g_ptr_array_new();
+    if (!parse_options(ctx, argc, argv, &error)) {
+        fprintf(stderr, "sandbox mcp: %s\n", error->message);
+        return SBX_EXIT_USAGE;
+    }
+    /* From here on stdout carries only the protocol, written without blocking the loop. */
+    ctx->out = sbx_out_new();
+    open_store(ctx);
+    ctx->server = sbx_mcp_server_new(&server_ops, ctx, &info);
+    ctx->stdin_source = g_unix_fd_add(STDIN_FILENO, G_IO_IN | G_IO_HUP | G_IO_ERR, on_stdin, ctx);
+    cli->on_signal = on_signal;
+    cli->data = ctx;
+    return -1;
+}
+
+static void mcp_cleanup(SbxCli *cli)
+{
+    McpCtx *ctx = mcp_ctx;
+    (void)cli;
+
+    if (ctx == NULL) {
+        return;
+    }
+    g_clear_handle_id(&ctx->stdin_source, g_source_remove);
+    g_clear_handle_id(&ctx->reap_idle, g_source_remove);
+    /* Quit only comes with no job left; after an early exit, end what is left here. */
+    for (guint i = 0; i < ctx->jobs->len; i++) {
+        job_free(g_ptr_array_index(ctx->jobs, i));
+    }
+    for (guint i = 0; i < ctx->done->len; i++) {
+        job_free(g_ptr_array_index(ctx->done, i));
+    }
+    g_ptr_array_unref(ctx->jobs);
+    g_ptr_array_unref(ctx->done);
+    sbx_mcp_server_free(ctx->server);
+    sbx_store_close(ctx->store);
+    sbx_snapshot_free(ctx->snapshot);
+    sbx_image_free(ctx->image);
+    sbx_profile_free(ctx->profile);
+    g_free(ctx->local_failure);
+    /* Last: what is queued for the client is written (bounded) before we exit. */
+    sbx_out_free(ctx->out);
+    g_free(ctx->tools_path);
+    g_free(ctx->profile_name);
+    g_free(ctx);
+    mcp_ctx = NULL;
+}
+
+const SbxCliVerb sbx_cli_verb_mcp = {
+    .name = "mcp",
+    .summary = "Serve MCP on stdio: an agent's code runs in sandbox VMs (execute)",
+    .start = mcp_start,
+    .cleanup = mcp_cleanup,
+};
