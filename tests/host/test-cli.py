@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`sandbox` command line without a VM: usage errors (exit 2), sandbox failures before a VM
 exists (exit 125, and the --json report), help; `sandbox session`'s usage errors and its
-subcommands without a server (125). Usage: test-cli.py SANDBOX_BINARY"""
+subcommands without a server (125); `sandbox mcp`'s usage errors and its answers over stdio
+without an image. Usage: test-cli.py SANDBOX_BINARY"""
 import json
 import os
 import shutil

@@ -1,0 +1,188 @@
+// The official MCP TypeScript SDK's Client against `sandbox mcp` over stdio, with real VMs: the
+// SDK (pinned, .deps/mcp-sdk, tests/mcp/fetch-sdk) spawns the server with its
+// StdioClientTransport, negotiates, lists the tools and calls execute. Run by
+// sdk_client_test.py, which gives it a private runtime dir (SBX_TEST_RUNTIME) and checks that
+// nothing is left behind.
+//
+// Usage: node sdk_client_test.mjs SANDBOX_BINARY TEST   (TEST: tools | execute | cancel)
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const SDK = path.join(HERE, "..", "..", ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol",
+  "sdk", "dist", "esm");
+const { Client } = await import(pathToFileURL(path.join(SDK, "client", "index.js")).href);
+const { StdioClientTransport } = await import(pathToFileURL(path.join(SDK, "client", "stdio.js")).href);
+const { LATEST_PROTOCOL_VERSION } = await import(pathToFileURL(path.join(SDK, "types.js")).href);
+
+const [binary, test] = process.argv.slice(2);
+const runtime = process.env.SBX_TEST_RUNTIME;
+// Under TCG a restore and a run take seconds; the SDK's own default (60 s) is kept for the rest.
+const CALL = { timeout: 180_000 };
+
+/** PIDs whose command line mentions the private runtime dir: the VMs of this test. */
+function vmPids() {
+  const found = [];
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (fs.readFileSync(`/proc/${entry}/cmdline`).includes(runtime)) found.push(Number(entry));
+    } catch { /* gone */ }
+  }
+  return found;
+}
+
+async function waitFor(what, cond, seconds) {
+  const end = Date.now() + seconds * 1000;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out after ${seconds} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function connect() {
+  const transport = new StdioClientTransport({
+    command: binary,
+    args: ["mcp"],
+    env: { ...process.env }, // the SDK passes only a few variables by default
+    stderr: "inherit",
+  });
+  const client = new Client({ name: "sdk-client-test", version: "1.0.0" });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+/** Close as the SDK does (stdin ended) and check that the server exited by itself, 0. */
+async function close({ client, transport }) {
+  const proc = transport._process; // the SDK forgets it in close(); kept to read its exit
+  await client.close();
+  await waitFor("sandbox mcp to exit", () => proc.exitCode !== null || proc.signalCode !== null, 10);
+  assert.equal(proc.signalCode, null, "sandbox mcp exited by itself at the end of stdin");
+  assert.equal(proc.exitCode, 0, "sandbox mcp's exit code");
+}
+
+function execute(client, args, options = CALL) {
+  return client.callTool({ name: "execute", arguments: args }, undefined, options);
+}
+
+const tests = {
+  async tools(c) {
+    assert.equal(LATEST_PROTOCOL_VERSION, "2025-11-25", "the pinned SDK speaks 2025-11-25");
+    assert.equal(c.client.getServerVersion().name, "sandbox");
+    assert.ok(c.client.getServerCapabilities().tools, "tools capability");
+    assert.match(c.client.getInstructions() ?? "", /execute/);
+    const { tools } = await c.client.listTools();
+    assert.equal(tools.length, 1);
+    const t = tools[0];
+    assert.equal(t.name, "execute");
+    assert.match(t.description, /last expression/);
+    assert.match(t.description, /await tools\.<provider>\.<tool>\(input\)/);
+    assert.equal(t.inputSchema.type, "object");
+    assert.deepEqual(t.inputSchema.required, ["language", "code"]);
+    assert.deepEqual(t.inputSchema.properties.language.enum, ["javascript", "typescript", "python"]);
+    for (const p of ["code", "entry", "args", "kwargs", "timeout_ms"]) {
+      assert.ok(t.inputSchema.properties[p], `input ${p}`);
+    }
+    assert.equal(t.outputSchema.type, "object");
+    for (const p of ["status", "exit_code", "result", "error", "stdout", "stderr", "duration_ms"]) {
+      assert.ok(t.outputSchema.properties[p], `output ${p}`);
+      assert.ok(t.outputSchema.required.includes(p), `output ${p} required`);
+    }
+    assert.equal(t.annotations.readOnlyHint, false);
+    assert.equal(t.annotations.openWorldHint, false);
+    assert.equal(t.annotations.destructiveHint, false);
+    // A refused call is a tool error the model reads, not a protocol error.
+    const bad = await execute(c.client, { language: "ruby", code: "1" });
+    assert.equal(bad.isError, true);
+    assert.match(bad.content[0].text, /language/);
+    await assert.rejects(c.client.callTool({ name: "nope", arguments: {} }), /unknown tool/);
+  },
+
+  async execute(c) {
+    // JavaScript: the output and the last expression's value; numbers exact both ways.
+    const js = await execute(c.client, {
+      language: "javascript",
+      code: 'console.log("hello from js"); [1, 2, 3].map((x) => x * 2)',
+    });
+    assert.notEqual(js.isError, true, JSON.stringify(js));
+    assert.equal(js.structuredContent.status, "ok");
+    assert.equal(js.structuredContent.exit_code, 0);
+    assert.deepEqual(js.structuredContent.result, [2, 4, 6]);
+    assert.equal(js.structuredContent.stdout, "hello from js\n");
+    assert.match(js.content[0].text, /hello from js/);
+    assert.match(js.content[0].text, /result: \[2,4,6\]/);
+    // Python, with an entry called with args and kwargs.
+    const py = await execute(c.client, {
+      language: "python",
+      code: 'import sys\nprint("py", sys.version_info[0])\ndef add(a, b=0):\n    return a + b\n',
+      entry: "add",
+      args: [40],
+      kwargs: { b: 2 },
+    });
+    assert.notEqual(py.isError, true, JSON.stringify(py));
+    assert.equal(py.structuredContent.result, 42);
+    assert.equal(py.structuredContent.stdout, "py 3\n");
+    // TypeScript, and two calls in flight at once.
+    const [ts, last] = await Promise.all([
+      execute(c.client, { language: "typescript", code: "const n: number = 7;\nn * 6" }),
+      execute(c.client, { language: "python", code: "sum(range(10))" }),
+    ]);
+    assert.equal(ts.structuredContent.result, 42, JSON.stringify(ts));
+    assert.equal(last.structuredContent.result, 45, JSON.stringify(last));
+    // A program that throws: isError, with the error.
+    const thrown = await execute(c.client, {
+      language: "javascript",
+      code: 'console.log("before");\nthrow new TypeError("bad thing")',
+    });
+    assert.equal(thrown.isError, true, JSON.stringify(thrown));
+    assert.equal(thrown.structuredContent.status, "error");
+    assert.equal(thrown.structuredContent.error.type, "TypeError");
+    assert.equal(thrown.structuredContent.error.message, "bad thing");
+    assert.equal(thrown.structuredContent.stdout, "before\n");
+    assert.match(thrown.content[0].text, /TypeError: bad thing/);
+    // Python's exception, and a timeout.
+    const raised = await execute(c.client, { language: "python", code: "raise ValueError('nope')" });
+    assert.equal(raised.isError, true);
+    assert.equal(raised.structuredContent.error.type, "ValueError");
+    const slow = await execute(c.client, {
+      language: "javascript", code: "while (true) {}", timeout_ms: 1500,
+    });
+    assert.equal(slow.isError, true);
+    assert.equal(slow.structuredContent.status, "timeout");
+  },
+
+  async cancel(c) {
+    const before = vmPids();
+    assert.deepEqual(before, [], "no VM before the call");
+    const abort = new AbortController();
+    const call = execute(c.client, {
+      language: "python",
+      code: "import time\nprint('started', flush=True)\ntime.sleep(300)",
+      timeout_ms: 600000,
+    }, { ...CALL, signal: abort.signal });
+    // Its VM runs; then the client cancels (notifications/cancelled).
+    await waitFor("the execution's VM", () => vmPids().length > 0, 120);
+    await new Promise((r) => setTimeout(r, 3000));
+    abort.abort("the test cancels");
+    await assert.rejects(call);
+    // The execution ends: its VM (QEMU and all) is gone, while sandbox mcp runs on.
+    await waitFor("the VM to be gone", () => vmPids().length === 0, 30);
+    assert.equal(c.transport._process.exitCode, null, "sandbox mcp still runs");
+    const after = await execute(c.client, { language: "javascript", code: "1 + 1" });
+    assert.equal(after.structuredContent.result, 2, JSON.stringify(after));
+  },
+};
+
+if (!tests[test] || !binary || !runtime) {
+  console.error(`usage: SBX_TEST_RUNTIME=DIR node sdk_client_test.mjs SANDBOX {${Object.keys(tests).join("|")}}`);
+  process.exit(2);
+}
+const c = await connect();
+try {
+  await tests[test](c);
+} finally {
+  await close(c);
+}
+console.log("PASS");

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""`sandbox mcp` driven by the official MCP TypeScript SDK's Client (sdk_client_test.mjs), with
+real VMs: the SDK's StdioClientTransport spawns the server; tools listed, execute in JavaScript,
+TypeScript and Python, errors, a timeout, and a cancellation that ends the execution.
+
+Usage: sdk_client_test.py SANDBOX_BINARY TEST   (TEST: tools | execute | cancel)
+
+Reuses tests/integration/run_test.py's Sandbox: node and everything it starts run with a private
+runtime dir (XDG_RUNTIME_DIR, TMPDIR), so no `sandbox serve` of the developer's answers and the
+VMs restored by `sandbox mcp` carry that dir in their command lines; afterwards nothing may be
+left running or in it. The node process is the only one this test starts, and it is waited for.
+"""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+from run_test import Failure, Sandbox  # noqa: E402
+
+SDK = os.path.join(TOP, ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol", "sdk")
+SCRIPT = os.path.join(HERE, "sdk_client_test.mjs")
+TESTS = ("tools", "execute", "cancel")
+# Each test's VMs (restored under TCG) and the SDK's own waits fit well within this.
+NODE_TIMEOUT_S = 400
+
+
+def run(sbx, test):
+    env = dict(os.environ, XDG_RUNTIME_DIR=sbx.runtime, TMPDIR=sbx.runtime,
+               SBX_TEST_RUNTIME=sbx.runtime)
+    env.setdefault("SANDBOX_ACCEL", "tcg")
+    env.pop("SANDBOX_SERVE_SOCKET", None)  # a server of the developer's is not this test's
+    proc = subprocess.Popen(["node", SCRIPT, sbx.binary, test], cwd=TOP, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=NODE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # our own child, by its PID; what it left is found by sbx.close()
+        out, _ = proc.communicate()
+        raise Failure(f"the SDK client did not finish in {NODE_TIMEOUT_S} s", out.decode()[-4000:])
+    text = out.decode(errors="replace")
+    if proc.returncode != 0 or "PASS" not in text.splitlines():
+        raise Failure(f"the SDK client failed (exit {proc.returncode})", text[-6000:])
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in TESTS:
+        print(f"usage: {sys.argv[0]} SANDBOX {{{'|'.join(TESTS)}}}", file=sys.stderr)
+        return 2
+    image = os.environ.get("SANDBOX_IMAGE_DIR", os.path.join(TOP, "build", "image"))
+    if not os.path.exists(os.path.join(image, "manifest.json")):
+        print(f"SKIP: no guest image in {image} (run scripts/build)")
+        return 77
+    if not os.path.exists(os.path.join(SDK, "package.json")):
+        print("FAIL: no MCP SDK in .deps/mcp-sdk (run tests/mcp/fetch-sdk)")
+        return 1
+    sbx = Sandbox(sys.argv[1])
+    # o+x, so that the VMs' jail (another uid) reaches it and their runtime dirs are made in it,
+    # not in /tmp (vm/vm-start.c): their QEMUs then name it, which the cancel test and the leak
+    # check go by.
+    os.chmod(sbx.runtime, 0o711)
+    failure = None
+    try:
+        run(sbx, sys.argv[2])
+    except Failure as e:
+        failure = e
+    finally:
+        try:
+            sbx.close()
+        except Failure as e:
+            failure = failure or e
+    if failure:
+        print(f"FAIL: {failure}")
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
