@@ -4,8 +4,9 @@
  * stderr only. The protocol is mcp-server/'s; this file moves the bytes and runs each `execute`
  * on the execution core like `sandbox run --json` does: through the local `sandbox serve` when
  * one answers (its warm pool), else in a VM restored here. A cancelled call's execution is
- * ended (the server's, by hanging up); at the end of stdin or on SIGINT/SIGTERM every execution
- * still running is ended and the command exits once they are all reaped.
+ * ended (the server's, by hanging up). At the end of stdin the executions in flight finish and
+ * are answered; on SIGINT/SIGTERM they are ended; either way the command exits once they are
+ * all reaped.
  */
 #include <errno.h>
 #include <signal.h>
@@ -312,17 +313,11 @@ static const SbxMcpServerOps server_ops = {
     .cancel = on_cancel,
 };
 
-/* Stop reading and end every execution; the loop quits once they are all reaped. */
-static void begin_end(McpCtx *ctx, SbxStatus status, const char *why)
+/* Stop reading; the loop quits once every execution is over and reaped. */
+static void begin_end(McpCtx *ctx)
 {
     ctx->ending = TRUE;
     g_clear_handle_id(&ctx->stdin_source, g_source_remove);
-    /* Backwards: an abort may finish its job at once (and take it out of the array). */
-    for (guint i = ctx->jobs->len; i > 0; i--) {
-        if (i <= ctx->jobs->len) {
-            job_abort(g_ptr_array_index(ctx->jobs, i - 1), status, why);
-        }
-    }
     maybe_quit(ctx);
 }
 
@@ -340,10 +335,15 @@ static gboolean on_stdin(gint fd, GIOCondition cond, gpointer data)
         sbx_mcp_server_feed(ctx->server, buf, n);
         return G_SOURCE_CONTINUE;
     }
-    /* The client closed our stdin: MCP's stdio shutdown. */
+    /*
+     * The client closed our stdin (MCP's stdio shutdown, or `printf ... | sandbox mcp`): the
+     * executions in flight finish and are answered (a client that still reads gets them; the
+     * SDK sends SIGTERM after 2 s, which ends them), then we exit. Each is bounded by its
+     * timeout.
+     */
     sbx_mcp_server_feed_end(ctx->server);
     ctx->stdin_source = 0;
-    begin_end(ctx, SBX_STATUS_TERMINATED, "the MCP client closed the connection");
+    begin_end(ctx);
     return G_SOURCE_REMOVE;
 }
 
@@ -353,7 +353,13 @@ static void on_signal(SbxCli *cli, gpointer data)
     g_autofree char *why =
         g_strdup_printf("interrupted by %s", cli->signal == SIGINT ? "SIGINT" : "SIGTERM");
 
-    begin_end(ctx, SBX_STATUS_TERMINATED, why);
+    /* Backwards: an abort may finish its job at once (and take it out of the array). */
+    for (guint i = ctx->jobs->len; i > 0; i--) {
+        if (i <= ctx->jobs->len) {
+            job_abort(g_ptr_array_index(ctx->jobs, i - 1), SBX_STATUS_TERMINATED, why);
+        }
+    }
+    begin_end(ctx);
 }
 
 /* ---- the verb ------------------------------------------------------------------------------- */

@@ -54,13 +54,18 @@ async function connect() {
   return { client, transport };
 }
 
-/** Close as the SDK does (stdin ended) and check that the server exited by itself, 0. */
-async function close({ client, transport }) {
+/**
+ * Close as the SDK does (stdin ended; SIGTERM after 2 s if the server still runs) and check that
+ * the server exited by itself with @code: 0 when nothing was running, 143 when the SIGTERM ended
+ * an execution in flight.
+ */
+async function close({ client, transport }, code = 0) {
   const proc = transport._process; // the SDK forgets it in close(); kept to read its exit
+  if (!proc) return; // closed already
   await client.close();
   await waitFor("sandbox mcp to exit", () => proc.exitCode !== null || proc.signalCode !== null, 10);
-  assert.equal(proc.signalCode, null, "sandbox mcp exited by itself at the end of stdin");
-  assert.equal(proc.exitCode, 0, "sandbox mcp's exit code");
+  assert.equal(proc.signalCode, null, "sandbox mcp exited by itself");
+  assert.equal(proc.exitCode, code, "sandbox mcp's exit code");
 }
 
 function execute(client, args, options = CALL) {
@@ -172,6 +177,21 @@ const tests = {
     assert.equal(c.transport._process.exitCode, null, "sandbox mcp still runs");
     const after = await execute(c.client, { language: "javascript", code: "1 + 1" });
     assert.equal(after.structuredContent.result, 2, JSON.stringify(after));
+    // The client goes away with a call in flight: stdin ends (the execution goes on), the SDK's
+    // SIGTERM 2 s later ends it, and sandbox mcp exits 143 with nothing of it left.
+    const pending = execute(c.client, {
+      language: "javascript", code: "await new Promise((r) => setTimeout(r, 300000))",
+      timeout_ms: 600000,
+    }).catch((e) => e);
+    await waitFor("the second execution's VM", () => vmPids().length > 0, 120);
+    await close(c, 143);
+    await waitFor("the VM to be gone after the exit", () => vmPids().length === 0, 10);
+    // Answered "terminated" on the way out, if the SDK still read it; else the call failed.
+    const last = await pending;
+    if (!(last instanceof Error)) {
+      assert.equal(last.isError, true, JSON.stringify(last));
+      assert.equal(last.structuredContent.status, "terminated", JSON.stringify(last));
+    }
   },
 };
 
