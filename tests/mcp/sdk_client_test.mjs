@@ -4,9 +4,10 @@
 // sdk_client_test.py, which gives it a private runtime dir (SBX_TEST_RUNTIME) and checks that
 // nothing is left behind.
 //
-// Usage: node sdk_client_test.mjs SANDBOX_BINARY TEST   (TEST: tools | execute | cancel)
+// Usage: node sdk_client_test.mjs SANDBOX_BINARY TEST   (TEST: tools | execute | cancel | serve)
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -70,6 +71,40 @@ async function close({ client, transport }, code = 0) {
 
 function execute(client, args, options = CALL) {
   return client.callTool({ name: "execute", arguments: args }, undefined, options);
+}
+
+/** `sandbox serve`'s status (docs/pool.md, "Client protocol"): one frame each way. */
+function serveStatus() {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(process.env.SBX_TEST_SERVE_SOCKET);
+    let buf = Buffer.alloc(0);
+    sock.setTimeout(5000, () => sock.destroy(new Error("no status from sandbox serve")));
+    sock.on("error", reject);
+    sock.on("connect", () => {
+      const body = Buffer.from(JSON.stringify({ type: "status" }));
+      const len = Buffer.alloc(4);
+      len.writeUInt32BE(body.length);
+      sock.write(Buffer.concat([len, body]));
+    });
+    sock.on("data", (chunk) => {
+      buf = Buffer.concat([buf, chunk]);
+      if (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
+        sock.destroy();
+        resolve(JSON.parse(buf.subarray(4, 4 + buf.readUInt32BE(0)).toString()));
+      }
+    });
+  });
+}
+
+async function waitForStatus(what, cond, seconds) {
+  let last = await serveStatus();
+  const end = Date.now() + seconds * 1000;
+  while (!cond(last)) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, 200));
+    last = await serveStatus();
+  }
+  return last;
 }
 
 const tests = {
@@ -192,6 +227,36 @@ const tests = {
       assert.equal(last.isError, true, JSON.stringify(last));
       assert.equal(last.structuredContent.status, "terminated", JSON.stringify(last));
     }
+  },
+
+  // Through `sandbox serve` (sdk_client_test.py started it, --pool 1): the pool's VMs run the
+  // executions, and a cancel ends the server's execution and its VM.
+  async serve(c) {
+    const before = await waitForStatus("a warm VM", (st) => st.ready >= 1, 180);
+    const js = await execute(c.client, {
+      language: "javascript", code: 'console.log("via serve"); 40 + 2',
+    });
+    assert.equal(js.structuredContent.result, 42, JSON.stringify(js));
+    assert.equal(js.structuredContent.stdout, "via serve\n");
+    const after = await serveStatus();
+    assert.equal(after.claimed_total, before.claimed_total + 1, "the pool's VM ran it");
+    const py = await execute(c.client, { language: "python", code: "raise KeyError('k')" });
+    assert.equal(py.isError, true);
+    assert.equal(py.structuredContent.error.type, "KeyError");
+    // A cancel: the server's execution ends, its QEMU is killed.
+    const abort = new AbortController();
+    const call = execute(c.client, {
+      language: "python", code: "import time\ntime.sleep(300)", timeout_ms: 600000,
+    }, { ...CALL, signal: abort.signal });
+    const running = await waitForStatus("the execution", (st) => st.running === 1, 120);
+    const [pid] = running.running_pids;
+    await new Promise((r) => setTimeout(r, 1000));
+    abort.abort("the test cancels");
+    await assert.rejects(call);
+    await waitForStatus("the execution's end", (st) => st.running === 0, 30);
+    await waitFor(`its QEMU (${pid}) to be gone`, () => !fs.existsSync(`/proc/${pid}`), 30);
+    const again = await execute(c.client, { language: "javascript", code: "[1, 2].length" });
+    assert.equal(again.structuredContent.result, 2, JSON.stringify(again));
   },
 };
 

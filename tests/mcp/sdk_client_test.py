@@ -3,16 +3,22 @@
 real VMs: the SDK's StdioClientTransport spawns the server; tools listed, execute in JavaScript,
 TypeScript and Python, errors, a timeout, and a cancellation that ends the execution.
 
-Usage: sdk_client_test.py SANDBOX_BINARY TEST   (TEST: tools | execute | cancel)
+Usage: sdk_client_test.py SANDBOX_BINARY TEST   (TEST: tools | execute | cancel | serve)
+
+The serve test starts `sandbox serve --pool 1` in the same runtime dir first, so that `sandbox
+mcp` sends its executions there; that server is stopped by its PID (SIGTERM) at the end.
 
 Reuses tests/integration/run_test.py's Sandbox: node and everything it starts run with a private
 runtime dir (XDG_RUNTIME_DIR, TMPDIR), so no `sandbox serve` of the developer's answers and the
 VMs restored by `sandbox mcp` carry that dir in their command lines; afterwards nothing may be
-left running or in it. The node process is the only one this test starts, and it is waited for.
+left running or in it. The node process (and for the serve test, the server) are the only ones
+this test starts, and they are waited for.
 """
 import os
+import signal
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -21,16 +27,53 @@ from run_test import Failure, Sandbox  # noqa: E402
 
 SDK = os.path.join(TOP, ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol", "sdk")
 SCRIPT = os.path.join(HERE, "sdk_client_test.mjs")
-TESTS = ("tools", "execute", "cancel")
+TESTS = ("tools", "execute", "cancel", "serve")
+# `sandbox serve` (the serve test's) gets this long to make its socket, and to exit on SIGTERM.
+SERVE_START_S = 120
+SERVE_STOP_S = 60
 # Each test's VMs (restored under TCG) and the SDK's own waits fit well within this.
 NODE_TIMEOUT_S = 400
 
 
-def run(sbx, test):
+def environment(sbx):
     env = dict(os.environ, XDG_RUNTIME_DIR=sbx.runtime, TMPDIR=sbx.runtime,
-               SBX_TEST_RUNTIME=sbx.runtime)
+               SBX_TEST_RUNTIME=sbx.runtime,
+               SBX_TEST_SERVE_SOCKET=os.path.join(sbx.runtime, "sandbox", "sandbox.sock"))
     env.setdefault("SANDBOX_ACCEL", "tcg")
     env.pop("SANDBOX_SERVE_SOCKET", None)  # a server of the developer's is not this test's
+    return env
+
+
+def start_serve(sbx):
+    """`sandbox serve --pool 1` in the runtime dir; returned once its socket exists."""
+    env = environment(sbx)
+    proc = subprocess.Popen([sbx.binary, "serve", "--pool", "1"], cwd=TOP, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + SERVE_START_S
+    while not os.path.exists(env["SBX_TEST_SERVE_SOCKET"]):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_serve(proc)
+            raise Failure(f"sandbox serve did not start (exit {proc.returncode})")
+        time.sleep(0.1)
+    return proc
+
+
+def stop_serve(proc):
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)  # our own child, by its PID
+    try:
+        rc = proc.wait(timeout=SERVE_STOP_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise Failure(f"sandbox serve did not exit within {SERVE_STOP_S} s of SIGTERM")
+    if rc != 0:
+        raise Failure(f"sandbox serve exited {rc} on SIGTERM")
+
+
+def run(sbx, test):
+    env = environment(sbx)
     proc = subprocess.Popen(["node", SCRIPT, sbx.binary, test], cwd=TOP, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -62,11 +105,19 @@ def main():
     # check go by.
     os.chmod(sbx.runtime, 0o711)
     failure = None
+    serve = None
     try:
+        if sys.argv[2] == "serve":
+            serve = start_serve(sbx)
         run(sbx, sys.argv[2])
     except Failure as e:
         failure = e
     finally:
+        if serve is not None:
+            try:
+                stop_serve(serve)
+            except Failure as e:
+                failure = failure or e
         try:
             sbx.close()
         except Failure as e:
