@@ -30,6 +30,14 @@
 /* The profile of the VMs restored here (run.c's default: the fastest restore). */
 #define MCP_PROFILE_DEFAULT "q35-serial"
 
+/*
+ * A call whose client asked for progress gets one every 5 s while it runs (the seconds so far,
+ * of its timeout): often enough for a client that extends its own timeout on progress (the
+ * TypeScript SDK's resetTimeoutOnProgress; its timeout is 60 s by default), rare enough to cost
+ * nothing.
+ */
+#define MCP_PROGRESS_INTERVAL_S 5
+
 typedef struct McpCtx McpCtx;
 
 /* One `execute` in flight: through the server (serve) or here (exec). */
@@ -38,6 +46,9 @@ typedef struct {
     SbxMcpCall *call;
     SbxServeCall *serve;
     SbxExec *exec;
+    guint progress_timer;
+    gint64 started_us; /* monotonic */
+    guint timeout_s;
 } Job;
 
 struct McpCtx {
@@ -68,6 +79,7 @@ static McpCtx *mcp_ctx;
 
 static void job_free(Job *job)
 {
+    g_clear_handle_id(&job->progress_timer, g_source_remove);
     sbx_serve_call_free(job->serve);
     sbx_exec_free(job->exec); /* its VM and tool processes killed and reaped */
     g_free(job);
@@ -97,6 +109,7 @@ static void job_finish(Job *job, const char *report_json)
 {
     McpCtx *ctx = job->ctx;
 
+    g_clear_handle_id(&job->progress_timer, g_source_remove);
     g_ptr_array_remove(ctx->jobs, job);
     g_ptr_array_add(ctx->done, job);
     if (ctx->reap_idle == 0) {
@@ -273,6 +286,16 @@ static void on_send(gpointer data, const char *json, gsize len)
     sbx_out_json(ctx->out, SBX_STREAM_STDOUT, line, len + 1);
 }
 
+static gboolean on_progress_tick(gpointer data)
+{
+    Job *job = data;
+    guint64 s = (g_get_monotonic_time() - job->started_us) / G_USEC_PER_SEC;
+    g_autofree char *message = g_strdup_printf("running for %" G_GUINT64_FORMAT " s", s);
+
+    sbx_mcp_server_progress(job->ctx->server, job->call, s, job->timeout_s, message);
+    return G_SOURCE_CONTINUE;
+}
+
 static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs *args)
 {
     McpCtx *ctx = data;
@@ -280,8 +303,13 @@ static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs 
 
     job->ctx = ctx;
     job->call = call;
+    job->started_us = g_get_monotonic_time();
+    job->timeout_s = (args->timeout_ms + 999) / 1000;
     sbx_mcp_call_set_data(call, job);
     g_ptr_array_add(ctx->jobs, job);
+    if (sbx_mcp_call_wants_progress(call)) {
+        job->progress_timer = g_timeout_add_seconds(MCP_PROGRESS_INTERVAL_S, on_progress_tick, job);
+    }
     if (ctx->ending) {
         job_fail(job, "sandbox mcp is shutting down", SBX_STATUS_TERMINATED);
     } else if (!try_serve(ctx, job, args)) {

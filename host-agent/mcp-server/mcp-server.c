@@ -35,6 +35,8 @@ struct SbxMcpCall {
     Batch *batch; /* or NULL */
     gboolean cancelled;
     gpointer data;
+    char *progress_token; /* its JSON text, or NULL: the client asked for no progress */
+    guint64 progress;     /* the last progress sent */
 };
 
 struct SbxMcpServer {
@@ -65,6 +67,7 @@ SbxMcpServer *sbx_mcp_server_new(const SbxMcpServerOps *ops, gpointer data,
 
 static void call_free(SbxMcpCall *call)
 {
+    free(call->progress_token);
     sbx_mcp_execute_args_clear(&call->args);
     g_free(call->id_json);
     g_free(call);
@@ -266,6 +269,8 @@ static void answer_tool_error(SbxMcpServer *s, const Msg *m, const char *message
     answer_result(s, m->batch, m->id_json, result);
 }
 
+static char *id_text(const Msg *m, const cJSON *id);
+
 /* tools/call's arguments, as text of their own (the JSON values forwarded as sent). */
 static char *arguments_text(const Msg *m, const cJSON *arguments)
 {
@@ -289,6 +294,9 @@ static void start_call(SbxMcpServer *s, const Msg *m, const cJSON *arguments)
     }
     call->server = s;
     call->id_json = g_strdup(m->id_json);
+    /* A progress token is a string or a number, like an id (and as bounded). */
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(m->params, "_meta");
+    call->progress_token = id_text(m, cJSON_GetObjectItemCaseSensitive(meta, "progressToken"));
     call->batch = m->batch;
     if (call->batch != NULL) {
         call->batch->outstanding++;
@@ -507,6 +515,40 @@ void sbx_mcp_server_finish(SbxMcpServer *s, SbxMcpCall *call, const char *report
     if (batch != NULL) {
         batch_release(s, batch);
     }
+}
+
+gboolean sbx_mcp_call_wants_progress(const SbxMcpCall *call)
+{
+    return call->progress_token != NULL;
+}
+
+void sbx_mcp_server_progress(SbxMcpServer *s, SbxMcpCall *call, guint64 progress, guint64 total,
+                             const char *message)
+{
+    SbxJsonb b;
+
+    if (call->progress_token == NULL || call->cancelled || progress <= call->progress) {
+        return;
+    }
+    call->progress = progress;
+    sbx_jsonb_init(&b);
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_member_string(&b, "jsonrpc", "2.0");
+    sbx_jsonb_member_string(&b, "method", "notifications/progress");
+    sbx_jsonb_key(&b, "params");
+    sbx_jsonb_begin_object(&b);
+    sbx_jsonb_member_raw(&b, "progressToken", call->progress_token);
+    sbx_jsonb_member_uint(&b, "progress", progress);
+    if (total > 0) {
+        sbx_jsonb_member_uint(&b, "total", total);
+    }
+    if (message != NULL) {
+        sbx_jsonb_member_string(&b, "message", message);
+    }
+    sbx_jsonb_end_object(&b);
+    sbx_jsonb_end_object(&b);
+    g_autofree char *json = sbx_jsonb_finish(&b);
+    s->ops->send(s->data, json, strlen(json));
 }
 
 /* ---- stdio ---------------------------------------------------------------------------------- */

@@ -104,6 +104,17 @@ void sbx_mcp_server_feed_end(SbxMcpServer *server);
  */
 void sbx_mcp_server_finish(SbxMcpServer *server, SbxMcpCall *call, const char *report_json);
 
+/** Whether @call's client asked for progress (its request's `_meta.progressToken`). */
+gboolean sbx_mcp_call_wants_progress(const SbxMcpCall *call);
+
+/**
+ * Send `notifications/progress` for @call: @progress (it must grow: a value not above the last
+ * one sent is dropped), @total (0: none) and @message (NULL: none). Nothing when the client
+ * asked for no progress or cancelled the call.
+ */
+void sbx_mcp_server_progress(SbxMcpServer *server, SbxMcpCall *call, guint64 progress,
+                             guint64 total, const char *message);
+
 /** Calls in flight (started, not finished: cancelled ones count until their finish). */
 guint sbx_mcp_server_calls(const SbxMcpServer *server);
 

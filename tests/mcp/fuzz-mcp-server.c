@@ -44,6 +44,12 @@ static const char *const reports[] = {
 static void check_answer(const cJSON *v)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(v, "id");
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(v, "method");
+
+    if (cJSON_IsString(method)) { /* our one notification */
+        CHECK(strcmp(method->valuestring, "notifications/progress") == 0 && id == NULL);
+        return;
+    }
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(v, "jsonrpc");
     gboolean result = cJSON_GetObjectItemCaseSensitive(v, "result") != NULL;
     gboolean error = cJSON_GetObjectItemCaseSensitive(v, "error") != NULL;
@@ -136,7 +142,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n = size - pos;
         sbx_mcp_server_feed(f.server, data + pos, n);
         pos += n;
-        /* Now and then the oldest call in flight ends. */
+        /* Now and then the oldest call in flight reports progress, or ends. */
+        if (f.calls->len > 0 && (seed >> 12) % 3 == 0)
+            sbx_mcp_server_progress(f.server, g_ptr_array_index(f.calls, 0), pos, size,
+                                    (seed & 2) ? "running" : NULL);
         if (f.calls->len > 0 && (seed >> 8) % 4 == 0)
             finish_first(&f, report);
     }

@@ -171,6 +171,15 @@ const tests = {
     ]);
     assert.equal(ts.structuredContent.result, 42, JSON.stringify(ts));
     assert.equal(last.structuredContent.result, 45, JSON.stringify(last));
+    // A call that asks for progress gets it while it runs (every 5 s: the seconds so far).
+    const progress = [];
+    const slept = await execute(c.client, {
+      language: "javascript", code: 'await new Promise((r) => setTimeout(r, 8000)); "slept"',
+    }, { ...CALL, onprogress: (p) => progress.push(p), resetTimeoutOnProgress: true });
+    assert.equal(slept.structuredContent.result, "slept", JSON.stringify(slept));
+    assert.ok(progress.length >= 1, "progress notifications");
+    assert.ok(progress[0].progress >= 5 && progress[0].total === 30, JSON.stringify(progress));
+    assert.match(progress[0].message, /^running for \d+ s$/);
     // A program that throws: isError, with the error.
     const thrown = await execute(c.client, {
       language: "javascript",

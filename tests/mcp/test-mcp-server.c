@@ -3,8 +3,9 @@
  * that keeps what is sent and the executions started: initialize and the revision negotiated,
  * requests before it, the JSON-RPC errors, notifications never answered, tools/list per
  * revision, tools/call (arguments checked, values forwarded exactly, the report as content and
- * structuredContent, isError), cancellation, the bound on calls in flight, ids, batches in
- * 2025-03-26 only, and the stdio framing (split lines, CRLF, blank lines, a line over the limit).
+ * structuredContent, isError), progress, cancellation, the bound on calls in flight, ids, batches
+ * in 2025-03-26 only, and the stdio framing (split lines, CRLF, blank lines, a line over the
+ * limit).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -535,6 +536,50 @@ static void test_cancel(void **state)
     fake_free(f); /* a call in flight is forgotten */
 }
 
+static void test_progress(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    call(f, "1", "{\"language\":\"python\",\"code\":\"1\"}"); /* progressToken 1 */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+                 "\"name\":\"execute\",\"arguments\":{\"language\":\"python\",\"code\":\"2\"},"
+                 "\"_meta\":{\"progressToken\":\"tok\"}}}");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{"
+                 "\"name\":\"execute\",\"arguments\":{\"language\":\"python\",\"code\":\"3\"}}}");
+    SbxMcpCall *one = g_ptr_array_index(f->calls, 0), *tok = g_ptr_array_index(f->calls, 1);
+    SbxMcpCall *none = g_ptr_array_index(f->calls, 2);
+    assert_true(sbx_mcp_call_wants_progress(one));
+    assert_true(sbx_mcp_call_wants_progress(tok));
+    assert_false(sbx_mcp_call_wants_progress(none));
+    sbx_mcp_server_progress(f->server, tok, 5, 30, "running for 5 s");
+    cJSON *v = take(f);
+    assert_string_equal(str(v, "method"), "notifications/progress");
+    assert_null(get(v, "id"));
+    assert_string_equal(str(v, "params.progressToken"), "tok");
+    assert_int_equal(num(v, "params.progress"), 5);
+    assert_int_equal(num(v, "params.total"), 30);
+    assert_string_equal(str(v, "params.message"), "running for 5 s");
+    cJSON_Delete(v);
+    /* Progress only grows; none without a token; the token's type is kept. */
+    sbx_mcp_server_progress(f->server, tok, 5, 30, NULL);
+    sbx_mcp_server_progress(f->server, none, 1, 0, NULL);
+    assert_int_equal(f->sent->len, 0);
+    sbx_mcp_server_progress(f->server, one, 1, 0, NULL);
+    v = take(f);
+    assert_int_equal(num(v, "params.progressToken"), 1);
+    assert_null(get(v, "params.total"));
+    assert_null(get(v, "params.message"));
+    cJSON_Delete(v);
+    /* None once cancelled. */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                 "{\"requestId\":2}}");
+    sbx_mcp_server_progress(f->server, tok, 10, 30, NULL);
+    assert_int_equal(f->sent->len, 0);
+    fake_free(f);
+}
+
 static void test_calls_bounded(void **state)
 {
     Fake *f = fake_new();
@@ -689,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_call_old_revision),
         cmocka_unit_test(test_call_bad_arguments),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_progress),
         cmocka_unit_test(test_calls_bounded),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_stdio_lines),
