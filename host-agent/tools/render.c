@@ -18,8 +18,35 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 typedef struct {
     GString *out;
     SbxRenderLang lang;
-    const cJSON *root; /* the schema being rendered: target of local $refs */
+    const cJSON *root;       /* the schema being rendered: target of local $refs */
+    const char *const *only; /* "provider.tool" real names to render, or NULL: all */
 } Render;
+
+/* Whether tool @t of @p is rendered. */
+static gboolean chosen(const Render *r, const SbxCatalogProvider *p, const SbxCatalogTool *t)
+{
+    if (r->only == NULL) {
+        return TRUE;
+    }
+    for (const char *const *o = r->only; *o != NULL; o++) {
+        gsize n = strlen(p->name);
+        if (strncmp(*o, p->name, n) == 0 && (*o)[n] == '.' && strcmp(*o + n + 1, t->name) == 0) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* Whether any tool of @p is rendered (a provider without one is left out when choosing). */
+static gboolean provider_chosen(const Render *r, const SbxCatalogProvider *p)
+{
+    for (gsize j = 0; j < p->n_tools; j++) {
+        if (chosen(r, p, &p->tools[j])) {
+            return TRUE;
+        }
+    }
+    return r->only == NULL;
+}
 
 static gboolean too_big(const Render *r)
 {
@@ -371,12 +398,17 @@ static void render_ts(Render *r, const SbxCatalog *catalog, const SbxNamespace *
                            origin);
     for (gsize i = 0; i < catalog->n_providers && !too_big(r); i++) {
         const SbxCatalogProvider *p = &catalog->providers[i];
+        if (!provider_chosen(r, p)) {
+            continue;
+        }
         g_autofree char *real = g_strdup_printf("provider `%s`", p->name);
         g_string_append(r->out, "  /** ");
         put_ts_comment_text(r->out, real);
         g_string_append_printf(r->out, " */\n  %s: {\n", sbx_namespace_provider_ident(ns, p->name));
         for (gsize j = 0; j < p->n_tools && !too_big(r); j++) {
-            render_ts_tool(r, ns, p, &p->tools[j]);
+            if (chosen(r, p, &p->tools[j])) {
+                render_ts_tool(r, ns, p, &p->tools[j]);
+            }
         }
         g_string_append(r->out, "  };\n");
     }
@@ -435,9 +467,13 @@ static void render_py(Render *r, const SbxCatalog *catalog, const SbxNamespace *
                            "TypedDict\n\n\n",
                            origin);
     g_autoptr(GString) root = g_string_new("class _Tools:\n");
-    gsize n = 0;
+    gsize n = 0, shown = 0;
     for (gsize i = 0; i < catalog->n_providers && !too_big(r); i++) {
         const SbxCatalogProvider *p = &catalog->providers[i];
+        if (!provider_chosen(r, p)) {
+            continue;
+        }
+        shown++;
         const char *pid = sbx_namespace_provider_ident(ns, p->name);
         g_autoptr(GString) cls = g_string_new(NULL);
         g_string_append_printf(cls, "class _provider_%s:\n    ", pid);
@@ -445,13 +481,15 @@ static void render_py(Render *r, const SbxCatalog *catalog, const SbxNamespace *
         put_string_literal(cls, doc);
         g_string_append(cls, "\n\n");
         for (gsize j = 0; j < p->n_tools && !too_big(r); j++) {
-            render_py_tool(r, cls, ns, p, &p->tools[j], n++);
+            if (chosen(r, p, &p->tools[j])) {
+                render_py_tool(r, cls, ns, p, &p->tools[j], n++);
+            }
         }
         g_string_append_len(r->out, cls->str, (gssize)cls->len);
         g_string_append(r->out, "\n");
         g_string_append_printf(root, "    %s: _provider_%s\n", pid, pid);
     }
-    if (catalog->n_providers == 0) {
+    if (shown == 0) {
         g_string_append(root, "    pass\n");
     }
     g_string_append_len(r->out, root->str, (gssize)root->len);
@@ -460,11 +498,17 @@ static void render_py(Render *r, const SbxCatalog *catalog, const SbxNamespace *
 
 char *sbx_render_types(const SbxCatalog *catalog, SbxRenderLang lang, GError **error)
 {
+    return sbx_render_types_of(catalog, lang, NULL, error);
+}
+
+char *sbx_render_types_of(const SbxCatalog *catalog, SbxRenderLang lang, const char *const *only,
+                          GError **error)
+{
     g_autoptr(SbxNamespace) ns = sbx_namespace_new();
     if (!sbx_catalog_build_namespace(catalog, ns, error)) {
         return NULL;
     }
-    Render r = {.out = g_string_new(NULL), .lang = lang};
+    Render r = {.out = g_string_new(NULL), .lang = lang, .only = only};
     if (lang == SBX_RENDER_TS) {
         render_ts(&r, catalog, ns);
     } else {

@@ -33,5 +33,13 @@ typedef enum {
  */
 char *sbx_render_types(const SbxCatalog *catalog, SbxRenderLang lang, GError **error);
 
+/**
+ * The same for the tools named in @only alone ("provider.tool", real names; NULL-terminated;
+ * NULL: all), and the providers that have one of them: what an agent asked for (the MCP server's
+ * get_tool_types). Names that match no tool are skipped.
+ */
+char *sbx_render_types_of(const SbxCatalog *catalog, SbxRenderLang lang, const char *const *only,
+                          GError **error);
+
 /** Parse "ts" or "py" (also "typescript", "python"); FALSE if neither. */
 gboolean sbx_render_lang_parse(const char *name, SbxRenderLang *ret_lang);

@@ -247,6 +247,38 @@ static void test_output_bound(void **state)
     assert_non_null(strstr(error->message, "exceed"));
 }
 
+/* The chosen tools alone (get_tool_types of the MCP server), and their providers. */
+static void test_only(void **state)
+{
+    static const char *const add[] = {"calc.add", "nope.x", NULL};
+    static const char *const klass[] = {"git-hub.class", NULL};
+    static const char *const none[] = {"calc.sub", NULL};
+    (void)state;
+    g_autoptr(SbxCatalog) c = parse(small_catalog);
+    g_autofree char *ts = sbx_render_types_of(c, SBX_RENDER_TS, add, NULL);
+    assert_string_equal(
+        ts, "// The tools of cat.json, as guest code names them (`sandbox tools --types ts`).\n"
+            "// Each call returns a Promise: Promise.all runs calls in parallel.\n"
+            "declare const tools: {\n"
+            "  /** provider `calc` */\n"
+            "  calc: {\n"
+            "    /** `calc.add`: a + b */\n"
+            "    add(input: { a: number; b: number; }): Promise<number>;\n"
+            "  };\n"
+            "};\n");
+    g_autofree char *py = sbx_render_types_of(c, SBX_RENDER_PY, klass, NULL);
+    expect_in(py, "    def class_(self, input: dict[str, Any]) -> Any:");
+    expect_in(py, "    git_hub: _provider_git_hub\n");
+    assert_null(strstr(py, "search_issues"));
+    assert_null(strstr(py, "calc"));
+    g_autofree char *empty = sbx_render_types_of(c, SBX_RENDER_PY, none, NULL);
+    expect_in(empty, "class _Tools:\n    pass\n");
+    /* NULL: all, as sbx_render_types(). */
+    g_autofree char *all = sbx_render_types_of(c, SBX_RENDER_TS, NULL, NULL);
+    g_autofree char *golden = sbx_render_types(c, SBX_RENDER_TS, NULL);
+    assert_string_equal(all, golden);
+}
+
 static void test_empty_and_lang(void **state)
 {
     (void)state;
@@ -274,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_unknown_schema),
         cmocka_unit_test(test_comment_escaped),
         cmocka_unit_test(test_output_bound),
+        cmocka_unit_test(test_only),
         cmocka_unit_test(test_empty_and_lang),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
