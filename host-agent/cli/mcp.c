@@ -70,6 +70,7 @@ struct McpCtx {
     SbxImage *image;
     SbxSnapshot *snapshot;
     char *local_failure; /* why none can be restored here (kept: each call says so) */
+    SbxTools *listing;   /* --tools: the catalog with its MCP servers' tools, for discovery */
     SbxStore *store;     /* the records, or NULL */
 };
 
@@ -449,6 +450,50 @@ static void open_store(McpCtx *ctx)
     }
 }
 
+static void read_stdin(McpCtx *ctx)
+{
+    ctx->stdin_source = g_unix_fd_add(STDIN_FILENO, G_IO_IN | G_IO_HUP | G_IO_ERR, on_stdin, ctx);
+}
+
+/* --tools: the catalog's tools are listed (MCP servers asked): discovery can answer. */
+static void on_listed(SbxTools *tools, const GError *error, gpointer data)
+{
+    McpCtx *ctx = data;
+
+    for (const char *const *w = sbx_tools_warnings(tools); *w != NULL; w++) {
+        g_autofree char *text = g_strdup_printf("sandbox mcp: warning: %s\n", *w);
+        sbx_out_text(ctx->out, SBX_STREAM_STDERR, text);
+    }
+    if (error != NULL) {
+        g_autofree char *text = g_strdup_printf("sandbox mcp: %s\n", error->message);
+        sbx_out_text(ctx->out, SBX_STREAM_STDERR, text);
+        sbx_cli_quit(ctx->cli, SBX_EXIT_SANDBOX);
+        return;
+    }
+    sbx_mcp_server_set_catalog(ctx->server, sbx_tools_catalog(tools));
+    if (!ctx->ending) {
+        read_stdin(ctx);
+    }
+}
+
+/*
+ * With --tools, the catalog's tools are listed before the first message is read, so that
+ * tools/list names the discovery tools from the start (an MCP provider's server answers within
+ * its startup timeout, 20 s by default). The servers listed stay up, idle, for the discovery's
+ * catalog; each execution starts its own.
+ */
+static gboolean start_listing(McpCtx *ctx, GError **error)
+{
+    SbxCatalog *catalog = sbx_catalog_load(ctx->tools_path, error);
+
+    ctx->listing = catalog != NULL ? sbx_tools_new_listing(catalog, error) : NULL;
+    if (ctx->listing == NULL) {
+        return FALSE;
+    }
+    sbx_tools_start(ctx->listing, on_listed, ctx);
+    return TRUE;
+}
+
 static int mcp_start(SbxCli *cli, int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
@@ -466,7 +511,12 @@ static int mcp_start(SbxCli *cli, int argc, char **argv)
     ctx->out = sbx_out_new();
     open_store(ctx);
     ctx->server = sbx_mcp_server_new(&server_ops, ctx, &info);
-    ctx->stdin_source = g_unix_fd_add(STDIN_FILENO, G_IO_IN | G_IO_HUP | G_IO_ERR, on_stdin, ctx);
+    if (ctx->tools_path == NULL) {
+        read_stdin(ctx);
+    } else if (!start_listing(ctx, &error)) {
+        fprintf(stderr, "sandbox mcp: %s\n", error->message);
+        return SBX_EXIT_USAGE;
+    }
     cli->on_signal = on_signal;
     cli->data = ctx;
     return -1;
@@ -492,6 +542,7 @@ static void mcp_cleanup(SbxCli *cli)
     g_ptr_array_unref(ctx->jobs);
     g_ptr_array_unref(ctx->done);
     sbx_mcp_server_free(ctx->server);
+    sbx_tools_free(ctx->listing); /* after the server, which read its catalog */
     sbx_store_close(ctx->store);
     sbx_snapshot_free(ctx->snapshot);
     sbx_image_free(ctx->image);

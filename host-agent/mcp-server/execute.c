@@ -85,14 +85,20 @@ static gboolean revision_has(const char *revision, const char *since)
     return revision != NULL && strcmp(revision, since) >= 0;
 }
 
-void sbx_mcp_execute_definition(SbxJsonb *b, const char *revision)
+/* With a catalog: where the model learns its tools. */
+static const char DISCOVERY[] =
+    " The host tools of this server: list_providers, search_tools, then get_tool_types for the "
+    "declarations of the ones you use.";
+
+void sbx_mcp_execute_definition(SbxJsonb *b, const char *revision, gboolean discovery)
 {
     sbx_jsonb_begin_object(b);
     sbx_jsonb_member_string(b, "name", "execute");
     if (revision_has(revision, "2025-06-18")) {
         sbx_jsonb_member_string(b, "title", "Run code in a sandbox VM");
     }
-    sbx_jsonb_member_string(b, "description", DESCRIPTION);
+    g_autofree char *description = g_strconcat(DESCRIPTION, discovery ? DISCOVERY : "", NULL);
+    sbx_jsonb_member_string(b, "description", description);
     sbx_jsonb_member_raw(b, "inputSchema", INPUT_SCHEMA);
     if (revision_has(revision, "2025-06-18")) {
         sbx_jsonb_member_raw(b, "outputSchema", OUTPUT_SCHEMA);

@@ -48,9 +48,9 @@ typedef struct {
 /**
  * Append the tool's definition (an element of tools/list's `tools`) to @b, as revision
  * @revision of MCP has it: `title` and `outputSchema` from 2025-06-18 on, `annotations` from
- * 2025-03-26 on.
+ * 2025-03-26 on. @discovery: the discovery tools are there too (its description says so).
  */
-void sbx_mcp_execute_definition(SbxJsonb *b, const char *revision);
+void sbx_mcp_execute_definition(SbxJsonb *b, const char *revision, gboolean discovery);
 
 /**
  * Check the call's arguments, the JSON object text @text (@len bytes, checked JSON), into

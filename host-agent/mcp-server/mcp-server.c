@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "mcp-server/discover.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
 
@@ -44,11 +45,12 @@ struct SbxMcpServer {
     gpointer data;
     char *name;
     char *version;
-    const char *revision; /* one of sbx_mcp_server_revisions, or NULL before initialize */
-    gboolean initialized; /* notifications/initialized came */
-    GHashTable *calls;    /* id_json -> SbxMcpCall* (the key is the call's) */
-    GByteArray *line;     /* stdio: the line being received */
-    gboolean skipping;    /* stdio: inside a line over the limit, dropped up to its newline */
+    const char *revision;      /* one of sbx_mcp_server_revisions, or NULL before initialize */
+    gboolean initialized;      /* notifications/initialized came */
+    GHashTable *calls;         /* id_json -> SbxMcpCall* (the key is the call's) */
+    GByteArray *line;          /* stdio: the line being received */
+    gboolean skipping;         /* stdio: inside a line over the limit, dropped up to its newline */
+    const SbxCatalog *catalog; /* the discovery tools' (set_catalog), or NULL: none */
 };
 
 SbxMcpServer *sbx_mcp_server_new(const SbxMcpServerOps *ops, gpointer data,
@@ -101,6 +103,11 @@ void sbx_mcp_server_free(SbxMcpServer *s)
     g_free(s->name);
     g_free(s->version);
     g_free(s);
+}
+
+void sbx_mcp_server_set_catalog(SbxMcpServer *s, const SbxCatalog *catalog)
+{
+    s->catalog = catalog;
 }
 
 guint sbx_mcp_server_calls(const SbxMcpServer *s)
@@ -255,7 +262,10 @@ static void on_tools_list(SbxMcpServer *s, const Msg *m)
     sbx_jsonb_begin_object(&b);
     sbx_jsonb_key(&b, "tools");
     sbx_jsonb_begin_array(&b);
-    sbx_mcp_execute_definition(&b, s->revision);
+    sbx_mcp_execute_definition(&b, s->revision, s->catalog != NULL);
+    if (s->catalog != NULL) {
+        sbx_mcp_discover_definitions(&b, s->revision);
+    }
     sbx_jsonb_end_array(&b);
     sbx_jsonb_end_object(&b);
     g_autofree char *result = sbx_jsonb_finish(&b);
@@ -305,6 +315,18 @@ static void start_call(SbxMcpServer *s, const Msg *m, const cJSON *arguments)
     s->ops->execute(s->data, call, &call->args);
 }
 
+/* A discovery tool: answered at once, from the catalog. */
+static void discover(SbxMcpServer *s, const Msg *m, const cJSON *arguments, const char *name)
+{
+    char *args_text = arguments_text(m, arguments);
+    g_autofree char *result =
+        args_text != NULL ? sbx_mcp_discover_call(s->catalog, name, args_text, strlen(args_text))
+                          : sbx_mcp_tool_error_result("out of memory");
+
+    free(args_text);
+    answer_result(s, m->batch, m->id_json, result);
+}
+
 static void on_tools_call(SbxMcpServer *s, const Msg *m)
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(m->params, "name");
@@ -316,9 +338,13 @@ static void on_tools_call(SbxMcpServer *s, const Msg *m)
                      "object)");
         return;
     }
+    if (s->catalog != NULL && sbx_mcp_discover_is_tool(name->valuestring)) {
+        discover(s, m, arguments, name->valuestring);
+        return;
+    }
     if (strcmp(name->valuestring, "execute") != 0) {
-        g_autofree char *msg = g_strdup_printf("Invalid params: unknown tool \"%.*s\" (the tool "
-                                               "is execute)",
+        g_autofree char *msg = g_strdup_printf("Invalid params: unknown tool \"%.*s\" (tools/list "
+                                               "names the tools)",
                                                SBX_NAME_MAX, name->valuestring);
         answer_error(s, m->batch, m->id_json, SBX_JSONRPC_INVALID_PARAMS, msg);
         return;

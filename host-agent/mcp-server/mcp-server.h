@@ -16,6 +16,7 @@
 
 #include <glib.h>
 
+#include "catalog.h"
 #include "mcp-server/execute.h"
 
 /*
@@ -84,6 +85,13 @@ SbxMcpServer *sbx_mcp_server_new(const SbxMcpServerOps *ops, gpointer data,
  */
 void sbx_mcp_server_free(SbxMcpServer *server);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxMcpServer, sbx_mcp_server_free)
+
+/**
+ * Offer the discovery tools (discover.h) over @catalog, the host tools the programs may call
+ * (its MCP providers' tools listed already; it must outlive the server). NULL: none (the
+ * default).
+ */
+void sbx_mcp_server_set_catalog(SbxMcpServer *server, const SbxCatalog *catalog);
 
 /** One message (or batch) from the client, @len bytes of @text (any bytes). */
 void sbx_mcp_server_receive(SbxMcpServer *server, const char *text, gsize len);

@@ -1,8 +1,9 @@
 /*
  * Fuzz target: a client's bytes into the MCP server's protocol core (host-agent/mcp-server/)
  * as a stdio stream, in fragments of 1..143 bytes, after an initialize of the revision byte 0
- * picks (or none). Executions started are finished at once, later, or cancelled first, as the
- * input's bits say, with a report that byte 0 also picks.
+ * picks (or none), with the discovery tools over a small catalog when its top bit is set.
+ * Executions started are finished at once, later, or cancelled first, as the input's bits say, with
+ * a report that byte 0 also picks.
  *
  * Invariants: every message sent is one line of JSON that our strict parser reads, a JSON-RPC
  * 2.0 answer (an object with an id and exactly one of result and error) or a non-empty array of
@@ -97,6 +98,26 @@ static void on_cancel(gpointer data, SbxMcpCall *call)
     g_hash_table_add(f->cancelled, call);
 }
 
+/* The discovery tools' catalog: two command providers (nothing is started). */
+static const char CATALOG[] =
+    "{\"providers\": {\"git-hub\": {\"kind\": \"command\", \"command\": [\"/bin/cat\"], "
+    "\"tools\": {\"search-issues\": {\"description\": \"Find issues\", \"input_schema\": "
+    "{\"type\": \"object\", \"properties\": {\"q\": {\"type\": \"string\"}}}}, \"class\": {}}},"
+    "\"calc\": {\"kind\": \"command\", \"command\": [\"/bin/cat\"], \"tools\": {\"add\": "
+    "{\"description\": \"a + b\", \"input_schema\": {\"type\": \"object\", \"properties\": "
+    "{\"a\": {\"type\": \"number\"}}}}}}}}";
+
+static const SbxCatalog *catalog(void)
+{
+    static SbxCatalog *c;
+
+    if (c == NULL) { /* made once, kept for the process */
+        c = sbx_catalog_parse(CATALOG, strlen(CATALOG), "fuzz.json", "/", NULL);
+        CHECK(c != NULL);
+    }
+    return c;
+}
+
 static const SbxMcpServerOps ops = {.send = on_send, .execute = on_execute, .cancel = on_cancel};
 
 static void finish_first(Fuzz *f, const char *report)
@@ -124,6 +145,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     f.calls = g_ptr_array_new();
     f.cancelled = g_hash_table_new(NULL, NULL);
     f.server = sbx_mcp_server_new(&ops, &f, &info);
+    if (data[0] & 0x80)
+        sbx_mcp_server_set_catalog(f.server, catalog());
     const char *version = versions[data[0] % G_N_ELEMENTS(versions)];
     const char *report = reports[(data[0] >> 3) % G_N_ELEMENTS(reports)];
     if (version != NULL) {

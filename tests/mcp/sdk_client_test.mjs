@@ -4,7 +4,8 @@
 // sdk_client_test.py, which gives it a private runtime dir (SBX_TEST_RUNTIME) and checks that
 // nothing is left behind.
 //
-// Usage: node sdk_client_test.mjs SANDBOX_BINARY TEST   (TEST: tools | execute | cancel | serve)
+// Usage: node sdk_client_test.mjs SANDBOX_BINARY TEST
+//        (TEST: tools | execute | cancel | discovery | serve)
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import net from "node:net";
@@ -35,6 +36,22 @@ function vmPids() {
   return found;
 }
 
+/** Children of @pid whose command line has @needle. */
+function children(pid, needle) {
+  const found = [];
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pid && fs.readFileSync(`/proc/${entry}/cmdline`).includes(needle)) {
+        found.push(Number(entry));
+      }
+    } catch { /* gone */ }
+  }
+  return found;
+}
+
 async function waitFor(what, cond, seconds) {
   const end = Date.now() + seconds * 1000;
   while (!cond()) {
@@ -43,10 +60,10 @@ async function waitFor(what, cond, seconds) {
   }
 }
 
-async function connect() {
+async function connect(extra = []) {
   const transport = new StdioClientTransport({
     command: binary,
-    args: ["mcp"],
+    args: ["mcp", ...extra],
     env: { ...process.env }, // the SDK passes only a few variables by default
     stderr: "inherit",
   });
@@ -238,6 +255,51 @@ const tests = {
     }
   },
 
+  // With a catalog (--tools: a command provider and a real MCP server from npm): the discovery
+  // tools, then a program that calls both providers' tools.
+  async discovery(c) {
+    const { tools } = await c.client.listTools();
+    assert.deepEqual(tools.map((t) => t.name),
+      ["execute", "list_providers", "search_tools", "get_tool_types"]);
+    assert.match(tools[0].description, /search_tools/);
+    const text = (r) => {
+      assert.notEqual(r.isError, true, JSON.stringify(r));
+      return r.content[0].text;
+    };
+    const call = (name, args) => c.client.callTool({ name, arguments: args });
+    const list = text(await call("list_providers", {}));
+    assert.match(list, /- calc \(command, 2 tools\): tools\.calc\n/);
+    assert.match(list, /- everything \(mcp, \d+ tools\): tools\.everything\n/);
+    const found = text(await call("search_tools", { query: "echo" }));
+    assert.match(found, /- everything\.echo: tools\.everything\.echo\(input\)/);
+    const add = text(await call("search_tools", { query: "numbers", provider: "calc" }));
+    assert.match(add, /^1 tool matches/);
+    const ts = text(await call("get_tool_types", { tools: ["everything.echo", "calc.add"] }));
+    assert.match(ts, /echo\(input: \{ message: string; \}\)/);
+    assert.match(ts, /add\(input: /);
+    assert.doesNotMatch(ts, /annotatedMessage/);
+    const py = text(await call("get_tool_types", { tools: ["everything.echo"], language: "python" }));
+    assert.match(py, /def echo\(self, input: /);
+    const bad = await call("get_tool_types", { tools: ["everything.nope"] });
+    assert.equal(bad.isError, true);
+    // What the declarations said, called from a program: an MCP tool and a command tool.
+    const run = await execute(c.client, {
+      language: "javascript",
+      code: 'const e = await tools.everything.echo({message: "hi"});\n' +
+        "const s = await tools.calc.add({a: 2, b: 40});\n({echo: e[0].text, sum: s})",
+    });
+    assert.notEqual(run.isError, true, JSON.stringify(run));
+    assert.equal(run.structuredContent.result.echo, "Echo: hi");
+    assert.deepEqual(run.structuredContent.result.sum, { result: 42 });
+    // The execution's own MCP server ends with it (freed just after the answer); the one
+    // started for the listing runs until sandbox mcp ends, and not longer.
+    const mine = () => children(c.transport.pid, "server-everything");
+    await waitFor("the execution's MCP server to end", () => mine().length === 1, 10);
+    const listing = mine();
+    await close(c);
+    await waitFor("the listing's MCP server to end", () => !fs.existsSync(`/proc/${listing[0]}`), 10);
+  },
+
   // Through `sandbox serve` (sdk_client_test.py started it, --pool 1): the pool's VMs run the
   // executions, and a cancel ends the server's execution and its VM.
   async serve(c) {
@@ -273,7 +335,7 @@ if (!tests[test] || !binary || !runtime) {
   console.error(`usage: SBX_TEST_RUNTIME=DIR node sdk_client_test.mjs SANDBOX {${Object.keys(tests).join("|")}}`);
   process.exit(2);
 }
-const c = await connect();
+const c = await connect(test === "discovery" ? ["--tools", process.env.SBX_TEST_CATALOG] : []);
 try {
   await tests[test](c);
 } finally {

@@ -3,7 +3,12 @@
 real VMs: the SDK's StdioClientTransport spawns the server; tools listed, execute in JavaScript,
 TypeScript and Python, errors, a timeout, and a cancellation that ends the execution.
 
-Usage: sdk_client_test.py SANDBOX_BINARY TEST   (TEST: tools | execute | cancel | serve)
+Usage: sdk_client_test.py SANDBOX_BINARY TEST
+       (TEST: tools | execute | cancel | discovery | serve)
+
+The discovery test gives `sandbox mcp --tools` a catalog (written into the runtime dir) of the
+integration tests' calc command and @modelcontextprotocol/server-everything (.deps/mcp-servers,
+tests/mcp/fetch-servers).
 
 The serve test starts `sandbox serve --pool 1` in the same runtime dir first, so that `sandbox
 mcp` sends its executions there; that server is stopped by its PID (SIGTERM) at the end.
@@ -14,6 +19,7 @@ VMs restored by `sandbox mcp` carry that dir in their command lines; afterwards 
 left running or in it. The node process (and for the serve test, the server) are the only ones
 this test starts, and they are waited for.
 """
+import json
 import os
 import signal
 import subprocess
@@ -27,7 +33,9 @@ from run_test import Failure, Sandbox  # noqa: E402
 
 SDK = os.path.join(TOP, ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol", "sdk")
 SCRIPT = os.path.join(HERE, "sdk_client_test.mjs")
-TESTS = ("tools", "execute", "cancel", "serve")
+TESTS = ("tools", "execute", "cancel", "discovery", "serve")
+EVERYTHING = os.path.join(TOP, ".deps", "mcp-servers", "node_modules", "@modelcontextprotocol",
+                          "server-everything", "dist", "index.js")
 # `sandbox serve` (the serve test's) gets this long to make its socket, and to exit on SIGTERM.
 SERVE_START_S = 120
 SERVE_STOP_S = 60
@@ -72,8 +80,31 @@ def stop_serve(proc):
         raise Failure(f"sandbox serve exited {rc} on SIGTERM")
 
 
+def write_catalog(sbx):
+    path = os.path.join(sbx.runtime, "tools.json")
+    with open(path, "w") as f:
+        json.dump({"providers": {
+            "calc": {"kind": "command",
+                     "command": [os.path.join(TOP, "tests", "integration", "calc-tool")],
+                     "tools": {"add": {"description": "Add two numbers."},
+                               "fail": {"description": "Always fails."}}},
+            "everything": {"kind": "mcp", "command": ["node", EVERYTHING, "stdio"]},
+        }}, f)
+    return path
+
+
 def run(sbx, test):
     env = environment(sbx)
+    if test != "discovery":
+        return run_node(sbx, test, env)
+    env["SBX_TEST_CATALOG"] = write_catalog(sbx)
+    try:
+        run_node(sbx, test, env)
+    finally:
+        os.unlink(env["SBX_TEST_CATALOG"])  # ours; anything else left in the dir is a leak
+
+
+def run_node(sbx, test, env):
     proc = subprocess.Popen(["node", SCRIPT, sbx.binary, test], cwd=TOP, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -96,6 +127,9 @@ def main():
     if not os.path.exists(os.path.join(image, "manifest.json")):
         print(f"SKIP: no guest image in {image} (run scripts/build)")
         return 77
+    if sys.argv[2] == "discovery" and not os.path.exists(EVERYTHING):
+        print("FAIL: no MCP test servers in .deps/mcp-servers (run tests/mcp/fetch-servers)")
+        return 1
     if not os.path.exists(os.path.join(SDK, "package.json")):
         print("FAIL: no MCP SDK in .deps/mcp-sdk (run tests/mcp/fetch-sdk)")
         return 1

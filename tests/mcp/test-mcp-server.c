@@ -4,8 +4,8 @@
  * requests before it, the JSON-RPC errors, notifications never answered, tools/list per
  * revision, tools/call (arguments checked, values forwarded exactly, the report as content and
  * structuredContent, isError), progress, cancellation, the bound on calls in flight, ids, batches
- * in 2025-03-26 only, and the stdio framing (split lines, CRLF, blank lines, a line over the
- * limit).
+ * in 2025-03-26 only, the discovery tools over a catalog, and the stdio framing (split lines, CRLF,
+ * blank lines, a line over the limit).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -149,8 +149,7 @@ static void initialize(Fake *f, const char *version)
     assert_int_equal(f->sent->len, 0);
 }
 
-/* ---- lifecycle --------------------------------------------------------------------------------
- */
+/* ---- lifecycle ------------------------------------------------------------------------------- */
 
 static void test_initialize_versions(void **state)
 {
@@ -216,8 +215,7 @@ static void test_before_initialize(void **state)
     fake_free(f);
 }
 
-/* ---- JSON-RPC errors --------------------------------------------------------------------------
- */
+/* ---- JSON-RPC errors ------------------------------------------------------------------------- */
 
 static void test_errors(void **state)
 {
@@ -295,8 +293,7 @@ static void test_notifications_unanswered(void **state)
     fake_free(f);
 }
 
-/* ---- tools/list -------------------------------------------------------------------------------
- */
+/* ---- tools/list ------------------------------------------------------------------------------ */
 
 static void test_tools_list(void **state)
 {
@@ -335,8 +332,7 @@ static void test_tools_list(void **state)
     }
 }
 
-/* ---- tools/call -------------------------------------------------------------------------------
- */
+/* ---- tools/call ------------------------------------------------------------------------------ */
 
 static void call(Fake *f, const char *id, const char *arguments)
 {
@@ -609,8 +605,117 @@ static void test_calls_bounded(void **state)
     fake_free(f);
 }
 
-/* ---- batches ----------------------------------------------------------------------------------
- */
+/* ---- discovery ------------------------------------------------------------------------------- */
+
+#define CMD "\"kind\": \"command\", \"command\": [\"/bin/cat\"]"
+
+static const char CATALOG[] =
+    "{\"providers\": {"
+    "\"git-hub\": {" CMD ", \"tools\": {"
+    "  \"search-issues\": {\"description\": \"Find issues\\nby words\", \"input_schema\": "
+    "{\"type\": \"object\", \"properties\": {\"q\": {\"type\": \"string\"}}}}}},"
+    "\"calc\": {" CMD ", \"tools\": {\"add\": {\"description\": \"a + b\", \"input_schema\": "
+    "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"number\"}, \"b\": {\"type\": "
+    "\"number\"}}, \"required\": [\"a\", \"b\"]}, \"output_schema\": {\"type\": \"number\"}},"
+    "  \"sub\": {\"description\": \"a - b\"}}}}}";
+
+/* Call discovery tool @name with @arguments: the result's text (isError must be @is_error). */
+static char *discover(Fake *f, const char *name, const char *arguments, gboolean is_error)
+{
+    g_autofree char *msg = g_strdup_printf(
+        "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
+        "\"arguments\":%s}}",
+        name, arguments);
+    recv_text(f, msg);
+    cJSON *v = take(f);
+    assert_true(cJSON_IsBool(get(v, "result.isError")));
+    assert_int_equal(cJSON_IsTrue(get(v, "result.isError")), is_error);
+    char *text = g_strdup(str(v, "result.content.0.text"));
+    cJSON_Delete(v);
+    return text;
+}
+
+static void expect_in(const char *text, const char *needle)
+{
+    if (strstr(text, needle) == NULL) {
+        fail_msg("expected `%s` in:\n%s", needle, text);
+    }
+}
+
+static void test_discovery(void **state)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxCatalog) catalog =
+        sbx_catalog_parse(CATALOG, strlen(CATALOG), "t.json", "/", &error);
+    Fake *f = fake_new();
+    (void)state;
+
+    assert_non_null(catalog);
+    /* Without a catalog: execute alone. */
+    initialize(f, "2025-11-25");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+    cJSON *v = take(f);
+    assert_int_equal(cJSON_GetArraySize(get(v, "result.tools")), 1);
+    assert_null(strstr(str(v, "result.tools.0.description"), "search_tools"));
+    cJSON_Delete(v);
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+                 "\"name\":\"list_providers\",\"arguments\":{}}}");
+    expect_error(f, SBX_JSONRPC_INVALID_PARAMS, "2");
+
+    sbx_mcp_server_set_catalog(f->server, catalog);
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+    v = take(f);
+    const cJSON *tools = get(v, "result.tools");
+    assert_int_equal(cJSON_GetArraySize(tools), 4);
+    expect_in(str(tools, "0.description"), "search_tools");
+    assert_string_equal(str(tools, "1.name"), "list_providers");
+    assert_string_equal(str(tools, "2.name"), "search_tools");
+    assert_string_equal(str(tools, "3.name"), "get_tool_types");
+    for (int i = 1; i <= 3; i++) {
+        g_autofree char *path = g_strdup_printf("%d.annotations.readOnlyHint", i);
+        assert_true(cJSON_IsTrue(get(tools, path)));
+    }
+    cJSON_Delete(v);
+
+    g_autofree char *list = discover(f, "list_providers", "{}", FALSE);
+    expect_in(list, "2 providers of host tools.");
+    expect_in(list, "- git-hub (command, 1 tool): tools.git_hub\n");
+    expect_in(list, "- calc (command, 2 tools): tools.calc\n");
+    g_autofree char *list_bad = discover(f, "list_providers", "{\"x\":1}", TRUE);
+
+    g_autofree char *issue = discover(f, "search_tools", "{\"query\":\"ISSUES find\"}", FALSE);
+    expect_in(issue, "1 tool matches (1 shown");
+    expect_in(issue, "- git-hub.search-issues: tools.git_hub.search_issues(input) - Find issues\n");
+    g_autofree char *all = discover(f, "search_tools", "{\"query\":\"\",\"limit\":2}", FALSE);
+    expect_in(all, "3 tools match (2 shown");
+    g_autofree char *calc =
+        discover(f, "search_tools", "{\"query\":\" \",\"provider\":\"calc\"}", FALSE);
+    expect_in(calc, "2 tools match (2 shown");
+    expect_in(calc, "- calc.sub: tools.calc.sub(input) - a - b\n");
+    g_autofree char *nothing = discover(f, "search_tools", "{\"query\":\"zebra\"}", FALSE);
+    expect_in(nothing, "0 tools match");
+    g_autofree char *bad1 = discover(f, "search_tools", "{}", TRUE);
+    g_autofree char *bad2 = discover(f, "search_tools", "{\"query\":\"a\",\"limit\":51}", TRUE);
+    expect_in(bad2, "limit");
+
+    g_autofree char *ts = discover(f, "get_tool_types", "{\"tools\":[\"calc.add\"]}", FALSE);
+    expect_in(ts, "    add(input: { a: number; b: number; }): Promise<number>;\n");
+    assert_null(strstr(ts, "git_hub"));
+    assert_null(strstr(ts, "sub("));
+    g_autofree char *py =
+        discover(f, "get_tool_types",
+                 "{\"tools\":[\"git-hub.search-issues\"],\"language\":\"python\"}", FALSE);
+    expect_in(py, "    def search_issues(self, input: _Input0_search_issues) -> Any:");
+    g_autofree char *unknown =
+        discover(f, "get_tool_types", "{\"tools\":[\"calc.add\",\"nope.x\",7]}", TRUE);
+    expect_in(unknown, "no such tools: nope.x, (not a string)");
+    g_autofree char *bad3 = discover(f, "get_tool_types", "{\"tools\":[]}", TRUE);
+    g_autofree char *bad4 =
+        discover(f, "get_tool_types", "{\"tools\":[\"calc.add\"],\"language\":\"rb\"}", TRUE);
+    fake_free(f);
+}
+
+/* ---- batches --------------------------------------------------------------------------------- */
 
 static const char BATCH[] =
     "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},"
@@ -683,8 +788,7 @@ static void test_batches(void **state)
     fake_free(f);
 }
 
-/* ---- stdio ------------------------------------------------------------------------------------
- */
+/* ---- stdio ----------------------------------------------------------------------------------- */
 
 static void feed(Fake *f, const char *s)
 {
@@ -736,6 +840,7 @@ int main(void)
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_progress),
         cmocka_unit_test(test_calls_bounded),
+        cmocka_unit_test(test_discovery),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_stdio_lines),
     };
