@@ -38,6 +38,14 @@
  */
 #define MCP_PROGRESS_INTERVAL_S 5
 
+/*
+ * Answers waiting for a client that does not read them: past 16 MiB (an execute's answer is
+ * at most a few MiB: SBX_MCP_EXECUTE_OUTPUT_LIMIT twice, escaped), stdin is not read until the
+ * client took them, checked every 100 ms. The executions in flight (bounded) still answer.
+ */
+#define MCP_ANSWERS_QUEUED_MAX (16u * 1024 * 1024)
+#define MCP_ANSWERS_CHECK_MS 100
+
 typedef struct McpCtx McpCtx;
 
 /* One `execute` in flight: through the server (serve) or here (exec). */
@@ -61,8 +69,9 @@ struct McpCtx {
     SbxOut *out;
     SbxMcpServer *server;
     guint stdin_source;
-    gboolean ending; /* stdin ended or a signal came: no new executions, quit once none runs */
-    GPtrArray *jobs; /* Job*: in flight */
+    guint resume_source; /* stdin paused: the check of the answers waiting */
+    gboolean ending;     /* stdin ended or a signal came: no new executions, quit once none runs */
+    GPtrArray *jobs;     /* Job*: in flight */
     GPtrArray *done; /* Job*: ended, freed from an idle callback (never inside the exec's sink) */
     guint reap_idle;
     /* The VMs restored here: loaded at the first execution that runs here. */
@@ -347,15 +356,36 @@ static void begin_end(McpCtx *ctx)
 {
     ctx->ending = TRUE;
     g_clear_handle_id(&ctx->stdin_source, g_source_remove);
+    g_clear_handle_id(&ctx->resume_source, g_source_remove);
     maybe_quit(ctx);
+}
+
+static void read_stdin(McpCtx *ctx);
+
+static gboolean resume_stdin(gpointer data)
+{
+    McpCtx *ctx = data;
+
+    if (sbx_out_queued(ctx->out, SBX_STREAM_STDOUT) > MCP_ANSWERS_QUEUED_MAX) {
+        return G_SOURCE_CONTINUE;
+    }
+    ctx->resume_source = 0;
+    read_stdin(ctx);
+    return G_SOURCE_REMOVE;
 }
 
 static gboolean on_stdin(gint fd, GIOCondition cond, gpointer data)
 {
     McpCtx *ctx = data;
     guint8 buf[64 * 1024];
-    ssize_t n = read(fd, buf, sizeof(buf));
     (void)cond;
+
+    if (sbx_out_queued(ctx->out, SBX_STREAM_STDOUT) > MCP_ANSWERS_QUEUED_MAX) {
+        ctx->stdin_source = 0;
+        ctx->resume_source = g_timeout_add(MCP_ANSWERS_CHECK_MS, resume_stdin, ctx);
+        return G_SOURCE_REMOVE;
+    }
+    ssize_t n = read(fd, buf, sizeof(buf));
 
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
         return G_SOURCE_CONTINUE;
@@ -531,6 +561,7 @@ static void mcp_cleanup(SbxCli *cli)
         return;
     }
     g_clear_handle_id(&ctx->stdin_source, g_source_remove);
+    g_clear_handle_id(&ctx->resume_source, g_source_remove);
     g_clear_handle_id(&ctx->reap_idle, g_source_remove);
     /* Quit only comes with no job left; after an early exit, end what is left here. */
     for (guint i = 0; i < ctx->jobs->len; i++) {

@@ -130,6 +130,11 @@ guint64 sbx_out_dropped(const SbxOut *o, SbxStream stream)
     return o->s[stream].dropped;
 }
 
+gsize sbx_out_queued(const SbxOut *o, SbxStream stream)
+{
+    return sbx_writer_queued(o->s[stream].writer);
+}
+
 /* Flush @w within the bounds; the bytes left, 0 if everything was written (or it is dead). */
 static gsize flush(SbxWriter *w)
 {

@@ -50,6 +50,9 @@ void sbx_out_json(SbxOut *o, SbxStream stream, const char *json, gsize len);
 /** Guest bytes of @stream dropped so far (slow or gone reader). */
 guint64 sbx_out_dropped(const SbxOut *o, SbxStream stream);
 
+/** Bytes waiting for @stream's reader (its destination's, when both streams share one). */
+gsize sbx_out_queued(const SbxOut *o, SbxStream stream);
+
 /**
  * Write what is queued, within the bounds above, then free. What could not be written is said
  * on stderr if stderr is another destination that still takes bytes. Accepts NULL.
