@@ -299,7 +299,7 @@ static void on_send(gpointer data, const char *json, gsize len)
 static gboolean on_progress_tick(gpointer data)
 {
     Job *job = data;
-    guint64 s = (g_get_monotonic_time() - job->started_us) / G_USEC_PER_SEC;
+    guint64 s = (g_get_monotonic_time() - job->started_us + G_USEC_PER_SEC / 2) / G_USEC_PER_SEC;
     g_autofree char *message = g_strdup_printf("running for %" G_GUINT64_FORMAT " s", s);
 
     sbx_mcp_server_progress(job->ctx->server, job->call, s, job->timeout_s, message);
@@ -318,7 +318,9 @@ static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs 
     sbx_mcp_call_set_data(call, job);
     g_ptr_array_add(ctx->jobs, job);
     if (sbx_mcp_call_wants_progress(call)) {
-        job->progress_timer = g_timeout_add_seconds(MCP_PROGRESS_INTERVAL_S, on_progress_tick, job);
+        /* not g_timeout_add_seconds(): its ticks are aligned to whole seconds and may come
+         * early, so the first said "4 s" (a client's test failed on it) */
+        job->progress_timer = g_timeout_add(MCP_PROGRESS_INTERVAL_S * 1000, on_progress_tick, job);
     }
     if (ctx->ending) {
         job_fail(job, "sandbox mcp is shutting down", SBX_STATUS_TERMINATED);
