@@ -209,8 +209,9 @@ static void on_done(Client *c, const SbxServeMsg *msg)
 }
 
 /* One frame from the server. FALSE: the run is over (done or broken). */
-static gboolean on_frame(Client *c, const char *payload, gsize len)
+static gboolean on_frame(gpointer data, const char *payload, gsize len)
 {
+    Client *c = data;
     g_auto(SbxServeMsg) msg = {0};
 
     if (!sbx_serve_proto_msg_decode(payload, len, &msg)) {
@@ -231,39 +232,56 @@ static gboolean on_frame(Client *c, const char *payload, gsize len)
     return FALSE;
 }
 
-static gboolean on_readable(gint fd, GIOCondition cond, gpointer data)
+/* What read_frames() did with what the socket had. */
+typedef enum { FRAMES_MORE, FRAMES_STOPPED, FRAMES_BROKEN } FramesRead;
+
+/*
+ * Read what @fd has into @r and hand each whole frame to @frame (FALSE from it: stop, its owner
+ * may be gone). FRAMES_BROKEN: the connection ended, failed, or sent a frame over the limit.
+ */
+static FramesRead read_frames(gint fd, SbxFrameReader *r,
+                              gboolean (*frame)(gpointer, const char *, gsize), gpointer data)
 {
-    Client *c = data;
     guint8 buf[64 * 1024];
     ssize_t n = read(fd, buf, sizeof(buf));
-    (void)cond;
 
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
-        return G_SOURCE_CONTINUE;
+        return FRAMES_MORE;
     }
     for (gsize off = 0; n > 0 && off < (gsize)n;) {
         char *payload = NULL;
         size_t plen = 0;
-        ssize_t used = sbx_frame_reader_feed(&c->reader, buf + off, n - off, &payload, &plen);
+        ssize_t used = sbx_frame_reader_feed(r, buf + off, n - off, &payload, &plen);
         if (used < 0) {
-            n = -1; /* a frame over the limit or empty: the stream is broken */
-            break;
+            return FRAMES_BROKEN; /* a frame over the limit or empty: the stream is broken */
         }
-        gboolean more = payload == NULL || on_frame(c, payload, plen);
+        gboolean more = payload == NULL || frame(data, payload, plen);
         free(payload);
         if (!more) {
-            c->source = 0;
-            return G_SOURCE_REMOVE;
+            return FRAMES_STOPPED;
         }
         off += used;
     }
-    if (n > 0) {
+    return n > 0 ? FRAMES_MORE : FRAMES_BROKEN;
+}
+
+static gboolean on_readable(gint fd, GIOCondition cond, gpointer data)
+{
+    Client *c = data;
+    (void)cond;
+
+    switch (read_frames(fd, &c->reader, on_frame, c)) {
+    case FRAMES_MORE:
         return G_SOURCE_CONTINUE;
+    case FRAMES_STOPPED:
+        c->source = 0;
+        return G_SOURCE_REMOVE;
+    default:
+        c->source = 0;
+        finish_failed(c, "the connection to `sandbox serve` was lost", SBX_STATUS_CRASH,
+                      SBX_EXIT_SANDBOX);
+        return G_SOURCE_REMOVE;
     }
-    c->source = 0;
-    finish_failed(c, "the connection to `sandbox serve` was lost", SBX_STATUS_CRASH,
-                  SBX_EXIT_SANDBOX);
-    return G_SOURCE_REMOVE;
 }
 
 /* SIGINT/SIGTERM: hang up; the server ends the execution and kills the VM. */
@@ -343,8 +361,9 @@ static void call_end(SbxServeCall *c, const char *report, const char *failure)
 }
 
 /* One frame; FALSE: the call ended (done called). */
-static gboolean call_frame(SbxServeCall *c, const char *payload, gsize len)
+static gboolean call_frame(gpointer data, const char *payload, gsize len)
 {
+    SbxServeCall *c = data;
     g_auto(SbxServeMsg) msg = {0};
 
     if (!sbx_serve_proto_msg_decode(payload, len, &msg)) {
@@ -367,30 +386,15 @@ static gboolean call_frame(SbxServeCall *c, const char *payload, gsize len)
 static gboolean on_call_readable(gint fd, GIOCondition cond, gpointer data)
 {
     SbxServeCall *c = data;
-    guint8 buf[64 * 1024];
-    ssize_t n = read(fd, buf, sizeof(buf));
     (void)cond;
 
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+    switch (read_frames(fd, &c->reader, call_frame, c)) {
+    case FRAMES_MORE:
         return G_SOURCE_CONTINUE;
-    }
-    for (gsize off = 0; n > 0 && off < (gsize)n;) {
-        char *payload = NULL;
-        size_t plen = 0;
-        ssize_t used = sbx_frame_reader_feed(&c->reader, buf + off, n - off, &payload, &plen);
-        if (used < 0) {
-            n = -1; /* a frame over the limit or empty: the stream is broken */
-            break;
-        }
-        gboolean more = payload == NULL || call_frame(c, payload, plen);
-        free(payload);
-        if (!more) {
-            return G_SOURCE_REMOVE; /* @c may be freed */
-        }
-        off += used;
-    }
-    if (n > 0) {
-        return G_SOURCE_CONTINUE;
+    case FRAMES_STOPPED:
+        return G_SOURCE_REMOVE; /* @c may be freed */
+    default:
+        break;
     }
     call_end(c, NULL, "the connection to `sandbox serve` was lost");
     return G_SOURCE_REMOVE;
