@@ -84,24 +84,6 @@ void sbx_mcp_discover_definitions(SbxJsonb *b, const char *revision)
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-static char *text_result(const char *text)
-{
-    SbxJsonb b;
-
-    sbx_jsonb_init(&b);
-    sbx_jsonb_begin_object(&b);
-    sbx_jsonb_key(&b, "content");
-    sbx_jsonb_begin_array(&b);
-    sbx_jsonb_begin_object(&b);
-    sbx_jsonb_member_string(&b, "type", "text");
-    sbx_jsonb_member_string(&b, "text", text);
-    sbx_jsonb_end_object(&b);
-    sbx_jsonb_end_array(&b);
-    sbx_jsonb_member_bool(&b, "isError", FALSE);
-    sbx_jsonb_end_object(&b);
-    return sbx_jsonb_finish(&b);
-}
-
 static const char *kind_name(SbxProviderKind kind)
 {
     return kind == SBX_PROVIDER_COMMAND ? "command" : kind == SBX_PROVIDER_MCP ? "mcp" : "http";
@@ -154,7 +136,7 @@ static char *list_providers(const SbxCatalog *catalog, const SbxNamespace *ns)
                                p->n_tools, p->n_tools == 1 ? "" : "s",
                                sbx_namespace_provider_ident(ns, p->name));
     }
-    return text_result(t->str);
+    return sbx_mcp_text_result(t->str, FALSE);
 }
 
 /* ---- search_tools --------------------------------------------------------------------------- */
@@ -218,7 +200,7 @@ static char *search_tools(const SbxCatalog *catalog, const SbxNamespace *ns, con
     g_autofree char *text = g_strdup_printf(
         "%u tool%s match%s (%u shown; get_tool_types gives their declarations). %s%s", found,
         found == 1 ? "" : "s", found == 1 ? "es" : "", shown, CALLS, hits->str);
-    return text_result(text);
+    return sbx_mcp_text_result(text, FALSE);
 }
 
 /* ---- get_tool_types ------------------------------------------------------------------------- */
@@ -276,7 +258,8 @@ static char *get_tool_types(const SbxCatalog *catalog, const cJSON *args)
     g_autoptr(GError) error = NULL;
     g_autofree char *text =
         sbx_render_types_of(catalog, lang, (const char *const *)only->pdata, &error);
-    return text != NULL ? text_result(text) : sbx_mcp_tool_error_result(error->message);
+    return text != NULL ? sbx_mcp_text_result(text, FALSE)
+                        : sbx_mcp_tool_error_result(error->message);
 }
 
 char *sbx_mcp_discover_call(const SbxCatalog *catalog, const char *name, const char *args_text,

@@ -360,7 +360,7 @@ char *sbx_mcp_execute_result(const char *report_json, const char *revision)
     return sbx_jsonb_finish(&b);
 }
 
-char *sbx_mcp_tool_error_result(const char *message)
+char *sbx_mcp_text_result(const char *text, gboolean is_error)
 {
     SbxJsonb b;
 
@@ -370,10 +370,15 @@ char *sbx_mcp_tool_error_result(const char *message)
     sbx_jsonb_begin_array(&b);
     sbx_jsonb_begin_object(&b);
     sbx_jsonb_member_string(&b, "type", "text");
-    sbx_jsonb_member_string(&b, "text", message);
+    sbx_jsonb_member_string(&b, "text", text);
     sbx_jsonb_end_object(&b);
     sbx_jsonb_end_array(&b);
-    sbx_jsonb_member_bool(&b, "isError", TRUE);
+    sbx_jsonb_member_bool(&b, "isError", is_error);
     sbx_jsonb_end_object(&b);
     return sbx_jsonb_finish(&b);
+}
+
+char *sbx_mcp_tool_error_result(const char *message)
+{
+    return sbx_mcp_text_result(message, TRUE);
 }

@@ -70,5 +70,8 @@ void sbx_mcp_execute_args_clear(SbxMcpExecuteArgs *args);
  */
 char *sbx_mcp_execute_result(const char *report_json, const char *revision);
 
+/** A CallToolResult of the one text @text, isError @is_error. Caller frees. */
+char *sbx_mcp_text_result(const char *text, gboolean is_error);
+
 /** A CallToolResult with isError and the one text @message (a refused call). Caller frees. */
 char *sbx_mcp_tool_error_result(const char *message);
