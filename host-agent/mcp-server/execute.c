@@ -306,7 +306,9 @@ static char *structured(const char *text, gsize len, const cJSON *root)
     sbx_jsonb_begin_object(&b);
     for (gsize i = 0; i < G_N_ELEMENTS(STRUCTURED); i++) {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, STRUCTURED[i].name);
-        char *value = m != NULL ? sbx_json_member_text(text, len, root, m) : NULL;
+        /* null (the API's exit_code of an execution that never ran) stands for absent */
+        char *value =
+            m != NULL && !cJSON_IsNull(m) ? sbx_json_member_text(text, len, root, m) : NULL;
         if (value != NULL || STRUCTURED[i].absent != NULL) {
             sbx_jsonb_member_raw(&b, STRUCTURED[i].name,
                                  value != NULL ? value : STRUCTURED[i].absent);

@@ -59,6 +59,8 @@ struct HttpExec {
     gsize held_bytes;    /* once done: its objects and events (front->finished_bytes) */
     GList *followers;    /* Follower* */
     GHashTable *approvals_seen;
+    const SbxHttpExecWatch *watch; /* another front end's (the MCP transport's), or NULL */
+    gpointer watch_data;
 };
 
 /* ---- the object --------------------------------------------------------------------------- */
@@ -256,6 +258,9 @@ static void on_output(gpointer data, SbxStream stream, const guint8 *bytes, gsiz
     SbxJsonb b;
 
     g_byte_array_append(e->out[stream], bytes, len); /* the session caps it at output_limit */
+    if (e->watch != NULL && e->watch->output != NULL) {
+        e->watch->output(e->watch_data, stream, bytes, len);
+    }
     sbx_jsonb_init(&b);
     sbx_jsonb_begin_object(&b);
     sbx_jsonb_member_string(&b, "stream", sbx_stream_name(stream));
@@ -320,6 +325,10 @@ static void on_done(gpointer data, SbxExec *exec)
     e->finished_us = g_get_real_time();
     e->status = g_strdup(sbx_status_name(r != NULL ? r->status : sbx_exec_failure_status(exec)));
     end_objects(e, exec);
+    if (e->watch != NULL) {
+        const SbxHttpExecWatch *w = g_steal_pointer(&e->watch);
+        w->done(e->watch_data, e->final_json);
+    }
     emit(e, "done", g_strdup(e->final_json));
     while (e->followers != NULL) {
         follower_end(e->followers->data);
@@ -370,10 +379,9 @@ static gboolean read_create(SoupServerMessage *msg, const SbxTenant *t, SbxHttpC
     return TRUE;
 }
 
-/* The tools of @catalog (NULL: none) from the operator's catalogs; NULL when answered. */
-static SbxTools *load_tools(HttpFront *front, SoupServerMessage *msg, const char *catalog)
+SbxTools *sbx_http_load_tools(HttpFront *front, const char *catalog, GError **error)
 {
-    g_autoptr(GError) error = NULL;
+    g_autoptr(GError) local = NULL;
 
     if (catalog == NULL) {
         return sbx_tools_new(sbx_catalog_new_empty(), NULL);
@@ -382,12 +390,10 @@ static SbxTools *load_tools(HttpFront *front, SoupServerMessage *msg, const char
     g_autofree char *path =
         front->catalogs_dir != NULL ? g_build_filename(front->catalogs_dir, file, NULL) : NULL;
     SbxTools *tools =
-        path != NULL && sbx_tenant_name_valid(catalog) ? sbx_tools_load(path, &error) : NULL;
+        path != NULL && sbx_tenant_name_valid(catalog) ? sbx_tools_load(path, &local) : NULL;
     if (tools == NULL) {
-        g_autofree char *why =
-            g_strdup_printf("catalog %s cannot be used: %s", catalog,
-                            error != NULL ? error->message : "no catalogs on this server");
-        sbx_http_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "unavailable", why);
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "catalog %s cannot be used: %s", catalog,
+                    local != NULL ? local->message : "no catalogs on this server");
     }
     return tools;
 }
@@ -487,6 +493,58 @@ static HttpExec *exec_new(HttpFront *front, const SbxTenant *tenant, const SbxHt
     return e;
 }
 
+HttpExec *sbx_http_exec_start(HttpFront *front, const SbxTenant *tenant, const SbxHttpCreate *req,
+                              SbxServerSession *session, const char *front_end, GError **error)
+{
+    SbxTools *tools = sbx_http_load_tools(front, req->catalog, error);
+
+    if (tools == NULL) {
+        return NULL;
+    }
+    HttpExec *e = exec_new(front, tenant, req);
+    e->session_id = session != NULL ? g_strdup(sbx_server_session_id(session)) : NULL;
+    SbxServerRequest sreq = {
+        .exec = {.id = e->id,
+                 .language = req->language,
+                 .code = req->code,
+                 .entry = req->entry,
+                 .args_json = req->args_json,
+                 .kwargs_json = req->kwargs_json,
+                 .timeout_ms = req->timeout_ms,
+                 .output_limit = req->output_limit,
+                 .files = req->files,
+                 .n_files = req->n_files,
+                 .with_files = req->with_files},
+        .front_end = front_end,
+        .tenant_id = tenant->id,
+        .origin = e->origin,
+        .catalog = req->catalog,
+        .created_at_ms = e->created_us / 1000,
+        .session = session,
+    };
+    e->job = sbx_server_submit(front->srv, &sreq, tools, &sink, e, error);
+    if (e->job == NULL) {
+        sbx_http_exec_free_one(e);
+        return NULL;
+    }
+    g_hash_table_insert(front->execs, e->id, e);
+    sbx_http_exec_note_start(front, tenant->id);
+    return e;
+}
+
+void sbx_http_exec_watch(HttpExec *e, const SbxHttpExecWatch *watch, gpointer data)
+{
+    e->watch = e->done ? NULL : watch;
+    e->watch_data = data;
+}
+
+void sbx_http_exec_cancel(HttpExec *e, const char *why)
+{
+    if (!e->done) {
+        sbx_server_job_abort(e->job, SBX_STATUS_CANCELLED, why);
+    }
+}
+
 void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
                           GHashTable *query, SbxServerSession *session)
 {
@@ -504,39 +562,11 @@ void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTen
         sbx_http_reply_error(msg, SOUP_STATUS_CONFLICT, "conflict", error->message);
         return;
     }
-    SbxTools *tools = load_tools(front, msg, req.catalog);
-    if (tools == NULL) {
-        return;
-    }
-    HttpExec *e = exec_new(front, tenant, &req);
-    e->session_id = session != NULL ? g_strdup(sbx_server_session_id(session)) : NULL;
-    SbxServerRequest sreq = {
-        .exec = {.id = e->id,
-                 .language = req.language,
-                 .code = req.code,
-                 .entry = req.entry,
-                 .args_json = req.args_json,
-                 .kwargs_json = req.kwargs_json,
-                 .timeout_ms = req.timeout_ms,
-                 .output_limit = req.output_limit,
-                 .files = req.files,
-                 .n_files = req.n_files,
-                 .with_files = req.with_files},
-        .front_end = "http",
-        .tenant_id = tenant->id,
-        .origin = e->origin,
-        .catalog = req.catalog,
-        .created_at_ms = e->created_us / 1000,
-        .session = session,
-    };
-    e->job = sbx_server_submit(front->srv, &sreq, tools, &sink, e, &error);
-    if (e->job == NULL) {
+    HttpExec *e = sbx_http_exec_start(front, tenant, &req, session, "http", &error);
+    if (e == NULL) {
         sbx_http_reply_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "unavailable", error->message);
-        sbx_http_exec_free_one(e);
         return;
     }
-    g_hash_table_insert(front->execs, e->id, e);
-    sbx_http_exec_note_start(front, tenant->id);
     g_autofree char *location = g_strdup_printf("/v1/executions/%s", e->id);
     soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Location",
                                  location);
@@ -565,7 +595,7 @@ static void cancel(HttpExec *e, SoupServerMessage *msg)
         sbx_http_reply_error(msg, SOUP_STATUS_CONFLICT, "conflict", "the execution has ended");
         return;
     }
-    sbx_server_job_abort(e->job, SBX_STATUS_CANCELLED, "cancelled by the client");
+    sbx_http_exec_cancel(e, "cancelled by the client");
     sbx_http_reply_json(msg, SOUP_STATUS_ACCEPTED, object_json(e, TRUE));
 }
 

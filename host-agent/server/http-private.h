@@ -9,9 +9,11 @@
 
 #include <libsoup/soup.h>
 
+#include "server/http-request.h"
 #include "server/http.h"
 #include "store/records.h"
 #include "store/tenants.h"
+#include "tools.h"
 
 /*
  * A request body: a program (SBX_HTTP_CODE_MAX) escaped in JSON can grow (a quote becomes two
@@ -103,6 +105,9 @@ typedef struct {
     gboolean closing;
     guint64 closed_unanswered; /* connections closed by the caps and deadlines */
     gint64 closed_noted_us;    /* when that was last logged (monotonic) */
+    gboolean loopback;         /* listening on a loopback address (http-mcp.c's Host check) */
+    GHashTable *mcp_sessions;  /* id -> the MCP sessions of /mcp (http-mcp.c) */
+    guint mcp_sweep;
 } HttpFront;
 
 /* http.c, for the other files */
@@ -117,8 +122,34 @@ void sbx_http_reply_method(SoupServerMessage *msg, const char *allow);
 gboolean sbx_http_is(SoupServerMessage *msg, const char *method);
 /** Whether @tenant may start an execution now (concurrency, per minute); else answered 429. */
 gboolean sbx_http_within_quota(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant);
+/**
+ * NULL if @tenant may start an execution now, else why not (caller frees), with the seconds
+ * after which to try again in *@ret_retry_s.
+ */
+char *sbx_http_quota_refusal(HttpFront *front, const SbxTenant *tenant, guint *ret_retry_s);
 
 /* http-exec.c */
+/* What another front end (the MCP transport) hears of an execution it started. */
+typedef struct {
+    /* Output as it comes (optional). */
+    void (*output)(gpointer data, SbxStream stream, const guint8 *bytes, gsize len);
+    /* The end: the execution's object as the API shows it (docs/api.md), with its output. */
+    void (*done)(gpointer data, const char *object_json);
+} SbxHttpExecWatch;
+
+/**
+ * Start an execution of @req for @tenant (quotas checked by the caller), in @session or NULL,
+ * recorded with @front_end; it is listed, fetched and cancelled like the API's. NULL with
+ * @error when it cannot start (its catalog, the server's queues).
+ */
+HttpExec *sbx_http_exec_start(HttpFront *front, const SbxTenant *tenant, const SbxHttpCreate *req,
+                              SbxServerSession *session, const char *front_end, GError **error);
+/** Have @watch called with @data for @e until its done (NULL: no more). */
+void sbx_http_exec_watch(HttpExec *e, const SbxHttpExecWatch *watch, gpointer data);
+/** End @e now, cancelled for @why (nothing if it has ended). */
+void sbx_http_exec_cancel(HttpExec *e, const char *why);
+/** The tools of @catalog (NULL: none) from the operator's catalogs. */
+SbxTools *sbx_http_load_tools(HttpFront *front, const char *catalog, GError **error);
 /**
  * POST /v1/executions, or POST /v1/sessions/{id}/executions with @session (else NULL), for
  * @tenant (authenticated, quotas checked by the caller).
@@ -181,6 +212,17 @@ gboolean sbx_http_stored_route(HttpFront *front, SoupServerMessage *msg, const S
 /** Append to @items (SbxHttpListItem *) the records @f finds that are not in memory. */
 gboolean sbx_http_stored_page(HttpFront *front, const SbxRecordFilter *f, GPtrArray *items,
                               GError **error);
+/* http-mcp.c */
+/** /mcp: MCP over streamable HTTP for @tenant (authenticated). */
+void sbx_http_mcp_route(HttpFront *front, SoupServerMessage *msg, GHashTable *query,
+                        const SbxTenant *tenant);
+/** Set up the MCP sessions' table. */
+void sbx_http_mcp_init(HttpFront *front);
+/** End every MCP session (their calls cancelled, open answers ended). */
+void sbx_http_mcp_close(HttpFront *front);
+/** Free what sbx_http_mcp_init() set up (after sbx_http_mcp_close()). */
+void sbx_http_mcp_free(HttpFront *front);
+
 /* http-approvals.c */
 /** GET /v1/approvals and POST /v1/approvals/{id} (@id NULL for the list). */
 void sbx_http_approvals_route(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,

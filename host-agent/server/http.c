@@ -385,30 +385,39 @@ gboolean sbx_http_is(SoupServerMessage *msg, const char *method)
     return strcmp(soup_server_message_get_method(msg), method) == 0;
 }
 
-/* The quotas of @tenant on a new execution; FALSE when answered (429 with Retry-After). */
-gboolean sbx_http_within_quota(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant)
+char *sbx_http_quota_refusal(HttpFront *front, const SbxTenant *tenant, guint *ret_retry_s)
 {
-    SoupMessageHeaders *rh = soup_server_message_get_response_headers(msg);
     gint64 oldest = 0;
 
+    *ret_retry_s = 1;
     if (sbx_server_tenant_jobs(front->srv, tenant->id) >= tenant->quotas.max_concurrent) {
-        soup_message_headers_replace(rh, "Retry-After", "1");
-        g_autofree char *why = g_strdup_printf("at most %u executions at once for this tenant",
-                                               tenant->quotas.max_concurrent);
-        sbx_http_reply_error(msg, 429, "rate_limited", why);
-        return FALSE;
+        return g_strdup_printf("at most %u executions at once for this tenant",
+                               tenant->quotas.max_concurrent);
     }
     if (sbx_http_exec_started_last_minute(front, tenant->id, &oldest) >=
         tenant->quotas.max_per_minute) {
         gint64 wait_s = (oldest + 60 * G_USEC_PER_SEC - g_get_monotonic_time()) / G_USEC_PER_SEC;
-        g_autofree char *after = g_strdup_printf("%" G_GINT64_FORMAT, MAX(wait_s + 1, 1));
-        soup_message_headers_replace(rh, "Retry-After", after);
-        g_autofree char *why = g_strdup_printf("at most %u executions a minute for this tenant",
-                                               tenant->quotas.max_per_minute);
-        sbx_http_reply_error(msg, 429, "rate_limited", why);
-        return FALSE;
+        *ret_retry_s = (guint)MAX(wait_s + 1, 1);
+        return g_strdup_printf("at most %u executions a minute for this tenant",
+                               tenant->quotas.max_per_minute);
     }
-    return TRUE;
+    return NULL;
+}
+
+/* The quotas of @tenant on a new execution; FALSE when answered (429 with Retry-After). */
+gboolean sbx_http_within_quota(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant)
+{
+    guint retry_s;
+    g_autofree char *why = sbx_http_quota_refusal(front, tenant, &retry_s);
+
+    if (why == NULL) {
+        return TRUE;
+    }
+    g_autofree char *after = g_strdup_printf("%u", retry_s);
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Retry-After",
+                                 after);
+    sbx_http_reply_error(msg, 429, "rate_limited", why);
+    return FALSE;
 }
 
 static void route_executions(HttpFront *front, SoupServerMessage *msg, const char *rest,
@@ -495,7 +504,8 @@ static void handler(SoupServer *soup, SoupServerMessage *msg, const char *path, 
         g_str_has_prefix(path, "/v1/approvals") && (path[13] == '\0' || path[13] == '/');
     gboolean sessions =
         g_str_has_prefix(path, "/v1/sessions") && (path[12] == '\0' || path[12] == '/');
-    if (!execs && !approvals && !sessions) {
+    gboolean mcp = strcmp(path, "/mcp") == 0;
+    if (!execs && !approvals && !sessions && !mcp) {
         sbx_http_reply_error(msg, SOUP_STATUS_NOT_FOUND, "not_found", "no such path");
         return;
     }
@@ -507,7 +517,9 @@ static void handler(SoupServer *soup, SoupServerMessage *msg, const char *path, 
                              "the server is shutting down");
         return;
     }
-    if (execs) {
+    if (mcp) {
+        sbx_http_mcp_route(front, msg, query, tenant);
+    } else if (execs) {
         route_executions(front, msg, path + 14, query, tenant);
     } else if (sessions) {
         sbx_http_session_route(front, msg, path + 12, query, tenant);
@@ -579,6 +591,8 @@ static gboolean start_listening(HttpFront *front, const char *listen, GError **e
         return FALSE;
     }
     front->port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(bound));
+    front->loopback = g_inet_address_get_is_loopback(
+        g_inet_socket_address_get_address(G_INET_SOCKET_ADDRESS(bound)));
     front->accept_cancel = g_cancellable_new();
     accept_next(front);
     return TRUE;
@@ -602,6 +616,7 @@ SbxHttpFront *sbx_http_front_new(SbxServer *srv, const SbxHttpConfig *config, GE
     front->recent_starts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, free_starts);
     front->tenant_bodies = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     g_queue_init(&front->finished);
+    sbx_http_mcp_init(front);
     front->soup = soup_server_new("server-header", "sandbox", NULL);
     soup_server_add_early_handler(front->soup, NULL, early_handler, front, NULL);
     soup_server_add_handler(front->soup, NULL, handler, front, NULL);
@@ -631,6 +646,7 @@ void sbx_http_front_close(SbxHttpFront *pub)
     if (front->listener != NULL) {
         g_socket_listener_close(front->listener);
     }
+    sbx_http_mcp_close(front);
     sbx_http_exec_end_streams(front);
 }
 
@@ -642,6 +658,7 @@ void sbx_http_front_free(SbxHttpFront *pub)
     HttpFront *front = &pub->f;
     sbx_http_front_close(pub);
     sbx_approvals_set_notify(sbx_server_approvals(front->srv), NULL, NULL);
+    sbx_http_mcp_free(front);
     sbx_http_exec_free_all(front);
     soup_server_disconnect(front->soup);
     for (GList *l = front->conns; l != NULL; l = l->next) {

@@ -1,0 +1,264 @@
+// The official MCP TypeScript SDK's Client against `/mcp` of `sandbox serve --listen` (MCP over
+// streamable HTTP, the tenant's API key as Bearer token), with real VMs. Run by
+// sdk_http_test.py, which starts the server with two tenants (SBX_TEST_KEY_A may use the
+// catalog "tools": a command provider and @modelcontextprotocol/server-everything) and checks
+// that nothing is left behind.
+//
+// Usage: SBX_TEST_URL=http://127.0.0.1:PORT SBX_TEST_KEY_A=... SBX_TEST_KEY_B=...
+//        SBX_TEST_SERVE_SOCKET=... node sdk_http_test.mjs
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const SDK = path.join(HERE, "..", "..", ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol",
+  "sdk", "dist", "esm");
+const { Client } = await import(pathToFileURL(path.join(SDK, "client", "index.js")).href);
+const { StreamableHTTPClientTransport } =
+  await import(pathToFileURL(path.join(SDK, "client", "streamableHttp.js")).href);
+
+const BASE = process.env.SBX_TEST_URL;
+const KEY_A = process.env.SBX_TEST_KEY_A;
+const KEY_B = process.env.SBX_TEST_KEY_B;
+// Under TCG a restore and a run take seconds; the SDK's own default (60 s) is kept for the rest.
+const CALL = { timeout: 180_000 };
+
+async function waitFor(what, cond, seconds) {
+  const end = Date.now() + seconds * 1000;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out after ${seconds} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+async function connect(key, query = "") {
+  const transport = new StreamableHTTPClientTransport(new URL(`${BASE}/mcp${query}`), {
+    requestInit: { headers: { Authorization: `Bearer ${key}` } },
+  });
+  const client = new Client({ name: "sdk-http-test", version: "1.0.0" });
+  await client.connect(transport);
+  return { client, transport };
+}
+
+function execute(client, args, options = CALL) {
+  return client.callTool({ name: "execute", arguments: args }, undefined, options);
+}
+
+/** A request of the HTTP API (docs/api.md) as tenant @key: [status, body]. */
+async function api(method, p, key) {
+  const r = await fetch(`${BASE}${p}`, { method, headers: { Authorization: `Bearer ${key}` } });
+  const text = await r.text();
+  return [r.status, text ? JSON.parse(text) : null];
+}
+
+/** A raw POST to /mcp with @headers (Host included: node's http lets a test set it). */
+function rawPost(headers, body) {
+  const url = new URL(`${BASE}/mcp`);
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      host: url.hostname, port: url.port, path: "/mcp", method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream",
+        ...headers },
+    }, (res) => {
+      let data = "";
+      res.on("data", (c) => { data += c; });
+      res.on("end", () => resolve({ status: res.statusCode, headers: res.headers, body: data }));
+    });
+    req.on("error", reject);
+    req.end(JSON.stringify(body));
+  });
+}
+
+const INIT = {
+  jsonrpc: "2.0", id: 1, method: "initialize",
+  params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
+};
+
+/** `sandbox serve`'s status (docs/pool.md): one frame each way over its Unix socket. */
+function serveStatus() {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(process.env.SBX_TEST_SERVE_SOCKET);
+    let buf = Buffer.alloc(0);
+    sock.setTimeout(5000, () => sock.destroy(new Error("no status from sandbox serve")));
+    sock.on("error", reject);
+    sock.on("connect", () => {
+      const body = Buffer.from(JSON.stringify({ type: "status" }));
+      const len = Buffer.alloc(4);
+      len.writeUInt32BE(body.length);
+      sock.write(Buffer.concat([len, body]));
+    });
+    sock.on("data", (chunk) => {
+      buf = Buffer.concat([buf, chunk]);
+      if (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
+        sock.destroy();
+        resolve(JSON.parse(buf.subarray(4, 4 + buf.readUInt32BE(0)).toString()));
+      }
+    });
+  });
+}
+
+const sections = {
+  // The lifecycle and the tools, as over stdio.
+  async tools() {
+    const c = await connect(KEY_A);
+    assert.equal(c.client.getServerVersion().name, "sandbox");
+    assert.match(c.transport.sessionId, /^mcp_[0-9a-f]{32}$/);
+    const { tools } = await c.client.listTools();
+    assert.deepEqual(tools.map((t) => t.name), ["execute"]);
+    assert.equal(tools[0].outputSchema.type, "object");
+    await c.client.ping();
+    await assert.rejects(c.client.callTool({ name: "nope", arguments: {} }), /unknown tool/);
+    await c.transport.terminateSession();
+    await c.client.close();
+  },
+
+  // Executions of the tenant: output and values, a function call, an error, the tenant's limits;
+  // each one the API lists as the tenant's (and not the other's).
+  async execute() {
+    const c = await connect(KEY_A);
+    const js = await execute(c.client, {
+      language: "javascript", code: 'console.log("over http"); [1, 2, 3].map((x) => x * 2)',
+    });
+    assert.notEqual(js.isError, true, JSON.stringify(js));
+    assert.deepEqual(js.structuredContent.result, [2, 4, 6]);
+    assert.equal(js.structuredContent.stdout, "over http\n");
+    assert.equal(js.structuredContent.exit_code, 0);
+    assert.match(js.content[0].text, /result: \[2,4,6\]/);
+    const [st, object] = await api("GET", `/v1/executions/${js.structuredContent.id}`, KEY_A);
+    assert.equal(st, 200, "the execution is the tenant's, in the API");
+    assert.equal(object.status, "ok");
+    assert.equal(object.stdout, "over http\n");
+    assert.equal((await api("GET", `/v1/executions/${js.structuredContent.id}`, KEY_B))[0], 404,
+      "and not the other tenant's");
+    const [py, ts] = await Promise.all([
+      execute(c.client, {
+        language: "python", code: "def add(a, b=0):\n    return a + b\n", entry: "add",
+        args: [40], kwargs: { b: 2 },
+      }),
+      execute(c.client, { language: "typescript", code: "const n: number = 7;\nn * 6" }),
+    ]);
+    assert.equal(py.structuredContent.result, 42, JSON.stringify(py));
+    assert.equal(ts.structuredContent.result, 42, JSON.stringify(ts));
+    const thrown = await execute(c.client, {
+      language: "javascript", code: 'throw new TypeError("bad thing")',
+    });
+    assert.equal(thrown.isError, true);
+    assert.equal(thrown.structuredContent.error.type, "TypeError");
+    // Over the tenant's own limit (sdk_http_test.py gives it --max-timeout 120).
+    const long = await execute(c.client, { language: "python", code: "1", timeout_ms: 200000 });
+    assert.equal(long.isError, true);
+    assert.match(long.content[0].text, /over this tenant's limit/);
+    await c.transport.terminateSession();
+    await c.client.close();
+  },
+
+  // A program calling host tools of the catalog the URL names: a command and an MCP server.
+  async catalog() {
+    const c = await connect(KEY_A, "?catalog=tools");
+    const run = await execute(c.client, {
+      language: "javascript",
+      code: 'const e = await tools.everything.echo({message: "hi"});\n' +
+        "const s = await tools.calc.add({a: 2, b: 40});\n({echo: e[0].text, sum: s})",
+    });
+    assert.notEqual(run.isError, true, JSON.stringify(run));
+    assert.equal(run.structuredContent.result.echo, "Echo: hi");
+    assert.deepEqual(run.structuredContent.result.sum, { result: 42 });
+    await c.transport.terminateSession();
+    await c.client.close();
+    // A catalog the tenant may not name is refused at initialize.
+    const other = await rawPost({ Authorization: `Bearer ${KEY_B}` }, INIT);
+    assert.equal(other.status, 200, other.body);
+    const refused = await fetch(`${BASE}/mcp?catalog=tools`, {
+      method: "POST", body: JSON.stringify(INIT),
+      headers: { Authorization: `Bearer ${KEY_B}`, "Content-Type": "application/json",
+        Accept: "application/json, text/event-stream" },
+    });
+    assert.equal(refused.status, 403);
+  },
+
+  // Progress while a call runs, on the POST's SSE stream.
+  async progress() {
+    const c = await connect(KEY_A);
+    const progress = [];
+    const slept = await execute(c.client, {
+      language: "javascript", code: 'await new Promise((r) => setTimeout(r, 8000)); "slept"',
+    }, { ...CALL, onprogress: (p) => progress.push(p), resetTimeoutOnProgress: true });
+    assert.equal(slept.structuredContent.result, "slept", JSON.stringify(slept));
+    assert.ok(progress.length >= 1, "progress notifications");
+    assert.ok(progress[0].progress >= 5 && progress[0].total === 30, JSON.stringify(progress));
+    assert.match(progress[0].message, /^running for \d+ s$/);
+    await c.transport.terminateSession();
+    await c.client.close();
+  },
+
+  // A cancel (notifications/cancelled in a POST of its own) ends the execution and its VM.
+  async cancel() {
+    const c = await connect(KEY_A);
+    const abort = new AbortController();
+    const call = execute(c.client, {
+      language: "python", code: "import time\ntime.sleep(300)", timeout_ms: 100000,
+    }, { ...CALL, signal: abort.signal });
+    let running;
+    await waitFor("the execution to run", async () => {
+      running = await serveStatus();
+      return running.running === 1;
+    }, 120);
+    const [pid] = running.running_pids;
+    await new Promise((r) => setTimeout(r, 1000));
+    abort.abort("the test cancels");
+    await assert.rejects(call);
+    await waitFor(`its QEMU (${pid}) to be gone`, () => !fs.existsSync(`/proc/${pid}`), 30);
+    const [, list] = await api("GET", "/v1/executions?limit=1", KEY_A);
+    assert.equal(list.executions[0].status, "cancelled", JSON.stringify(list));
+    const again = await execute(c.client, { language: "javascript", code: "[1, 2].length" });
+    assert.equal(again.structuredContent.result, 2, JSON.stringify(again));
+    await c.transport.terminateSession();
+    await c.client.close();
+  },
+
+  // Who may use a session, and what ends one.
+  async sessions() {
+    const noKey = await rawPost({}, INIT);
+    assert.equal(noKey.status, 401);
+    const evil = await rawPost({ Authorization: `Bearer ${KEY_A}`, Host: "evil.example.com" }, INIT);
+    assert.equal(evil.status, 403, "a Host that is not this loopback server's");
+    const origin = await rawPost({ Authorization: `Bearer ${KEY_A}`, Origin: "http://evil.example.com" },
+      INIT);
+    assert.equal(origin.status, 403, "a browser's Origin of another site");
+    const bad = await rawPost({ Authorization: `Bearer ${KEY_A}`, "MCP-Protocol-Version": "1999-01-01" },
+      INIT);
+    assert.equal(bad.status, 400, "an unknown MCP-Protocol-Version");
+    const noSession = await rawPost({ Authorization: `Bearer ${KEY_A}` },
+      { jsonrpc: "2.0", id: 2, method: "tools/list" });
+    assert.equal(noSession.status, 400, "a request outside a session");
+    const c = await connect(KEY_A);
+    const sid = c.transport.sessionId;
+    const stolen = await rawPost({ Authorization: `Bearer ${KEY_B}`, "Mcp-Session-Id": sid },
+      { jsonrpc: "2.0", id: 2, method: "tools/list" });
+    assert.equal(stolen.status, 404, "another tenant's session is unknown to this one");
+    const note = await rawPost({ Authorization: `Bearer ${KEY_A}`, "Mcp-Session-Id": sid },
+      { jsonrpc: "2.0", method: "notifications/initialized" });
+    assert.equal(note.status, 202, "a notification");
+    const get = await fetch(`${BASE}/mcp`, { headers: { Authorization: `Bearer ${KEY_A}`,
+      "Mcp-Session-Id": sid, Accept: "text/event-stream" } });
+    assert.equal(get.status, 405, "no stream of the server's own");
+    await c.transport.terminateSession();
+    const gone = await rawPost({ Authorization: `Bearer ${KEY_A}`, "Mcp-Session-Id": sid },
+      { jsonrpc: "2.0", id: 3, method: "tools/list" });
+    assert.equal(gone.status, 404, "a session ended by DELETE");
+    await c.client.close();
+  },
+};
+
+const only = process.argv[2];
+for (const [name, section] of Object.entries(sections)) {
+  if (only && only !== name) continue;
+  console.log(`-- ${name}`);
+  await section();
+}
+const st = await serveStatus();
+assert.equal(st.running, 0, "no execution left running");
+console.log("PASS");
