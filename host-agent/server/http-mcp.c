@@ -25,7 +25,8 @@
  * MCP sessions open at once, over all tenants: 256. Each is a protocol state (a few KB) and up
  * to SBX_MCP_SERVER_CALLS_MAX calls, whose executions count against their tenant's quotas like
  * the API's; the bound is for sessions clients open and forget. Per tenant 32, so that one
- * tenant cannot take them all. Beyond, initialize is refused with 503 (429 for the tenant's).
+ * tenant cannot take them all. At a limit, a new session ends the least recently used idle one
+ * (session_room()).
  */
 #define SBX_HTTP_MCP_SESSIONS_MAX 256
 #define SBX_HTTP_MCP_TENANT_SESSIONS_MAX 32
@@ -424,15 +425,28 @@ static void session_free(McpSession *s)
     g_free(s);
 }
 
-static guint tenant_sessions(HttpFront *front, const char *tenant_id)
+/*
+ * The sessions of @tenant_id (NULL: all) open, and the least recently used of them with nothing
+ * in flight (NULL if none).
+ */
+static guint count_sessions(HttpFront *front, const char *tenant_id, McpSession **ret_idle)
 {
     GHashTableIter it;
     gpointer value;
     guint n = 0;
 
+    *ret_idle = NULL;
     g_hash_table_iter_init(&it, front->mcp_sessions);
     while (g_hash_table_iter_next(&it, NULL, &value)) {
-        n += strcmp(((McpSession *)value)->tenant_id, tenant_id) == 0;
+        McpSession *s = value;
+        if (tenant_id != NULL && strcmp(s->tenant_id, tenant_id) != 0) {
+            continue;
+        }
+        n++;
+        if (s->jobs == NULL && s->posts == NULL &&
+            (*ret_idle == NULL || s->used_us < (*ret_idle)->used_us)) {
+            *ret_idle = s;
+        }
     }
     return n;
 }
@@ -595,19 +609,32 @@ static gboolean keep_new_session(HttpFront *front, SoupServerMessage *msg, McpSe
 
 static const char TENANT_SESSIONS_FULL[] =
     "at most " G_STRINGIFY(SBX_HTTP_MCP_TENANT_SESSIONS_MAX) " MCP sessions at once for this "
-                                                             "tenant: end one (DELETE)";
+                                                             "tenant, each with a call in flight";
 
-/* Room for a new session of @tenant: FALSE when answered (503, 429). */
+/*
+ * Room for a new session of @tenant: at a limit, the least recently used session with nothing in
+ * flight (of the tenant, or of all) is ended for it (clients rarely DELETE theirs: the SDK's
+ * close() does not), and its client initializes again when it comes back (404). FALSE when
+ * answered (503, 429): every session at the limit has a call in flight.
+ */
 static gboolean session_room(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant)
 {
-    if (g_hash_table_size(front->mcp_sessions) >= SBX_HTTP_MCP_SESSIONS_MAX) {
-        reply_rpc_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE,
-                        "too many MCP sessions on this server: end one (DELETE) or try later");
-        return FALSE;
+    McpSession *idle = NULL;
+
+    if (count_sessions(front, tenant->id, &idle) >= SBX_HTTP_MCP_TENANT_SESSIONS_MAX) {
+        if (idle == NULL) {
+            reply_rpc_error(msg, 429, TENANT_SESSIONS_FULL);
+            return FALSE;
+        }
+        g_hash_table_remove(front->mcp_sessions, idle->id);
     }
-    if (tenant_sessions(front, tenant->id) >= SBX_HTTP_MCP_TENANT_SESSIONS_MAX) {
-        reply_rpc_error(msg, 429, TENANT_SESSIONS_FULL);
-        return FALSE;
+    if (count_sessions(front, NULL, &idle) >= SBX_HTTP_MCP_SESSIONS_MAX) {
+        if (idle == NULL) {
+            reply_rpc_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE,
+                            "too many MCP sessions in flight on this server: try later");
+            return FALSE;
+        }
+        g_hash_table_remove(front->mcp_sessions, idle->id);
     }
     return TRUE;
 }
