@@ -191,6 +191,51 @@ class Client:
             self.conn.close()
 
 
+class McpClient:
+    """A client of `/mcp` (MCP over streamable HTTP) in one MCP session, as the official SDK
+    talks: every POST accepts JSON and SSE, and a call's answer comes as an SSE stream."""
+
+    HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+    def __init__(self, port, key):
+        self.port, self.key, self.session, self.next_id = port, key, None, 1
+        self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                   "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                              "clientInfo": {"name": "bench", "version": "1"}}})
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def post(self, message):
+        """(ms from send to the whole answer, the JSON-RPC answer or None)."""
+        headers = dict(self.HEADERS, Authorization="Bearer " + self.key)
+        if self.session:
+            headers["Mcp-Session-Id"] = self.session
+        t = time.monotonic()
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        conn.request("POST", "/mcp", body=json.dumps(message).encode(), headers=headers)
+        r = conn.getresponse()
+        data = r.read().decode()
+        ms = (time.monotonic() - t) * 1000
+        conn.close()
+        if r.status not in (200, 202):
+            raise RuntimeError(f"POST /mcp: HTTP {r.status}: {data[:300]}")
+        self.session = self.session or r.getheader("Mcp-Session-Id")
+        if r.getheader("Content-Type", "").startswith("text/event-stream"):
+            lines = [ln[5:].strip() for ln in data.splitlines() if ln.startswith("data:")]
+            data = lines[-1] if lines else ""
+        return ms, json.loads(data) if data else None
+
+    def execute(self, lang, code):
+        """One `execute` that must end ok: the ms from send to the whole answer."""
+        self.next_id += 1
+        ms, answer = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+                                "params": {"name": "execute",
+                                           "arguments": {"language": lang, "code": code}}})
+        result = (answer or {}).get("result", {})
+        if result.get("isError") is not False:
+            raise RuntimeError(f"MCP execute: {answer!r}"[:600])
+        return ms
+
+
 def execution(client, lang, code):
     """One execution that must end ok: (ms, the execution object)."""
     status, ms, ex, _ = client.run(lang, code)
