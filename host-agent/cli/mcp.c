@@ -3,10 +3,12 @@
  * local MCP server (docs/mcp-server.md). Newline-delimited JSON-RPC on stdin and stdout, logs on
  * stderr only. The protocol is mcp-server/'s; this file moves the bytes and runs each `execute`
  * on the execution core like `sandbox run --json` does: through the local `sandbox serve` when
- * one answers (its warm pool), else in a VM restored here. A cancelled call's execution is
- * ended (the server's, by hanging up). At the end of stdin the executions in flight finish and
- * are answered; on SIGINT/SIGTERM they are ended; either way the command exits once they are
- * all reaped.
+ * one answers (its warm pool), else in a VM restored here. The session tools (mcp-server/
+ * sessions.h) are the local server's sessions, through its socket (docs/pool.md, "Sessions over
+ * the socket"): without a `sandbox serve` they answer a tool error that says so. A cancelled
+ * call's execution is ended (the server's, by hanging up). At the end of stdin the calls in
+ * flight finish and are answered; on SIGINT/SIGTERM they are ended; either way the sessions
+ * this connection opened are ended and the command exits once every execution is reaped.
  */
 #include <errno.h>
 #include <signal.h>
@@ -46,14 +48,36 @@
 #define MCP_ANSWERS_QUEUED_MAX (16u * 1024 * 1024)
 #define MCP_ANSWERS_CHECK_MS 100
 
+/*
+ * A session tool's answer from `sandbox serve`: a session's VM claimed (restored on demand when
+ * the pool is empty: seconds under TCG on a busy host) or a file's trip to the guest. Two
+ * minutes, as `sandbox session` waits (SESSION_WORK_MS), then the call fails rather than hang.
+ */
+#define MCP_SESSION_WORK_MS 120000
+
+/* The ends of the sessions at the connection's end: answered at once by the server's loop. */
+#define MCP_SESSION_END_MS 5000
+
+/* Why a session tool cannot work without the local server. */
+#define MCP_NO_SERVE                                                                               \
+    "sessions live in `sandbox serve`, and none answers here (start `sandbox serve`, "             \
+    "docs/pool.md, "                                                                               \
+    "and open the session again)"
+#define MCP_NO_SERVE_FLAG "sandbox mcp runs with --no-serve: it has no sessions"
+
 typedef struct McpCtx McpCtx;
 
-/* One `execute` in flight: through the server (serve) or here (exec). */
+/* One call in flight: an `execute` through the server (serve) or here (exec), or a session
+ * tool's request to the server (ask). */
 typedef struct {
     McpCtx *ctx;
     SbxMcpCall *call;
+    SbxMcpTool tool;
     SbxServeCall *serve;
     SbxExec *exec;
+    SbxServeAsk *ask;
+    char sha256_sent[65]; /* file_write: the hex digest of the bytes sent */
+    gsize len_sent;
     guint progress_timer;
     gint64 started_us; /* monotonic */
     guint timeout_s;
@@ -78,9 +102,10 @@ struct McpCtx {
     SbxProfile *profile;
     SbxImage *image;
     SbxSnapshot *snapshot;
-    char *local_failure; /* why none can be restored here (kept: each call says so) */
-    SbxTools *listing;   /* --tools: the catalog with its MCP servers' tools, for discovery */
-    SbxStore *store;     /* the records, or NULL */
+    char *local_failure;     /* why none can be restored here (kept: each call says so) */
+    SbxTools *listing;       /* --tools: the catalog with its MCP servers' tools, for discovery */
+    SbxStore *store;         /* the records, or NULL */
+    gboolean sessions_ended; /* the connection's sessions were ended (once, at the end) */
 };
 
 static McpCtx *mcp_ctx;
@@ -91,13 +116,46 @@ static void job_free(Job *job)
 {
     g_clear_handle_id(&job->progress_timer, g_source_remove);
     sbx_serve_call_free(job->serve);
+    sbx_serve_ask_free(job->ask);
     sbx_exec_free(job->exec); /* its VM and tool processes killed and reaped */
     g_free(job);
+}
+
+/*
+ * End the sessions this connection opened (docs/mcp-server.md, "Sessions"): their VMs are
+ * killed by the server. Blocking, once: the server answers each at once from its loop, and
+ * nothing else is left to do.
+ */
+static void end_sessions(McpCtx *ctx)
+{
+    g_auto(GStrv) handles = sbx_mcp_server_sessions(ctx->server);
+
+    if (ctx->sessions_ended) {
+        return;
+    }
+    ctx->sessions_ended = TRUE;
+    for (char **h = handles; *h != NULL; h++) {
+        SbxServeRequest req = {.type = SBX_SERVE_REQ_SESSION_END, .id = *h};
+        g_autofree char *json = sbx_serve_proto_request_encode(&req);
+        g_auto(SbxServeMsg) answer = {0};
+        int fd = sbx_serve_client_connect();
+        if (fd < 0 || !sbx_serve_client_send(fd, json) ||
+            !sbx_serve_client_read(fd, g_get_monotonic_time() + MCP_SESSION_END_MS * 1000ll,
+                                   &answer)) {
+            g_autofree char *text = g_strdup_printf(
+                "sandbox mcp: warning: session %s was not ended (the server did not answer)\n", *h);
+            sbx_out_text(ctx->out, SBX_STREAM_STDERR, text);
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
 }
 
 static void maybe_quit(McpCtx *ctx)
 {
     if (ctx->ending && ctx->jobs->len == 0 && ctx->done->len == 0) {
+        end_sessions(ctx);
         sbx_cli_quit(ctx->cli, ctx->cli->signal != 0 ? SBX_EXIT_SIGNAL_BASE + ctx->cli->signal : 0);
     }
 }
@@ -114,8 +172,8 @@ static gboolean reap_jobs(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-/* @job's execution ended with @report_json: the answer goes out, the job is freed later. */
-static void job_finish(Job *job, const char *report_json)
+/* @job is over: out of the jobs in flight, freed later (never inside its own callbacks). */
+static void job_done(Job *job)
 {
     McpCtx *ctx = job->ctx;
 
@@ -125,13 +183,38 @@ static void job_finish(Job *job, const char *report_json)
     if (ctx->reap_idle == 0) {
         ctx->reap_idle = g_idle_add(reap_jobs, ctx);
     }
-    sbx_mcp_server_finish(ctx->server, job->call, report_json);
+}
+
+/* @job's execution ended with @report_json: the answer goes out, the job is freed later. */
+static void job_finish(Job *job, const char *report_json)
+{
+    job_done(job);
+    sbx_mcp_server_finish(job->ctx->server, job->call, report_json);
     job->call = NULL;
 }
 
-/* A failure before an execution ran, as `sandbox run --json` reports one. */
+/* @job's session tool call ended with @outcome. */
+static void job_finish_session(Job *job, const SbxMcpSessionOutcome *outcome)
+{
+    job_done(job);
+    sbx_mcp_server_finish_session(job->ctx->server, job->call, outcome);
+    job->call = NULL;
+}
+
+/* A failure before an execution ran, as `sandbox run --json` reports one; for a session tool,
+ * its error (@status says which code). */
 static void job_fail(Job *job, const char *failure, SbxStatus status)
 {
+    if (job->tool != SBX_MCP_TOOL_EXECUTE) {
+        SbxMcpSessionOutcome o = {
+            .error_code = status == SBX_STATUS_CANCELLED    ? "cancelled"
+                          : status == SBX_STATUS_TERMINATED ? "terminated"
+                                                            : "unavailable",
+            .error = failure,
+        };
+        job_finish_session(job, &o);
+        return;
+    }
     SbxReport rep = {.failure = failure, .failure_status = status, .boot_ms = -1};
     g_autofree char *report = sbx_report_json(&rep);
 
@@ -151,6 +234,8 @@ static void on_serve_done(gpointer data, const char *report_json, const char *fa
     }
 }
 
+/* Through the server: FALSE if none answers (nothing sent). A session's run names no profile
+ * (the session's is used). */
 static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
 {
     SbxServeClientRequest req = {
@@ -162,7 +247,8 @@ static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
         .tools_path = ctx->tools_path,
         .timeout_ms = a->timeout_ms,
         .output_limit = SBX_MCP_EXECUTE_OUTPUT_LIMIT,
-        .profile = ctx->profile_name,
+        .profile = a->session == NULL ? ctx->profile_name : NULL,
+        .session = a->session,
     };
 
     if (ctx->no_serve) {
@@ -324,15 +410,193 @@ static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs 
     }
     if (ctx->ending) {
         job_fail(job, "sandbox mcp is shutting down", SBX_STATUS_TERMINATED);
-    } else if (!try_serve(ctx, job, args)) {
+    } else if (try_serve(ctx, job, args)) {
+        return;
+    } else if (args->session != NULL) {
+        /* A session lives in the server: its run has no other place to go. */
+        job_fail(job, ctx->no_serve ? MCP_NO_SERVE_FLAG : MCP_NO_SERVE, SBX_STATUS_CRASH);
+    } else {
         run_here(ctx, job, args);
     }
+}
+
+/* ---- the session tools, through `sandbox serve` --------------------------------------------- */
+
+/* The server's error answer (or none: @failure) as the call's outcome. */
+static void ask_failed(Job *job, const SbxServeMsg *answer, const char *failure)
+{
+    if (answer == NULL) {
+        SbxMcpSessionOutcome o = {.error_code = "failed", .error = failure};
+        job_finish_session(job, &o);
+        return;
+    }
+    g_autofree char *other =
+        g_strdup_printf("the server answered with a message of another kind (%s)",
+                        answer->type_name != NULL ? answer->type_name : "no type");
+    gboolean error = answer->type == SBX_SERVE_MSG_ERROR;
+    SbxMcpSessionOutcome o = {
+        .error_code = error && answer->code != NULL ? answer->code : "failed",
+        .error = error ? answer->message : other,
+        /* The session ended (expired, crashed, closed elsewhere): its handle is no more. */
+        .gone = error && g_strcmp0(answer->code, "ended") == 0,
+    };
+    job_finish_session(job, &o);
+}
+
+static void on_opened(gpointer data, const SbxServeMsg *answer, const char *failure)
+{
+    Job *job = data;
+
+    if (answer == NULL || answer->type != SBX_SERVE_MSG_SESSION || answer->n_sessions != 1) {
+        ask_failed(job, answer, failure);
+        return;
+    }
+    const SbxServeSession *se = &answer->sessions[0];
+    SbxMcpSessionOutcome o = {
+        .session = se->id,
+        .idle_timeout_s = se->idle_timeout_s,
+        .max_lifetime_s = se->max_lifetime_s,
+    };
+    job_finish_session(job, &o);
+}
+
+static void on_closed(gpointer data, const SbxServeMsg *answer, const char *failure)
+{
+    Job *job = data;
+
+    /* An unknown session is closed as far as the client can tell (the server restarted). */
+    if (answer != NULL &&
+        (answer->type == SBX_SERVE_MSG_SESSION ||
+         (answer->type == SBX_SERVE_MSG_ERROR && g_strcmp0(answer->code, "not_found") == 0))) {
+        job_finish_session(job, &(SbxMcpSessionOutcome){0});
+        return;
+    }
+    ask_failed(job, answer, failure);
+}
+
+static void on_written(gpointer data, const SbxServeMsg *answer, const char *failure)
+{
+    Job *job = data;
+
+    if (answer == NULL || answer->type != SBX_SERVE_MSG_FILE) {
+        ask_failed(job, answer, failure);
+        return;
+    }
+    if (answer->size != job->len_sent || g_strcmp0(answer->sha256, job->sha256_sent) != 0) {
+        SbxMcpSessionOutcome o = {.error_code = "failed",
+                                  .error = "the guest has other bytes than were sent"};
+        job_finish_session(job, &o);
+        return;
+    }
+    SbxMcpSessionOutcome o = {.size = answer->size, .sha256 = answer->sha256};
+    job_finish_session(job, &o);
+}
+
+static void on_read(gpointer data, const SbxServeMsg *answer, const char *failure)
+{
+    Job *job = data;
+
+    if (answer == NULL || answer->type != SBX_SERVE_MSG_FILE || answer->sha256 == NULL ||
+        answer->offset != 0) {
+        ask_failed(job, answer, failure);
+        return;
+    }
+    if (answer->size > SBX_MCP_FILE_MAX) { /* its size is enough: the core refuses it */
+        SbxMcpSessionOutcome o = {.size = answer->size, .sha256 = answer->sha256};
+        job_finish_session(job, &o);
+        return;
+    }
+    g_autofree char *sha = g_compute_checksum_for_data(
+        G_CHECKSUM_SHA256, answer->data != NULL ? answer->data : (const guint8 *)"",
+        answer->data_len);
+    if (answer->data_len != answer->size || strcmp(sha, answer->sha256) != 0) {
+        SbxMcpSessionOutcome o = {.error_code = "failed",
+                                  .error = "the server sent bytes that do not fit the file"};
+        job_finish_session(job, &o);
+        return;
+    }
+    SbxMcpSessionOutcome o = {.size = answer->size, .sha256 = sha, .data = answer->data};
+    job_finish_session(job, &o);
+}
+
+/* A session tool's job: its request to the server, or its error at once. */
+static void session_job(McpCtx *ctx, SbxMcpCall *call, const SbxServeRequest *req,
+                        SbxServeAskDone done, Job *prepared)
+{
+    Job *job = prepared != NULL ? prepared : g_new0(Job, 1);
+
+    job->ctx = ctx;
+    job->call = call;
+    job->tool = sbx_mcp_call_tool(call);
+    sbx_mcp_call_set_data(call, job);
+    g_ptr_array_add(ctx->jobs, job);
+    if (ctx->ending) {
+        job_fail(job, "sandbox mcp is shutting down", SBX_STATUS_TERMINATED);
+    } else if (ctx->no_serve) {
+        job_fail(job, MCP_NO_SERVE_FLAG, SBX_STATUS_CRASH);
+    } else if ((job->ask = sbx_serve_client_ask(req, MCP_SESSION_WORK_MS, done, job)) == NULL) {
+        job_fail(job, MCP_NO_SERVE, SBX_STATUS_CRASH);
+    }
+}
+
+static void on_session_open(gpointer data, SbxMcpCall *call)
+{
+    McpCtx *ctx = data;
+    SbxServeRequest req = {
+        .type = SBX_SERVE_REQ_SESSION_NEW,
+        .session_new = {.profile = ctx->profile_name},
+    };
+
+    session_job(ctx, call, &req, on_opened, NULL);
+}
+
+static void on_session_close(gpointer data, SbxMcpCall *call, const char *session)
+{
+    SbxServeRequest req = {.type = SBX_SERVE_REQ_SESSION_END, .id = (char *)session};
+
+    session_job(data, call, &req, on_closed, NULL);
+}
+
+static void on_file_write(gpointer data, SbxMcpCall *call, const char *session, const char *path,
+                          const guint8 *bytes, gsize len)
+{
+    Job *job = g_new0(Job, 1);
+    g_autofree char *sha = g_compute_checksum_for_data(
+        G_CHECKSUM_SHA256, bytes != NULL ? bytes : (const guint8 *)"", len);
+    /* One piece, the last: SBX_MCP_FILE_MAX is within SBX_SERVE_FILE_CHUNK_MAX. */
+    SbxServeRequest req = {
+        .type = SBX_SERVE_REQ_FILE_PUT,
+        .file = {.session = (char *)session,
+                 .path = (char *)path,
+                 .data = (guint8 *)bytes,
+                 .len = len,
+                 .last = TRUE},
+    };
+
+    G_STATIC_ASSERT(SBX_MCP_FILE_MAX <= SBX_SERVE_FILE_CHUNK_MAX);
+    g_strlcpy(job->sha256_sent, sha, sizeof(job->sha256_sent));
+    job->len_sent = len;
+    session_job(data, call, &req, on_written, job);
+}
+
+static void on_file_read(gpointer data, SbxMcpCall *call, const char *session, const char *path)
+{
+    SbxServeRequest req = {
+        .type = SBX_SERVE_REQ_FILE_GET,
+        .file = {.session = (char *)session, .path = (char *)path},
+    };
+
+    session_job(data, call, &req, on_read, NULL);
 }
 
 /* End @job's execution now; its answer (if the call was not cancelled) says @status. */
 static void job_abort(Job *job, SbxStatus status, const char *why)
 {
-    if (job->serve != NULL) {
+    if (job->ask != NULL) {
+        /* Hanging up: a session_new's session is ended by the server; a file's trip stops. */
+        g_clear_pointer(&job->ask, sbx_serve_ask_free);
+        job_fail(job, why, status);
+    } else if (job->serve != NULL) {
         /* Hanging up ends the server's execution and kills its VM. */
         g_clear_pointer(&job->serve, sbx_serve_call_free);
         job_fail(job, why, status);
@@ -351,6 +615,10 @@ static const SbxMcpServerOps server_ops = {
     .send = on_send,
     .execute = on_execute,
     .cancel = on_cancel,
+    .session_open = on_session_open,
+    .session_close = on_session_close,
+    .file_write = on_file_write,
+    .file_read = on_file_read,
 };
 
 /* Stop reading; the loop quits once every execution is over and reaped. */
@@ -571,6 +839,9 @@ static void mcp_cleanup(SbxCli *cli)
     }
     for (guint i = 0; i < ctx->done->len; i++) {
         job_free(g_ptr_array_index(ctx->done, i));
+    }
+    if (ctx->server != NULL) {
+        end_sessions(ctx); /* after an early exit too: no session's VM is left behind */
     }
     g_ptr_array_unref(ctx->jobs);
     g_ptr_array_unref(ctx->done);

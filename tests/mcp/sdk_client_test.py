@@ -4,14 +4,15 @@ real VMs: the SDK's StdioClientTransport spawns the server; tools listed, execut
 TypeScript and Python, errors, a timeout, and a cancellation that ends the execution.
 
 Usage: sdk_client_test.py SANDBOX_BINARY TEST
-       (TEST: tools | execute | cancel | discovery | serve)
+       (TEST: tools | execute | cancel | discovery | serve | sessions)
 
 The discovery test gives `sandbox mcp --tools` a catalog (written into the runtime dir) of the
 integration tests' calc command and @modelcontextprotocol/server-everything (.deps/mcp-servers,
 tests/mcp/fetch-servers).
 
-The serve test starts `sandbox serve --pool 1` in the same runtime dir first, so that `sandbox
-mcp` sends its executions there; that server is stopped by its PID (SIGTERM) at the end.
+The serve and sessions tests start `sandbox serve --pool 1` in the same runtime dir first, so
+that `sandbox mcp` sends its executions (and sessions) there; that server is stopped by its PID
+(SIGTERM) at the end.
 
 Reuses tests/integration/run_test.py's Sandbox: node and everything it starts run with a private
 runtime dir (XDG_RUNTIME_DIR, TMPDIR), so no `sandbox serve` of the developer's answers and the
@@ -33,7 +34,7 @@ from run_test import Failure, Sandbox  # noqa: E402
 
 SDK = os.path.join(TOP, ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol", "sdk")
 SCRIPT = os.path.join(HERE, "sdk_client_test.mjs")
-TESTS = ("tools", "execute", "cancel", "discovery", "serve")
+TESTS = ("tools", "execute", "cancel", "discovery", "serve", "sessions")
 EVERYTHING = os.path.join(TOP, ".deps", "mcp-servers", "node_modules", "@modelcontextprotocol",
                           "server-everything", "dist", "index.js")
 # `sandbox serve` (the serve test's) gets this long to make its socket, and to exit on SIGTERM.
@@ -141,7 +142,7 @@ def main():
     failure = None
     serve = None
     try:
-        if sys.argv[2] == "serve":
+        if sys.argv[2] in ("serve", "sessions"):
             serve = start_serve(sbx)
         run(sbx, sys.argv[2])
     except Failure as e:
