@@ -31,13 +31,12 @@ typedef struct {
     "\"session\":{\"type\":\"string\",\"description\":\"The session's handle, from "               \
     "session_open.\"}"
 #define PATH_PROP                                                                                  \
-    "\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024,\"description\":\"A path "   \
-    "relative to the workspace (/workspace, the programs' working directory), e.g. "               \
-    "data/in.csv: no leading /, no . or .. components.\"}"
+    "\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1024,\"description\":\"Relative " \
+    "to /workspace, e.g. data/in.csv (no leading /, . or ..).\"}"
+#define ENCODING_PROP "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"]}"
 #define FILE_OUT_PROPS                                                                             \
-    "\"path\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\",\"description\":\"The "         \
-    "file's size in bytes.\"},\"sha256\":{\"type\":\"string\",\"description\":\"The SHA-256 of "   \
-    "its bytes, hex.\"}"
+    "\"path\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},\"sha256\":{\"type\":"         \
+    "\"string\"}"
 
 static const ToolDef TOOLS[] = {
     {
@@ -45,21 +44,18 @@ static const ToolDef TOOLS[] = {
         "session_open",
         "Open a sandbox session",
         "Open a session: one sandbox VM kept for several execute calls, like a notebook. Pass "
-        "the handle it returns as `session` to execute (the program sees the variables, "
-        "functions, imports and files earlier executions in the session left; JavaScript and "
-        "Python each keep their own state), file_write and file_read (files of its workspace, "
-        "/workspace, the programs' working directory). Use it when work builds on earlier "
-        "results or needs files; a single computation needs no session.\n"
+        "its handle as `session` to execute (the program sees the variables, functions and "
+        "files earlier executions left; JavaScript and Python keep separate states), file_write "
+        "and file_read (files of /workspace, the programs' working directory). Use it when work "
+        "builds on earlier results or needs files.\n"
         "\n"
-        "Limits: at most 4 sessions open at once; a session ends with session_close, after its "
-        "idle timeout or maximum lifetime (both returned), when an execution in it times out, "
-        "is cancelled or exits its runtime, and when this connection ends. Close it when done: "
-        "it holds a VM. No network, as for execute.",
+        "Limits: at most 4 open at once; a session ends with session_close (do close it: it "
+        "holds a VM), after its idle timeout or lifetime (returned), when an execution in it "
+        "times out, is cancelled or exits its runtime, and when this connection ends.",
         "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
-        "{\"type\":\"object\",\"properties\":{" SESSION_PROP ",\"idle_timeout_s\":{\"type\":"
-        "\"integer\",\"description\":\"It ends after this many seconds without use.\"},"
-        "\"max_lifetime_s\":{\"type\":\"integer\",\"description\":\"It ends this many seconds "
-        "after it opened.\"}},\"required\":[\"session\"]}",
+        "{\"type\":\"object\",\"properties\":{\"session\":{\"type\":\"string\"},"
+        "\"idle_timeout_s\":{\"type\":\"integer\"},\"max_lifetime_s\":{\"type\":\"integer\"}},"
+        "\"required\":[\"session\"]}",
         FALSE,
         FALSE,
         FALSE,
@@ -69,12 +65,11 @@ static const ToolDef TOOLS[] = {
         "session_close",
         "Close a sandbox session",
         "Close a session opened with session_open: its VM is destroyed with every variable and "
-        "file in it (read what you need first, with file_read or execute). Its handle is no "
-        "longer valid afterwards.",
+        "file in it (read what you need first). Its handle is no longer valid afterwards.",
         "{\"type\":\"object\",\"properties\":{" SESSION_PROP "},\"required\":[\"session\"],"
         "\"additionalProperties\":false}",
-        "{\"type\":\"object\",\"properties\":{" SESSION_PROP ",\"closed\":{\"type\":\"boolean\"}},"
-        "\"required\":[\"session\",\"closed\"]}",
+        "{\"type\":\"object\",\"properties\":{\"session\":{\"type\":\"string\"},\"closed\":{"
+        "\"type\":\"boolean\"}},\"required\":[\"session\",\"closed\"]}",
         FALSE,
         TRUE,
         TRUE,
@@ -84,17 +79,14 @@ static const ToolDef TOOLS[] = {
         "file_write",
         "Write a file into a session",
         "Write a file into a session's workspace (/workspace, the programs' working directory: "
-        "`data/in.csv` is open(\"data/in.csv\") in Python), replacing a file of that path; "
-        "missing directories are made. `content` is the file's text (encoding \"utf-8\", the "
-        "default) or its bytes as base64 (encoding \"base64\", for binary data).\n"
+        "path data/in.csv is open(\"data/in.csv\") in Python), replacing one of that path; "
+        "missing directories are made. content is the file's text (encoding utf-8, the "
+        "default) or its bytes as base64 (encoding base64, for binary data).\n"
         "\n"
-        "Limits: at most 256 KiB (262144 bytes) of content: larger data should be made or "
-        "fetched by a program (execute) instead. Returns the size and SHA-256 written.",
+        "Limits: 256 KiB (262144 bytes) at most: make larger data with a program (execute).",
         "{\"type\":\"object\",\"properties\":{" SESSION_PROP "," PATH_PROP ",\"content\":{"
-        "\"type\":\"string\",\"description\":\"The file's text, or its bytes as base64 (with "
-        "encoding base64).\"},\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"],"
-        "\"description\":\"How content is written (default utf-8).\"}},\"required\":[\"session\","
-        "\"path\",\"content\"],\"additionalProperties\":false}",
+        "\"type\":\"string\"}," ENCODING_PROP "},\"required\":[\"session\",\"path\","
+        "\"content\"],\"additionalProperties\":false}",
         "{\"type\":\"object\",\"properties\":{" FILE_OUT_PROPS "},\"required\":[\"path\","
         "\"size\",\"sha256\"]}",
         FALSE,
@@ -105,20 +97,17 @@ static const ToolDef TOOLS[] = {
         SBX_MCP_TOOL_FILE_READ,
         "file_read",
         "Read a file of a session",
-        "Read a file of a session's workspace (a path relative to /workspace, as file_write "
-        "takes it), e.g. what a program wrote. The content comes back as text (encoding "
-        "\"utf-8\") when the file is valid UTF-8 without NUL bytes, else as base64 (encoding "
-        "\"base64\"); ask for encoding \"base64\" to always get base64.\n"
+        "Read a file of a session's workspace (path relative to /workspace), e.g. what a program "
+        "wrote. content comes back as text (encoding utf-8) when the file is UTF-8 without NUL "
+        "bytes, else as base64 (encoding base64; ask for base64 to always get it).\n"
         "\n"
-        "Limits: files of at most 256 KiB (262144 bytes); for a larger one, read the part you "
-        "need with a program (execute in the session) and return that.",
-        "{\"type\":\"object\",\"properties\":{" SESSION_PROP "," PATH_PROP ",\"encoding\":{"
-        "\"type\":\"string\",\"enum\":[\"utf-8\",\"base64\"],\"description\":\"base64: the "
-        "content as base64 even when it is text.\"}},\"required\":[\"session\",\"path\"],"
-        "\"additionalProperties\":false}",
-        "{\"type\":\"object\",\"properties\":{" FILE_OUT_PROPS ",\"encoding\":{\"type\":"
-        "\"string\",\"enum\":[\"utf-8\",\"base64\"]},\"content\":{\"type\":\"string\"}},"
-        "\"required\":[\"path\",\"size\",\"sha256\",\"encoding\",\"content\"]}",
+        "Limits: files of 256 KiB (262144 bytes) at most; from a larger one, let a program "
+        "(execute in the session) return the part you need.",
+        "{\"type\":\"object\",\"properties\":{" SESSION_PROP "," PATH_PROP "," ENCODING_PROP
+        "},\"required\":[\"session\",\"path\"],\"additionalProperties\":false}",
+        "{\"type\":\"object\",\"properties\":{" FILE_OUT_PROPS "," ENCODING_PROP ",\"content\":{"
+        "\"type\":\"string\"}},\"required\":[\"path\",\"size\",\"sha256\",\"encoding\","
+        "\"content\"]}",
         TRUE,
         FALSE,
         TRUE,
