@@ -428,6 +428,19 @@ const tests = {
     const after = await execute(c.client, { language: "python", code: "x", session });
     assert.equal(after.isError, true);
 
+    // An execution that ends its runtime ends the session: the server says so, and the handle
+    // is forgotten.
+    const short = (await call("session_open", {})).structuredContent.session;
+    const exit = await execute(c.client, {
+      language: "python", code: "import sys\nsys.exit(0)", session: short,
+    });
+    assert.equal(exit.structuredContent.status, "ok", JSON.stringify(exit));
+    const ended = await call("file_read", { session: short, path: "x" });
+    assert.equal(ended.isError, true);
+    assert.match(ended.content[0].text, /ended/);
+    const forgotten = await call("file_read", { session: short, path: "x" });
+    assert.match(forgotten.content[0].text, /not open/);
+
     // A session left open is ended when the connection ends (close() below).
     const left = await call("session_open", {});
     assert.equal(left.isError, false, JSON.stringify(left));
