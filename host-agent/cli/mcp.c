@@ -2,10 +2,11 @@
  * `sandbox mcp`: the sandbox as an MCP server over stdio, for an agent that starts it as a
  * local MCP server (docs/mcp-server.md). Newline-delimited JSON-RPC on stdin and stdout, logs on
  * stderr only. The protocol is mcp-server/'s; this file moves the bytes and runs each `execute`
- * on the execution core like `sandbox run --json` does: through the local `sandbox serve` when
+ * on the execution core like `sandbox run --json` does: through the local `sandbox serve` when *
  * one answers (its warm pool), else in a VM restored here. The session tools (mcp-server/
  * sessions.h) are the local server's sessions, through its socket (docs/pool.md, "Sessions over
- * the socket"): without a `sandbox serve` they answer a tool error that says so. A cancelled
+ * the socket"), or without a `sandbox serve` sessions of VMs restored here (mcp-local.h). A
+ * cancelled
  * call's execution is ended (the server's, by hanging up). At the end of stdin the calls in
  * flight finish and are answered; on SIGINT/SIGTERM they are ended; either way the sessions
  * this connection opened are ended and the command exits once every execution is reaped.
@@ -20,6 +21,7 @@
 
 #include "base/sbx-config.h"
 #include "cli/cli.h"
+#include "cli/mcp-local.h"
 #include "cli/out.h"
 #include "cli/serve-client.h"
 #include "exec/exec.h"
@@ -58,12 +60,8 @@
 /* The ends of the sessions at the connection's end: answered at once by the server's loop. */
 #define MCP_SESSION_END_MS 5000
 
-/* Why a session tool cannot work without the local server. */
-#define MCP_NO_SERVE                                                                               \
-    "sessions live in `sandbox serve`, and none answers here (start `sandbox serve`, "             \
-    "docs/pool.md, "                                                                               \
-    "and open the session again)"
-#define MCP_NO_SERVE_FLAG "sandbox mcp runs with --no-serve: it has no sessions"
+/* A session of `sandbox serve` whose server is gone. */
+#define MCP_NO_SERVE "the session's `sandbox serve` does not answer any more (it ended with it)"
 
 typedef struct McpCtx McpCtx;
 
@@ -76,7 +74,9 @@ typedef struct {
     SbxServeCall *serve;
     SbxExec *exec;
     SbxServeAsk *ask;
-    char sha256_sent[65]; /* file_write: the hex digest of the bytes sent */
+    SbxMcpLocalOp *local_op; /* a session tool's on a session of ours */
+    char *local_session;     /* an execute in a session of ours: its handle */
+    char sha256_sent[65];    /* file_write: the hex digest of the bytes sent */
     gsize len_sent;
     guint progress_timer;
     gint64 started_us; /* monotonic */
@@ -105,6 +105,7 @@ struct McpCtx {
     char *local_failure;     /* why none can be restored here (kept: each call says so) */
     SbxTools *listing;       /* --tools: the catalog with its MCP servers' tools, for discovery */
     SbxStore *store;         /* the records, or NULL */
+    SbxMcpLocal *local;      /* the sessions of VMs restored here (no `sandbox serve`) */
     gboolean sessions_ended; /* the connection's sessions were ended (once, at the end) */
 };
 
@@ -117,7 +118,9 @@ static void job_free(Job *job)
     g_clear_handle_id(&job->progress_timer, g_source_remove);
     sbx_serve_call_free(job->serve);
     sbx_serve_ask_free(job->ask);
+    sbx_mcp_local_op_cancel(job->local_op);
     sbx_exec_free(job->exec); /* its VM and tool processes killed and reaped */
+    g_free(job->local_session);
     g_free(job);
 }
 
@@ -135,6 +138,9 @@ static void end_sessions(McpCtx *ctx)
     }
     ctx->sessions_ended = TRUE;
     for (char **h = handles; *h != NULL; h++) {
+        if (sbx_mcp_local_has(ctx->local, *h)) {
+            continue; /* ours: below */
+        }
         SbxServeRequest req = {.type = SBX_SERVE_REQ_SESSION_END, .id = *h};
         g_autofree char *json = sbx_serve_proto_request_encode(&req);
         g_auto(SbxServeMsg) answer = {0};
@@ -150,6 +156,8 @@ static void end_sessions(McpCtx *ctx)
             close(fd);
         }
     }
+    /* Ours: their leases closed, their VMs killed and reaped. */
+    g_clear_pointer(&ctx->local, sbx_mcp_local_free);
 }
 
 static void maybe_quit(McpCtx *ctx)
@@ -304,6 +312,9 @@ static void on_exec_done(gpointer data, SbxExec *exec)
     Job *job = data;
     g_autofree char *report = sbx_exec_report_json(exec, NULL);
 
+    if (job->local_session != NULL && job->ctx->local != NULL) {
+        sbx_mcp_local_exec_done(job->ctx->local, job->local_session, exec);
+    }
     if (sbx_exec_record_error(exec) != NULL) {
         g_autofree char *warning = g_strdup_printf(
             "sandbox mcp: warning: the record of an execution: %s\n", sbx_exec_record_error(exec));
@@ -337,13 +348,20 @@ static void set_record(McpCtx *ctx, SbxExec *exec)
     sbx_exec_set_record(exec, ctx->store, &info);
 }
 
+/* An execution here: in a VM of its own, or (@a->session) in a session of ours. */
 static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
 {
     static const SbxExecSink sink = {.warnings = on_warnings, .done = on_exec_done};
     g_autoptr(GError) error = NULL;
+    g_autofree char *busy = NULL;
+    SbxExecSource *src = NULL;
 
     if (!ensure_local(ctx)) {
         job_fail(job, ctx->local_failure, SBX_STATUS_CRASH);
+        return;
+    }
+    if (a->session != NULL && (src = sbx_mcp_local_lend(ctx->local, a->session, &busy)) == NULL) {
+        job_fail(job, busy, SBX_STATUS_CRASH);
         return;
     }
     /* The providers start anew for each execution, as for `sandbox run --tools`. */
@@ -352,6 +370,11 @@ static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
     SbxTools *tools = catalog != NULL ? sbx_tools_new(catalog, &error) : NULL;
     if (tools == NULL) {
         g_autofree char *why = g_strdup_printf("the tool catalog: %s", error->message);
+        if (src != NULL) {
+            /* the lent VM given back unused: the session's state stands */
+            sbx_exec_source_free(src);
+            sbx_mcp_local_exec_done(ctx->local, a->session, NULL);
+        }
         job_fail(job, why, SBX_STATUS_CRASH);
         return;
     }
@@ -364,9 +387,14 @@ static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
         .timeout_ms = a->timeout_ms,
         .output_limit = SBX_MCP_EXECUTE_OUTPUT_LIMIT,
         .collect_output = TRUE,
+        .keep = a->session != NULL,
     };
     SbxVmOptions opts = {0};
-    SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
+    if (src == NULL) {
+        src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
+    } else {
+        job->local_session = g_strdup(a->session);
+    }
     job->exec = sbx_exec_new(&req, tools, src, &sink, job);
     set_record(ctx, job->exec);
     sbx_exec_start(job->exec);
@@ -408,13 +436,14 @@ static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs 
          * early, so the first said "4 s" (a client's test failed on it) */
         job->progress_timer = g_timeout_add(MCP_PROGRESS_INTERVAL_S * 1000, on_progress_tick, job);
     }
+    gboolean ours = args->session != NULL && sbx_mcp_local_has(ctx->local, args->session);
     if (ctx->ending) {
         job_fail(job, "sandbox mcp is shutting down", SBX_STATUS_TERMINATED);
-    } else if (try_serve(ctx, job, args)) {
+    } else if (!ours && try_serve(ctx, job, args)) {
         return;
-    } else if (args->session != NULL) {
-        /* A session lives in the server: its run has no other place to go. */
-        job_fail(job, ctx->no_serve ? MCP_NO_SERVE_FLAG : MCP_NO_SERVE, SBX_STATUS_CRASH);
+    } else if (!ours && args->session != NULL) {
+        /* A session of the server: its run has no other place to go. */
+        job_fail(job, MCP_NO_SERVE, SBX_STATUS_CRASH);
     } else {
         run_here(ctx, job, args);
     }
@@ -519,24 +548,38 @@ static void on_read(gpointer data, const SbxServeMsg *answer, const char *failur
     job_finish_session(job, &o);
 }
 
-/* A session tool's job: its request to the server, or its error at once. */
-static void session_job(McpCtx *ctx, SbxMcpCall *call, const SbxServeRequest *req,
-                        SbxServeAskDone done, Job *prepared)
+/* A session tool's job (@prepared, or a new one), in flight; FALSE: it was refused at once. */
+static gboolean session_job(McpCtx *ctx, SbxMcpCall *call, Job **job, Job *prepared)
 {
-    Job *job = prepared != NULL ? prepared : g_new0(Job, 1);
-
-    job->ctx = ctx;
-    job->call = call;
-    job->tool = sbx_mcp_call_tool(call);
-    sbx_mcp_call_set_data(call, job);
-    g_ptr_array_add(ctx->jobs, job);
+    *job = prepared != NULL ? prepared : g_new0(Job, 1);
+    (*job)->ctx = ctx;
+    (*job)->call = call;
+    (*job)->tool = sbx_mcp_call_tool(call);
+    sbx_mcp_call_set_data(call, *job);
+    g_ptr_array_add(ctx->jobs, *job);
     if (ctx->ending) {
-        job_fail(job, "sandbox mcp is shutting down", SBX_STATUS_TERMINATED);
-    } else if (ctx->no_serve) {
-        job_fail(job, MCP_NO_SERVE_FLAG, SBX_STATUS_CRASH);
-    } else if ((job->ask = sbx_serve_client_ask(req, MCP_SESSION_WORK_MS, done, job)) == NULL) {
+        job_fail(*job, "sandbox mcp is shutting down", SBX_STATUS_TERMINATED);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The request of a session of the server's; its error at once if the server is gone. */
+static void ask_serve(McpCtx *ctx, Job *job, const SbxServeRequest *req, SbxServeAskDone done)
+{
+    if (ctx->no_serve ||
+        (job->ask = sbx_serve_client_ask(req, MCP_SESSION_WORK_MS, done, job)) == NULL) {
         job_fail(job, MCP_NO_SERVE, SBX_STATUS_CRASH);
     }
+}
+
+/* A session of ours ended an operation with @outcome. */
+static void on_local_done(gpointer data, const SbxMcpSessionOutcome *outcome)
+{
+    Job *job = data;
+
+    job->local_op = NULL;
+    job_finish_session(job, outcome);
 }
 
 static void on_session_open(gpointer data, SbxMcpCall *call)
@@ -546,17 +589,39 @@ static void on_session_open(gpointer data, SbxMcpCall *call)
         .type = SBX_SERVE_REQ_SESSION_NEW,
         .session_new = {.profile = ctx->profile_name},
     };
+    SbxVmOptions opts = {0};
+    Job *job;
 
-    session_job(ctx, call, &req, on_opened, NULL);
+    if (!session_job(ctx, call, &job, NULL) ||
+        (!ctx->no_serve &&
+         (job->ask = sbx_serve_client_ask(&req, MCP_SESSION_WORK_MS, on_opened, job)) != NULL)) {
+        return;
+    }
+    /* No server: a session of a VM restored here. */
+    if (!ensure_local(ctx)) {
+        job_fail(job, ctx->local_failure, SBX_STATUS_CRASH);
+        return;
+    }
+    SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
+    job->local_op = sbx_mcp_local_open(ctx->local, src, on_local_done, job);
 }
 
 static void on_session_close(gpointer data, SbxMcpCall *call, const char *session)
 {
+    McpCtx *ctx = data;
     SbxServeRequest req = {.type = SBX_SERVE_REQ_SESSION_END, .id = (char *)session};
+    Job *job;
 
-    session_job(data, call, &req, on_closed, NULL);
+    if (!session_job(ctx, call, &job, NULL)) {
+        return;
+    }
+    if (sbx_mcp_local_has(ctx->local, session)) {
+        sbx_mcp_local_close(ctx->local, session);
+        job_finish_session(job, &(SbxMcpSessionOutcome){0});
+        return;
+    }
+    ask_serve(ctx, job, &req, on_closed);
 }
-
 static void on_file_write(gpointer data, SbxMcpCall *call, const char *session, const char *path,
                           const guint8 *bytes, gsize len)
 {
@@ -572,11 +637,20 @@ static void on_file_write(gpointer data, SbxMcpCall *call, const char *session, 
                  .len = len,
                  .last = TRUE},
     };
+    McpCtx *ctx = data;
 
     G_STATIC_ASSERT(SBX_MCP_FILE_MAX <= SBX_SERVE_FILE_CHUNK_MAX);
     g_strlcpy(job->sha256_sent, sha, sizeof(job->sha256_sent));
     job->len_sent = len;
-    session_job(data, call, &req, on_written, job);
+    if (!session_job(ctx, call, &job, job)) {
+        return;
+    }
+    if (sbx_mcp_local_has(ctx->local, session)) {
+        job->local_op =
+            sbx_mcp_local_write(ctx->local, session, path, bytes, len, on_local_done, job);
+        return;
+    }
+    ask_serve(ctx, job, &req, on_written);
 }
 
 static void on_file_read(gpointer data, SbxMcpCall *call, const char *session, const char *path)
@@ -585,14 +659,27 @@ static void on_file_read(gpointer data, SbxMcpCall *call, const char *session, c
         .type = SBX_SERVE_REQ_FILE_GET,
         .file = {.session = (char *)session, .path = (char *)path},
     };
+    McpCtx *ctx = data;
+    Job *job;
 
-    session_job(data, call, &req, on_read, NULL);
+    if (!session_job(ctx, call, &job, NULL)) {
+        return;
+    }
+    if (sbx_mcp_local_has(ctx->local, session)) {
+        job->local_op = sbx_mcp_local_read(ctx->local, session, path, on_local_done, job);
+        return;
+    }
+    ask_serve(ctx, job, &req, on_read);
 }
 
 /* End @job's execution now; its answer (if the call was not cancelled) says @status. */
 static void job_abort(Job *job, SbxStatus status, const char *why)
 {
-    if (job->ask != NULL) {
+    if (job->local_op != NULL) {
+        /* An open's session is ended; a file's trip stops (the session may end with it). */
+        g_clear_pointer(&job->local_op, sbx_mcp_local_op_cancel);
+        job_fail(job, why, status);
+    } else if (job->ask != NULL) {
         /* Hanging up: a session_new's session is ended by the server; a file's trip stops. */
         g_clear_pointer(&job->ask, sbx_serve_ask_free);
         job_fail(job, why, status);
@@ -802,6 +889,7 @@ static int mcp_start(SbxCli *cli, int argc, char **argv)
 
     ctx->cli = cli;
     ctx->jobs = g_ptr_array_new();
+    ctx->local = sbx_mcp_local_new();
     ctx->done = g_ptr_array_new();
     if (!parse_options(ctx, argc, argv, &error)) {
         fprintf(stderr, "sandbox mcp: %s\n", error->message);

@@ -334,7 +334,7 @@ static char *open_result(const SbxMcpSessionOutcome *o, const char *revision)
         o->idle_timeout_s > 0 && o->max_lifetime_s > 0
             ? g_strdup_printf("after %u s without use or %u s after it opened, ", o->idle_timeout_s,
                               o->max_lifetime_s)
-            : g_strdup("after its idle timeout or maximum lifetime, ");
+            : g_strdup("");
     g_autofree char *text = g_strdup_printf(
         "session %s is open: pass \"session\": \"%s\" to execute, file_write and file_read. It "
         "ends with session_close, %sor when this connection ends.",

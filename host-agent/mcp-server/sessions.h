@@ -65,7 +65,7 @@ typedef struct {
      * its handle whatever its outcome.) */
     gboolean gone;
     const char *session;                  /* open: the new session's handle (sbx_id_valid()) */
-    guint idle_timeout_s, max_lifetime_s; /* open: its limits (0: not known) */
+    guint idle_timeout_s, max_lifetime_s; /* open: its limits (0: none, or not known) */
     guint64 size;                         /* write, read: the file's size */
     const char *sha256;                   /* write, read: hex SHA-256 of what crossed, or NULL */
     const guint8 *data; /* read: the file's size bytes; NULL when over SBX_MCP_FILE_MAX */

@@ -5,7 +5,7 @@
 // nothing is left behind.
 //
 // Usage: node sdk_client_test.mjs SANDBOX_BINARY TEST
-//        (TEST: tools | execute | cancel | discovery | serve | sessions)
+//        (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local)
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
@@ -168,10 +168,12 @@ const tests = {
       assert.equal(s.outputSchema.type, "object");
       assert.match(s.description, /session/);
     }
-    // No `sandbox serve` here: a session is a tool error that says what is missing.
-    const none = await c.client.callTool({ name: "session_open", arguments: {} });
+    // A handle this connection did not open is a tool error, whatever it is.
+    const none = await c.client.callTool({
+      name: "file_read", arguments: { session: "se_0123", path: "a.txt" },
+    });
     assert.equal(none.isError, true);
-    assert.match(none.content[0].text, /sandbox serve/);
+    assert.match(none.content[0].text, /not open/);
     // A refused call is a tool error the model reads, not a protocol error.
     const bad = await execute(c.client, { language: "ruby", code: "1" });
     assert.equal(bad.isError, true);
@@ -351,24 +353,31 @@ const tests = {
     await waitFor(`its QEMU (${pid}) to be gone`, () => !fs.existsSync(`/proc/${pid}`), 30);
     const again = await execute(c.client, { language: "javascript", code: "[1, 2].length" });
     assert.equal(again.structuredContent.result, 2, JSON.stringify(again));
-  },
-
-  // Sessions through `sandbox serve` (sdk_client_test.py started it, --pool 1): state kept
-  // across executions in both languages, files in and out (binary, digests compared), errors
-  // for a bad path and an unknown session, a close, and a session left open ended with the
-  // connection (its QEMU gone).
-  async sessions(c) {
-    await waitForStatus("a warm VM", (st) => st.ready >= 1, 180);
+  },  // Sessions through `sandbox serve` (sdk_client_test.py started it, --pool 1), or
+  // (sessions_local) of VMs `sandbox mcp` restores itself: state kept across executions in both
+  // languages, files in and out (binary, digests compared), errors for a bad path and an
+  // unknown session, a close, and a session left open ended with the connection (its QEMU
+  // gone).
+  async sessions(c, local = false) {
+    // The QEMUs of the open sessions: the server's status says; without it, every VM of the
+    // test's runtime dir is one when no execution runs.
+    const qemus = () => vmPids().filter((pid) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0].includes("qemu-system");
+      } catch { return false; } // gone
+    });
+    const sessionVms = async () => (local ? qemus() : (await serveStatus()).session_pids);
+    if (!local) await waitForStatus("a warm VM", (st) => st.ready >= 1, 180);
     const call = (name, args) => c.client.callTool({ name, arguments: args }, undefined, CALL);
     const opened = await call("session_open", {});
     assert.equal(opened.isError, false, JSON.stringify(opened));
     const session = opened.structuredContent.session;
     assert.match(session, /^[A-Za-z0-9_.-]+$/);
-    assert.ok(opened.structuredContent.idle_timeout_s > 0);
-    const st = await serveStatus();
-    assert.equal(st.sessions, 1, "the server holds the session");
-    const [qemu] = st.session_pids;
-
+    if (!local) assert.ok(opened.structuredContent.idle_timeout_s > 0);
+    if (local) assert.match(session, /^lo_/, "a session of sandbox mcp's own");
+    const vms = await sessionVms();
+    assert.equal(vms.length, 1, "one VM holds the session");
+    const [qemu] = vms;
     // State across executions, Python and JavaScript (each its own).
     const py1 = await execute(c.client, { language: "python", code: "x = 41", session });
     assert.equal(py1.isError, false, JSON.stringify(py1));
@@ -444,9 +453,13 @@ const tests = {
     // A session left open is ended when the connection ends (close() below).
     const left = await call("session_open", {});
     assert.equal(left.isError, false, JSON.stringify(left));
-    const open = await serveStatus();
-    assert.equal(open.sessions, 1);
-    c.leftQemu = open.session_pids[0];
+    const open = await sessionVms();
+    assert.equal(open.length, 1);
+    c.leftQemu = open[0];
+  },
+
+  async sessions_local(c) {
+    await tests.sessions(c, true);
   },
 };
 
@@ -464,6 +477,8 @@ if (test === "sessions") {
   // sandbox mcp ended the session it had open as it exited: the server holds none, its VM is gone.
   const st = await serveStatus();
   assert.equal(st.sessions, 0, "the session left open was ended with the connection");
+}
+if (test.startsWith("sessions")) {
   await waitFor(`the left session's QEMU (${c.leftQemu}) to be gone`,
     () => !fs.existsSync(`/proc/${c.leftQemu}`), 30);
 }

@@ -3,8 +3,7 @@
 real VMs: the SDK's StdioClientTransport spawns the server; tools listed, execute in JavaScript,
 TypeScript and Python, errors, a timeout, and a cancellation that ends the execution.
 
-Usage: sdk_client_test.py SANDBOX_BINARY TEST
-       (TEST: tools | execute | cancel | discovery | serve | sessions)
+Usage: sdk_client_test.py SANDBOX_BINARY TEST       (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local)
 
 The discovery test gives `sandbox mcp --tools` a catalog (written into the runtime dir) of the
 integration tests' calc command and @modelcontextprotocol/server-everything (.deps/mcp-servers,
@@ -34,7 +33,7 @@ from run_test import Failure, Sandbox  # noqa: E402
 
 SDK = os.path.join(TOP, ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol", "sdk")
 SCRIPT = os.path.join(HERE, "sdk_client_test.mjs")
-TESTS = ("tools", "execute", "cancel", "discovery", "serve", "sessions")
+TESTS = ("tools", "execute", "cancel", "discovery", "serve", "sessions", "sessions_local")
 EVERYTHING = os.path.join(TOP, ".deps", "mcp-servers", "node_modules", "@modelcontextprotocol",
                           "server-everything", "dist", "index.js")
 # `sandbox serve` (the serve test's) gets this long to make its socket, and to exit on SIGTERM.
