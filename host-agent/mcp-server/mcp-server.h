@@ -75,10 +75,11 @@ typedef struct {
     /*
      * The session tools (sessions.h, docs/mcp-server.md "Sessions"): all four or none. NULL:
      * none are offered, and execute takes no `session`. Each is answered with
-     * sbx_mcp_server_finish_session(@call, outcome), exactly once, also after a cancel; the
-     * strings and bytes are @call's, valid until then. A session handle given to close, write
-     * and read (and to execute, in SbxMcpExecuteArgs.session) is always one this server's
-     * session_open returned and no close has taken since.
+     * sbx_mcp_server_finish_session(@call, outcome), exactly once, also after a cancel, and
+     * possibly from inside the op (a refusal at once); the strings and bytes are @call's, valid
+     * until then. A session handle given to close, write and read (and to execute, in
+     * SbxMcpExecuteArgs.session) is always one this server's session_open returned and whose
+     * close has not finished (two closes of one handle may be in flight).
      *
      * session_open: open a session for this connection's client (the transport's tenant, the
      * server's default profile and limits) and finish with its handle (outcome.session) and

@@ -3,7 +3,8 @@
 real VMs: the SDK's StdioClientTransport spawns the server; tools listed, execute in JavaScript,
 TypeScript and Python, errors, a timeout, and a cancellation that ends the execution.
 
-Usage: sdk_client_test.py SANDBOX_BINARY TEST       (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local)
+Usage: sdk_client_test.py SANDBOX_BINARY TEST
+       (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local)
 
 The discovery test gives `sandbox mcp --tools` a catalog (written into the runtime dir) of the
 integration tests' calc command and @modelcontextprotocol/server-everything (.deps/mcp-servers,
