@@ -692,6 +692,7 @@ static void test_discovery(void **state)
     expect_in(list, "- git-hub (command, 1 tool): tools.git_hub\n");
     expect_in(list, "- calc (command, 2 tools): tools.calc\n");
     g_autofree char *list_bad = discover(f, "list_providers", "{\"x\":1}", TRUE);
+    expect_in(list_bad, "takes no arguments");
 
     g_autofree char *issue = discover(f, "search_tools", "{\"query\":\"ISSUES find\"}", FALSE);
     expect_in(issue, "1 tool matches (1 shown");
@@ -705,6 +706,7 @@ static void test_discovery(void **state)
     g_autofree char *nothing = discover(f, "search_tools", "{\"query\":\"zebra\"}", FALSE);
     expect_in(nothing, "0 tools match");
     g_autofree char *bad1 = discover(f, "search_tools", "{}", TRUE);
+    expect_in(bad1, "query");
     g_autofree char *bad2 = discover(f, "search_tools", "{\"query\":\"a\",\"limit\":51}", TRUE);
     expect_in(bad2, "limit");
 
@@ -722,6 +724,8 @@ static void test_discovery(void **state)
     g_autofree char *bad3 = discover(f, "get_tool_types", "{\"tools\":[]}", TRUE);
     g_autofree char *bad4 =
         discover(f, "get_tool_types", "{\"tools\":[\"calc.add\"],\"language\":\"rb\"}", TRUE);
+    expect_in(bad3, "tools");
+    expect_in(bad4, "language");
     fake_free(f);
 }
 
