@@ -22,9 +22,11 @@ this test starts, and they are waited for.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,8 +47,10 @@ NODE_TIMEOUT_S = 400
 
 
 def environment(sbx):
+    # A records database of the test's own: `sandbox serve` holds its database alone, and the
+    # serve and sessions tests each start one, maybe at the same time.
     env = dict(os.environ, XDG_RUNTIME_DIR=sbx.runtime, TMPDIR=sbx.runtime,
-               SBX_TEST_RUNTIME=sbx.runtime,
+               SBX_TEST_RUNTIME=sbx.runtime, SANDBOX_STATE_DIR=sbx.state_dir,
                SBX_TEST_SERVE_SOCKET=os.path.join(sbx.runtime, "sandbox", "sandbox.sock"))
     env.setdefault("SANDBOX_ACCEL", "tcg")
     env.pop("SANDBOX_SERVE_SOCKET", None)  # a server of the developer's is not this test's
@@ -135,6 +139,7 @@ def main():
         print("FAIL: no MCP SDK in .deps/mcp-sdk (run tests/mcp/fetch-sdk)")
         return 1
     sbx = Sandbox(sys.argv[1])
+    sbx.state_dir = tempfile.mkdtemp(prefix="sbx-sdk-state-")
     # o+x, so that the VMs' jail (another uid) reaches it and their runtime dirs are made in it,
     # not in /tmp (vm/vm-start.c): their QEMUs then name it, which the cancel test and the leak
     # check go by.
@@ -157,6 +162,7 @@ def main():
             sbx.close()
         except Failure as e:
             failure = failure or e
+        shutil.rmtree(sbx.state_dir, ignore_errors=True)
     if failure:
         print(f"FAIL: {failure}")
         return 1
