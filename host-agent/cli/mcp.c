@@ -2,11 +2,14 @@
  * `sandbox mcp`: the sandbox as an MCP server over stdio, for an agent that starts it as a
  * local MCP server (docs/mcp-server.md). Newline-delimited JSON-RPC on stdin and stdout, logs on
  * stderr only. The protocol is mcp-server/'s; this file moves the bytes and runs each `execute`
- * on the execution core like `sandbox run --json` does: through the local `sandbox serve` when
- * one answers (its warm pool), else in a VM restored here. A cancelled call's execution is
- * ended (the server's, by hanging up). At the end of stdin the executions in flight finish and
- * are answered; on SIGINT/SIGTERM they are ended; either way the command exits once they are
- * all reaped.
+ * on the execution core like `sandbox run --json` does: through the local `sandbox serve` when *
+ * one answers (its warm pool), else in a VM restored here. The session tools (mcp-server/
+ * sessions.h) are the local server's sessions, through its socket (docs/pool.md, "Sessions over
+ * the socket"), or without a `sandbox serve` sessions of VMs restored here (mcp-local.h). A
+ * cancelled
+ * call's execution is ended (the server's, by hanging up). At the end of stdin the calls in
+ * flight finish and are answered; on SIGINT/SIGTERM they are ended; either way the sessions
+ * this connection opened are ended and the command exits once every execution is reaped.
  */
 #include <errno.h>
 #include <signal.h>
@@ -18,6 +21,7 @@
 
 #include "base/sbx-config.h"
 #include "cli/cli.h"
+#include "cli/mcp-local.h"
 #include "cli/out.h"
 #include "cli/serve-client.h"
 #include "exec/exec.h"
@@ -46,14 +50,34 @@
 #define MCP_ANSWERS_QUEUED_MAX (16u * 1024 * 1024)
 #define MCP_ANSWERS_CHECK_MS 100
 
+/*
+ * A session tool's answer from `sandbox serve`: a session's VM claimed (restored on demand when
+ * the pool is empty: seconds under TCG on a busy host) or a file's trip to the guest. Two
+ * minutes, as `sandbox session` waits (SESSION_WORK_MS), then the call fails rather than hang.
+ */
+#define MCP_SESSION_WORK_MS 120000
+
+/* The ends of the sessions at the connection's end: answered at once by the server's loop. */
+#define MCP_SESSION_END_MS 5000
+
+/* A session of `sandbox serve` whose server is gone. */
+#define MCP_NO_SERVE "the session's `sandbox serve` does not answer any more (it ended with it)"
+
 typedef struct McpCtx McpCtx;
 
-/* One `execute` in flight: through the server (serve) or here (exec). */
+/* One call in flight: an `execute` through the server (serve) or here (exec), or a session
+ * tool's request to the server (ask). */
 typedef struct {
     McpCtx *ctx;
     SbxMcpCall *call;
+    SbxMcpTool tool;
     SbxServeCall *serve;
     SbxExec *exec;
+    SbxServeAsk *ask;
+    SbxMcpLocalOp *local_op; /* a session tool's on a session of ours */
+    char *local_session;     /* an execute in a session of ours: its handle */
+    char sha256_sent[65];    /* file_write: the hex digest of the bytes sent */
+    gsize len_sent;
     guint progress_timer;
     gint64 started_us; /* monotonic */
     guint timeout_s;
@@ -78,9 +102,11 @@ struct McpCtx {
     SbxProfile *profile;
     SbxImage *image;
     SbxSnapshot *snapshot;
-    char *local_failure; /* why none can be restored here (kept: each call says so) */
-    SbxTools *listing;   /* --tools: the catalog with its MCP servers' tools, for discovery */
-    SbxStore *store;     /* the records, or NULL */
+    char *local_failure;     /* why none can be restored here (kept: each call says so) */
+    SbxTools *listing;       /* --tools: the catalog with its MCP servers' tools, for discovery */
+    SbxStore *store;         /* the records, or NULL */
+    SbxMcpLocal *local;      /* the sessions of VMs restored here (no `sandbox serve`) */
+    gboolean sessions_ended; /* the connection's sessions were ended (once, at the end) */
 };
 
 static McpCtx *mcp_ctx;
@@ -91,13 +117,53 @@ static void job_free(Job *job)
 {
     g_clear_handle_id(&job->progress_timer, g_source_remove);
     sbx_serve_call_free(job->serve);
+    sbx_serve_ask_free(job->ask);
+    sbx_mcp_local_op_cancel(job->local_op);
     sbx_exec_free(job->exec); /* its VM and tool processes killed and reaped */
+    g_free(job->local_session);
     g_free(job);
+}
+
+/*
+ * End the sessions this connection opened (docs/mcp-server.md, "Sessions"): their VMs are
+ * killed by the server. Blocking, once: the server answers each at once from its loop, and
+ * nothing else is left to do.
+ */
+static void end_sessions(McpCtx *ctx)
+{
+    g_auto(GStrv) handles = sbx_mcp_server_sessions(ctx->server);
+
+    if (ctx->sessions_ended) {
+        return;
+    }
+    ctx->sessions_ended = TRUE;
+    for (char **h = handles; *h != NULL; h++) {
+        if (sbx_mcp_local_has(ctx->local, *h)) {
+            continue; /* ours: below */
+        }
+        SbxServeRequest req = {.type = SBX_SERVE_REQ_SESSION_END, .id = *h};
+        g_autofree char *json = sbx_serve_proto_request_encode(&req);
+        g_auto(SbxServeMsg) answer = {0};
+        int fd = sbx_serve_client_connect();
+        if (fd < 0 || !sbx_serve_client_send(fd, json) ||
+            !sbx_serve_client_read(fd, g_get_monotonic_time() + MCP_SESSION_END_MS * 1000ll,
+                                   &answer)) {
+            g_autofree char *text = g_strdup_printf(
+                "sandbox mcp: warning: session %s was not ended (the server did not answer)\n", *h);
+            sbx_out_text(ctx->out, SBX_STREAM_STDERR, text);
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+    /* Ours: their leases closed, their VMs killed and reaped. */
+    g_clear_pointer(&ctx->local, sbx_mcp_local_free);
 }
 
 static void maybe_quit(McpCtx *ctx)
 {
     if (ctx->ending && ctx->jobs->len == 0 && ctx->done->len == 0) {
+        end_sessions(ctx);
         sbx_cli_quit(ctx->cli, ctx->cli->signal != 0 ? SBX_EXIT_SIGNAL_BASE + ctx->cli->signal : 0);
     }
 }
@@ -114,8 +180,8 @@ static gboolean reap_jobs(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-/* @job's execution ended with @report_json: the answer goes out, the job is freed later. */
-static void job_finish(Job *job, const char *report_json)
+/* @job is over: out of the jobs in flight, freed later (never inside its own callbacks). */
+static void job_done(Job *job)
 {
     McpCtx *ctx = job->ctx;
 
@@ -125,13 +191,38 @@ static void job_finish(Job *job, const char *report_json)
     if (ctx->reap_idle == 0) {
         ctx->reap_idle = g_idle_add(reap_jobs, ctx);
     }
-    sbx_mcp_server_finish(ctx->server, job->call, report_json);
+}
+
+/* @job's execution ended with @report_json: the answer goes out, the job is freed later. */
+static void job_finish(Job *job, const char *report_json)
+{
+    job_done(job);
+    sbx_mcp_server_finish(job->ctx->server, job->call, report_json);
     job->call = NULL;
 }
 
-/* A failure before an execution ran, as `sandbox run --json` reports one. */
+/* @job's session tool call ended with @outcome. */
+static void job_finish_session(Job *job, const SbxMcpSessionOutcome *outcome)
+{
+    job_done(job);
+    sbx_mcp_server_finish_session(job->ctx->server, job->call, outcome);
+    job->call = NULL;
+}
+
+/* A failure before an execution ran, as `sandbox run --json` reports one; for a session tool,
+ * its error (@status says which code). */
 static void job_fail(Job *job, const char *failure, SbxStatus status)
 {
+    if (job->tool != SBX_MCP_TOOL_EXECUTE) {
+        SbxMcpSessionOutcome o = {
+            .error_code = status == SBX_STATUS_CANCELLED    ? "cancelled"
+                          : status == SBX_STATUS_TERMINATED ? "terminated"
+                                                            : "unavailable",
+            .error = failure,
+        };
+        job_finish_session(job, &o);
+        return;
+    }
     SbxReport rep = {.failure = failure, .failure_status = status, .boot_ms = -1};
     g_autofree char *report = sbx_report_json(&rep);
 
@@ -151,6 +242,8 @@ static void on_serve_done(gpointer data, const char *report_json, const char *fa
     }
 }
 
+/* Through the server: FALSE if none answers (nothing sent). A session's run names no profile
+ * (the session's is used). */
 static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
 {
     SbxServeClientRequest req = {
@@ -162,7 +255,8 @@ static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
         .tools_path = ctx->tools_path,
         .timeout_ms = a->timeout_ms,
         .output_limit = SBX_MCP_EXECUTE_OUTPUT_LIMIT,
-        .profile = ctx->profile_name,
+        .profile = a->session == NULL ? ctx->profile_name : NULL,
+        .session = a->session,
     };
 
     if (ctx->no_serve) {
@@ -218,6 +312,9 @@ static void on_exec_done(gpointer data, SbxExec *exec)
     Job *job = data;
     g_autofree char *report = sbx_exec_report_json(exec, NULL);
 
+    if (job->local_session != NULL && job->ctx->local != NULL) {
+        sbx_mcp_local_exec_done(job->ctx->local, job->local_session, exec);
+    }
     if (sbx_exec_record_error(exec) != NULL) {
         g_autofree char *warning = g_strdup_printf(
             "sandbox mcp: warning: the record of an execution: %s\n", sbx_exec_record_error(exec));
@@ -251,13 +348,20 @@ static void set_record(McpCtx *ctx, SbxExec *exec)
     sbx_exec_set_record(exec, ctx->store, &info);
 }
 
+/* An execution here: in a VM of its own, or (@a->session) in a session of ours. */
 static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
 {
     static const SbxExecSink sink = {.warnings = on_warnings, .done = on_exec_done};
     g_autoptr(GError) error = NULL;
+    g_autofree char *busy = NULL;
+    SbxExecSource *src = NULL;
 
     if (!ensure_local(ctx)) {
         job_fail(job, ctx->local_failure, SBX_STATUS_CRASH);
+        return;
+    }
+    if (a->session != NULL && (src = sbx_mcp_local_lend(ctx->local, a->session, &busy)) == NULL) {
+        job_fail(job, busy, SBX_STATUS_CRASH);
         return;
     }
     /* The providers start anew for each execution, as for `sandbox run --tools`. */
@@ -266,6 +370,11 @@ static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
     SbxTools *tools = catalog != NULL ? sbx_tools_new(catalog, &error) : NULL;
     if (tools == NULL) {
         g_autofree char *why = g_strdup_printf("the tool catalog: %s", error->message);
+        if (src != NULL) {
+            /* the lent VM given back unused: the session's state stands */
+            sbx_exec_source_free(src);
+            sbx_mcp_local_exec_done(ctx->local, a->session, NULL);
+        }
         job_fail(job, why, SBX_STATUS_CRASH);
         return;
     }
@@ -278,9 +387,14 @@ static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
         .timeout_ms = a->timeout_ms,
         .output_limit = SBX_MCP_EXECUTE_OUTPUT_LIMIT,
         .collect_output = TRUE,
+        .keep = a->session != NULL,
     };
     SbxVmOptions opts = {0};
-    SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
+    if (src == NULL) {
+        src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
+    } else {
+        job->local_session = g_strdup(a->session);
+    }
     job->exec = sbx_exec_new(&req, tools, src, &sink, job);
     set_record(ctx, job->exec);
     sbx_exec_start(job->exec);
@@ -322,17 +436,254 @@ static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs 
          * early, so the first said "4 s" (a client's test failed on it) */
         job->progress_timer = g_timeout_add(MCP_PROGRESS_INTERVAL_S * 1000, on_progress_tick, job);
     }
+    gboolean ours = args->session != NULL && sbx_mcp_local_has(ctx->local, args->session);
     if (ctx->ending) {
         job_fail(job, "sandbox mcp is shutting down", SBX_STATUS_TERMINATED);
-    } else if (!try_serve(ctx, job, args)) {
+    } else if (!ours && try_serve(ctx, job, args)) {
+        return;
+    } else if (!ours && args->session != NULL) {
+        /* A session of the server: its run has no other place to go. */
+        job_fail(job, MCP_NO_SERVE, SBX_STATUS_CRASH);
+    } else {
         run_here(ctx, job, args);
     }
+}
+
+/* ---- the session tools, through `sandbox serve` --------------------------------------------- */
+
+/* The server's error answer (or none: @failure) as the call's outcome. */
+static void ask_failed(Job *job, const SbxServeMsg *answer, const char *failure)
+{
+    if (answer == NULL) {
+        SbxMcpSessionOutcome o = {.error_code = "failed", .error = failure};
+        job_finish_session(job, &o);
+        return;
+    }
+    g_autofree char *other =
+        g_strdup_printf("the server answered with a message of another kind (%s)",
+                        answer->type_name != NULL ? answer->type_name : "no type");
+    gboolean error = answer->type == SBX_SERVE_MSG_ERROR;
+    SbxMcpSessionOutcome o = {
+        .error_code = error && answer->code != NULL ? answer->code : "failed",
+        .error = error ? answer->message : other,
+        /* The session ended (expired, crashed, closed elsewhere): its handle is no more. */
+        .gone = error && g_strcmp0(answer->code, "ended") == 0,
+    };
+    job_finish_session(job, &o);
+}
+
+static void on_opened(gpointer data, const SbxServeMsg *answer, const char *failure)
+{
+    Job *job = data;
+
+    if (answer == NULL || answer->type != SBX_SERVE_MSG_SESSION || answer->n_sessions != 1) {
+        ask_failed(job, answer, failure);
+        return;
+    }
+    const SbxServeSession *se = &answer->sessions[0];
+    SbxMcpSessionOutcome o = {
+        .session = se->id,
+        .idle_timeout_s = se->idle_timeout_s,
+        .max_lifetime_s = se->max_lifetime_s,
+    };
+    job_finish_session(job, &o);
+}
+
+static void on_closed(gpointer data, const SbxServeMsg *answer, const char *failure)
+{
+    Job *job = data;
+
+    /* An unknown session is closed as far as the client can tell (the server restarted). */
+    if (answer != NULL &&
+        (answer->type == SBX_SERVE_MSG_SESSION ||
+         (answer->type == SBX_SERVE_MSG_ERROR && g_strcmp0(answer->code, "not_found") == 0))) {
+        job_finish_session(job, &(SbxMcpSessionOutcome){0});
+        return;
+    }
+    ask_failed(job, answer, failure);
+}
+
+static void on_written(gpointer data, const SbxServeMsg *answer, const char *failure)
+{
+    Job *job = data;
+
+    if (answer == NULL || answer->type != SBX_SERVE_MSG_FILE) {
+        ask_failed(job, answer, failure);
+        return;
+    }
+    if (answer->size != job->len_sent || g_strcmp0(answer->sha256, job->sha256_sent) != 0) {
+        SbxMcpSessionOutcome o = {.error_code = "failed",
+                                  .error = "the guest has other bytes than were sent"};
+        job_finish_session(job, &o);
+        return;
+    }
+    SbxMcpSessionOutcome o = {.size = answer->size, .sha256 = answer->sha256};
+    job_finish_session(job, &o);
+}
+
+static void on_read(gpointer data, const SbxServeMsg *answer, const char *failure)
+{
+    Job *job = data;
+
+    if (answer == NULL || answer->type != SBX_SERVE_MSG_FILE || answer->sha256 == NULL ||
+        answer->offset != 0) {
+        ask_failed(job, answer, failure);
+        return;
+    }
+    if (answer->size > SBX_MCP_FILE_MAX) { /* its size is enough: the core refuses it */
+        SbxMcpSessionOutcome o = {.size = answer->size, .sha256 = answer->sha256};
+        job_finish_session(job, &o);
+        return;
+    }
+    g_autofree char *sha = g_compute_checksum_for_data(
+        G_CHECKSUM_SHA256, answer->data != NULL ? answer->data : (const guint8 *)"",
+        answer->data_len);
+    if (answer->data_len != answer->size || strcmp(sha, answer->sha256) != 0) {
+        SbxMcpSessionOutcome o = {.error_code = "failed",
+                                  .error = "the server sent bytes that do not fit the file"};
+        job_finish_session(job, &o);
+        return;
+    }
+    SbxMcpSessionOutcome o = {.size = answer->size, .sha256 = sha, .data = answer->data};
+    job_finish_session(job, &o);
+}
+
+/* A session tool's job (@prepared, or a new one), in flight; FALSE: it was refused at once. */
+static gboolean session_job(McpCtx *ctx, SbxMcpCall *call, Job **job, Job *prepared)
+{
+    *job = prepared != NULL ? prepared : g_new0(Job, 1);
+    (*job)->ctx = ctx;
+    (*job)->call = call;
+    (*job)->tool = sbx_mcp_call_tool(call);
+    sbx_mcp_call_set_data(call, *job);
+    g_ptr_array_add(ctx->jobs, *job);
+    if (ctx->ending) {
+        job_fail(*job, "sandbox mcp is shutting down", SBX_STATUS_TERMINATED);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The request of a session of the server's; its error at once if the server is gone. */
+static void ask_serve(McpCtx *ctx, Job *job, const SbxServeRequest *req, SbxServeAskDone done)
+{
+    if (ctx->no_serve ||
+        (job->ask = sbx_serve_client_ask(req, MCP_SESSION_WORK_MS, done, job)) == NULL) {
+        job_fail(job, MCP_NO_SERVE, SBX_STATUS_CRASH);
+    }
+}
+
+/* A session of ours ended an operation with @outcome. */
+static void on_local_done(gpointer data, const SbxMcpSessionOutcome *outcome)
+{
+    Job *job = data;
+
+    job->local_op = NULL;
+    job_finish_session(job, outcome);
+}
+
+static void on_session_open(gpointer data, SbxMcpCall *call)
+{
+    McpCtx *ctx = data;
+    SbxServeRequest req = {
+        .type = SBX_SERVE_REQ_SESSION_NEW,
+        .session_new = {.profile = ctx->profile_name},
+    };
+    SbxVmOptions opts = {0};
+    Job *job;
+
+    if (!session_job(ctx, call, &job, NULL) ||
+        (!ctx->no_serve &&
+         (job->ask = sbx_serve_client_ask(&req, MCP_SESSION_WORK_MS, on_opened, job)) != NULL)) {
+        return;
+    }
+    /* No server: a session of a VM restored here. */
+    if (!ensure_local(ctx)) {
+        job_fail(job, ctx->local_failure, SBX_STATUS_CRASH);
+        return;
+    }
+    SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
+    job->local_op = sbx_mcp_local_open(ctx->local, src, on_local_done, job);
+}
+
+static void on_session_close(gpointer data, SbxMcpCall *call, const char *session)
+{
+    McpCtx *ctx = data;
+    SbxServeRequest req = {.type = SBX_SERVE_REQ_SESSION_END, .id = (char *)session};
+    Job *job;
+
+    if (!session_job(ctx, call, &job, NULL)) {
+        return;
+    }
+    if (sbx_mcp_local_has(ctx->local, session)) {
+        sbx_mcp_local_close(ctx->local, session);
+        job_finish_session(job, &(SbxMcpSessionOutcome){0});
+        return;
+    }
+    ask_serve(ctx, job, &req, on_closed);
+}
+static void on_file_write(gpointer data, SbxMcpCall *call, const char *session, const char *path,
+                          const guint8 *bytes, gsize len)
+{
+    Job *job = g_new0(Job, 1);
+    g_autofree char *sha = g_compute_checksum_for_data(
+        G_CHECKSUM_SHA256, bytes != NULL ? bytes : (const guint8 *)"", len);
+    /* One piece, the last: SBX_MCP_FILE_MAX is within SBX_SERVE_FILE_CHUNK_MAX. */
+    SbxServeRequest req = {
+        .type = SBX_SERVE_REQ_FILE_PUT,
+        .file = {.session = (char *)session,
+                 .path = (char *)path,
+                 .data = (guint8 *)bytes,
+                 .len = len,
+                 .last = TRUE},
+    };
+    McpCtx *ctx = data;
+
+    G_STATIC_ASSERT(SBX_MCP_FILE_MAX <= SBX_SERVE_FILE_CHUNK_MAX);
+    g_strlcpy(job->sha256_sent, sha, sizeof(job->sha256_sent));
+    job->len_sent = len;
+    if (!session_job(ctx, call, &job, job)) {
+        return;
+    }
+    if (sbx_mcp_local_has(ctx->local, session)) {
+        job->local_op =
+            sbx_mcp_local_write(ctx->local, session, path, bytes, len, on_local_done, job);
+        return;
+    }
+    ask_serve(ctx, job, &req, on_written);
+}
+
+static void on_file_read(gpointer data, SbxMcpCall *call, const char *session, const char *path)
+{
+    SbxServeRequest req = {
+        .type = SBX_SERVE_REQ_FILE_GET,
+        .file = {.session = (char *)session, .path = (char *)path},
+    };
+    McpCtx *ctx = data;
+    Job *job;
+
+    if (!session_job(ctx, call, &job, NULL)) {
+        return;
+    }
+    if (sbx_mcp_local_has(ctx->local, session)) {
+        job->local_op = sbx_mcp_local_read(ctx->local, session, path, on_local_done, job);
+        return;
+    }
+    ask_serve(ctx, job, &req, on_read);
 }
 
 /* End @job's execution now; its answer (if the call was not cancelled) says @status. */
 static void job_abort(Job *job, SbxStatus status, const char *why)
 {
-    if (job->serve != NULL) {
+    if (job->local_op != NULL) {
+        /* An open's session is ended; a file's trip stops (the session may end with it). */
+        g_clear_pointer(&job->local_op, sbx_mcp_local_op_cancel);
+        job_fail(job, why, status);
+    } else if (job->ask != NULL) {
+        /* Hanging up: a session_new's session is ended by the server; a file's trip stops. */
+        g_clear_pointer(&job->ask, sbx_serve_ask_free);
+        job_fail(job, why, status);
+    } else if (job->serve != NULL) {
         /* Hanging up ends the server's execution and kills its VM. */
         g_clear_pointer(&job->serve, sbx_serve_call_free);
         job_fail(job, why, status);
@@ -351,6 +702,10 @@ static const SbxMcpServerOps server_ops = {
     .send = on_send,
     .execute = on_execute,
     .cancel = on_cancel,
+    .session_open = on_session_open,
+    .session_close = on_session_close,
+    .file_write = on_file_write,
+    .file_read = on_file_read,
 };
 
 /* Stop reading; the loop quits once every execution is over and reaped. */
@@ -534,6 +889,7 @@ static int mcp_start(SbxCli *cli, int argc, char **argv)
 
     ctx->cli = cli;
     ctx->jobs = g_ptr_array_new();
+    ctx->local = sbx_mcp_local_new();
     ctx->done = g_ptr_array_new();
     if (!parse_options(ctx, argc, argv, &error)) {
         fprintf(stderr, "sandbox mcp: %s\n", error->message);
@@ -571,6 +927,9 @@ static void mcp_cleanup(SbxCli *cli)
     }
     for (guint i = 0; i < ctx->done->len; i++) {
         job_free(g_ptr_array_index(ctx->done, i));
+    }
+    if (ctx->server != NULL) {
+        end_sessions(ctx); /* after an early exit too: no session's VM is left behind */
     }
     g_ptr_array_unref(ctx->jobs);
     g_ptr_array_unref(ctx->done);

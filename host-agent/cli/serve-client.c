@@ -412,7 +412,8 @@ SbxServeCall *sbx_serve_client_call(const SbxServeClientRequest *req, SbxServeCa
     }
     collected.json = TRUE;
     run = run_message(&collected);
-    if (strlen(run) > SBX_FRAME_MAX || !server_fits(fd, req->profile) ||
+    /* A session's run has no other place to go: no probe, a refusal is the server's to say. */
+    if (strlen(run) > SBX_FRAME_MAX || (req->session == NULL && !server_fits(fd, req->profile)) ||
         !send_frame(fd, run, strlen(run))) {
         close(fd);
         return NULL;
@@ -435,6 +436,108 @@ void sbx_serve_call_free(SbxServeCall *c)
     close(c->fd);
     sbx_frame_reader_clear(&c->reader);
     g_free(c);
+}
+
+/* ---- one request, one answer, on the loop (sandbox mcp's session tools) ------------------- */
+
+struct SbxServeAsk {
+    int fd;
+    guint source;
+    guint timer;
+    SbxFrameReader reader;
+    SbxServeAskDone done;
+    gpointer data;
+};
+
+/* The ask's end, from one of its sources' callbacks, which then returns G_SOURCE_REMOVE: both
+ * are forgotten first (the other removed), so that @done may free the ask. */
+static void ask_end(SbxServeAsk *a, const SbxServeMsg *answer, const char *failure,
+                    gboolean from_timer)
+{
+    SbxServeAskDone done = a->done;
+
+    if (from_timer) {
+        a->timer = 0;
+        g_clear_handle_id(&a->source, g_source_remove);
+    } else {
+        a->source = 0;
+        g_clear_handle_id(&a->timer, g_source_remove);
+    }
+    a->done = NULL;
+    if (done != NULL) {
+        done(a->data, answer, failure);
+    }
+}
+
+static gboolean ask_frame(gpointer data, const char *payload, gsize len)
+{
+    SbxServeAsk *a = data;
+    g_auto(SbxServeMsg) msg = {0};
+
+    if (!sbx_serve_proto_msg_decode(payload, len, &msg)) {
+        ask_end(a, NULL, "the server sent a broken frame", FALSE);
+    } else {
+        ask_end(a, &msg, NULL, FALSE);
+    }
+    return FALSE;
+}
+
+static gboolean on_ask_readable(gint fd, GIOCondition cond, gpointer data)
+{
+    SbxServeAsk *a = data;
+    (void)cond;
+
+    switch (read_frames(fd, &a->reader, ask_frame, a)) {
+    case FRAMES_MORE:
+        return G_SOURCE_CONTINUE;
+    case FRAMES_STOPPED:
+        return G_SOURCE_REMOVE; /* @a may be freed */
+    default:
+        break;
+    }
+    ask_end(a, NULL, "the connection to `sandbox serve` was lost", FALSE);
+    return G_SOURCE_REMOVE;
+}
+
+static gboolean on_ask_timeout(gpointer data)
+{
+    ask_end(data, NULL, "`sandbox serve` did not answer in time", TRUE);
+    return G_SOURCE_REMOVE;
+}
+
+SbxServeAsk *sbx_serve_client_ask(const SbxServeRequest *req, guint timeout_ms,
+                                  SbxServeAskDone done, gpointer data)
+{
+    g_autofree char *json = sbx_serve_proto_request_encode(req);
+    int fd = connect_server();
+
+    if (fd < 0) {
+        return NULL;
+    }
+    if (strlen(json) > SBX_FRAME_MAX || !send_frame(fd, json, strlen(json))) {
+        close(fd);
+        return NULL;
+    }
+    SbxServeAsk *a = g_new0(SbxServeAsk, 1);
+    a->fd = fd;
+    a->done = done;
+    a->data = data;
+    sbx_frame_reader_init(&a->reader, SBX_FRAME_MAX);
+    a->source = g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_ask_readable, a);
+    a->timer = g_timeout_add(timeout_ms, on_ask_timeout, a);
+    return a;
+}
+
+void sbx_serve_ask_free(SbxServeAsk *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    g_clear_handle_id(&a->source, g_source_remove);
+    g_clear_handle_id(&a->timer, g_source_remove);
+    close(a->fd);
+    sbx_frame_reader_clear(&a->reader);
+    g_free(a);
 }
 
 int sbx_serve_client_connect(void)

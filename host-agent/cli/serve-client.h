@@ -60,14 +60,36 @@ typedef void (*SbxServeCallDone)(gpointer data, const char *report_json, const c
 
 /**
  * Send @req as a collected run (its json and out are not used) if a server answers on the
- * socket and pools @req->profile; NULL: no usable server, nothing sent (run directly). @done
- * comes once, on the loop, unless the call is freed first.
+ * socket and pools @req->profile (a session's run: if one answers there at all); NULL: no usable
+ * server, nothing sent (run directly). @done comes once, on the loop, unless the call is freed
+ * first.
  */
 SbxServeCall *sbx_serve_client_call(const SbxServeClientRequest *req, SbxServeCallDone done,
                                     gpointer data);
 
 /** Hang up (the server ends the execution and kills its VM) and free. Accepts NULL. */
 void sbx_serve_call_free(SbxServeCall *call);
+
+/*
+ * One request answered by one message (session_new, session_end, a file's one piece: put with
+ * `last`, get at offset 0), asked on a connection of its own without blocking the loop, many at
+ * once (`sandbox mcp`'s session tools). The done callback gets the answer, whatever its type,
+ * or NULL and why none came (the connection lost, a broken frame, no answer in time); it may
+ * free the ask.
+ */
+typedef struct SbxServeAsk SbxServeAsk;
+typedef void (*SbxServeAskDone)(gpointer data, const SbxServeMsg *answer, const char *failure);
+
+/**
+ * Send @req if a server answers on the socket; NULL: none does (or the request is over a
+ * frame), nothing sent. @done comes once, on the loop, within @timeout_ms, unless the ask is
+ * freed first.
+ */
+SbxServeAsk *sbx_serve_client_ask(const SbxServeRequest *req, guint timeout_ms,
+                                  SbxServeAskDone done, gpointer data);
+
+/** Hang up (a session_new's session is then ended by the server) and free. Accepts NULL. */
+void sbx_serve_ask_free(SbxServeAsk *ask);
 
 /* For the other clients of the server (`sandbox approvals`, cli/approvals.c). */
 /** Connect to the server's socket (after the directory check); -1 if none answers. */

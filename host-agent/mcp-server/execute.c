@@ -31,7 +31,11 @@ static const char DESCRIPTION[] =
     "`tools.<provider>.<tool>(input)` in Python; a failed call throws.\n"
     "\n"
     "Limits: no network; nothing is kept between calls (each call is a new VM; files written "
-    "under /workspace, the working directory, are gone afterwards); timeout_ms defaults to "
+    "under /workspace, the working directory, are gone afterwards)";
+
+/* The rest of the limits, after DESCRIPTION (and DESCRIPTION_SESSIONS when offered). */
+static const char DESCRIPTION_LIMITS[] =
+    "; timeout_ms defaults to "
     "30000 (at most 600000); stdout and stderr together keep their first 1 MiB "
     "(output_truncated says when more was dropped); code at most 1 MiB. A program that throws, "
     "exits non-zero or runs out of time returns isError with the error and its stack.";
@@ -40,6 +44,14 @@ static const char DESCRIPTION[] =
 G_STATIC_ASSERT(SBX_MCP_EXECUTE_TIMEOUT_MAX_MS == 600000);
 G_STATIC_ASSERT(SBX_NAME_MAX == 128);
 
+/* With sessions offered: where state is kept (between DESCRIPTION and DESCRIPTION_LIMITS). */
+static const char DESCRIPTION_SESSIONS[] =
+    ", unless `session` names a session opened with session_open: then the program runs in "
+    "that session's VM and sees what its earlier executions left (variables, functions, imports, "
+    "files; one state per language; a timeout, a cancel or sys.exit/process.exit ends the "
+    "session)";
+
+/* The input schema: its properties, then `session` when sessions are offered, then its end. */
 static const char INPUT_SCHEMA[] =
     "{\"type\":\"object\",\"properties\":{"
     "\"language\":{\"type\":\"string\",\"enum\":[\"javascript\",\"typescript\",\"python\"],"
@@ -54,8 +66,14 @@ static const char INPUT_SCHEMA[] =
     "\"kwargs\":{\"type\":\"object\",\"description\":\"The entry function's keyword "
     "arguments (Python only).\"},"
     "\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":600000,"
-    "\"description\":\"Wall-clock limit of the execution in milliseconds (default 30000).\"}},"
-    "\"required\":[\"language\",\"code\"],\"additionalProperties\":false}";
+    "\"description\":\"Wall-clock limit of the execution in milliseconds (default 30000).\"}";
+
+static const char INPUT_SCHEMA_SESSION[] =
+    ",\"session\":{\"type\":\"string\",\"description\":\"A session's handle from "
+    "session_open: run in its VM, with the state its earlier executions left.\"}";
+
+static const char INPUT_SCHEMA_END[] =
+    "},\"required\":[\"language\",\"code\"],\"additionalProperties\":false}";
 
 /* structuredContent's members: what every execution's report has (docs/cli.md, "--json"). */
 static const char OUTPUT_SCHEMA[] =
@@ -79,9 +97,9 @@ static const char OUTPUT_SCHEMA[] =
     "\"required\":[\"status\",\"exit_code\",\"result\",\"error\",\"stdout\",\"stderr\","
     "\"output_truncated\",\"duration_ms\"]}";
 
-/* Revisions are dates: they compare as strings. */
-static gboolean revision_has(const char *revision, const char *since)
+gboolean sbx_mcp_revision_has(const char *revision, const char *since)
 {
+    /* Revisions are dates: they compare as strings. */
     return revision != NULL && strcmp(revision, since) >= 0;
 }
 
@@ -90,20 +108,25 @@ static const char DISCOVERY[] =
     " The host tools of this server: list_providers, search_tools, then get_tool_types for the "
     "declarations of the ones you use.";
 
-void sbx_mcp_execute_definition(SbxJsonb *b, const char *revision, gboolean discovery)
+void sbx_mcp_execute_definition(SbxJsonb *b, const char *revision, gboolean discovery,
+                                gboolean sessions)
 {
     sbx_jsonb_begin_object(b);
     sbx_jsonb_member_string(b, "name", "execute");
-    if (revision_has(revision, "2025-06-18")) {
+    if (sbx_mcp_revision_has(revision, "2025-06-18")) {
         sbx_jsonb_member_string(b, "title", "Run code in a sandbox VM");
     }
-    g_autofree char *description = g_strconcat(DESCRIPTION, discovery ? DISCOVERY : "", NULL);
+    g_autofree char *description =
+        g_strconcat(DESCRIPTION, sessions ? DESCRIPTION_SESSIONS : "", DESCRIPTION_LIMITS,
+                    discovery ? DISCOVERY : "", NULL);
     sbx_jsonb_member_string(b, "description", description);
-    sbx_jsonb_member_raw(b, "inputSchema", INPUT_SCHEMA);
-    if (revision_has(revision, "2025-06-18")) {
+    g_autofree char *schema =
+        g_strconcat(INPUT_SCHEMA, sessions ? INPUT_SCHEMA_SESSION : "", INPUT_SCHEMA_END, NULL);
+    sbx_jsonb_member_raw(b, "inputSchema", schema);
+    if (sbx_mcp_revision_has(revision, "2025-06-18")) {
         sbx_jsonb_member_raw(b, "outputSchema", OUTPUT_SCHEMA);
     }
-    if (revision_has(revision, "2025-03-26")) {
+    if (sbx_mcp_revision_has(revision, "2025-03-26")) {
         /* It changes nothing outside its VM, but it is no read: every call runs new code. Not
          * idempotent (a program may read the clock or random numbers); no open world: no
          * network, only the host tools the catalog names. */
@@ -121,7 +144,8 @@ void sbx_mcp_execute_definition(SbxJsonb *b, const char *revision, gboolean disc
 
 /* ---- arguments ------------------------------------------------------------------------------ */
 
-static const char *const KNOWN[] = {"language", "code", "entry", "args", "kwargs", "timeout_ms"};
+static const char *const KNOWN[] = {"language", "code",    "entry",     "args",
+                                    "kwargs",   "session", "timeout_ms"};
 
 static const char *unknown_member(const cJSON *root)
 {
@@ -151,12 +175,13 @@ static char *check_members(const cJSON *root, SbxMcpExecuteArgs *ret)
 {
     const cJSON *lang = member(root, "language"), *code = member(root, "code");
     const cJSON *entry = member(root, "entry"), *timeout = member(root, "timeout_ms");
+    const cJSON *session = member(root, "session");
     const char *unknown = unknown_member(root);
     int64_t ms = SBX_MCP_EXECUTE_TIMEOUT_DEFAULT_MS;
 
     if (unknown != NULL) {
         return g_strdup_printf("unknown argument \"%s\" (execute takes language, code, entry, "
-                               "args, kwargs, timeout_ms)",
+                               "args, kwargs, session, timeout_ms)",
                                unknown);
     }
     if (!cJSON_IsString(lang) || sbx_language_from_name(lang->valuestring, &ret->language) < 0) {
@@ -173,6 +198,10 @@ static char *check_members(const cJSON *root, SbxMcpExecuteArgs *ret)
         (!sbx_json_int64(timeout, &ms) || ms < 1 || ms > SBX_MCP_EXECUTE_TIMEOUT_MAX_MS)) {
         return g_strdup("timeout_ms: an integer from 1 to 600000 (milliseconds)");
     }
+    if (session != NULL && (!cJSON_IsString(session) || !sbx_id_valid(session->valuestring))) {
+        return g_strdup("session: a session's handle, as session_open returned it");
+    }
+    ret->session = session != NULL ? g_strdup(session->valuestring) : NULL;
     ret->code = g_strdup(code->valuestring);
     ret->entry = entry != NULL ? g_strdup(entry->valuestring) : NULL;
     ret->timeout_ms = (guint)ms;
@@ -217,6 +246,7 @@ void sbx_mcp_execute_args_clear(SbxMcpExecuteArgs *args)
     free(args->args_json); /* sbx_json_member_text(): malloc'd */
     free(args->kwargs_json);
     g_free(args->entry);
+    g_free(args->session);
     memset(args, 0, sizeof(*args));
 }
 
@@ -337,7 +367,14 @@ char *sbx_mcp_execute_result(const char *report_json, const char *revision)
     gboolean failed = g_strcmp0(status, "ok") != 0 || !sbx_json_int64(exit_code, &code) || code;
     cJSON_Delete(root);
 
+    return sbx_mcp_structured_result(text, object, failed, revision);
+}
+
+char *sbx_mcp_structured_result(const char *text, const char *object_json, gboolean is_error,
+                                const char *revision)
+{
     SbxJsonb b;
+
     sbx_jsonb_init(&b);
     sbx_jsonb_begin_object(&b);
     sbx_jsonb_key(&b, "content");
@@ -346,18 +383,18 @@ char *sbx_mcp_execute_result(const char *report_json, const char *revision)
     sbx_jsonb_member_string(&b, "type", "text");
     sbx_jsonb_member_string(&b, "text", text);
     sbx_jsonb_end_object(&b);
-    if (!revision_has(revision, "2025-06-18")) {
+    if (!sbx_mcp_revision_has(revision, "2025-06-18")) {
         /* No structuredContent before 2025-06-18: the same object as a text. */
         sbx_jsonb_begin_object(&b);
         sbx_jsonb_member_string(&b, "type", "text");
-        sbx_jsonb_member_string(&b, "text", object);
+        sbx_jsonb_member_string(&b, "text", object_json);
         sbx_jsonb_end_object(&b);
     }
     sbx_jsonb_end_array(&b);
-    if (revision_has(revision, "2025-06-18")) {
-        sbx_jsonb_member_raw(&b, "structuredContent", object);
+    if (sbx_mcp_revision_has(revision, "2025-06-18")) {
+        sbx_jsonb_member_raw(&b, "structuredContent", object_json);
     }
-    sbx_jsonb_member_bool(&b, "isError", failed);
+    sbx_jsonb_member_bool(&b, "isError", is_error);
     sbx_jsonb_end_object(&b);
     return sbx_jsonb_finish(&b);
 }

@@ -43,14 +43,18 @@ typedef struct {
     char *args_json;   /* a JSON array's text as the client sent it (minified), or NULL */
     char *kwargs_json; /* a JSON object's text (Python), or NULL */
     guint timeout_ms;  /* 1..SBX_MCP_EXECUTE_TIMEOUT_MAX_MS */
+    char *session;     /* the session to run in: a handle this connection opened; or NULL */
 } SbxMcpExecuteArgs;
 
 /**
  * Append the tool's definition (an element of tools/list's `tools`) to @b, as revision
  * @revision of MCP has it: `title` and `outputSchema` from 2025-06-18 on, `annotations` from
  * 2025-03-26 on. @discovery: the discovery tools are there too (its description says so).
+ * @sessions: the session tools are (sessions.h): the input has `session`, the description says
+ * what it keeps.
  */
-void sbx_mcp_execute_definition(SbxJsonb *b, const char *revision, gboolean discovery);
+void sbx_mcp_execute_definition(SbxJsonb *b, const char *revision, gboolean discovery,
+                                gboolean sessions);
 
 /**
  * Check the call's arguments, the JSON object text @text (@len bytes, checked JSON), into
@@ -69,6 +73,17 @@ void sbx_mcp_execute_args_clear(SbxMcpExecuteArgs *args);
  * `isError` when the program failed. Caller frees.
  */
 char *sbx_mcp_execute_result(const char *report_json, const char *revision);
+
+/**
+ * A CallToolResult of @text for the model and the object @object_json as structuredContent
+ * (before revision 2025-06-18, which has none: as a second text), isError @is_error. Caller
+ * frees.
+ */
+char *sbx_mcp_structured_result(const char *text, const char *object_json, gboolean is_error,
+                                const char *revision);
+
+/** Whether revision @revision is @since or newer (NULL: none is). */
+gboolean sbx_mcp_revision_has(const char *revision, const char *since);
 
 /** A CallToolResult of the one text @text, isError @is_error. Caller frees. */
 char *sbx_mcp_text_result(const char *text, gboolean is_error);

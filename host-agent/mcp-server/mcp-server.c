@@ -9,6 +9,7 @@
 #include "mcp-server/discover.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
+#include "protocol/message.h"
 
 const char *const sbx_mcp_server_revisions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
                                                 "2024-11-05", NULL};
@@ -23,6 +24,12 @@ static const char INSTRUCTIONS[] =
     "output and last expression's value come back. Each call runs in a fresh VM without "
     "network.";
 
+/* ... and when the transport offers sessions. */
+static const char INSTRUCTIONS_SESSIONS[] =
+    " For work that builds on earlier results, session_open keeps one VM for several execute "
+    "calls (pass its handle as session), with files you move in and out (file_write, "
+    "file_read); session_close ends it.";
+
 /* A batch's answers, sent as one array once every call in it has finished. */
 typedef struct {
     GPtrArray *answers; /* char* JSON texts */
@@ -32,8 +39,10 @@ typedef struct {
 struct SbxMcpCall {
     SbxMcpServer *server;
     char *id_json; /* the request's id, as JSON text */
-    SbxMcpExecuteArgs args;
-    Batch *batch; /* or NULL */
+    SbxMcpTool tool;
+    SbxMcpExecuteArgs args;  /* execute's */
+    SbxMcpSessionArgs sargs; /* a session tool's */
+    Batch *batch;            /* or NULL */
     gboolean cancelled;
     gpointer data;
     char *progress_token; /* its JSON text, or NULL: the client asked for no progress */
@@ -51,6 +60,8 @@ struct SbxMcpServer {
     GByteArray *line;          /* stdio: the line being received */
     gboolean skipping;         /* stdio: inside a line over the limit, dropped up to its newline */
     const SbxCatalog *catalog; /* the discovery tools' (set_catalog), or NULL: none */
+    GPtrArray *sessions;       /* char*: the handles of the sessions opened here, not closed */
+    guint opening;             /* session_open calls in flight */
 };
 
 SbxMcpServer *sbx_mcp_server_new(const SbxMcpServerOps *ops, gpointer data,
@@ -64,6 +75,7 @@ SbxMcpServer *sbx_mcp_server_new(const SbxMcpServerOps *ops, gpointer data,
     s->version = g_strdup(info->version);
     s->calls = g_hash_table_new(g_str_hash, g_str_equal);
     s->line = g_byte_array_new();
+    s->sessions = g_ptr_array_new_with_free_func(g_free);
     return s;
 }
 
@@ -71,6 +83,7 @@ static void call_free(SbxMcpCall *call)
 {
     free(call->progress_token);
     sbx_mcp_execute_args_clear(&call->args);
+    sbx_mcp_session_args_clear(&call->sargs);
     g_free(call->id_json);
     g_free(call);
 }
@@ -100,6 +113,7 @@ void sbx_mcp_server_free(SbxMcpServer *s)
     }
     g_hash_table_destroy(s->calls);
     g_byte_array_unref(s->line);
+    g_ptr_array_unref(s->sessions);
     g_free(s->name);
     g_free(s->version);
     g_free(s);
@@ -128,6 +142,47 @@ void sbx_mcp_call_set_data(SbxMcpCall *call, gpointer data)
 gpointer sbx_mcp_call_get_data(const SbxMcpCall *call)
 {
     return call->data;
+}
+
+SbxMcpTool sbx_mcp_call_tool(const SbxMcpCall *call)
+{
+    return call->tool;
+}
+
+/* The transport offers the session tools. */
+static gboolean sessions_offered(const SbxMcpServer *s)
+{
+    return s->ops->session_open != NULL;
+}
+
+static gboolean session_known(const SbxMcpServer *s, const char *handle)
+{
+    for (guint i = 0; i < s->sessions->len; i++) {
+        if (strcmp(g_ptr_array_index(s->sessions, i), handle) == 0) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+static void session_forget(SbxMcpServer *s, const char *handle)
+{
+    for (guint i = 0; i < s->sessions->len; i++) {
+        if (strcmp(g_ptr_array_index(s->sessions, i), handle) == 0) {
+            g_ptr_array_remove_index(s->sessions, i);
+            return;
+        }
+    }
+}
+
+char **sbx_mcp_server_sessions(const SbxMcpServer *s)
+{
+    char **out = g_new0(char *, s->sessions->len + 1);
+
+    for (guint i = 0; i < s->sessions->len; i++) {
+        out[i] = g_strdup(g_ptr_array_index(s->sessions, i));
+    }
+    return out;
 }
 
 /* ---- answers -------------------------------------------------------------------------------- */
@@ -240,7 +295,9 @@ static void on_initialize(SbxMcpServer *s, const Msg *m)
     sbx_jsonb_member_string(&b, "version", s->version);
     sbx_jsonb_end_object(&b);
     if (strcmp(s->revision, "2025-03-26") >= 0) {
-        sbx_jsonb_member_string(&b, "instructions", INSTRUCTIONS);
+        g_autofree char *instructions =
+            g_strconcat(INSTRUCTIONS, sessions_offered(s) ? INSTRUCTIONS_SESSIONS : "", NULL);
+        sbx_jsonb_member_string(&b, "instructions", instructions);
     }
     sbx_jsonb_end_object(&b);
     g_autofree char *result = sbx_jsonb_finish(&b);
@@ -262,7 +319,10 @@ static void on_tools_list(SbxMcpServer *s, const Msg *m)
     sbx_jsonb_begin_object(&b);
     sbx_jsonb_key(&b, "tools");
     sbx_jsonb_begin_array(&b);
-    sbx_mcp_execute_definition(&b, s->revision, s->catalog != NULL);
+    sbx_mcp_execute_definition(&b, s->revision, s->catalog != NULL, sessions_offered(s));
+    if (sessions_offered(s)) {
+        sbx_mcp_session_definitions(&b, s->revision);
+    }
     if (s->catalog != NULL) {
         sbx_mcp_discover_definitions(&b, s->revision);
     }
@@ -288,14 +348,80 @@ static char *arguments_text(const Msg *m, const cJSON *arguments)
                              : strdup("{}");
 }
 
-static void start_call(SbxMcpServer *s, const Msg *m, const cJSON *arguments)
+/* Why a call naming session @handle (NULL: none) cannot go on, or NULL. Caller frees. */
+static char *check_session(SbxMcpServer *s, const char *handle)
+{
+    if (handle == NULL || session_known(s, handle)) {
+        return NULL;
+    }
+    if (!sessions_offered(s)) {
+        return g_strdup("session: this server offers no sessions (each execute runs in a new VM)");
+    }
+    return g_strdup_printf("session \"%s\" is not open here: session_open opens one (a handle is "
+                           "valid on the connection that opened it, until session_close or "
+                           "its end)",
+                           handle);
+}
+
+/* Why @call (a session tool's, checked) cannot start, or NULL. Caller frees. */
+static char *check_session_call(SbxMcpServer *s, const SbxMcpCall *call)
+{
+    if (call->tool == SBX_MCP_TOOL_SESSION_OPEN &&
+        s->sessions->len + s->opening >= SBX_MCP_SESSIONS_MAX) {
+        return g_strdup("too many sessions open (at most " G_STRINGIFY(
+            SBX_MCP_SESSIONS_MAX) " on one connection): close one with session_close first");
+    }
+    return check_session(s, call->sargs.session);
+}
+
+/* @call's arguments checked: NULL if it may start, else why not (caller frees). */
+static char *parse_call(SbxMcpServer *s, SbxMcpCall *call, const char *text)
+{
+    char *bad;
+
+    if (text == NULL) {
+        return g_strdup("out of memory");
+    }
+    if (call->tool == SBX_MCP_TOOL_EXECUTE) {
+        bad = sbx_mcp_execute_args_parse(text, strlen(text), &call->args);
+        return bad != NULL ? bad : check_session(s, call->args.session);
+    }
+    bad = sbx_mcp_session_args_parse(call->tool, text, strlen(text), &call->sargs);
+    return bad != NULL ? bad : check_session_call(s, call);
+}
+
+/* The op of @call's tool. */
+static void dispatch(SbxMcpServer *s, SbxMcpCall *call)
+{
+    const SbxMcpSessionArgs *a = &call->sargs;
+
+    switch (call->tool) {
+    case SBX_MCP_TOOL_EXECUTE:
+        s->ops->execute(s->data, call, &call->args);
+        break;
+    case SBX_MCP_TOOL_SESSION_OPEN:
+        s->opening++;
+        s->ops->session_open(s->data, call);
+        break;
+    case SBX_MCP_TOOL_SESSION_CLOSE:
+        s->ops->session_close(s->data, call, a->session);
+        break;
+    case SBX_MCP_TOOL_FILE_WRITE:
+        s->ops->file_write(s->data, call, a->session, a->path, a->data, a->len);
+        break;
+    case SBX_MCP_TOOL_FILE_READ:
+        s->ops->file_read(s->data, call, a->session, a->path);
+        break;
+    }
+}
+
+static void start_call(SbxMcpServer *s, const Msg *m, const cJSON *arguments, SbxMcpTool tool)
 {
     char *args_text = arguments_text(m, arguments);
     SbxMcpCall *call = g_new0(SbxMcpCall, 1);
-    g_autofree char *bad =
-        args_text != NULL ? sbx_mcp_execute_args_parse(args_text, strlen(args_text), &call->args)
-                          : g_strdup("out of memory");
 
+    call->tool = tool;
+    g_autofree char *bad = parse_call(s, call, args_text);
     free(args_text);
     if (bad != NULL) {
         call_free(call);
@@ -312,7 +438,7 @@ static void start_call(SbxMcpServer *s, const Msg *m, const cJSON *arguments)
         call->batch->outstanding++;
     }
     g_hash_table_insert(s->calls, call->id_json, call);
-    s->ops->execute(s->data, call, &call->args);
+    dispatch(s, call);
 }
 
 /* A discovery tool: answered at once, from the catalog. */
@@ -342,7 +468,9 @@ static void on_tools_call(SbxMcpServer *s, const Msg *m)
         discover(s, m, arguments, name->valuestring);
         return;
     }
-    if (strcmp(name->valuestring, "execute") != 0) {
+    SbxMcpTool tool = SBX_MCP_TOOL_EXECUTE;
+    if (strcmp(name->valuestring, "execute") != 0 &&
+        !(sessions_offered(s) && sbx_mcp_session_is_tool(name->valuestring, &tool))) {
         g_autofree char *msg = g_strdup_printf("Invalid params: unknown tool \"%.*s\" (tools/list "
                                                "names the tools)",
                                                SBX_NAME_MAX, name->valuestring);
@@ -357,11 +485,11 @@ static void on_tools_call(SbxMcpServer *s, const Msg *m)
     if (g_hash_table_size(s->calls) >= SBX_MCP_SERVER_CALLS_MAX) {
         answer_tool_error(s, m,
                           "too many executions at once (at most " G_STRINGIFY(
-                              SBX_MCP_SERVER_CALLS_MAX) " in flight): wait for one to finish, "
-                                                        "or do more in one program");
+                              SBX_MCP_SERVER_CALLS_MAX) " calls in flight): wait for one to "
+                                                        "finish, or do more in one program");
         return;
     }
-    start_call(s, m, arguments);
+    start_call(s, m, arguments, tool);
 }
 
 static void on_request(SbxMcpServer *s, const Msg *m)
@@ -528,19 +656,53 @@ void sbx_mcp_server_receive(SbxMcpServer *s, const char *text, gsize len)
     cJSON_Delete(root);
 }
 
-void sbx_mcp_server_finish(SbxMcpServer *s, SbxMcpCall *call, const char *report_json)
+/* @call ended: its answer @result (NULL: none, it was cancelled) goes out; @call is freed. */
+static void finish_call(SbxMcpServer *s, SbxMcpCall *call, const char *result)
 {
     Batch *batch = call->batch;
 
     g_hash_table_remove(s->calls, call->id_json);
-    if (!call->cancelled) {
-        g_autofree char *result = sbx_mcp_execute_result(report_json, s->revision);
+    if (result != NULL) {
         answer_result(s, batch, call->id_json, result);
     }
     call_free(call);
     if (batch != NULL) {
         batch_release(s, batch);
     }
+}
+
+void sbx_mcp_server_finish(SbxMcpServer *s, SbxMcpCall *call, const char *report_json)
+{
+    g_autofree char *result =
+        call->cancelled ? NULL : sbx_mcp_execute_result(report_json, s->revision);
+
+    finish_call(s, call, result);
+}
+
+/* The handles after @call's @o: an open's kept (also a cancelled one's), a close's dropped. */
+static void track_session(SbxMcpServer *s, const SbxMcpCall *call, const SbxMcpSessionOutcome *o)
+{
+    if (call->tool == SBX_MCP_TOOL_SESSION_OPEN) {
+        s->opening--;
+        if (o->error_code == NULL && o->session != NULL && sbx_id_valid(o->session) &&
+            !session_known(s, o->session)) {
+            g_ptr_array_add(s->sessions, g_strdup(o->session));
+        }
+    } else if (call->sargs.session != NULL &&
+               (call->tool == SBX_MCP_TOOL_SESSION_CLOSE || (o->error_code != NULL && o->gone))) {
+        session_forget(s, call->sargs.session);
+    }
+}
+
+void sbx_mcp_server_finish_session(SbxMcpServer *s, SbxMcpCall *call,
+                                   const SbxMcpSessionOutcome *outcome)
+{
+    track_session(s, call, outcome);
+    g_autofree char *result =
+        call->cancelled ? NULL
+                        : sbx_mcp_session_result(call->tool, &call->sargs, outcome, s->revision);
+
+    finish_call(s, call, result);
 }
 
 gboolean sbx_mcp_call_wants_progress(const SbxMcpCall *call)

@@ -9,8 +9,11 @@
  *
  * Pure: no I/O and no execution. What goes to the client goes through the ops' send; a checked
  * `execute` goes to the ops' execute and comes back, once the execution ended, through
- * sbx_mcp_server_finish(). Every parser of untrusted bytes here is fuzzed
- * (tests/mcp/fuzz-mcp-server.c). cJSON stays inside.
+ * sbx_mcp_server_finish(); a checked session tool call (sessions.h) goes to its op and comes
+ * back through sbx_mcp_server_finish_session(). The core keeps the handles of the sessions
+ * opened through it (sbx_mcp_server_sessions()): only those are accepted, at most
+ * SBX_MCP_SESSIONS_MAX, and the transport ends them when its connection ends. Every parser of
+ * untrusted bytes here is fuzzed (tests/mcp/fuzz-mcp-server.c). cJSON stays inside.
  */
 #pragma once
 
@@ -18,6 +21,7 @@
 
 #include "catalog.h"
 #include "mcp-server/execute.h"
+#include "mcp-server/sessions.h"
 
 /*
  * One message from the client: 4 MiB. An `execute` (code up to SBX_MCP_EXECUTE_CODE_MAX, its
@@ -64,9 +68,39 @@ typedef struct {
      * sbx_mcp_server_finish(@call), exactly once, also after a cancel. Required.
      */
     void (*execute)(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs *args);
-    /* The client cancelled @call: end its execution now. Its finish is still due (no answer
-     * goes to the client, as MCP says). Required. */
+    /* The client cancelled @call (any call in flight, execute's or a session tool's): end what
+     * it does now. Its finish is still due (no answer goes to the client, as MCP says).
+     * Required. */
     void (*cancel)(gpointer data, SbxMcpCall *call);
+    /*
+     * The session tools (sessions.h, docs/mcp-server.md "Sessions"): all four or none. NULL:
+     * none are offered, and execute takes no `session`. Each is answered with
+     * sbx_mcp_server_finish_session(@call, outcome), exactly once, also after a cancel, and
+     * possibly from inside the op (a refusal at once); the strings and bytes are @call's, valid
+     * until then. A session handle given to close, write and read (and to execute, in
+     * SbxMcpExecuteArgs.session) is always one this server's session_open returned and whose
+     * close has not finished (two closes of one handle may be in flight).
+     *
+     * session_open: open a session for this connection's client (the transport's tenant, the
+     * server's default profile and limits) and finish with its handle (outcome.session) and
+     * limits once its VM is ready. A cancelled open that opened one anyway may finish with it:
+     * its handle is kept and ended with the connection like the others.
+     */
+    void (*session_open)(gpointer data, SbxMcpCall *call);
+    /* End session @session (its VM killed); an ended or unknown one is no error. */
+    void (*session_close)(gpointer data, SbxMcpCall *call, const char *session);
+    /*
+     * Put @len bytes of @bytes (at most SBX_MCP_FILE_MAX) at workspace path @path (checked with
+     * sbx_workspace_path_valid()) of @session, replacing a file there; finish with the size
+     * and SHA-256 the server reports.
+     */
+    void (*file_write)(gpointer data, SbxMcpCall *call, const char *session, const char *path,
+                       const guint8 *bytes, gsize len);
+    /*
+     * Get the file at @path of @session; finish with its size, SHA-256 and bytes (outcome.data;
+     * a file over SBX_MCP_FILE_MAX may come with its size and no bytes: the core refuses it).
+     */
+    void (*file_read)(gpointer data, SbxMcpCall *call, const char *session, const char *path);
 } SbxMcpServerOps;
 
 /* Who we are, for initialize's serverInfo. Copied. */
@@ -111,6 +145,24 @@ void sbx_mcp_server_feed_end(SbxMcpServer *server);
  * answer goes to the client unless the call was cancelled; @call is freed.
  */
 void sbx_mcp_server_finish(SbxMcpServer *server, SbxMcpCall *call, const char *report_json);
+
+/**
+ * @call, a session tool's (session_open, session_close, file_write, file_read), ended with
+ * @outcome (sessions.h). The answer goes to the client unless the call was cancelled; the
+ * handles are kept up to date (an open's added, a close's or a gone one's dropped); @call is
+ * freed.
+ */
+void sbx_mcp_server_finish_session(SbxMcpServer *server, SbxMcpCall *call,
+                                   const SbxMcpSessionOutcome *outcome);
+
+/**
+ * The handles of the sessions opened through @server and not closed (NULL-terminated; caller
+ * frees with g_strfreev()): what the transport ends when the connection ends.
+ */
+char **sbx_mcp_server_sessions(const SbxMcpServer *server);
+
+/** Which tool @call is for. */
+SbxMcpTool sbx_mcp_call_tool(const SbxMcpCall *call);
 
 /** Whether @call's client asked for progress (its request's `_meta.progressToken`). */
 gboolean sbx_mcp_call_wants_progress(const SbxMcpCall *call);

@@ -131,7 +131,7 @@ with tempfile.TemporaryDirectory(prefix="sbx-cli-") as tmp:
         failures.append(f"sandbox mcp: stdout is not the answers:\n{out}{err}")
 
     # A client that does not read its answers: sandbox mcp stops reading stdin once 16 MiB of
-    # answers wait (12000 tools/list answers are ~70 MiB), so its memory stays bounded and no
+    # answers wait (12000 tools/list answers are ~110 MiB), so its memory stays bounded and no
     # answer is lost when the client reads at last (without the pause, the end of stdin came
     # first and the answers were given up at the exit).
     import threading

@@ -1,14 +1,17 @@
 /*
  * Fuzz target: a client's bytes into the MCP server's protocol core (host-agent/mcp-server/)
  * as a stdio stream, in fragments of 1..143 bytes, after an initialize of the revision byte 0
- * picks (or none), with the discovery tools over a small catalog when its top bit is set.
- * Executions started are finished at once, later, or cancelled first, as the input's bits say, with
- * a report that byte 0 also picks.
+ * picks (or none), with the discovery tools over a small catalog when its top bit is set, and
+ * the session tools when bit 6 is. Calls started are finished at once, later, or cancelled
+ * first, as the input's bits say: executions with a report that byte 0 also picks, session
+ * tools with an outcome (a handle, an error, a session gone, a file's bytes) the seed picks.
  *
  * Invariants: every message sent is one line of JSON that our strict parser reads, a JSON-RPC
  * 2.0 answer (an object with an id and exactly one of result and error) or a non-empty array of
  * them; no id is answered twice while its call is in flight; the calls in flight never exceed
- * SBX_MCP_SERVER_CALLS_MAX; a cancelled call's finish sends nothing.
+ * SBX_MCP_SERVER_CALLS_MAX; a cancelled call's finish sends nothing; a session tool's op gets
+ * checked arguments (a handle the server opened, a workspace path, at most SBX_MCP_FILE_MAX
+ * bytes), and the handles kept never exceed SBX_MCP_SESSIONS_MAX.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 #include "mcp-server/mcp-server.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
+#include "protocol/message.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -31,6 +35,8 @@ typedef struct {
     GPtrArray *calls; /* in flight, as the server started them */
     GHashTable *cancelled;
     guint sent;
+    guint opened; /* handles made so far */
+    uint32_t seed;
 } Fuzz;
 
 static const char *const reports[] = {
@@ -77,6 +83,8 @@ static void on_send(gpointer data, const char *json, gsize len)
     cJSON_Delete(v);
 }
 
+static void started(Fuzz *f, SbxMcpCall *call, const char *session);
+
 static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs *args)
 {
     Fuzz *f = data;
@@ -85,9 +93,49 @@ static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs 
     CHECK(args->timeout_ms >= 1 && args->timeout_ms <= SBX_MCP_EXECUTE_TIMEOUT_MAX_MS);
     CHECK(args->args_json == NULL || args->args_json[0] == '[');
     CHECK(args->kwargs_json == NULL || args->kwargs_json[0] == '{');
+    started(f, call, args->session);
+}
+
+/* The session named by an op is one the server opened and holds. */
+static void check_handle(Fuzz *f, const char *session)
+{
+    char **open = sbx_mcp_server_sessions(f->server);
+
+    CHECK(g_strv_length(open) <= SBX_MCP_SESSIONS_MAX);
+    CHECK(session == NULL || g_strv_contains((const char *const *)open, session));
+    g_strfreev(open);
+}
+
+static void started(Fuzz *f, SbxMcpCall *call, const char *session)
+{
+    check_handle(f, session);
     g_ptr_array_add(f->calls, call);
     CHECK(f->calls->len <= SBX_MCP_SERVER_CALLS_MAX);
     CHECK(sbx_mcp_server_calls(f->server) == f->calls->len);
+}
+
+static void on_session_open(gpointer data, SbxMcpCall *call)
+{
+    started(data, call, NULL);
+}
+
+static void on_session_close(gpointer data, SbxMcpCall *call, const char *session)
+{
+    CHECK(session != NULL);
+    started(data, call, session);
+}
+
+static void on_file_write(gpointer data, SbxMcpCall *call, const char *session, const char *path,
+                          const guint8 *bytes, gsize len)
+{
+    CHECK(sbx_workspace_path_valid(path) && len <= SBX_MCP_FILE_MAX && (len == 0 || bytes));
+    started(data, call, session);
+}
+
+static void on_file_read(gpointer data, SbxMcpCall *call, const char *session, const char *path)
+{
+    CHECK(sbx_workspace_path_valid(path));
+    started(data, call, session);
 }
 
 static void on_cancel(gpointer data, SbxMcpCall *call)
@@ -119,6 +167,46 @@ static const SbxCatalog *catalog(void)
 }
 
 static const SbxMcpServerOps ops = {.send = on_send, .execute = on_execute, .cancel = on_cancel};
+static const SbxMcpServerOps session_ops = {
+    .send = on_send,
+    .execute = on_execute,
+    .cancel = on_cancel,
+    .session_open = on_session_open,
+    .session_close = on_session_close,
+    .file_write = on_file_write,
+    .file_read = on_file_read,
+};
+
+/* A session tool's outcome, as the seed picks: done (a new handle, a file), an error, gone. */
+static void finish_session(Fuzz *f, SbxMcpCall *call)
+{
+    static const guint8 bytes[] = {'h', 'i', 0, 0xff, 0xc3, 0xa9};
+    char handle[32];
+    SbxMcpSessionOutcome o = {.sha256 = "00", .idle_timeout_s = 600, .max_lifetime_s = 3600};
+
+    g_snprintf(handle, sizeof(handle), "se_%u", f->opened++);
+    switch (f->seed % 5) {
+    case 0:
+        o.error_code = "not_found";
+        o.error = "no such thing";
+        break;
+    case 1:
+        o.error_code = "ended";
+        o.error = "expired";
+        o.gone = TRUE;
+        break;
+    case 2:
+        o.size = SBX_MCP_FILE_MAX + 1; /* a read over the cap: its size only */
+        break;
+    default:
+        o.session = handle;
+        o.data = bytes;
+        o.size = (f->seed >> 4) % (sizeof(bytes) + 1);
+        break;
+    }
+    sbx_mcp_server_finish_session(f->server, call, &o);
+    check_handle(f, NULL);
+}
 
 static void finish_first(Fuzz *f, const char *report)
 {
@@ -126,7 +214,11 @@ static void finish_first(Fuzz *f, const char *report)
     gboolean cancelled = g_hash_table_remove(f->cancelled, call);
     guint before = f->sent;
 
-    sbx_mcp_server_finish(f->server, call, report);
+    if (sbx_mcp_call_tool(call) == SBX_MCP_TOOL_EXECUTE) {
+        sbx_mcp_server_finish(f->server, call, report);
+    } else {
+        finish_session(f, call);
+    }
     CHECK(!cancelled || f->sent == before || f->sent == before + 1); /* a batch may complete */
 }
 
@@ -144,7 +236,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     seed = data[0];
     f.calls = g_ptr_array_new();
     f.cancelled = g_hash_table_new(NULL, NULL);
-    f.server = sbx_mcp_server_new(&ops, &f, &info);
+    f.server = sbx_mcp_server_new((data[0] & 0x40) ? &session_ops : &ops, &f, &info);
     if (data[0] & 0x80)
         sbx_mcp_server_set_catalog(f.server, catalog());
     const char *version = versions[data[0] % G_N_ELEMENTS(versions)];
@@ -160,6 +252,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (pos < size) {
         size_t n;
         seed = seed * 1103515245u + 12345u;
+        f.seed = seed >> 16;
         n = 1 + (seed >> 16) % 143;
         if (n > size - pos)
             n = size - pos;

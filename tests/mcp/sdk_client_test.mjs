@@ -5,8 +5,9 @@
 // nothing is left behind.
 //
 // Usage: node sdk_client_test.mjs SANDBOX_BINARY TEST
-//        (TEST: tools | execute | cancel | discovery | serve)
+//        (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local)
 import assert from "node:assert/strict";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
@@ -131,7 +132,8 @@ const tests = {
     assert.ok(c.client.getServerCapabilities().tools, "tools capability");
     assert.match(c.client.getInstructions() ?? "", /execute/);
     const { tools } = await c.client.listTools();
-    assert.equal(tools.length, 1);
+    assert.deepEqual(tools.map((x) => x.name),
+      ["execute", "session_open", "session_close", "file_write", "file_read"]);
     const t = tools[0];
     assert.equal(t.name, "execute");
     assert.match(t.description, /last expression/);
@@ -150,6 +152,28 @@ const tests = {
     assert.equal(t.annotations.readOnlyHint, false);
     assert.equal(t.annotations.openWorldHint, false);
     assert.equal(t.annotations.destructiveHint, false);
+    assert.ok(t.inputSchema.properties.session, "execute takes a session");
+    // The session tools: annotations as MCP means them, schemas like execute's.
+    const hints = {
+      session_open: [false, false, false], session_close: [false, true, true],
+      file_write: [false, true, true], file_read: [true, false, true],
+    };
+    for (const s of tools.slice(1)) {
+      const [ro, destructive, idempotent] = hints[s.name];
+      assert.equal(s.annotations.readOnlyHint, ro, `${s.name} readOnlyHint`);
+      assert.equal(s.annotations.destructiveHint, destructive, `${s.name} destructiveHint`);
+      assert.equal(s.annotations.idempotentHint, idempotent, `${s.name} idempotentHint`);
+      assert.equal(s.annotations.openWorldHint, false, `${s.name} openWorldHint`);
+      assert.equal(s.inputSchema.type, "object");
+      assert.equal(s.outputSchema.type, "object");
+      assert.match(s.description, /session/);
+    }
+    // A handle this connection did not open is a tool error, whatever it is.
+    const none = await c.client.callTool({
+      name: "file_read", arguments: { session: "se_0123", path: "a.txt" },
+    });
+    assert.equal(none.isError, true);
+    assert.match(none.content[0].text, /not open/);
     // A refused call is a tool error the model reads, not a protocol error.
     const bad = await execute(c.client, { language: "ruby", code: "1" });
     assert.equal(bad.isError, true);
@@ -260,7 +284,8 @@ const tests = {
   async discovery(c) {
     const { tools } = await c.client.listTools();
     assert.deepEqual(tools.map((t) => t.name),
-      ["execute", "list_providers", "search_tools", "get_tool_types"]);
+      ["execute", "session_open", "session_close", "file_write", "file_read", "list_providers",
+        "search_tools", "get_tool_types"]);
     assert.match(tools[0].description, /search_tools/);
     const text = (r) => {
       assert.notEqual(r.isError, true, JSON.stringify(r));
@@ -328,6 +353,113 @@ const tests = {
     await waitFor(`its QEMU (${pid}) to be gone`, () => !fs.existsSync(`/proc/${pid}`), 30);
     const again = await execute(c.client, { language: "javascript", code: "[1, 2].length" });
     assert.equal(again.structuredContent.result, 2, JSON.stringify(again));
+  },  // Sessions through `sandbox serve` (sdk_client_test.py started it, --pool 1), or
+  // (sessions_local) of VMs `sandbox mcp` restores itself: state kept across executions in both
+  // languages, files in and out (binary, digests compared), errors for a bad path and an
+  // unknown session, a close, and a session left open ended with the connection (its QEMU
+  // gone).
+  async sessions(c, local = false) {
+    // The QEMUs of the open sessions: the server's status says; without it, every VM of the
+    // test's runtime dir is one when no execution runs.
+    const qemus = () => vmPids().filter((pid) => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")[0].includes("qemu-system");
+      } catch { return false; } // gone
+    });
+    const sessionVms = async () => (local ? qemus() : (await serveStatus()).session_pids);
+    if (!local) await waitForStatus("a warm VM", (st) => st.ready >= 1, 180);
+    const call = (name, args) => c.client.callTool({ name, arguments: args }, undefined, CALL);
+    const opened = await call("session_open", {});
+    assert.equal(opened.isError, false, JSON.stringify(opened));
+    const session = opened.structuredContent.session;
+    assert.match(session, /^[A-Za-z0-9_.-]+$/);
+    if (!local) assert.ok(opened.structuredContent.idle_timeout_s > 0);
+    if (local) assert.match(session, /^lo_/, "a session of sandbox mcp's own");
+    const vms = await sessionVms();
+    assert.equal(vms.length, 1, "one VM holds the session");
+    const [qemu] = vms;
+    // State across executions, Python and JavaScript (each its own).
+    const py1 = await execute(c.client, { language: "python", code: "x = 41", session });
+    assert.equal(py1.isError, false, JSON.stringify(py1));
+    const py2 = await execute(c.client, { language: "python", code: "x + 1", session });
+    assert.equal(py2.structuredContent.result, 42, JSON.stringify(py2));
+    const js1 = await execute(c.client, { language: "javascript", code: "let x = 41", session });
+    assert.equal(js1.isError, false, JSON.stringify(js1));
+    const js2 = await execute(c.client, { language: "javascript", code: "x + 1", session });
+    assert.equal(js2.structuredContent.result, 42, JSON.stringify(js2));
+    // Without the session: a fresh VM, no x.
+    const fresh = await execute(c.client, { language: "python", code: "'x' in globals()" });
+    assert.equal(fresh.structuredContent.result, false, JSON.stringify(fresh));
+
+    // A binary file in, read by a program, and back out: the same bytes.
+    const bytes = crypto.randomBytes(70000);
+    bytes[0] = 0; bytes[1] = 0xff; // not text
+    const digest = crypto.createHash("sha256").update(bytes).digest("hex");
+    const wrote = await call("file_write", {
+      session, path: "data/in.bin", content: bytes.toString("base64"), encoding: "base64",
+    });
+    assert.equal(wrote.isError, false, JSON.stringify(wrote));
+    assert.equal(wrote.structuredContent.size, bytes.length);
+    assert.equal(wrote.structuredContent.sha256, digest);
+    const seen = await execute(c.client, {
+      language: "python", session,
+      code: "import hashlib\nd = open('data/in.bin', 'rb').read()\nopen('out.txt', 'w', encoding='utf-8').write('h\\u00e9 ' + str(len(d)))\nhashlib.sha256(d).hexdigest()",
+    });
+    assert.equal(seen.structuredContent.result, digest, JSON.stringify(seen));
+    const back = await call("file_read", { session, path: "data/in.bin" });
+    assert.equal(back.isError, false);
+    assert.equal(back.structuredContent.encoding, "base64");
+    const got = Buffer.from(back.structuredContent.content, "base64");
+    assert.equal(crypto.createHash("sha256").update(got).digest("hex"), digest);
+    assert.equal(back.structuredContent.sha256, digest);
+    const text = await call("file_read", { session, path: "out.txt" });
+    assert.equal(text.structuredContent.encoding, "utf-8");
+    assert.equal(text.structuredContent.content, `hé ${bytes.length}`);
+
+    // Errors the model reads: a path out of the workspace, a missing file, an unknown session.
+    const bad = await call("file_read", { session, path: "../etc/passwd" });
+    assert.equal(bad.isError, true);
+    assert.match(bad.content[0].text, /path/);
+    const missing = await call("file_read", { session, path: "nope.txt" });
+    assert.equal(missing.isError, true);
+    assert.match(missing.content[0].text, /not_found/);
+    const unknown = await execute(c.client, { language: "python", code: "1", session: "se_unknown" });
+    assert.equal(unknown.isError, true);
+    assert.match(unknown.content[0].text, /not open/);
+    const unknownFile = await call("file_write", { session: "se_unknown", path: "a", content: "" });
+    assert.equal(unknownFile.isError, true);
+
+    // Close: the VM is gone, the handle no longer works.
+    const closed = await call("session_close", { session });
+    assert.equal(closed.isError, false, JSON.stringify(closed));
+    assert.equal(closed.structuredContent.closed, true);
+    await waitFor(`the session's QEMU (${qemu}) to be gone`, () => !fs.existsSync(`/proc/${qemu}`), 30);
+    const after = await execute(c.client, { language: "python", code: "x", session });
+    assert.equal(after.isError, true);
+
+    // An execution that ends its runtime ends the session: the server says so, and the handle
+    // is forgotten.
+    const short = (await call("session_open", {})).structuredContent.session;
+    const exit = await execute(c.client, {
+      language: "python", code: "import sys\nsys.exit(0)", session: short,
+    });
+    assert.equal(exit.structuredContent.status, "ok", JSON.stringify(exit));
+    const ended = await call("file_read", { session: short, path: "x" });
+    assert.equal(ended.isError, true);
+    assert.match(ended.content[0].text, /ended/);
+    const forgotten = await call("file_read", { session: short, path: "x" });
+    assert.match(forgotten.content[0].text, /not open/);
+
+    // A session left open is ended when the connection ends (close() below).
+    const left = await call("session_open", {});
+    assert.equal(left.isError, false, JSON.stringify(left));
+    const open = await sessionVms();
+    assert.equal(open.length, 1);
+    c.leftQemu = open[0];
+  },
+
+  async sessions_local(c) {
+    await tests.sessions(c, true);
   },
 };
 
@@ -340,5 +472,14 @@ try {
   await tests[test](c);
 } finally {
   await close(c);
+}
+if (test === "sessions") {
+  // sandbox mcp ended the session it had open as it exited: the server holds none, its VM is gone.
+  const st = await serveStatus();
+  assert.equal(st.sessions, 0, "the session left open was ended with the connection");
+}
+if (test.startsWith("sessions")) {
+  await waitFor(`the left session's QEMU (${c.leftQemu}) to be gone`,
+    () => !fs.existsSync(`/proc/${c.leftQemu}`), 30);
 }
 console.log("PASS");

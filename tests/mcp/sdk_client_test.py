@@ -4,14 +4,15 @@ real VMs: the SDK's StdioClientTransport spawns the server; tools listed, execut
 TypeScript and Python, errors, a timeout, and a cancellation that ends the execution.
 
 Usage: sdk_client_test.py SANDBOX_BINARY TEST
-       (TEST: tools | execute | cancel | discovery | serve)
+       (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local)
 
 The discovery test gives `sandbox mcp --tools` a catalog (written into the runtime dir) of the
 integration tests' calc command and @modelcontextprotocol/server-everything (.deps/mcp-servers,
 tests/mcp/fetch-servers).
 
-The serve test starts `sandbox serve --pool 1` in the same runtime dir first, so that `sandbox
-mcp` sends its executions there; that server is stopped by its PID (SIGTERM) at the end.
+The serve and sessions tests start `sandbox serve --pool 1` in the same runtime dir first, so
+that `sandbox mcp` sends its executions (and sessions) there; that server is stopped by its PID
+(SIGTERM) at the end.
 
 Reuses tests/integration/run_test.py's Sandbox: node and everything it starts run with a private
 runtime dir (XDG_RUNTIME_DIR, TMPDIR), so no `sandbox serve` of the developer's answers and the
@@ -21,9 +22,11 @@ this test starts, and they are waited for.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,7 +36,7 @@ from run_test import Failure, Sandbox  # noqa: E402
 
 SDK = os.path.join(TOP, ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol", "sdk")
 SCRIPT = os.path.join(HERE, "sdk_client_test.mjs")
-TESTS = ("tools", "execute", "cancel", "discovery", "serve")
+TESTS = ("tools", "execute", "cancel", "discovery", "serve", "sessions", "sessions_local")
 EVERYTHING = os.path.join(TOP, ".deps", "mcp-servers", "node_modules", "@modelcontextprotocol",
                           "server-everything", "dist", "index.js")
 # `sandbox serve` (the serve test's) gets this long to make its socket, and to exit on SIGTERM.
@@ -44,8 +47,10 @@ NODE_TIMEOUT_S = 400
 
 
 def environment(sbx):
+    # A records database of the test's own: `sandbox serve` holds its database alone, and the
+    # serve and sessions tests each start one, maybe at the same time.
     env = dict(os.environ, XDG_RUNTIME_DIR=sbx.runtime, TMPDIR=sbx.runtime,
-               SBX_TEST_RUNTIME=sbx.runtime,
+               SBX_TEST_RUNTIME=sbx.runtime, SANDBOX_STATE_DIR=sbx.state_dir,
                SBX_TEST_SERVE_SOCKET=os.path.join(sbx.runtime, "sandbox", "sandbox.sock"))
     env.setdefault("SANDBOX_ACCEL", "tcg")
     env.pop("SANDBOX_SERVE_SOCKET", None)  # a server of the developer's is not this test's
@@ -134,6 +139,7 @@ def main():
         print("FAIL: no MCP SDK in .deps/mcp-sdk (run tests/mcp/fetch-sdk)")
         return 1
     sbx = Sandbox(sys.argv[1])
+    sbx.state_dir = tempfile.mkdtemp(prefix="sbx-sdk-state-")
     # o+x, so that the VMs' jail (another uid) reaches it and their runtime dirs are made in it,
     # not in /tmp (vm/vm-start.c): their QEMUs then name it, which the cancel test and the leak
     # check go by.
@@ -141,7 +147,7 @@ def main():
     failure = None
     serve = None
     try:
-        if sys.argv[2] == "serve":
+        if sys.argv[2] in ("serve", "sessions"):
             serve = start_serve(sbx)
         run(sbx, sys.argv[2])
     except Failure as e:
@@ -156,6 +162,7 @@ def main():
             sbx.close()
         except Failure as e:
             failure = failure or e
+        shutil.rmtree(sbx.state_dir, ignore_errors=True)
     if failure:
         print(f"FAIL: {failure}")
         return 1

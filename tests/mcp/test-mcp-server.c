@@ -4,7 +4,9 @@
  * requests before it, the JSON-RPC errors, notifications never answered, tools/list per
  * revision, tools/call (arguments checked, values forwarded exactly, the report as content and
  * structuredContent, isError), progress, cancellation, the bound on calls in flight, ids, batches
- * in 2025-03-26 only, the discovery tools over a catalog, and the stdio framing (split lines, CRLF,
+ * in 2025-03-26 only, the discovery tools over a catalog, the session tools (definitions,
+ * arguments, the ops called with the right values, results, the handles and their bound), and
+ * the stdio framing (split lines, CRLF,
  * blank lines, a line over the limit).
  */
 #include <setjmp.h>
@@ -53,17 +55,22 @@ static void on_cancel(gpointer data, SbxMcpCall *call)
 
 static const SbxMcpServerOps ops = {.send = on_send, .execute = on_execute, .cancel = on_cancel};
 
-static Fake *fake_new(void)
+static Fake *fake_new_with(const SbxMcpServerOps *o)
 {
     Fake *f = g_new0(Fake, 1);
     SbxMcpServerInfo info = {.name = "sandbox", .version = "9.9"};
 
-    f->server = sbx_mcp_server_new(&ops, f, &info);
+    f->server = sbx_mcp_server_new(o, f, &info);
     f->sent = g_ptr_array_new_with_free_func(g_free);
     f->calls = g_ptr_array_new();
     f->args = g_ptr_array_new_with_free_func(g_free);
     f->cancelled = g_ptr_array_new();
     return f;
+}
+
+static Fake *fake_new(void)
+{
+    return fake_new_with(&ops);
 }
 
 static void fake_free(Fake *f)
@@ -637,6 +644,9 @@ static char *discover(Fake *f, const char *name, const char *arguments, gboolean
 
 static void expect_in(const char *text, const char *needle)
 {
+    if (text == NULL) {
+        fail_msg("expected `%s` in a text, got none", needle);
+    }
     if (strstr(text, needle) == NULL) {
         fail_msg("expected `%s` in:\n%s", needle, text);
     }
@@ -682,6 +692,7 @@ static void test_discovery(void **state)
     expect_in(list, "- git-hub (command, 1 tool): tools.git_hub\n");
     expect_in(list, "- calc (command, 2 tools): tools.calc\n");
     g_autofree char *list_bad = discover(f, "list_providers", "{\"x\":1}", TRUE);
+    expect_in(list_bad, "takes no arguments");
 
     g_autofree char *issue = discover(f, "search_tools", "{\"query\":\"ISSUES find\"}", FALSE);
     expect_in(issue, "1 tool matches (1 shown");
@@ -695,6 +706,7 @@ static void test_discovery(void **state)
     g_autofree char *nothing = discover(f, "search_tools", "{\"query\":\"zebra\"}", FALSE);
     expect_in(nothing, "0 tools match");
     g_autofree char *bad1 = discover(f, "search_tools", "{}", TRUE);
+    expect_in(bad1, "query");
     g_autofree char *bad2 = discover(f, "search_tools", "{\"query\":\"a\",\"limit\":51}", TRUE);
     expect_in(bad2, "limit");
 
@@ -712,6 +724,8 @@ static void test_discovery(void **state)
     g_autofree char *bad3 = discover(f, "get_tool_types", "{\"tools\":[]}", TRUE);
     g_autofree char *bad4 =
         discover(f, "get_tool_types", "{\"tools\":[\"calc.add\"],\"language\":\"rb\"}", TRUE);
+    expect_in(bad3, "tools");
+    expect_in(bad4, "language");
     fake_free(f);
 }
 
@@ -825,6 +839,403 @@ static void test_stdio_lines(void **state)
     fake_free(f);
 }
 
+/* ---- sessions -------------------------------------------------------------------------------- */
+
+/* The session ops log into args as "tool|session|path|hex of the bytes", like execute's. */
+static void log_op(Fake *f, SbxMcpCall *call, const char *what)
+{
+    g_ptr_array_add(f->calls, call);
+    g_ptr_array_add(f->args, g_strdup(what));
+}
+
+static void on_session_open(gpointer data, SbxMcpCall *call)
+{
+    log_op(data, call, "open");
+}
+
+static void on_session_close(gpointer data, SbxMcpCall *call, const char *session)
+{
+    g_autofree char *what = g_strdup_printf("close|%s", session);
+    log_op(data, call, what);
+}
+
+static void on_file_write(gpointer data, SbxMcpCall *call, const char *session, const char *path,
+                          const guint8 *bytes, gsize len)
+{
+    GString *what = g_string_new(NULL);
+
+    assert_int_equal(sbx_mcp_call_tool(call), SBX_MCP_TOOL_FILE_WRITE);
+    g_string_printf(what, "write|%s|%s|", session, path);
+    for (gsize i = 0; i < len; i++) {
+        g_string_append_printf(what, "%02x", bytes[i]);
+    }
+    log_op(data, call, what->str);
+    g_string_free(what, TRUE);
+}
+
+static void on_file_read(gpointer data, SbxMcpCall *call, const char *session, const char *path)
+{
+    g_autofree char *what = g_strdup_printf("read|%s|%s", session, path);
+    log_op(data, call, what);
+}
+
+static const SbxMcpServerOps session_ops = {
+    .send = on_send,
+    .execute = on_execute,
+    .cancel = on_cancel,
+    .session_open = on_session_open,
+    .session_close = on_session_close,
+    .file_write = on_file_write,
+    .file_read = on_file_read,
+};
+
+/* tools/call of @name with @arguments, each with an id of its own. */
+static void call_tool(Fake *f, const char *name, const char *arguments)
+{
+    static int id = 100;
+    g_autofree char *msg = g_strdup_printf(
+        "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"%s\","
+        "\"arguments\":%s}}",
+        id++, name, arguments);
+    recv_text(f, msg);
+}
+
+/* The last op logged is @what; its call is returned. */
+static SbxMcpCall *last_op(Fake *f, const char *what)
+{
+    assert_true(f->args->len > 0);
+    assert_string_equal(g_ptr_array_index(f->args, f->args->len - 1), what);
+    return g_ptr_array_index(f->calls, f->calls->len - 1);
+}
+
+/* Take the one answer: a tool result with isError @is_error (parsed; caller deletes). */
+static cJSON *take_result(Fake *f, gboolean is_error)
+{
+    cJSON *v = take(f);
+    assert_true(cJSON_IsBool(get(v, "result.isError")));
+    if (cJSON_IsTrue(get(v, "result.isError")) != is_error) {
+        fail_msg("isError is not %d: %s", is_error, str(v, "result.content.0.text"));
+    }
+    return v;
+}
+
+/* Open a session that finishes as @handle. */
+static void open_session(Fake *f, const char *handle)
+{
+    SbxMcpSessionOutcome o = {.session = handle, .idle_timeout_s = 600, .max_lifetime_s = 3600};
+
+    call_tool(f, "session_open", "{}");
+    sbx_mcp_server_finish_session(f->server, last_op(f, "open"), &o);
+    cJSON_Delete(take_result(f, FALSE));
+}
+
+static void test_session_tools_list(void **state)
+{
+    static const char *const revisions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
+    /* name, readOnlyHint, destructiveHint, idempotentHint */
+    static const struct {
+        const char *name;
+        gboolean ro, destructive, idempotent;
+    } want[] = {
+        {"session_open", FALSE, FALSE, FALSE},
+        {"session_close", FALSE, TRUE, TRUE},
+        {"file_write", FALSE, TRUE, TRUE},
+        {"file_read", TRUE, FALSE, TRUE},
+    };
+    (void)state;
+    for (gsize r = 0; r < G_N_ELEMENTS(revisions); r++) {
+        Fake *f = fake_new_with(&session_ops);
+        initialize(f, revisions[r]);
+        recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+        cJSON *v = take(f);
+        const cJSON *tools = get(v, "result.tools");
+        assert_int_equal(cJSON_GetArraySize(tools), 5);
+        assert_string_equal(str(tools, "0.name"), "execute");
+        assert_string_equal(str(tools, "0.inputSchema.properties.session.type"), "string");
+        expect_in(str(tools, "0.description"), "session_open");
+        for (gsize i = 0; i < G_N_ELEMENTS(want); i++) {
+            const cJSON *t = cJSON_GetArrayItem(tools, (int)i + 1);
+            assert_string_equal(str(t, "name"), want[i].name);
+            expect_in(str(t, "description"), "session");
+            assert_string_equal(str(t, "inputSchema.type"), "object");
+            assert_true(cJSON_IsFalse(get(t, "inputSchema.additionalProperties")));
+            assert_true((get(t, "outputSchema") != NULL) ==
+                        (strcmp(revisions[r], "2025-06-18") >= 0));
+            if (strcmp(revisions[r], "2025-03-26") < 0) {
+                assert_null(get(t, "annotations"));
+                continue;
+            }
+            assert_int_equal(cJSON_IsTrue(get(t, "annotations.readOnlyHint")), want[i].ro);
+            assert_int_equal(cJSON_IsTrue(get(t, "annotations.destructiveHint")),
+                             want[i].destructive);
+            assert_int_equal(cJSON_IsTrue(get(t, "annotations.idempotentHint")),
+                             want[i].idempotent);
+            assert_true(cJSON_IsFalse(get(t, "annotations.openWorldHint")));
+        }
+        cJSON_Delete(v);
+        fake_free(f);
+    }
+}
+
+static void test_session_calls(void **state)
+{
+    Fake *f = fake_new_with(&session_ops);
+    SbxMcpCall *c;
+    (void)state;
+
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                 "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{"
+                 "\"name\":\"t\",\"version\":\"1\"}}}");
+    cJSON *init = take(f);
+    expect_in(str(init, "result.instructions"), "session_open");
+    cJSON_Delete(init);
+    /* Open: the handle and limits come back. */
+    call_tool(f, "session_open", "{}");
+    assert_int_equal(f->sent->len, 0);
+    SbxMcpSessionOutcome opened = {
+        .session = "se_1", .idle_timeout_s = 600, .max_lifetime_s = 3600};
+    sbx_mcp_server_finish_session(f->server, last_op(f, "open"), &opened);
+    cJSON *v = take_result(f, FALSE);
+    assert_string_equal(str(v, "result.structuredContent.session"), "se_1");
+    assert_int_equal(num(v, "result.structuredContent.idle_timeout_s"), 600);
+    assert_int_equal(num(v, "result.structuredContent.max_lifetime_s"), 3600);
+    expect_in(str(v, "result.content.0.text"), "se_1");
+    cJSON_Delete(v);
+    g_auto(GStrv) open_now = sbx_mcp_server_sessions(f->server);
+    assert_int_equal(g_strv_length(open_now), 1);
+    assert_string_equal(open_now[0], "se_1");
+
+    /* execute in it; in a session not opened here: refused, no op. */
+    call(f, "6", "{\"language\":\"python\",\"code\":\"x + 1\",\"session\":\"se_1\"}");
+    c = g_ptr_array_index(f->calls, f->calls->len - 1);
+    assert_int_equal(sbx_mcp_call_tool(c), SBX_MCP_TOOL_EXECUTE);
+    guint ops_before = f->args->len;
+    call(f, "7", "{\"language\":\"python\",\"code\":\"1\",\"session\":\"se_2\"}");
+    v = take_result(f, TRUE);
+    expect_in(str(v, "result.content.0.text"), "se_2");
+    cJSON_Delete(v);
+    assert_int_equal(f->args->len, ops_before);
+    sbx_mcp_server_finish(f->server, c, REPORT_OK);
+    cJSON_Delete(take(f));
+
+    /* Writes: text as UTF-8 bytes, base64 decoded (a NUL, 0xff). */
+    call_tool(f, "file_write",
+              "{\"session\":\"se_1\",\"path\":\"d/a.txt\",\"content\":\"h\\u00e9\"}");
+    c = last_op(f, "write|se_1|d/a.txt|68c3a9");
+    SbxMcpSessionOutcome wrote = {.size = 3, .sha256 = "abc"};
+    sbx_mcp_server_finish_session(f->server, c, &wrote);
+    v = take_result(f, FALSE);
+    assert_string_equal(str(v, "result.structuredContent.path"), "d/a.txt");
+    assert_int_equal(num(v, "result.structuredContent.size"), 3);
+    assert_string_equal(str(v, "result.structuredContent.sha256"), "abc");
+    cJSON_Delete(v);
+    call_tool(f, "file_write",
+              "{\"session\":\"se_1\",\"path\":\"b.bin\",\"content\":\"AAEC/w==\","
+              "\"encoding\":\"base64\"}");
+    sbx_mcp_server_finish_session(f->server, last_op(f, "write|se_1|b.bin|000102ff"), &wrote);
+    cJSON_Delete(take_result(f, FALSE));
+
+    /* Reads: binary as base64, text as UTF-8 unless base64 is asked for. */
+    static const guint8 binary[] = {0, 1, 2, 0xff};
+    SbxMcpSessionOutcome got = {.size = 4, .sha256 = "def", .data = binary};
+    call_tool(f, "file_read", "{\"session\":\"se_1\",\"path\":\"b.bin\"}");
+    sbx_mcp_server_finish_session(f->server, last_op(f, "read|se_1|b.bin"), &got);
+    v = take_result(f, FALSE);
+    assert_string_equal(str(v, "result.structuredContent.encoding"), "base64");
+    assert_string_equal(str(v, "result.structuredContent.content"), "AAEC/w==");
+    assert_int_equal(num(v, "result.structuredContent.size"), 4);
+    cJSON_Delete(v);
+    SbxMcpSessionOutcome text = {.size = 3, .sha256 = "0", .data = (const guint8 *)"h\xc3\xa9"};
+    call_tool(f, "file_read", "{\"session\":\"se_1\",\"path\":\"d/a.txt\"}");
+    sbx_mcp_server_finish_session(f->server, last_op(f, "read|se_1|d/a.txt"), &text);
+    v = take_result(f, FALSE);
+    assert_string_equal(str(v, "result.structuredContent.encoding"), "utf-8");
+    assert_string_equal(str(v, "result.structuredContent.content"), "h\xc3\xa9");
+    expect_in(str(v, "result.content.0.text"), "h\xc3\xa9");
+    cJSON_Delete(v);
+    call_tool(f, "file_read",
+              "{\"session\":\"se_1\",\"path\":\"d/a.txt\",\"encoding\":\"base64\"}");
+    sbx_mcp_server_finish_session(f->server, last_op(f, "read|se_1|d/a.txt"), &text);
+    v = take_result(f, FALSE);
+    assert_string_equal(str(v, "result.structuredContent.content"), "aMOp");
+    cJSON_Delete(v);
+    /* A file over the cap (its size only): a tool error that says what to do. */
+    SbxMcpSessionOutcome large = {.size = SBX_MCP_FILE_MAX + 1, .sha256 = "0"};
+    call_tool(f, "file_read", "{\"session\":\"se_1\",\"path\":\"big\"}");
+    sbx_mcp_server_finish_session(f->server, last_op(f, "read|se_1|big"), &large);
+    v = take_result(f, TRUE);
+    expect_in(str(v, "result.content.0.text"), "too_large");
+    expect_in(str(v, "result.content.0.text"), "execute");
+    cJSON_Delete(v);
+    /* The transport's error: a tool error with its code and reason; the handle stays. */
+    SbxMcpSessionOutcome missing = {.error_code = "not_found", .error = "no file \"nope\""};
+    call_tool(f, "file_read", "{\"session\":\"se_1\",\"path\":\"nope\"}");
+    sbx_mcp_server_finish_session(f->server, last_op(f, "read|se_1|nope"), &missing);
+    v = take_result(f, TRUE);
+    expect_in(str(v, "result.content.0.text"), "not_found");
+    expect_in(str(v, "result.content.0.text"), "no file");
+    assert_null(get(v, "result.structuredContent"));
+    cJSON_Delete(v);
+
+    /* Close: the op, then the handle is no longer accepted. */
+    call_tool(f, "session_close", "{\"session\":\"se_1\"}");
+    sbx_mcp_server_finish_session(f->server, last_op(f, "close|se_1"), &(SbxMcpSessionOutcome){0});
+    v = take_result(f, FALSE);
+    assert_true(cJSON_IsTrue(get(v, "result.structuredContent.closed")));
+    cJSON_Delete(v);
+    g_auto(GStrv) none = sbx_mcp_server_sessions(f->server);
+    assert_int_equal(g_strv_length(none), 0);
+    ops_before = f->args->len;
+    call_tool(f, "file_read", "{\"session\":\"se_1\",\"path\":\"d/a.txt\"}");
+    cJSON_Delete(take_result(f, TRUE));
+    assert_int_equal(f->args->len, ops_before);
+
+    /* A session gone (ended on the server's side): its handle is forgotten. */
+    open_session(f, "se_3");
+    SbxMcpSessionOutcome ended = {.error_code = "ended", .error = "expired", .gone = TRUE};
+    call_tool(f, "file_write", "{\"session\":\"se_3\",\"path\":\"x\",\"content\":\"\"}");
+    sbx_mcp_server_finish_session(f->server, last_op(f, "write|se_3|x|"), &ended);
+    cJSON_Delete(take_result(f, TRUE));
+    g_auto(GStrv) gone = sbx_mcp_server_sessions(f->server);
+    assert_int_equal(g_strv_length(gone), 0);
+    assert_int_equal(sbx_mcp_server_calls(f->server), 0);
+    fake_free(f);
+}
+
+static void test_session_bad_arguments(void **state)
+{
+    static const char *const bad[][3] = {
+        {"session_open", "{\"profile\":\"x\"}", "profile"},
+        {"session_close", "{}", "session"},
+        {"session_close", "{\"session\":\"a b\"}", "session"},
+        {"file_read", "{\"session\":\"se_1\"}", "path"},
+        {"file_read", "{\"session\":\"se_1\",\"path\":\"../etc/passwd\"}", "path"},
+        {"file_read", "{\"session\":\"se_1\",\"path\":\"/etc/passwd\"}", "path"},
+        {"file_read", "{\"session\":\"se_1\",\"path\":\"a//b\"}", "path"},
+        {"file_read", "{\"session\":\"se_1\",\"path\":\"a/./b\"}", "path"},
+        {"file_read", "{\"session\":\"se_1\",\"path\":\"\"}", "path"},
+        {"file_read", "{\"session\":\"se_1\",\"path\":\"a\\u0001\"}", "path"},
+        {"file_read", "{\"session\":\"se_1\",\"path\":\"a\",\"encoding\":\"latin1\"}", "encoding"},
+        {"file_write", "{\"session\":\"se_1\",\"path\":\"a\"}", "content"},
+        {"file_write", "{\"session\":\"se_1\",\"path\":\"a\",\"content\":7}", "content"},
+        {"file_write",
+         "{\"session\":\"se_1\",\"path\":\"a\",\"content\":\"AAE\",\"encoding\":\"base64\"}",
+         "base64"},
+        {"file_write",
+         "{\"session\":\"se_1\",\"path\":\"a\",\"content\":\"AA E=\",\"encoding\":\"base64\"}",
+         "base64"},
+        {"file_write", "{\"session\":\"se_1\",\"path\":\"a\",\"content\":\"\",\"mode\":1}", "mode"},
+        {"file_write", "{\"session\":\"se_9\",\"path\":\"a\",\"content\":\"\"}", "se_9"},
+    };
+    Fake *f = fake_new_with(&session_ops);
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    open_session(f, "se_1");
+    guint ops_before = f->args->len;
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        call_tool(f, bad[i][0], bad[i][1]);
+        if (f->sent->len != 1) {
+            fail_msg("%s %s: no answer", bad[i][0], bad[i][1]);
+        }
+        cJSON *v = take_result(f, TRUE);
+        const char *text = str(v, "result.content.0.text");
+        if (strstr(text, bad[i][2]) == NULL) {
+            fail_msg("%s %s: \"%s\" does not name %s", bad[i][0], bad[i][1], text, bad[i][2]);
+        }
+        cJSON_Delete(v);
+    }
+    /* Content over the cap, as text and as base64. */
+    g_autofree char *big = g_strnfill(SBX_MCP_FILE_MAX + 1, 'x');
+    g_autofree char *args =
+        g_strdup_printf("{\"session\":\"se_1\",\"path\":\"a\",\"content\":\"%s\"}", big);
+    call_tool(f, "file_write", args);
+    cJSON_Delete(take_result(f, TRUE));
+    g_autofree guint8 *zeros = g_malloc0(SBX_MCP_FILE_MAX + 1);
+    g_autofree char *b64 = g_base64_encode(zeros, SBX_MCP_FILE_MAX + 1);
+    g_autofree char *args64 = g_strdup_printf(
+        "{\"session\":\"se_1\",\"path\":\"a\",\"content\":\"%s\",\"encoding\":\"base64\"}", b64);
+    call_tool(f, "file_write", args64);
+    cJSON_Delete(take_result(f, TRUE));
+    assert_int_equal(f->args->len, ops_before);
+    /* Exactly the cap is fine. */
+    g_autofree char *cap = g_base64_encode(zeros, SBX_MCP_FILE_MAX);
+    g_autofree char *args_cap = g_strdup_printf(
+        "{\"session\":\"se_1\",\"path\":\"a\",\"content\":\"%s\",\"encoding\":\"base64\"}", cap);
+    call_tool(f, "file_write", args_cap);
+    assert_int_equal(f->args->len, ops_before + 1);
+    sbx_mcp_server_finish_session(f->server, g_ptr_array_index(f->calls, f->calls->len - 1),
+                                  &(SbxMcpSessionOutcome){.size = SBX_MCP_FILE_MAX});
+    cJSON_Delete(take_result(f, FALSE));
+    fake_free(f);
+}
+
+static void test_session_bound(void **state)
+{
+    Fake *f = fake_new_with(&session_ops);
+    SbxMcpCall *opens[SBX_MCP_SESSIONS_MAX];
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    /* Opens in flight count. */
+    for (int i = 0; i < SBX_MCP_SESSIONS_MAX; i++) {
+        call_tool(f, "session_open", "{}");
+        opens[i] = last_op(f, "open");
+    }
+    call_tool(f, "session_open", "{}");
+    cJSON *v = take_result(f, TRUE);
+    expect_in(str(v, "result.content.0.text"), "session_close");
+    cJSON_Delete(v);
+    /* A failed open frees its place. */
+    sbx_mcp_server_finish_session(
+        f->server, opens[0], &(SbxMcpSessionOutcome){.error_code = "unavailable", .error = "no"});
+    cJSON_Delete(take_result(f, TRUE));
+    for (int i = 1; i < SBX_MCP_SESSIONS_MAX; i++) {
+        g_autofree char *handle = g_strdup_printf("se_%d", i);
+        sbx_mcp_server_finish_session(f->server, opens[i],
+                                      &(SbxMcpSessionOutcome){.session = handle});
+        cJSON_Delete(take_result(f, FALSE));
+    }
+    open_session(f, "se_9");
+    call_tool(f, "session_open", "{}");
+    cJSON_Delete(take_result(f, TRUE));
+    g_auto(GStrv) open_now = sbx_mcp_server_sessions(f->server);
+    assert_int_equal(g_strv_length(open_now), SBX_MCP_SESSIONS_MAX);
+    fake_free(f);
+}
+
+static void test_session_cancelled_open(void **state)
+{
+    Fake *f = fake_new_with(&session_ops);
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":\"o\",\"method\":\"tools/call\",\"params\":"
+                 "{\"name\":\"session_open\",\"arguments\":{}}}");
+    SbxMcpCall *c = last_op(f, "open");
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                 "{\"requestId\":\"o\"}}");
+    assert_int_equal(f->cancelled->len, 1);
+    assert_ptr_equal(g_ptr_array_index(f->cancelled, 0), c);
+    sbx_mcp_server_finish_session(f->server, c, &(SbxMcpSessionOutcome){.session = "se_5"});
+    assert_int_equal(f->sent->len, 0); /* no answer after a cancel */
+    g_auto(GStrv) open_now = sbx_mcp_server_sessions(f->server);
+    assert_int_equal(g_strv_length(open_now), 1);
+    assert_string_equal(open_now[0], "se_5");
+    /* Without the session ops: no session tools, and execute takes no session. */
+    Fake *plain = fake_new();
+    initialize(plain, "2025-11-25");
+    recv_text(plain, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":"
+                     "{\"name\":\"session_open\",\"arguments\":{}}}");
+    expect_error(plain, SBX_JSONRPC_INVALID_PARAMS, "5");
+    call(plain, "6", "{\"language\":\"python\",\"code\":\"1\",\"session\":\"se_5\"}");
+    cJSON *v = take_result(plain, TRUE);
+    expect_in(str(v, "result.content.0.text"), "no sessions");
+    cJSON_Delete(v);
+    fake_free(plain);
+    fake_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -843,6 +1254,11 @@ int main(void)
         cmocka_unit_test(test_discovery),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_stdio_lines),
+        cmocka_unit_test(test_session_tools_list),
+        cmocka_unit_test(test_session_calls),
+        cmocka_unit_test(test_session_bad_arguments),
+        cmocka_unit_test(test_session_bound),
+        cmocka_unit_test(test_session_cancelled_open),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
