@@ -20,6 +20,8 @@
 #include "base/sbx-config.h"
 #include "exec/report.h"
 #include "mcp-server/mcp-server.h"
+#include "server/session-files.h"
+#include "server/sessions.h"
 
 /*
  * MCP sessions open at once, over all tenants: 256. Each is a protocol state (a few KB) and up
@@ -64,12 +66,13 @@ struct McpPost {
     guint keepalive;
 };
 
-/* One `execute` in flight. */
+/* One call in flight: an `execute`, or a session tool's. */
 typedef struct {
-    McpSession *s;
+    McpSession *s; /* NULL once its MCP session ended (a session tool's server call pending) */
     SbxMcpCall *call;
-    McpPost *post;  /* whose answer carries its messages; NULL once its client went */
-    HttpExec *exec; /* until its done */
+    gboolean pending; /* a session tool's: the server's callback is still to come */
+    McpPost *post;    /* whose answer carries its messages; NULL once its client went */
+    HttpExec *exec;   /* until its done */
     guint progress_timer;
     gint64 started_us; /* monotonic */
     guint timeout_s;
@@ -219,27 +222,43 @@ static void post_decide(McpPost *p)
 
 /* ---- executions --------------------------------------------------------------------------- */
 
-/*
- * Answer @job's call with @report_json (`sandbox run --json`'s object, or the API's object of
- * the execution: the members the answer shows are the same) and free @job.
- */
-static void job_finish(McpJob *job, const char *report_json)
+/* The messages of @job's call go to its POST now; the one they went to before. */
+static McpPost *answer_begin(McpJob *job)
 {
     McpSession *s = job->s;
-    McpPost *p = job->post, *was = s->current;
+    McpPost *was = s->current;
 
     g_clear_handle_id(&job->progress_timer, g_source_remove);
     if (job->exec != NULL) {
         sbx_http_exec_watch(job->exec, NULL, NULL);
     }
     s->jobs = g_list_remove(s->jobs, job);
-    s->current = p;
-    sbx_mcp_server_finish(s->server, job->call, report_json);
-    s->current = was;
+    s->current = job->post;
+    return was;
+}
+
+/* @job's call was answered: its POST ends with its last call; @job is freed. */
+static void answer_end(McpJob *job, McpPost *was)
+{
+    McpPost *p = job->post;
+
+    job->s->current = was;
     g_free(job);
     if (p != NULL && --p->calls == 0 && p->decided) {
         post_end(p);
     }
+}
+
+/*
+ * Answer @job's call with @report_json (`sandbox run --json`'s object, or the API's object of
+ * the execution: the members the answer shows are the same) and free @job.
+ */
+static void job_finish(McpJob *job, const char *report_json)
+{
+    McpPost *was = answer_begin(job);
+
+    sbx_mcp_server_finish(job->s->server, job->call, report_json);
+    answer_end(job, was);
 }
 
 /* A call refused before its execution started, reported as `sandbox run --json` would. */
@@ -298,6 +317,14 @@ static HttpExec *start_exec(McpSession *s, const SbxMcpExecuteArgs *a, char **re
                             t->quotas.max_timeout_ms);
         return NULL;
     }
+    SbxServerSession *session = NULL;
+    if (a->session != NULL) {
+        session = sbx_server_session_find(s->front->srv, t->id, a->session);
+        if (session == NULL || !sbx_server_session_can_run(session, &error)) {
+            *ret_why = g_strdup(session == NULL ? "no such session: it ended" : error->message);
+            return NULL;
+        }
+    }
     SbxHttpCreate req = {
         .language = a->language,
         .code = a->code,
@@ -308,29 +335,37 @@ static HttpExec *start_exec(McpSession *s, const SbxMcpExecuteArgs *a, char **re
         .timeout_ms = a->timeout_ms,
         .output_limit = MIN((guint64)SBX_MCP_EXECUTE_OUTPUT_LIMIT, t->quotas.max_output_bytes),
     };
-    HttpExec *e = sbx_http_exec_start(s->front, t, &req, NULL, "mcp", &error);
+    HttpExec *e = sbx_http_exec_start(s->front, t, &req, session, "mcp", &error);
     if (e == NULL) {
         *ret_why = g_strdup(error->message);
     }
     return e;
 }
 
-static void mcp_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs *a)
+/* A call of @s's POST being handled, in flight until answered. */
+static McpJob *job_new(McpSession *s, SbxMcpCall *call)
 {
-    McpSession *s = data;
     McpJob *job = g_new0(McpJob, 1);
-    g_autofree char *why = NULL;
 
     job->s = s;
     job->call = call;
     job->post = s->current;
     job->started_us = g_get_monotonic_time();
-    job->timeout_s = (a->timeout_ms + 999) / 1000;
     s->jobs = g_list_prepend(s->jobs, job);
     if (job->post != NULL) {
         job->post->calls++;
     }
     sbx_mcp_call_set_data(call, job);
+    return job;
+}
+
+static void mcp_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs *a)
+{
+    McpSession *s = data;
+    McpJob *job = job_new(s, call);
+    g_autofree char *why = NULL;
+
+    job->timeout_s = (a->timeout_ms + 999) / 1000;
     job->exec = s->tenant != NULL ? start_exec(s, a, &why) : NULL;
     if (job->exec == NULL) {
         job_fail(job, why != NULL ? why : "the server is shutting down", SBX_STATUS_ERROR);
@@ -352,10 +387,188 @@ static void mcp_cancel(gpointer data, SbxMcpCall *call)
     }
 }
 
+/* ---- the session tools (mcp-server/sessions.h) on the server's sessions --------------------- */
+
+static void session_finish(McpJob *job, const SbxMcpSessionOutcome *outcome)
+{
+    McpPost *was = answer_begin(job);
+
+    sbx_mcp_server_finish_session(job->s->server, job->call, outcome);
+    answer_end(job, was);
+}
+
+/* A session's error as the session tools report it (the codes of serve's socket). */
+static void session_fail(McpJob *job, const GError *error)
+{
+    SbxMcpSessionOutcome o = {.error_code = "unavailable", .error = error->message};
+
+    if (error->domain == SBX_SERVER_SESSION_ERROR) {
+        switch (error->code) {
+        case SBX_SERVER_SESSION_ERROR_NOT_FOUND:
+            o.gone = TRUE;
+            /* fall through */
+        case SBX_SERVER_SESSION_ERROR_FILE_NOT_FOUND:
+            o.error_code = "not_found";
+            break;
+        case SBX_SERVER_SESSION_ERROR_BUSY:
+            o.error_code = "busy";
+            break;
+        case SBX_SERVER_SESSION_ERROR_ENDED:
+            o.error_code = "ended";
+            o.gone = TRUE;
+            break;
+        case SBX_SERVER_SESSION_ERROR_FILE_REFUSED:
+            o.error_code = "bad_request";
+            break;
+        case SBX_SERVER_SESSION_ERROR_FILE_TOO_LARGE:
+            o.error_code = "too_large";
+            break;
+        case SBX_SERVER_SESSION_ERROR_WORKSPACE_FULL:
+            o.error_code = "workspace_full";
+            break;
+        case SBX_SERVER_SESSION_ERROR_FILE_FAILED:
+            o.error_code = "failed";
+            break;
+        default: /* the tenant's quota, the server's room, its VMs */
+            break;
+        }
+    }
+    session_finish(job, &o);
+}
+
+/*
+ * A server callback came for @job: FALSE (and @job freed) when its MCP session ended meanwhile;
+ * a session opened for it then is ended, as nobody holds its handle.
+ */
+static gboolean job_back(McpJob *job, SbxServerSession *opened)
+{
+    job->pending = FALSE;
+    if (job->s != NULL) {
+        return TRUE;
+    }
+    if (opened != NULL) {
+        sbx_server_session_end(opened, "deleted", "its MCP session ended before it was ready");
+    }
+    g_free(job);
+    return FALSE;
+}
+
+static void on_open_ready(SbxServerSession *session, const GError *error, gpointer data)
+{
+    McpJob *job = data;
+    SbxServerSessionInfo info;
+
+    if (!job_back(job, error == NULL ? session : NULL)) {
+        return;
+    }
+    if (error != NULL) {
+        session_fail(job, error);
+        return;
+    }
+    sbx_server_session_info(session, &info);
+    SbxMcpSessionOutcome o = {.session = sbx_server_session_id(session),
+                              .idle_timeout_s = info.idle_timeout_s,
+                              .max_lifetime_s = info.max_lifetime_s};
+    session_finish(job, &o);
+}
+
+static void mcp_session_open(gpointer data, SbxMcpCall *call)
+{
+    McpSession *s = data;
+    McpJob *job = job_new(s, call);
+    g_autoptr(GError) error = NULL;
+    SbxServerSessionRequest req = {
+        .tenant_id = s->tenant->id,
+        .front_end = "mcp",
+        .max_sessions = s->tenant->quotas.max_sessions,
+        .max_memory_mib = s->tenant->quotas.max_session_memory_mib,
+    };
+
+    job->pending = TRUE;
+    g_autoptr(SbxServerSession) session =
+        sbx_server_session_new(s->front->srv, &req, on_open_ready, job, &error);
+    if (session == NULL) {
+        job->pending = FALSE;
+        session_fail(job, error);
+    }
+}
+
+static void mcp_session_close(gpointer data, SbxMcpCall *call, const char *handle)
+{
+    McpSession *s = data;
+    SbxServerSession *session = sbx_server_session_find(s->front->srv, s->tenant_id, handle);
+    SbxMcpSessionOutcome done = {0};
+
+    if (session != NULL) {
+        sbx_server_session_end(session, "deleted", "closed by its MCP client");
+    }
+    session_finish(job_new(s, call), &done); /* ended or unknown already: not an error */
+}
+
+static void on_file_done(SbxServerSession *session, const SbxSessionFileResult *r,
+                         const GError *error, gpointer data)
+{
+    McpJob *job = data;
+    (void)session;
+
+    if (!job_back(job, NULL)) {
+        return;
+    }
+    if (error != NULL) {
+        session_fail(job, error);
+        return;
+    }
+    SbxMcpSessionOutcome o = {.size = r->size,
+                              .sha256 = r->sha256,
+                              .data = r->data != NULL ? g_bytes_get_data(r->data, NULL) : NULL};
+    session_finish(job, &o);
+}
+
+/* A file of session @handle in or out (@bytes NULL: out). */
+static void file_op(McpSession *s, SbxMcpCall *call, const char *handle, const char *path,
+                    GBytes *bytes)
+{
+    McpJob *job = job_new(s, call);
+    SbxServerSession *session = sbx_server_session_find(s->front->srv, s->tenant_id, handle);
+    g_autoptr(GError) error = NULL;
+
+    if (session == NULL) {
+        g_set_error(&error, SBX_SERVER_SESSION_ERROR, SBX_SERVER_SESSION_ERROR_NOT_FOUND,
+                    "no such session: it ended");
+        session_fail(job, error);
+        return;
+    }
+    job->pending = TRUE;
+    gboolean started =
+        bytes != NULL ? sbx_server_session_put_file(session, path, bytes, on_file_done, job, &error)
+                      : sbx_server_session_get_file(session, path, on_file_done, job, &error);
+    if (!started) {
+        job->pending = FALSE;
+        session_fail(job, error);
+    }
+}
+
+static void mcp_file_write(gpointer data, SbxMcpCall *call, const char *handle, const char *path,
+                           const guint8 *bytes, gsize len)
+{
+    g_autoptr(GBytes) b = g_bytes_new(bytes, len);
+
+    file_op(data, call, handle, path, b);
+}
+
+static void mcp_file_read(gpointer data, SbxMcpCall *call, const char *handle, const char *path)
+{
+    file_op(data, call, handle, path, NULL);
+}
+
 static const SbxMcpServerOps mcp_ops = {
     .send = mcp_send,
     .execute = mcp_execute,
     .cancel = mcp_cancel,
+    .session_open = mcp_session_open,
+    .session_close = mcp_session_close,
+    .file_write = mcp_file_write,
+    .file_read = mcp_file_read,
 };
 
 /* ---- sessions ----------------------------------------------------------------------------- */
@@ -416,7 +629,21 @@ static void session_free(McpSession *s)
             sbx_http_exec_watch(job->exec, NULL, NULL);
             sbx_http_exec_cancel(job->exec, "its MCP session ended");
         }
-        g_free(job);
+        if (job->pending) {
+            job->s = NULL; /* freed by the server's callback (job_back()) */
+            job->post = NULL;
+        } else {
+            g_free(job);
+        }
+    }
+    /* The sandbox sessions opened through it: nobody else has their handles. */
+    g_auto(GStrv) handles = sbx_mcp_server_sessions(s->server);
+    for (gsize i = 0; handles != NULL && handles[i] != NULL; i++) {
+        SbxServerSession *session =
+            sbx_server_session_find(s->front->srv, s->tenant_id, handles[i]);
+        if (session != NULL) {
+            sbx_server_session_end(session, "deleted", "its MCP session ended");
+        }
     }
     sbx_mcp_server_free(s->server);
     g_free(s->id);

@@ -33,6 +33,7 @@ from key_proxy import KeyProxy  # noqa: E402
 
 CLIENTS = os.path.join(TOP, ".deps", "mcp-clients", "node_modules", ".bin")
 EXPECTED = os.path.join(HERE, "conformance-server-expected.yml")
+TOOLS = ["execute", "session_open", "session_close", "file_write", "file_read"]
 # One Inspector call restores or claims a VM and runs a line of code under TCG.
 INSPECTOR_TIMEOUT_S = 180
 # The suite's 31 scenarios, each a connection or two; the server answers them at once.
@@ -85,8 +86,8 @@ def inspector(srv, key, sandbox, env, cwd):
     url = srv.base + "/mcp"
     http = [url, "--transport", "http", "--header", f"Authorization: Bearer {key}"]
     listed = inspector_json(http + ["--method", "tools/list"], env, cwd)
-    check([t["name"] for t in listed.get("tools", [])] == ["execute"],
-          "HTTP: the Inspector lists execute", json.dumps(listed)[:2000])
+    check([t["name"] for t in listed.get("tools", [])] == TOOLS,
+          "HTTP: the Inspector lists the tools", json.dumps(listed)[:2000])
     r = inspector_json(http + execute_args("javascript", "console.log(6*7); 40+2"), env, cwd)
     sc = r.get("structuredContent", {})
     check(sc.get("result") == 42 and sc.get("stdout") == "42\n" and r.get("isError") is False,
@@ -102,8 +103,8 @@ def inspector(srv, key, sandbox, env, cwd):
                           "SANDBOX_IMAGE_DIR") if k in env for a in ("-e", f"{k}={env[k]}")]
     stdio = [*passed, os.path.abspath(sandbox), "mcp"]
     listed = inspector_json(stdio + ["--method", "tools/list"], env, cwd)
-    check([t["name"] for t in listed.get("tools", [])] == ["execute"],
-          "stdio: the Inspector lists execute", json.dumps(listed)[:2000])
+    check([t["name"] for t in listed.get("tools", [])] == TOOLS,
+          "stdio: the Inspector lists the tools", json.dumps(listed)[:2000])
     before = srv.status()["claimed_total"]
     r = inspector_json(stdio + execute_args("python", "print(sum(range(10)))"), env, cwd)
     check(r.get("structuredContent", {}).get("stdout") == "45\n",

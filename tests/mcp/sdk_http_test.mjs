@@ -7,6 +7,7 @@
 // Usage: SBX_TEST_URL=http://127.0.0.1:PORT SBX_TEST_KEY_A=... SBX_TEST_KEY_B=...
 //        SBX_TEST_SERVE_SOCKET=... node sdk_http_test.mjs
 import assert from "node:assert/strict";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
 import net from "node:net";
@@ -107,7 +108,8 @@ const sections = {
     assert.equal(c.client.getServerVersion().name, "sandbox");
     assert.match(c.transport.sessionId, /^mcp_[0-9a-f]{32}$/);
     const { tools } = await c.client.listTools();
-    assert.deepEqual(tools.map((t) => t.name), ["execute"]);
+    assert.deepEqual(tools.map((t) => t.name),
+      ["execute", "session_open", "session_close", "file_write", "file_read"]);
     assert.equal(tools[0].outputSchema.type, "object");
     await c.client.ping();
     await assert.rejects(c.client.callTool({ name: "nope", arguments: {} }), /unknown tool/);
@@ -216,6 +218,68 @@ const sections = {
     const again = await execute(c.client, { language: "javascript", code: "[1, 2].length" });
     assert.equal(again.structuredContent.result, 2, JSON.stringify(again));
     await c.transport.terminateSession();
+    await c.client.close();
+  },
+
+  // Sandbox sessions as tools: state across executions, a binary file in and out, errors; the
+  // server's sessions of the tenant (the API lists them), ended by a close or with the MCP
+  // session that opened them.
+  async sandbox_sessions() {
+    const c = await connect(KEY_A);
+    const call = (name, args) => c.client.callTool({ name, arguments: args }, undefined, CALL);
+    const opened = await call("session_open", {});
+    assert.equal(opened.isError, false, JSON.stringify(opened));
+    const session = opened.structuredContent.session;
+    assert.ok(opened.structuredContent.idle_timeout_s > 0);
+    const [, listed] = await api("GET", `/v1/sessions/${session}`, KEY_A);
+    assert.equal(listed.status, "ready", "the tenant's session, in the API");
+    assert.equal((await api("GET", `/v1/sessions/${session}`, KEY_B))[0], 404, "not bob's");
+    const st = await serveStatus();
+    assert.equal(st.session_pids.length, 1, "one VM holds it");
+    const [qemu] = st.session_pids;
+    const py1 = await execute(c.client, { language: "python", code: "x = 41", session });
+    assert.equal(py1.isError, false, JSON.stringify(py1));
+    const py2 = await execute(c.client, { language: "python", code: "x + 1", session });
+    assert.equal(py2.structuredContent.result, 42, JSON.stringify(py2));
+    const [, ex] = await api("GET", `/v1/executions/${py2.structuredContent.id}`, KEY_A);
+    assert.equal(ex.session, session, "the execution ran in the session");
+    const bytes = crypto.randomBytes(70000);
+    bytes[0] = 0;
+    const digest = crypto.createHash("sha256").update(bytes).digest("hex");
+    const wrote = await call("file_write", {
+      session, path: "in.bin", content: bytes.toString("base64"), encoding: "base64",
+    });
+    assert.equal(wrote.structuredContent.sha256, digest, JSON.stringify(wrote));
+    const seen = await execute(c.client, {
+      language: "python", session,
+      code: "import hashlib\nhashlib.sha256(open('in.bin', 'rb').read()).hexdigest()",
+    });
+    assert.equal(seen.structuredContent.result, digest, JSON.stringify(seen));
+    const back = await call("file_read", { session, path: "in.bin" });
+    assert.equal(crypto.createHash("sha256").update(Buffer.from(back.structuredContent.content,
+      "base64")).digest("hex"), digest);
+    const missing = await call("file_read", { session, path: "nope.txt" });
+    assert.equal(missing.isError, true);
+    assert.match(missing.content[0].text, /not_found/);
+    const escape = await call("file_read", { session, path: "../etc/passwd" });
+    assert.equal(escape.isError, true);
+    const closed = await call("session_close", { session });
+    assert.equal(closed.isError, false, JSON.stringify(closed));
+    await waitFor(`the session's QEMU (${qemu}) to be gone`, () => !fs.existsSync(`/proc/${qemu}`), 30);
+    const after = await execute(c.client, { language: "python", code: "1", session });
+    assert.equal(after.isError, true, "a closed session's handle");
+    // One left open ends with the MCP session (DELETE).
+    const left = await call("session_open", {});
+    const leftId = left.structuredContent.session;
+    await c.transport.terminateSession();
+    let ended;
+    await waitFor("the session left open to end", async () => {
+      ended = (await api("GET", `/v1/sessions/${leftId}`, KEY_A))[1];
+      return ended.status === "ended";
+    }, 30);
+    assert.equal(ended.end_status, "deleted", JSON.stringify(ended));
+    assert.match(ended.end_reason, /MCP session ended/, JSON.stringify(ended));
+    await waitFor("its VM to be gone", async () => (await serveStatus()).session_pids.length === 0, 30);
     await c.client.close();
   },
 
