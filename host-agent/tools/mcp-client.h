@@ -78,6 +78,9 @@ void sbx_mcp_client_closed(SbxMcpClient *client, const char *why);
 /** Request @id could not be delivered or answered (HTTP status, ...): it fails with @why. */
 void sbx_mcp_client_fail_request(SbxMcpClient *client, gint64 id, const char *why);
 
+/** Whether request @id is still waiting for its answer (not answered, timed out nor cancelled). */
+gboolean sbx_mcp_client_waits(const SbxMcpClient *client, gint64 id);
+
 /** Requests sent and not answered yet. */
 guint sbx_mcp_client_pending(const SbxMcpClient *client);
 
