@@ -15,8 +15,8 @@ checks that each of those fails for the reason the file gives.
 
 The suite's servers are made to listen on 127.0.0.1 only (tests/mcp/conformance-loopback.cjs).
 Everything runs with a private runtime dir (run_test.Sandbox), checked afterwards: nothing left
-running or in it. Each suite process is started here and waited for; on a timeout it is killed, with its
-process group, by its PID.
+running or in it. Each suite process is started here and waited for; on a timeout it is killed,
+with its process group, by its PID.
 """
 import glob
 import json
