@@ -26,7 +26,10 @@ first sends a ping request and a notification. Tools:
                      and an unknown method, that waits for the four answers (at most 5 s) and
                      answers with them as structuredContent {"answers": [...]}
   elicit_general  -> the same questions on the general stream (the GET without Last-Event-ID,
-                     held open), the answer a JSON body
+                     or with one starting "g-": reopened; held open), the answer a JSON body
+  end_general     -> the general stream sends an event with id "g-7" and retry 100, and ends
+  generals        -> structuredContent {"gets": [...]}: the Last-Event-ID of each general GET
+                     ("-" for none)
   resumes         -> structuredContent {"gets": [{"last_event_id", "after_ms"}, ...]}: the GETs
                      received, each with the time since the stream it resumes ended
 A DELETE of the session prints "DELETE <session>" on stdout.
@@ -43,7 +46,8 @@ answers = {}  # id of a request of ours (elicit) -> the client's answer
 answered = threading.Condition()
 gets = []  # the GETs received: {"last_event_id", "after_ms"}
 streams = {}  # event id a GET may resume from -> (what it gets: "answer"/"again"/"empty", id, t)
-general = []  # events queued for the general stream
+general = []  # events queued for the general stream (None: end it)
+general_gets = []  # the Last-Event-ID of each GET of the general stream, "-" for none
 general_cv = threading.Condition()
 
 TOOLS = [
@@ -58,7 +62,7 @@ TOOLS = [
     {"name": "flood", "inputSchema": {"type": "object"}},
 ] + [{"name": n, "inputSchema": {"type": "object"}}
      for n in ["resume", "resume_twice", "noresume", "gone", "elicit", "elicit_general",
-               "resumes"]]
+               "end_general", "generals", "resumes"]]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -101,7 +105,8 @@ class Handler(BaseHTTPRequestHandler):
                 "text/event-stream" not in self.headers.get("Accept", ""):
             return self.reply(400, b"missing session, version or Accept")
         last = self.headers.get("Last-Event-ID")
-        if last is None:
+        if last is None or last.startswith("g-"):
+            general_gets.append(last or "-")
             return self.general_stream()
         what, mid, ended = streams.get(last, ("empty", None, time.monotonic()))
         gets.append({"last_event_id": last, "after_ms": int((time.monotonic() - ended) * 1000)})
@@ -120,9 +125,11 @@ class Handler(BaseHTTPRequestHandler):
         while True:
             with general_cv:
                 general_cv.wait_for(lambda: general, timeout=1)
-                text = "".join(general)
+                items = list(general)
                 general.clear()
-            self.event(text or ": idle\n\n")
+            self.event("".join(i for i in items if i is not None) or ": idle\n\n")
+            if None in items:
+                return
 
     def elicit(self, mid, on_general):
         p = "g-" if on_general else ""
@@ -224,6 +231,15 @@ class Handler(BaseHTTPRequestHandler):
             return None
         if name in ("elicit", "elicit_general"):
             return self.elicit(mid, name == "elicit_general")
+        if name == "end_general":
+            with general_cv:
+                general.extend(["id: g-7\nretry: 100\ndata: \n\n", None])
+                general_cv.notify_all()
+            return self.json({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [], "structuredContent": {}}})
+        if name == "generals":
+            return self.json({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [], "structuredContent": {"gets": general_gets}}})
         if name == "resumes":
             return self.json({"jsonrpc": "2.0", "id": mid, "result": {
                 "content": [], "structuredContent": {"gets": gets}}})

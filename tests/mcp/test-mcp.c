@@ -447,7 +447,7 @@ static void test_http(void **state)
     g_autoptr(GSubprocess) server = http_start(&c, &out);
     gsize n = 0;
     sbx_tools_decls(c.tools, &n);
-    assert_int_equal(n, 15); /* listed over SSE, after a ping and a notification */
+    assert_int_equal(n, 17); /* listed over SSE, after a ping and a notification */
 
     g_autofree char *r1 = call(&c, "echo", "{\"text\":\"hi\"}");
     assert_string_equal(r1, "{\"echo\":\"hi\"}"); /* session id and version headers sent */
@@ -564,7 +564,7 @@ static char *expected_answers(const char *prefix)
 /*
  * Streamable HTTP, the server's requests on a call's stream and on the general stream:
  * elicitation/create is declined, sampling, roots and an unknown method get -32601; the call
- * goes on and is answered.
+ * goes on and is answered. The general stream, ended by the server, is reopened with its id.
  */
 static void test_http_server_requests(void **state)
 {
@@ -580,6 +580,20 @@ static void test_http_server_requests(void **state)
     g_autofree char *g = call(&c, "elicit_general", "{}");
     g_autofree char *want_g = expected_answers("g-");
     assert_string_equal(g, want_g);
+    /* The general stream ends (after an event with an id): reopened with it, after its retry. */
+    g_autofree char *e = call(&c, "end_general", "{}");
+    assert_string_equal(e, "{}");
+    char *gets = NULL;
+    for (int i = 0; i < 40; i++) { /* 2 s at most: the retry is 100 ms */
+        g_free(gets);
+        gets = call(&c, "generals", "{}");
+        if (strcmp(gets, "{\"gets\":[\"-\"]}") != 0) {
+            break;
+        }
+        g_usleep(50 * 1000);
+    }
+    assert_string_equal(gets, "{\"gets\":[\"-\",\"g-7\"]}");
+    g_free(gets);
     g_subprocess_force_exit(server);
     g_subprocess_wait(server, NULL, NULL);
     stop(&c);
