@@ -61,7 +61,7 @@ gboolean sbx_mcp_framer_feed(SbxMcpFramer *framer, const guint8 *data, gsize len
 void sbx_mcp_framer_finish(SbxMcpFramer *framer, SbxMcpMessageFunc fn, gpointer user_data);
 
 /**
- * SSE: the id of the last event dispatched (the standard's "last event ID", set by a `id` field
+ * SSE: the id of the last event dispatched (the standard's "last event ID", set by an `id` field
  * and kept for later events), or NULL if none had one. Borrowed until the next feed.
  */
 const char *sbx_mcp_framer_last_event_id(const SbxMcpFramer *framer);
