@@ -60,6 +60,12 @@ guint sbx_mcp_client_pending(const SbxMcpClient *client)
     return g_hash_table_size(client->pending);
 }
 
+gboolean sbx_mcp_client_waits(const SbxMcpClient *client, gint64 id)
+{
+    const Pending *p = g_hash_table_lookup(client->pending, &id);
+    return p != NULL && p->deferred == NULL;
+}
+
 guint sbx_mcp_client_dropped(const SbxMcpClient *client)
 {
     return client->dropped;
@@ -236,7 +242,13 @@ void sbx_mcp_client_request(SbxMcpClient *client, const char *method, cJSON *par
 
 /* ---- receiving --------------------------------------------------------------------------- */
 
-/* The server asks us something: ping is answered, everything else is "method not found". */
+/*
+ * The server asks us something: ping is answered; elicitation/create is declined (there is no
+ * person to ask: a tool call comes from guest code, and the host's approvals are for our own
+ * policy, not a server's forms), so a server that asks anyway goes on with its fallback; everything
+ * else (sampling, roots, unknown methods) is "method not found". Never left unanswered: a server
+ * waiting for the answer would hold the call until its timeout.
+ */
 static void answer_request(SbxMcpClient *c, const SbxMcpMessage *m)
 {
     cJSON *msg = new_message();
@@ -244,6 +256,9 @@ static void answer_request(SbxMcpClient *c, const SbxMcpMessage *m)
     cJSON_AddItemToObject(msg, "id", cJSON_Duplicate(m->id, TRUE));
     if (strcmp(m->method, "ping") == 0) {
         cJSON_AddItemToObject(msg, "result", cJSON_CreateObject());
+    } else if (strcmp(m->method, "elicitation/create") == 0) {
+        cJSON *result = cJSON_AddObjectToObject(msg, "result");
+        cJSON_AddStringToObject(result, "action", "decline");
     } else {
         cJSON *err = cJSON_AddObjectToObject(msg, "error");
         cJSON_AddNumberToObject(err, "code", JSONRPC_METHOD_NOT_FOUND);

@@ -1,9 +1,10 @@
 /*
  * An MCP client connection: JSON-RPC requests with integer ids, any number in flight, matched
- * to the server's answers; the server's own requests (ping) and notifications; per-request
- * timeouts with `notifications/cancelled`. The bytes travel through a transport (stdio child
- * process: mcp-stdio.c, streamable HTTP: mcp-http.c) that hands each received message text to
- * sbx_mcp_client_receive() and reports a dead connection with sbx_mcp_client_closed().
+ * to the server's answers; the server's own requests (ping answered, elicitation declined, the rest
+ * -32601) and notifications; per-request timeouts with `notifications/cancelled`. The bytes travel
+ * through a transport (stdio child process: mcp-stdio.c, streamable HTTP: mcp-http.c) that hands
+ * each received message text to sbx_mcp_client_receive() and reports a dead connection with
+ * sbx_mcp_client_closed().
  *
  * Everything runs on the thread-default main context of the creator, never blocking it.
  */
@@ -77,6 +78,9 @@ void sbx_mcp_client_closed(SbxMcpClient *client, const char *why);
 
 /** Request @id could not be delivered or answered (HTTP status, ...): it fails with @why. */
 void sbx_mcp_client_fail_request(SbxMcpClient *client, gint64 id, const char *why);
+
+/** Whether request @id is still waiting for its answer (not answered, timed out nor cancelled). */
+gboolean sbx_mcp_client_waits(const SbxMcpClient *client, gint64 id);
 
 /** Requests sent and not answered yet. */
 guint sbx_mcp_client_pending(const SbxMcpClient *client);

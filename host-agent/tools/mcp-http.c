@@ -4,8 +4,19 @@
  * or as an SSE stream (which may carry the server's own requests and notifications first);
  * notifications and our answers get 202. The `Mcp-Session-Id` the server gives with the
  * initialize answer goes with every later message, and the session is ended with a DELETE when
- * the provider is freed. We do not open the optional GET stream: server-initiated messages
- * outside a request are not needed by tool calls.
+ * the provider is freed.
+ *
+ * The general stream: once initialized, we GET the endpoint for the server's own stream, where
+ * a server sends what it asks outside any answer's stream (the official SDK's server sends a
+ * request made from a tool's handler there unless the handler ties it to its call). Its requests
+ * are answered like any (elicitation declined, see mcp-client.c); a server without one answers
+ * 405 and we do without. When it ends, it is opened again like a resumed stream (below).
+ *
+ * Resuming (2025-11-25, SEP-1699): a server may end a request's SSE stream before the answer,
+ * gracefully or not, having given its events ids (a "priming" event with an id and no data comes
+ * first). Then we wait the `retry` it asked for and GET the endpoint with `Last-Event-ID`; the
+ * answer comes on that stream (which is ended once it came), or it ends too and we go again. A
+ * stream without any event id cannot be resumed: the request fails as before.
  *
  * Order: POSTs are independent HTTP requests, so a server may handle a later one first. A
  * message sent after a notification (`notifications/initialized` above all: a server that sees
@@ -34,9 +45,33 @@
  * Connections libsoup opens: its defaults (2 per host, 10 in all) would queue all but 2 of the
  * calls an execution may have in flight, and queued calls time out while they wait. Each call
  * may hold its connection for an SSE answer; + 1 for the notification or answer POSTed (one at a
- * time), + 1 for the DELETE.
+ * time), + 1 for the general stream, + 1 for the DELETE.
  */
-#define CONNS_MAX (SBX_TOOL_CALLS_IN_FLIGHT_MAX + 2)
+#define CONNS_MAX (SBX_TOOL_CALLS_IN_FLIGHT_MAX + 3)
+
+/*
+ * Delay before resuming a stream whose server sent no `retry` field: the official TypeScript
+ * SDK's first reconnection delay, so a server tuned for it sees the same pace from us.
+ */
+#define RESUME_DELAY_DEFAULT_MS 1000
+
+/*
+ * Bounds of a `retry` a server asks for. Below 50 ms a server ending every stream at once would
+ * have us reconnect in a tight loop; above 60 s the call would most likely time out waiting (the
+ * default per-call timeout is 10 s) while the server may well be ready long before.
+ */
+#define RESUME_DELAY_MIN_MS 50
+#define RESUME_DELAY_MAX_MS 60000
+
+/*
+ * Resumptions in a row that may bring no event at all (the GET failed to connect, or its stream
+ * ended empty); the next such one fails the request (or ends the general stream): a server
+ * restarting gets a few chances, a server that can no longer resume (it lost the stream) does
+ * not keep us reconnecting until the call's timeout. Any event resets the count: a server that
+ * polls (ends each stream after a priming event while a long call runs) is bounded by the call's
+ * timeout alone, as it should be.
+ */
+#define RESUME_FRUITLESS_MAX 3
 
 typedef struct {
     SbxMcpTransport base;
@@ -51,6 +86,8 @@ typedef struct {
     guint notifying;      /* notification POSTs not yet answered */
     guint unanswered;     /* notification POSTs sent or held, not yet answered */
     GQueue held; /* Held*: sent while `notifying`, in order (at most the calls in flight) */
+    struct HttpReq *general; /* the general stream (GET), while open or waiting to reopen */
+    gboolean general_tried;  /* it was opened once (it is not opened again after a refusal) */
 } Http;
 
 typedef struct {
@@ -58,9 +95,10 @@ typedef struct {
     gint64 id;
 } Held;
 
-typedef struct {
+typedef struct HttpReq {
     Http *t;
-    gint64 id;
+    gint64 id;        /* our request's, or -1: a notification, an answer, the general stream */
+    gboolean general; /* the general stream */
     SoupMessage *msg;
     GCancellable *cancel;
     GInputStream *body;
@@ -68,6 +106,12 @@ typedef struct {
     GByteArray *json;     /* a JSON body being collected (one message, newlines allowed) */
     gboolean sse;
     guint8 *buf; /* READ_CHUNK bytes, only while a body is read */
+    /* Resuming an SSE stream (our requests and the general stream): */
+    gboolean resumed;    /* the body being read is a GET's (resuming, or the general stream) */
+    char *last_event_id; /* the last event id of the request's streams so far, or NULL */
+    gint64 retry_ms;     /* the last `retry` of the request's streams, or -1 */
+    guint fruitless;     /* resumptions in a row that brought no event */
+    guint resume_timer;  /* waiting to resume: the timer's source id, else 0 */
 } HttpReq;
 
 static Http *http_ref(Http *t)
@@ -99,24 +143,35 @@ static void http_unref(Http *t)
 }
 
 static void post(Http *t, const char *json, gint64 id);
+static void open_general(Http *t);
 
 static void req_free(HttpReq *r)
 {
     Http *t = r->t;
 
+    gboolean notification = r->id < 0 && !r->general;
+
     if (r->id >= 0 && g_hash_table_lookup(t->requests, &r->id) == r) {
         g_hash_table_remove(t->requests, &r->id);
     }
-    if (r->id < 0) {
+    if (t->general == r) {
+        t->general = NULL;
+    }
+    if (notification) {
         t->unanswered--;
     }
-    if (r->id < 0 && --t->notifying == 0) { /* send what waited for it, up to a notification */
+    if (notification && --t->notifying == 0) { /* send what waited for it, up to a notification */
+        /* Initialized (notifications/initialized was the first): open the general stream. */
+        if (!t->freed && t->version != NULL && !t->general_tried) {
+            open_general(t);
+        }
         while (!t->freed && t->notifying == 0 && !g_queue_is_empty(&t->held)) {
             Held *h = g_queue_pop_head(&t->held);
             post(t, h->json, h->id);
             held_free(h);
         }
     }
+    g_clear_handle_id(&r->resume_timer, g_source_remove);
     g_clear_object(&r->msg);
     g_clear_object(&r->cancel);
     g_clear_object(&r->body);
@@ -125,8 +180,19 @@ static void req_free(HttpReq *r)
     if (r->json != NULL) {
         g_byte_array_unref(r->json);
     }
+    g_free(r->last_event_id);
     g_free(r);
     http_unref(t);
+}
+
+/* Stop @r: a request being read is cancelled (its read ends it), one waiting to resume ends. */
+static void req_abandon(HttpReq *r)
+{
+    if (r->resume_timer != 0) {
+        req_free(r);
+        return;
+    }
+    g_cancellable_cancel(r->cancel);
 }
 
 /* The request failed before its answer: the client gets @why for it (if it still waits). */
@@ -146,11 +212,16 @@ static void on_message(const char *text, gsize len, gpointer data)
     }
 }
 
-/* The body ended: if our request got no answer on it, it never will. */
+static gboolean req_resume(HttpReq *r, const char *why);
+
+/* The body ended: if our request got no answer on it, it never will (unless it resumes). */
 static void req_end(HttpReq *r)
 {
     if (!r->sse && r->json != NULL && r->json->len > 0) {
         on_message((const char *)r->json->data, r->json->len, r);
+    }
+    if (req_resume(r, "the HTTP response ended without an answer")) {
+        return;
     }
     if (r->id >= 0 && !r->t->freed) {
         sbx_mcp_client_fail_request(r->t->base.client, r->id,
@@ -160,6 +231,86 @@ static void req_end(HttpReq *r)
 }
 
 static void read_body(HttpReq *r);
+static void on_sent(GObject *src, GAsyncResult *res, gpointer data);
+static void add_headers(Http *t, SoupMessage *msg);
+
+/* The body of @r is done with: forget it (the request itself may go on, resumed). */
+static void req_reset_body(HttpReq *r)
+{
+    g_clear_object(&r->msg);
+    g_clear_object(&r->body);
+    g_clear_pointer(&r->buf, g_free);
+    g_clear_pointer(&r->framer, sbx_mcp_framer_free);
+    g_clear_pointer(&r->json, g_byte_array_unref);
+}
+
+/* Time to resume: GET the endpoint with the last event id; the answer goes through on_sent. */
+static gboolean on_resume(gpointer data)
+{
+    HttpReq *r = data;
+    Http *t = r->t;
+
+    r->resume_timer = 0;
+    r->resumed = TRUE;
+    r->msg = soup_message_new(SOUP_METHOD_GET, t->url);
+    soup_message_add_flags(r->msg, SOUP_MESSAGE_NO_REDIRECT); /* see on_sent */
+    add_headers(t, r->msg);
+    SoupMessageHeaders *h = soup_message_get_request_headers(r->msg);
+    soup_message_headers_replace(h, "Accept", "text/event-stream");
+    if (r->last_event_id != NULL) { /* the general stream may have had none */
+        soup_message_headers_replace(h, "Last-Event-ID", r->last_event_id);
+    }
+    soup_session_send_async(t->session, r->msg, G_PRIORITY_DEFAULT, r->cancel, on_sent, r);
+    return G_SOURCE_REMOVE;
+}
+
+/*
+ * The SSE stream of request @r ended (or broke) before its answer: wait and resume it if it can
+ * be (an event id to resume from, and not too many fruitless tries); TRUE if it will. Otherwise
+ * FALSE, the caller fails the request (@why: what happened to the stream). The general stream
+ * is reopened the same way, with or without an event id.
+ */
+static gboolean req_resume(HttpReq *r, const char *why)
+{
+    if (r->t->freed || (r->id < 0 && !r->general) ||
+        (!r->general && !sbx_mcp_client_waits(r->t->base.client, r->id))) {
+        return FALSE;
+    }
+    if (r->framer != NULL) {
+        const char *id = sbx_mcp_framer_last_event_id(r->framer);
+        if (id != NULL) {
+            g_free(r->last_event_id);
+            r->last_event_id = g_strdup(id);
+        }
+        r->retry_ms = sbx_mcp_framer_retry_ms(r->framer) >= 0 ? sbx_mcp_framer_retry_ms(r->framer)
+                                                              : r->retry_ms;
+        r->fruitless = sbx_mcp_framer_events(r->framer) > 0 ? 0 : r->fruitless + 1;
+    } else if (r->resumed) {
+        r->fruitless++; /* the GET failed before any event */
+    }
+    if (!r->general && (r->last_event_id == NULL || (!r->sse && !r->resumed))) {
+        return FALSE; /* a JSON body, or a stream that gave no id: nothing to resume from */
+    }
+    if (r->fruitless > RESUME_FRUITLESS_MAX && r->general) {
+        req_free(r); /* the server's stream is gone: we do without */
+        return TRUE;
+    }
+    if (r->fruitless > RESUME_FRUITLESS_MAX) {
+        g_autofree char *last = g_strdup_printf("%s (resumed %d times in a row without an event)",
+                                                why, RESUME_FRUITLESS_MAX + 1);
+        sbx_mcp_client_fail_request(r->t->base.client, r->id, last);
+        req_free(r);
+        return TRUE;
+    }
+    req_reset_body(r);
+    g_clear_object(&r->cancel);
+    r->cancel = g_cancellable_new();
+    guint delay = r->retry_ms >= 0
+                      ? (guint)CLAMP(r->retry_ms, RESUME_DELAY_MIN_MS, RESUME_DELAY_MAX_MS)
+                      : RESUME_DELAY_DEFAULT_MS;
+    r->resume_timer = g_timeout_add(delay, on_resume, r);
+    return TRUE;
+}
 
 static void on_read(GObject *src, GAsyncResult *res, gpointer data)
 {
@@ -170,7 +321,10 @@ static void on_read(GObject *src, GAsyncResult *res, gpointer data)
     if (n < 0 || r->t->freed) {
         g_autofree char *why = g_strdup_printf("reading the HTTP response: %s",
                                                error != NULL ? error->message : "closed");
-        req_fail(r, why);
+        if (r->t->freed || g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED) ||
+            !req_resume(r, why)) {
+            req_fail(r, why);
+        }
         return;
     }
     if (n == 0) {
@@ -181,6 +335,12 @@ static void on_read(GObject *src, GAsyncResult *res, gpointer data)
         if (!sbx_mcp_framer_feed(r->framer, r->buf, n, on_message, r, &error)) {
             g_autofree char *why = g_strdup_printf("the server sent %s", error->message);
             req_fail(r, why);
+            return;
+        }
+        /* A resumed stream is the server's general one: once our answer came, leave it. */
+        if (r->resumed && !r->general &&
+            (r->t->freed || !sbx_mcp_client_waits(r->t->base.client, r->id))) {
+            req_free(r);
             return;
         }
     } else {
@@ -209,7 +369,11 @@ static void on_sent(GObject *src, GAsyncResult *res, gpointer data)
     r->body = soup_session_send_finish(SOUP_SESSION(src), res, &error);
     if (r->body == NULL) {
         g_autofree char *why = g_strdup_printf("HTTP: %s", error->message);
-        req_fail(r, why);
+        /* A resumption that could not connect (a server restarting) is tried again. */
+        if (!r->resumed || g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED) ||
+            !req_resume(r, why)) {
+            req_fail(r, why);
+        }
         return;
     }
     guint status = soup_message_get_status(r->msg);
@@ -232,7 +396,7 @@ static void on_sent(GObject *src, GAsyncResult *res, gpointer data)
         return;
     }
     const char *type = soup_message_headers_get_content_type(h, NULL);
-    if (r->id < 0) {
+    if (r->id < 0 && !r->general) {
         req_free(r); /* accepted (a notification, an answer): nothing to read */
         return;
     }
@@ -244,6 +408,12 @@ static void on_sent(GObject *src, GAsyncResult *res, gpointer data)
         return;
     }
     r->sse = g_ascii_strcasecmp(type, "text/event-stream") == 0;
+    if (r->resumed && !r->sse) { /* a GET is answered with a stream, or not at all */
+        g_autofree char *why =
+            g_strdup_printf("resuming the SSE stream: the GET was answered with %s", type);
+        req_fail(r, why);
+        return;
+    }
     if (r->sse) {
         r->framer = sbx_mcp_framer_new(SBX_MCP_FRAMING_SSE, SBX_MCP_MESSAGE_MAX);
     } else {
@@ -298,6 +468,7 @@ static void post(Http *t, const char *json, gint64 id)
 
     r->t = http_ref(t);
     r->id = id;
+    r->retry_ms = -1;
     r->cancel = g_cancellable_new();
     r->msg = soup_message_new(SOUP_METHOD_POST, t->url);
     soup_message_add_flags(r->msg, SOUP_MESSAGE_NO_REDIRECT); /* see on_sent */
@@ -320,7 +491,7 @@ static void http_abandon(SbxMcpTransport *base, gint64 id)
     HttpReq *r = g_hash_table_lookup(t->requests, &id);
 
     if (r != NULL) {
-        g_cancellable_cancel(r->cancel);
+        req_abandon(r);
         return;
     }
     for (GList *l = t->held.head; l != NULL; l = l->next) { /* not sent yet: never will be */
@@ -331,6 +502,21 @@ static void http_abandon(SbxMcpTransport *base, gint64 id)
             return;
         }
     }
+}
+
+/* Open the general stream (see the top of the file): a GET, as if resuming a stream. */
+static void open_general(Http *t)
+{
+    HttpReq *r = g_new0(HttpReq, 1);
+
+    r->t = http_ref(t);
+    r->id = -1;
+    r->general = TRUE;
+    r->retry_ms = -1;
+    r->cancel = g_cancellable_new();
+    t->general = r;
+    t->general_tried = TRUE;
+    on_resume(r);
 }
 
 static void http_negotiated(SbxMcpTransport *base, const char *version)
@@ -352,13 +538,16 @@ static void on_deleted(GObject *src, GAsyncResult *res, gpointer data)
 static void http_free(SbxMcpTransport *base)
 {
     Http *t = (Http *)base;
-    GHashTableIter it;
-    gpointer value;
 
     t->freed = TRUE;
-    g_hash_table_iter_init(&it, t->requests);
-    while (g_hash_table_iter_next(&it, NULL, &value)) {
-        g_cancellable_cancel(((HttpReq *)value)->cancel);
+    /* A copy: a request waiting to resume is freed at once (and leaves the table). */
+    GList *reqs = g_hash_table_get_values(t->requests);
+    for (GList *l = reqs; l != NULL; l = l->next) {
+        req_abandon(l->data);
+    }
+    g_list_free(reqs);
+    if (t->general != NULL) {
+        req_abandon(t->general);
     }
     /*
      * End the session (best effort: a server may refuse with 405). Asynchronous: under `sandbox

@@ -17,6 +17,11 @@ struct SbxMcpFramer {
     GString *data;     /* SSE: the event's data field so far */
     gboolean data_set; /* SSE: the event has a data field (possibly empty) */
     char *event;       /* SSE: the event's type, or NULL ("message") */
+    char *id_buffer;   /* SSE: the `id` field's value so far, or NULL (kept across events) */
+    char *last_id;     /* SSE: the id of the last event dispatched, or NULL */
+    gint64 retry_ms;   /* SSE: the last valid `retry` field, or -1 */
+    guint64 events;    /* SSE: events dispatched, empty ones (priming events) included */
+    gboolean in_event; /* SSE: a field (not a comment) since the last blank line */
 };
 
 SbxMcpFramer *sbx_mcp_framer_new(SbxMcpFraming framing, gsize max)
@@ -26,6 +31,7 @@ SbxMcpFramer *sbx_mcp_framer_new(SbxMcpFraming framing, gsize max)
     f->max = max;
     f->line = g_byte_array_new();
     f->data = g_string_new(NULL);
+    f->retry_ms = -1;
     return f;
 }
 
@@ -37,6 +43,8 @@ void sbx_mcp_framer_free(SbxMcpFramer *framer)
     g_byte_array_unref(framer->line);
     g_string_free(framer->data, TRUE);
     g_free(framer->event);
+    g_free(framer->id_buffer);
+    g_free(framer->last_id);
     g_free(framer);
 }
 
@@ -46,17 +54,64 @@ static void too_long(SbxMcpFramer *f, GError **error)
                 "a message longer than %" G_GSIZE_FORMAT " bytes", f->max);
 }
 
-/* SSE: the blank line ends an event; only "message" events carry JSON-RPC. */
+/*
+ * SSE: the blank line ends an event; only "message" events carry JSON-RPC. As the SSE standard
+ * says, the event's id becomes the stream's last event id even when the event has no data (a
+ * server's "priming" event: an id to resume from, nothing else).
+ */
 static void sse_dispatch(SbxMcpFramer *f, SbxMcpMessageFunc fn, gpointer user_data)
 {
     gboolean is_message = f->event == NULL || strcmp(f->event, "message") == 0;
 
+    if (g_strcmp0(f->last_id, f->id_buffer) != 0) {
+        g_free(f->last_id);
+        f->last_id = g_strdup(f->id_buffer);
+    }
+    f->events += f->in_event ? 1 : 0;
+    f->in_event = FALSE;
     if (f->data_set && is_message && f->data->len > 0) {
         fn(f->data->str, f->data->len, user_data);
     }
     g_string_truncate(f->data, 0);
     f->data_set = FALSE;
     g_clear_pointer(&f->event, g_free);
+}
+
+/*
+ * SSE: an `id` field. An empty value clears the id, as the standard says. It goes back to the
+ * server as the Last-Event-ID header when a stream is resumed, so a value that could not be a
+ * header value (a control character: the standard itself ignores ids with NUL) or is longer than
+ * SBX_MCP_EVENT_ID_MAX is ignored.
+ */
+static void sse_id(SbxMcpFramer *f, const char *value, gsize len)
+{
+    if (len > SBX_MCP_EVENT_ID_MAX) {
+        return;
+    }
+    for (gsize i = 0; i < len; i++) {
+        if ((guchar)value[i] < 0x20 || value[i] == 0x7f) {
+            return;
+        }
+    }
+    g_free(f->id_buffer);
+    f->id_buffer = len > 0 ? g_strndup(value, len) : NULL;
+}
+
+/* SSE: a `retry` field, ASCII digits only (anything else is ignored, as the standard says). */
+static void sse_retry(SbxMcpFramer *f, const char *value, gsize len)
+{
+    gint64 ms = 0;
+
+    if (len == 0) {
+        return;
+    }
+    for (gsize i = 0; i < len; i++) {
+        if (!g_ascii_isdigit(value[i])) {
+            return;
+        }
+        ms = MIN(ms * 10 + (value[i] - '0'), G_MAXINT32); /* saturated: no overflow */
+    }
+    f->retry_ms = ms;
 }
 
 /* SSE: one line, "field: value" (one space after the colon is dropped) or ":comment". */
@@ -76,6 +131,7 @@ static gboolean sse_line(SbxMcpFramer *f, const char *line, gsize len, SbxMcpMes
         value++;
         value_len--;
     }
+    f->in_event |= name_len > 0;
     if (name_len == 4 && memcmp(line, "data", 4) == 0) {
         if (f->data->len + value_len + 1 > f->max) {
             too_long(f, error);
@@ -89,8 +145,12 @@ static gboolean sse_line(SbxMcpFramer *f, const char *line, gsize len, SbxMcpMes
     } else if (name_len == 5 && memcmp(line, "event", 5) == 0) {
         g_free(f->event);
         f->event = g_strndup(value, value_len);
+    } else if (name_len == 2 && memcmp(line, "id", 2) == 0) {
+        sse_id(f, value, value_len);
+    } else if (name_len == 5 && memcmp(line, "retry", 5) == 0) {
+        sse_retry(f, value, value_len);
     }
-    /* id, retry, comments and unknown fields: nothing we use (we do not resume streams). */
+    /* Comments and unknown fields: nothing we use. */
     return TRUE;
 }
 
@@ -163,6 +223,21 @@ void sbx_mcp_framer_finish(SbxMcpFramer *f, SbxMcpMessageFunc fn, gpointer user_
     g_byte_array_set_size(f->line, 0);
     g_string_truncate(f->data, 0);
     f->data_set = FALSE;
+}
+
+const char *sbx_mcp_framer_last_event_id(const SbxMcpFramer *framer)
+{
+    return framer->last_id;
+}
+
+gint64 sbx_mcp_framer_retry_ms(const SbxMcpFramer *framer)
+{
+    return framer->retry_ms;
+}
+
+guint64 sbx_mcp_framer_events(const SbxMcpFramer *framer)
+{
+    return framer->events;
 }
 
 /* ---- messages ---------------------------------------------------------------------------- */

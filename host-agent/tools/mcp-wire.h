@@ -23,6 +23,13 @@
  */
 #define SBX_MCP_MESSAGE_MAX (8 * 1024 * 1024)
 
+/*
+ * Longest SSE event id kept (an `id` field). It is sent back as the Last-Event-ID header when a
+ * stream is resumed: servers use short ids (a counter, a UUID, a stream id and a counter), and a
+ * longer one would be a server making us send large headers.
+ */
+#define SBX_MCP_EVENT_ID_MAX 1024
+
 typedef enum {
     SBX_MCP_FRAMING_LINES, /* stdio: newline-delimited */
     SBX_MCP_FRAMING_SSE,   /* text/event-stream */
@@ -52,6 +59,18 @@ gboolean sbx_mcp_framer_feed(SbxMcpFramer *framer, const guint8 *data, gsize len
  * line does not (the spec drops it).
  */
 void sbx_mcp_framer_finish(SbxMcpFramer *framer, SbxMcpMessageFunc fn, gpointer user_data);
+
+/**
+ * SSE: the id of the last event dispatched (the standard's "last event ID", set by an `id` field
+ * and kept for later events), or NULL if none had one. Borrowed until the next feed.
+ */
+const char *sbx_mcp_framer_last_event_id(const SbxMcpFramer *framer);
+
+/** SSE: the last valid `retry` field (the reconnection delay the server asks for, ms), or -1. */
+gint64 sbx_mcp_framer_retry_ms(const SbxMcpFramer *framer);
+
+/** SSE: the number of events dispatched so far, empty ones included. */
+guint64 sbx_mcp_framer_events(const SbxMcpFramer *framer);
 
 typedef enum {
     SBX_MCP_MSG_REQUEST,      /* method + id: the server asks us something */

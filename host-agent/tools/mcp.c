@@ -1,5 +1,5 @@
 /*
- * The MCP provider: a real MCP client (protocol 2025-06-18) over stdio or streamable HTTP.
+ * The MCP provider: a real MCP client (protocol 2025-11-25) over stdio or streamable HTTP.
  * Discovery: `initialize`, `notifications/initialized`, then `tools/list` following
  * `nextCursor`; the listed tools become the provider's namespace. Calls: `tools/call`, any
  * number in flight on one server; the result is `structuredContent` when present, otherwise the
@@ -16,9 +16,15 @@
 #include "provider.h"
 #include "tools-error.h"
 
-/* The version we ask for, and every version we can speak (the server picks). */
-#define MCP_PROTOCOL_VERSION "2025-06-18"
-static const char *const supported_versions[] = {"2025-06-18", "2025-03-26", "2024-11-05", NULL};
+/*
+ * The version we ask for, and every version we can speak (the server picks). What 2025-11-25
+ * asks of a client that declares no capabilities is resuming a stream the server ends early
+ * (mcp-http.c); its other additions are capabilities we do not declare (tasks, URL
+ * elicitation, tools in sampling) or metadata we may ignore (icons).
+ */
+#define MCP_PROTOCOL_VERSION "2025-11-25"
+static const char *const supported_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                                 "2024-11-05", NULL};
 
 /*
  * Pages of tools/list followed: a server that keeps answering with a nextCursor (or with empty
@@ -282,7 +288,7 @@ static void on_initialize(const cJSON *result, const GError *error, gpointer dat
     if (!cJSON_IsString(v) || !g_strv_contains(supported_versions, v->valuestring)) {
         g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL,
                                 "MCP server \"%s\" answered protocol version %.32s (supported: "
-                                "2025-06-18, 2025-03-26, 2024-11-05)",
+                                "2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)",
                                 d->p->base.name, cJSON_IsString(v) ? v->valuestring : "(none)");
         g_object_unref(task);
         return;

@@ -3,7 +3,9 @@
  * fragments of 1..143 bytes, parsing every message it yields as JSON-RPC.
  *
  * Input: byte 0 picks the framing (bit 0), a small or the real message limit (bit 1) and seeds
- * the fragment sizes; the rest is the stream. Nothing may crash, leak or exceed the limit.
+ * the fragment sizes; the rest is the stream. Nothing may crash, leak or exceed the limit. An
+ * SSE stream's last event id (sent back as a header when a stream is resumed) stays within
+ * SBX_MCP_EVENT_ID_MAX without control characters; its retry is -1 or 0..G_MAXINT32.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -38,6 +40,23 @@ static void on_message(const char *text, gsize len, gpointer user_data)
     g_clear_error(&error);
 }
 
+static void check_resume_state(const SbxMcpFramer *f)
+{
+    const char *id = sbx_mcp_framer_last_event_id(f);
+    gint64 retry = sbx_mcp_framer_retry_ms(f);
+
+    if (id != NULL) {
+        size_t len = strlen(id);
+        if (len == 0 || len > SBX_MCP_EVENT_ID_MAX)
+            abort();
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)id[i] < 0x20 || id[i] == 0x7f)
+                abort();
+    }
+    if (retry < -1 || retry > G_MAXINT32)
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     Limits lim;
@@ -60,6 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break; /* a stream past its limit is dropped by the transports */
         pos += n;
     }
+    check_resume_state(f);
     sbx_mcp_framer_finish(f, on_message, &lim);
     sbx_mcp_framer_free(f);
     return 0;

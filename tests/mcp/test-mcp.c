@@ -407,16 +407,18 @@ static void test_env(void **state)
     stop(&c);
 }
 
-/* Streamable HTTP against tests/mcp/fake-mcp-http.py on 127.0.0.1. */
-static void test_http(void **state)
+/*
+ * Start tests/mcp/fake-mcp-http.py on 127.0.0.1 (its stdout in @ret_out) and the tools of a
+ * catalog pointing at it, listed.
+ */
+static GSubprocess *http_start(Ctx *c, GDataInputStream **ret_out)
 {
-    (void)state;
     g_autofree char *script = g_build_filename(SBX_TEST_DIR, "fake-mcp-http.py", NULL);
     GError *error = NULL;
-    g_autoptr(GSubprocess) server =
+    GSubprocess *server =
         g_subprocess_new(G_SUBPROCESS_FLAGS_STDOUT_PIPE, &error, "python3", script, NULL);
     assert_non_null(server);
-    g_autoptr(GDataInputStream) out = g_data_input_stream_new(g_subprocess_get_stdout_pipe(server));
+    GDataInputStream *out = g_data_input_stream_new(g_subprocess_get_stdout_pipe(server));
     g_autofree char *port = g_data_input_stream_read_line(out, NULL, NULL, &error);
     assert_non_null(port);
 
@@ -424,18 +426,28 @@ static void test_http(void **state)
         "{\"providers\": {\"fake\": {\"kind\": \"mcp\", \"url\": \"http://127.0.0.1:%s/mcp\", "
         "\"headers\": {\"X-Test\": \"1\"}, \"timeout_ms\": 3000}}}",
         port);
-    Ctx c = {0};
-    c.loop = g_main_loop_new(NULL, FALSE);
-    c.results = g_ptr_array_new_with_free_func(g_free);
-    c.tools = sbx_tools_new(sbx_catalog_parse(text, strlen(text), "t.json", "/tmp", NULL), NULL);
-    sbx_tools_start(c.tools, on_ready, &c);
-    g_main_loop_run(c.loop);
-    if (c.error != NULL) {
-        fail_msg("start: %s", c.error->message);
+    c->loop = g_main_loop_new(NULL, FALSE);
+    c->results = g_ptr_array_new_with_free_func(g_free);
+    c->tools = sbx_tools_new(sbx_catalog_parse(text, strlen(text), "t.json", "/tmp", NULL), NULL);
+    sbx_tools_start(c->tools, on_ready, c);
+    g_main_loop_run(c->loop);
+    if (c->error != NULL) {
+        fail_msg("start: %s", c->error->message);
     }
+    *ret_out = out;
+    return server;
+}
+
+/* Streamable HTTP against tests/mcp/fake-mcp-http.py on 127.0.0.1. */
+static void test_http(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+    g_autoptr(GDataInputStream) out = NULL;
+    g_autoptr(GSubprocess) server = http_start(&c, &out);
     gsize n = 0;
     sbx_tools_decls(c.tools, &n);
-    assert_int_equal(n, 8); /* listed over SSE, after a ping and a notification */
+    assert_int_equal(n, 17); /* listed over SSE, after a ping and a notification */
 
     g_autofree char *r1 = call(&c, "echo", "{\"text\":\"hi\"}");
     assert_string_equal(r1, "{\"echo\":\"hi\"}"); /* session id and version headers sent */
@@ -483,6 +495,106 @@ static void test_http(void **state)
     if (rest == NULL || strstr(rest, "DELETE sess-1") == NULL) {
         fail_msg("no DELETE of the session: %s", rest != NULL ? rest : "(nothing)");
     }
+    stop(&c);
+}
+
+/*
+ * Streamable HTTP, an SSE stream that ends before its answer (2025-11-25's polling): resumed by a
+ * GET with Last-Event-ID after the server's `retry`, the answer taken from that stream (left open
+ * by the server: the client leaves it), twice in a row, not at all without an event id, and given
+ * up after a few GETs that bring nothing.
+ */
+static void test_http_resume(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+    g_autoptr(GDataInputStream) out = NULL;
+    g_autoptr(GSubprocess) server = http_start(&c, &out);
+
+    g_autofree char *r1 = call(&c, "resume", "{}");
+    assert_string_equal(r1, "[{\"type\":\"text\",\"text\":\"resumed\"}]");
+    g_autofree char *r2 = call(&c, "resume_twice", "{}");
+    assert_string_equal(r2, "[{\"type\":\"text\",\"text\":\"resumed\"}]");
+    g_autofree char *r3 = call(&c, "noresume", "{}");
+    if (strstr(r3, "ended without an answer") == NULL) {
+        fail_msg("noresume: %s", r3);
+    }
+    g_autofree char *r4 = call(&c, "gone", "{}"); /* given up, not its 3 s timeout */
+    if (strstr(r4, "resumed 4 times in a row without an event") == NULL) {
+        fail_msg("gone: %s", r4);
+    }
+
+    /* The GETs: Last-Event-ID of the stream each resumes, after the server's retry (200 ms). */
+    g_autofree char *log = call(&c, "resumes", "{}");
+    cJSON *root = sbx_json_parse(log, strlen(log), SBX_JSON_DEPTH_MAX, NULL);
+    assert_non_null(root);
+    const cJSON *gets = cJSON_GetObjectItem(root, "gets");
+    assert_int_equal(cJSON_GetArraySize(gets), 1 + 2 + 4); /* resume, twice, gone's 4 tries */
+    const char *want[] = {"r-1", "r-1", "r-3", "r-1", "r-1", "r-1", "r-1"};
+    for (int i = 0; i < 7; i++) {
+        const cJSON *g = cJSON_GetArrayItem(gets, i);
+        assert_string_equal(cJSON_GetObjectItem(g, "last_event_id")->valuestring, want[i]);
+        int after = cJSON_GetObjectItem(g, "after_ms")->valueint;
+        int retry = i < 3 ? 200 : 50;
+        /* Never early; late by at most what a loaded machine adds (gone's: since its POST). */
+        if (after < retry - 10 || after > retry + 5000) {
+            fail_msg("GET %d came %d ms after its stream ended (retry %d ms)", i, after, retry);
+        }
+    }
+    cJSON_Delete(root);
+    g_subprocess_force_exit(server);
+    g_subprocess_wait(server, NULL, NULL);
+    stop(&c);
+}
+
+/* What fake-mcp-http.py's elicit tools answer when we answer right (ids with @prefix). */
+static char *expected_answers(const char *prefix)
+{
+    return g_strdup_printf(
+        "{\"answers\":[{\"jsonrpc\":\"2.0\",\"id\":\"%selicit-1\",\"result\":{\"action\":"
+        "\"decline\"}},{\"jsonrpc\":\"2.0\",\"id\":\"%ssample-1\",\"error\":{\"code\":-32601,"
+        "\"message\":\"method not found\"}},{\"jsonrpc\":\"2.0\",\"id\":\"%sroots-1\",\"error\":{"
+        "\"code\":-32601,\"message\":\"method not "
+        "found\"}},{\"jsonrpc\":\"2.0\",\"id\":\"%sodd-1\","
+        "\"error\":{\"code\":-32601,\"message\":\"method not found\"}}]}",
+        prefix, prefix, prefix, prefix);
+}
+
+/*
+ * Streamable HTTP, the server's requests on a call's stream and on the general stream:
+ * elicitation/create is declined, sampling, roots and an unknown method get -32601; the call
+ * goes on and is answered. The general stream, ended by the server, is reopened with its id.
+ */
+static void test_http_server_requests(void **state)
+{
+    (void)state;
+    Ctx c = {0};
+    g_autoptr(GDataInputStream) out = NULL;
+    g_autoptr(GSubprocess) server = http_start(&c, &out);
+
+    g_autofree char *r = call(&c, "elicit", "{}");
+    g_autofree char *want = expected_answers("");
+    assert_string_equal(r, want);
+    /* The same asked on the general stream (the GET opened once initialized). */
+    g_autofree char *g = call(&c, "elicit_general", "{}");
+    g_autofree char *want_g = expected_answers("g-");
+    assert_string_equal(g, want_g);
+    /* The general stream ends (after an event with an id): reopened with it, after its retry. */
+    g_autofree char *e = call(&c, "end_general", "{}");
+    assert_string_equal(e, "{}");
+    char *gets = NULL;
+    for (int i = 0; i < 40; i++) { /* 2 s at most: the retry is 100 ms */
+        g_free(gets);
+        gets = call(&c, "generals", "{}");
+        if (strcmp(gets, "{\"gets\":[\"-\"]}") != 0) {
+            break;
+        }
+        g_usleep(50 * 1000);
+    }
+    assert_string_equal(gets, "{\"gets\":[\"-\",\"g-7\"]}");
+    g_free(gets);
+    g_subprocess_force_exit(server);
+    g_subprocess_wait(server, NULL, NULL);
     stop(&c);
 }
 
@@ -575,6 +687,50 @@ static void test_framing(void **state)
     g_error_free(error);
 }
 
+/* Feed @text to @f at once, collecting messages into @got. */
+static void feed(SbxMcpFramer *f, const char *text, GPtrArray *got)
+{
+    assert_true(sbx_mcp_framer_feed(f, (const guint8 *)text, strlen(text), collect, got, NULL));
+}
+
+/*
+ * SSE: what resuming a stream needs: the last event id (a priming event's too, kept across
+ * events, cleared by an empty id, ids with control characters or too long ignored), the last
+ * valid retry, the events counted (comments and blank lines are none).
+ */
+static void test_framing_resume(void **state)
+{
+    (void)state;
+    g_autoptr(GPtrArray) got = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(SbxMcpFramer) f = sbx_mcp_framer_new(SBX_MCP_FRAMING_SSE, 4096);
+
+    assert_null(sbx_mcp_framer_last_event_id(f));
+    assert_int_equal(sbx_mcp_framer_retry_ms(f), -1);
+    feed(f, ": hello\n\n\n", got);
+    assert_int_equal(sbx_mcp_framer_events(f), 0);
+    feed(f, "id: ev-1\nretry: 500\ndata: \n\n", got); /* a priming event: no message */
+    assert_int_equal(got->len, 0);
+    assert_string_equal(sbx_mcp_framer_last_event_id(f), "ev-1");
+    assert_int_equal(sbx_mcp_framer_retry_ms(f), 500);
+    assert_int_equal(sbx_mcp_framer_events(f), 1);
+    feed(f, "retry: 12x\nretry: -5\nid: a\tb\ndata: {}\n\n", got); /* all three ignored */
+    assert_string_equal(sbx_mcp_framer_last_event_id(f), "ev-1");
+    assert_int_equal(sbx_mcp_framer_retry_ms(f), 500);
+    assert_int_equal(got->len, 1);
+    feed(f, "retry: 99999999999999999999\nid: ev-2\n", got); /* not dispatched yet */
+    assert_string_equal(sbx_mcp_framer_last_event_id(f), "ev-1");
+    feed(f, "\n", got);
+    assert_string_equal(sbx_mcp_framer_last_event_id(f), "ev-2");
+    assert_int_equal(sbx_mcp_framer_retry_ms(f), G_MAXINT32);
+    g_autofree char *long_id = g_strnfill(SBX_MCP_EVENT_ID_MAX + 1, 'x');
+    g_autofree char *ev = g_strdup_printf("id: %s\ndata: {}\n\n", long_id);
+    feed(f, ev, got);
+    assert_string_equal(sbx_mcp_framer_last_event_id(f), "ev-2");
+    feed(f, "id\ndata: {}\n\n", got); /* an empty id clears it */
+    assert_null(sbx_mcp_framer_last_event_id(f));
+    assert_int_equal(sbx_mcp_framer_events(f), 5);
+}
+
 static void test_messages(void **state)
 {
     (void)state;
@@ -606,6 +762,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_catalog),
         cmocka_unit_test(test_framing),
+        cmocka_unit_test(test_framing_resume),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_discovery),
         cmocka_unit_test(test_filter),
@@ -622,6 +779,8 @@ int main(void)
         cmocka_unit_test(test_nameless),
         cmocka_unit_test(test_server_dies_stderr_held),
         cmocka_unit_test(test_http),
+        cmocka_unit_test(test_http_resume),
+        cmocka_unit_test(test_http_server_requests),
         cmocka_unit_test(test_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
