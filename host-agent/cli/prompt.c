@@ -42,7 +42,8 @@ struct SbxPrompt {
     int fd;
     SbxWriter *out;
     guint source;
-    char *asking; /* id of the approval asked about, or NULL */
+    char *asking;      /* id of the approval asked about, or NULL */
+    gboolean deciding; /* inside our own decision (its notify is not news) */
     guint timeout_s;
     GString *line;
     /* The input of the call asked about, folded, while some of it was not shown (else NULL). */
@@ -187,8 +188,11 @@ static void answer(SbxPrompt *p)
     if (p->asking == NULL || (p->view != NULL && answer_paging(p, line))) {
         return;
     }
-    if (!sbx_approvals_decide_by(p->approvals, p->asking, is_word(line, "y", "yes"),
-                                 "the terminal of sandbox run")) {
+    p->deciding = TRUE; /* the decision's notify is about the call asked: not news */
+    gboolean taken = sbx_approvals_decide_by(p->approvals, p->asking, is_word(line, "y", "yes"),
+                                             "the terminal of sandbox run");
+    p->deciding = FALSE;
+    if (!taken) {
         say(p, "sandbox: too late: that call is no longer waiting\n");
     }
     ask_next(p);
@@ -237,7 +241,7 @@ static void on_pending_changed(SbxApprovals *approvals, gpointer data)
     SbxPrompt *p = data;
     (void)approvals;
 
-    if (p->source == 0 || (p->asking != NULL && asked_pending(p))) {
+    if (p->deciding || p->source == 0 || (p->asking != NULL && asked_pending(p))) {
         return;
     }
     if (p->asking != NULL) {

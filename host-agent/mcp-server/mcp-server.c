@@ -62,7 +62,21 @@ struct SbxMcpServer {
     const SbxCatalog *catalog; /* the discovery tools' (set_catalog), or NULL: none */
     GPtrArray *sessions;       /* char*: the handles of the sessions opened here, not closed */
     guint opening;             /* session_open calls in flight */
+    gboolean can_elicit;       /* the client declared elicitation (form mode) */
+    char *client_name;         /* clientInfo.name, or NULL */
+    GHashTable *elicits;       /* guint64* id -> Elicit* (the key is the elicit's) */
+    guint64 next_elicit;       /* the id of the next elicitation/create */
 };
+
+/* An elicitation/create in flight (elicit.h). */
+typedef struct {
+    SbxMcpServer *server;
+    guint64 id;
+    SbxMcpCall *call;
+    guint timer;
+    SbxMcpElicitFunc func;
+    gpointer data;
+} Elicit;
 
 SbxMcpServer *sbx_mcp_server_new(const SbxMcpServerOps *ops, gpointer data,
                                  const SbxMcpServerInfo *info)
@@ -76,8 +90,12 @@ SbxMcpServer *sbx_mcp_server_new(const SbxMcpServerOps *ops, gpointer data,
     s->calls = g_hash_table_new(g_str_hash, g_str_equal);
     s->line = g_byte_array_new();
     s->sessions = g_ptr_array_new_with_free_func(g_free);
+    s->elicits = g_hash_table_new(g_int64_hash, g_int64_equal);
+    s->next_elicit = 1;
     return s;
 }
+
+static void elicit_end(SbxMcpServer *s, Elicit *e, SbxMcpElicitOutcome outcome, gboolean tell);
 
 static void call_free(SbxMcpCall *call)
 {
@@ -102,6 +120,13 @@ void sbx_mcp_server_free(SbxMcpServer *s)
     if (s == NULL) {
         return;
     }
+    /* Elicitations end first (their funcs may look at their calls), told to nobody. */
+    while (g_hash_table_size(s->elicits) > 0) {
+        g_hash_table_iter_init(&it, s->elicits);
+        g_hash_table_iter_next(&it, NULL, &value);
+        elicit_end(s, value, SBX_MCP_ELICIT_CANCELLED, FALSE);
+    }
+    g_hash_table_destroy(s->elicits);
     /* Calls in flight are forgotten; a batch is freed with its last call. */
     g_hash_table_iter_init(&it, s->calls);
     while (g_hash_table_iter_next(&it, NULL, &value)) {
@@ -114,6 +139,7 @@ void sbx_mcp_server_free(SbxMcpServer *s)
     g_hash_table_destroy(s->calls);
     g_byte_array_unref(s->line);
     g_ptr_array_unref(s->sessions);
+    g_free(s->client_name);
     g_free(s->name);
     g_free(s->version);
     g_free(s);
@@ -265,6 +291,24 @@ static const char *pick_revision(const char *asked)
     return sbx_mcp_server_revisions[0];
 }
 
+/*
+ * What initialize says of the client: whether it can be asked (elicitation in form mode: `{}`
+ * or with `form`; 2025-06-18 on, the first revision with elicitation) and its name.
+ */
+static void note_client(SbxMcpServer *s, const cJSON *caps, const cJSON *client)
+{
+    const cJSON *el = cJSON_GetObjectItemCaseSensitive(caps, "elicitation");
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(client, "name");
+
+    s->can_elicit = strcmp(s->revision, "2025-06-18") >= 0 && cJSON_IsObject(el) &&
+                    (el->child == NULL || cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(el,
+                                                                                          "form")));
+    if (cJSON_IsString(name)) {
+        gsize len = MIN(strlen(name->valuestring), (gsize)SBX_NAME_MAX);
+        s->client_name = g_utf8_make_valid(name->valuestring, len);
+    }
+}
+
 static void on_initialize(SbxMcpServer *s, const Msg *m)
 {
     const cJSON *version = cJSON_GetObjectItemCaseSensitive(m->params, "protocolVersion");
@@ -283,6 +327,7 @@ static void on_initialize(SbxMcpServer *s, const Msg *m)
         return;
     }
     s->revision = pick_revision(version->valuestring);
+    note_client(s, caps, client);
 
     SbxJsonb b;
     sbx_jsonb_init(&b);
@@ -550,6 +595,126 @@ static void on_notification(SbxMcpServer *s, const Msg *m)
     /* Anything else (progress, roots changed, ...): nothing we act on. */
 }
 
+/* ---- elicitations -------------------------------------------------------------------------- */
+
+/* End @e: unlisted, the client told (@tell) that we no longer wait, its func called, freed. */
+static void elicit_end(SbxMcpServer *s, Elicit *e, SbxMcpElicitOutcome outcome, gboolean tell)
+{
+    g_hash_table_remove(s->elicits, &e->id);
+    g_clear_handle_id(&e->timer, g_source_remove);
+    if (tell) {
+        g_autofree char *json = g_strdup_printf(
+            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{"
+            "\"requestId\":%" G_GUINT64_FORMAT ",\"reason\":\"%s\"}}",
+            e->id,
+            outcome == SBX_MCP_ELICIT_TIMED_OUT ? "no answer in time: the call was denied"
+                                                : "no longer needed");
+        s->ops->send(s->data, json, strlen(json));
+    }
+    e->func(s, outcome, e->data);
+    g_free(e);
+}
+
+static gboolean on_elicit_timeout(gpointer data)
+{
+    Elicit *e = data;
+
+    e->timer = 0;
+    elicit_end(e->server, e, SBX_MCP_ELICIT_TIMED_OUT, TRUE);
+    return G_SOURCE_REMOVE;
+}
+
+/* A response from the client: an elicitation's answer, or nothing of ours (ignored). */
+static void on_response(SbxMcpServer *s, const Msg *m, const cJSON *id)
+{
+    gint64 n = 0;
+
+    if (!cJSON_IsNumber(id) || !sbx_json_int64(id, &n) || n <= 0) {
+        return; /* our ids are positive integers */
+    }
+    guint64 key = (guint64)n;
+    Elicit *e = g_hash_table_lookup(s->elicits, &key);
+    if (e != NULL) {
+        elicit_end(s, e, sbx_mcp_elicit_outcome(m->text, m->len), FALSE);
+    }
+}
+
+/* The elicitations of @call end with it (before its answer goes out). */
+static void elicits_of_call_end(SbxMcpServer *s, const SbxMcpCall *call)
+{
+    GHashTableIter it;
+    gpointer value;
+    gboolean found = TRUE;
+
+    while (found) {
+        found = FALSE;
+        g_hash_table_iter_init(&it, s->elicits);
+        while (!found && g_hash_table_iter_next(&it, NULL, &value)) {
+            found = ((Elicit *)value)->call == call;
+        }
+        if (found) {
+            elicit_end(s, value, SBX_MCP_ELICIT_CANCELLED, TRUE);
+        }
+    }
+}
+
+gboolean sbx_mcp_server_can_elicit(const SbxMcpServer *s)
+{
+    return s->revision != NULL && s->can_elicit;
+}
+
+const char *sbx_mcp_server_client_name(const SbxMcpServer *s)
+{
+    return s->client_name;
+}
+
+guint sbx_mcp_server_elicits(const SbxMcpServer *s)
+{
+    return g_hash_table_size(s->elicits);
+}
+
+SbxMcpCall *sbx_mcp_server_elicit_call(const SbxMcpServer *s, guint64 id)
+{
+    Elicit *e = g_hash_table_lookup(s->elicits, &id);
+
+    return e != NULL ? e->call : NULL;
+}
+
+guint64 sbx_mcp_server_elicit_approval(SbxMcpServer *s, SbxMcpCall *call,
+                                       const SbxMcpApprovalAsk *ask, SbxMcpElicitFunc func,
+                                       gpointer data)
+{
+    if (!sbx_mcp_server_can_elicit(s) || call->cancelled ||
+        g_hash_table_size(s->elicits) >= SBX_MCP_ELICITS_MAX) {
+        return 0;
+    }
+    Elicit *e = g_new0(Elicit, 1);
+    e->server = s;
+    e->id = s->next_elicit++;
+    e->call = call;
+    e->func = func;
+    e->data = data;
+    e->timer = g_timeout_add(MAX(ask->timeout_ms, 1u), on_elicit_timeout, e);
+    g_hash_table_insert(s->elicits, &e->id, e);
+
+    g_autofree char *params = sbx_mcp_elicit_params(ask);
+    g_autofree char *json =
+        g_strdup_printf("{\"jsonrpc\":\"2.0\",\"id\":%" G_GUINT64_FORMAT
+                        ",\"method\":\"elicitation/create\",\"params\":%s}",
+                        e->id, params);
+    s->ops->send(s->data, json, strlen(json));
+    return e->id;
+}
+
+void sbx_mcp_server_elicit_cancel(SbxMcpServer *s, guint64 id)
+{
+    Elicit *e = g_hash_table_lookup(s->elicits, &id);
+
+    if (e != NULL) {
+        elicit_end(s, e, SBX_MCP_ELICIT_CANCELLED, TRUE);
+    }
+}
+
 /* ---- messages ------------------------------------------------------------------------------- */
 
 /* One message (not a batch): @root parsed from @text. */
@@ -573,7 +738,8 @@ static void handle_one(SbxMcpServer *s, const char *text, gsize len, cJSON *root
     m.params = cJSON_GetObjectItemCaseSensitive(root, "params");
     if (method == NULL && (cJSON_GetObjectItemCaseSensitive(root, "result") != NULL ||
                            cJSON_GetObjectItemCaseSensitive(root, "error") != NULL)) {
-        return; /* a response: we send no requests, so it answers nothing of ours */
+        on_response(s, &m, id);
+        return;
     }
     if (!cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0 || !cJSON_IsString(method) ||
         (id != NULL && id_json == NULL) ||
@@ -661,6 +827,7 @@ static void finish_call(SbxMcpServer *s, SbxMcpCall *call, const char *result)
 {
     Batch *batch = call->batch;
 
+    elicits_of_call_end(s, call);
     g_hash_table_remove(s->calls, call->id_json);
     if (result != NULL) {
         answer_result(s, batch, call->id_json, result);

@@ -20,6 +20,7 @@
 #include <glib.h>
 
 #include "catalog.h"
+#include "mcp-server/elicit.h"
 #include "mcp-server/execute.h"
 #include "mcp-server/sessions.h"
 
@@ -180,6 +181,48 @@ guint sbx_mcp_server_calls(const SbxMcpServer *server);
 
 /** The revision negotiated, or NULL before initialize. */
 const char *sbx_mcp_server_revision(const SbxMcpServer *server);
+
+/* ---- approvals through the client (elicit.h; docs/mcp-server.md, "Approvals") ---------------- */
+
+/**
+ * Whether the client can be asked: it declared the `elicitation` capability at initialize (its
+ * form mode: an empty object, or one with `form`) and speaks 2025-06-18 or later.
+ */
+gboolean sbx_mcp_server_can_elicit(const SbxMcpServer *server);
+
+/** The client's clientInfo.name (at most SBX_NAME_MAX bytes, valid UTF-8), or NULL before. */
+const char *sbx_mcp_server_client_name(const SbxMcpServer *server);
+
+/* How an elicitation ended (called exactly once for each one asked). */
+typedef void (*SbxMcpElicitFunc)(SbxMcpServer *server, SbxMcpElicitOutcome outcome,
+                                 gpointer data);
+
+/**
+ * Ask the client to approve @ask, a host tool call of @call's execution: `elicitation/create`
+ * with a fresh id goes through the ops' send now (a transport that answers each call on a stream
+ * of its own routes it as it routes @call's messages). @func is called exactly once: from
+ * sbx_mcp_server_receive() with the client's answer (an answer with an unknown id is ignored, a
+ * malformed one denies), from the main loop after @ask->timeout_ms (TIMED_OUT: a
+ * `notifications/cancelled` for the request is sent), or CANCELLED by
+ * sbx_mcp_server_elicit_cancel(), @call's finish (before its answer goes out) or the server's
+ * free. Returns the request's id, or 0 when nothing was asked (the client cannot be asked,
+ * @call was cancelled, SBX_MCP_ELICITS_MAX in flight); then @func is never called.
+ */
+guint64 sbx_mcp_server_elicit_approval(SbxMcpServer *server, SbxMcpCall *call,
+                                       const SbxMcpApprovalAsk *ask, SbxMcpElicitFunc func,
+                                       gpointer data);
+
+/**
+ * Withdraw elicitation @id (answered elsewhere, or its approval ended): the client is sent
+ * `notifications/cancelled` for it and its func is called with CANCELLED. Unknown: nothing.
+ */
+void sbx_mcp_server_elicit_cancel(SbxMcpServer *server, guint64 id);
+
+/** Elicitations in flight. */
+guint sbx_mcp_server_elicits(const SbxMcpServer *server);
+
+/** The call elicitation @id is for, or NULL when none is in flight with that id. */
+SbxMcpCall *sbx_mcp_server_elicit_call(const SbxMcpServer *server, guint64 id);
 
 /** Attach the transport's @data to @call / get it back (NULL until set). */
 void sbx_mcp_call_set_data(SbxMcpCall *call, gpointer data);

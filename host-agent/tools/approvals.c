@@ -199,6 +199,10 @@ gboolean sbx_approvals_decide_by(SbxApprovals *approvals, const char *id, gboole
     }
     g_clear_handle_id(&p->timer, g_source_remove);
     p->idle = g_idle_add(on_idle, p);
+    /* No longer listed: whoever else asks about it (an MCP client) withdraws its question. */
+    if (approvals->notify != NULL) {
+        approvals->notify(approvals, approvals->notify_data);
+    }
     return TRUE;
 }
 

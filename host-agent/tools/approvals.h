@@ -69,7 +69,8 @@ const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider,
 
 /**
  * Called when an approval starts waiting (from inside sbx_approvals_request()) and when one stops
- * waiting without an answer (timed out, cancelled; already unlisted).
+ * waiting (decided, from inside sbx_approvals_decide_by(); timed out, cancelled; already
+ * unlisted).
  */
 typedef void (*SbxApprovalsNotify)(SbxApprovals *approvals, gpointer data);
 

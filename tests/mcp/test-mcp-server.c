@@ -1236,6 +1236,252 @@ static void test_session_cancelled_open(void **state)
     fake_free(f);
 }
 
+/* ---- approvals through the client (elicitation) ------------------------------------------------- */
+
+/* Initialize with @caps as the client's capabilities. */
+static void initialize_caps(Fake *f, const char *version, const char *caps)
+{
+    g_autofree char *msg =
+        g_strdup_printf("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                        "\"protocolVersion\":\"%s\",\"capabilities\":%s,\"clientInfo\":{\"name\":"
+                        "\"claude-code\",\"version\":\"1\"}}}",
+                        version, caps);
+    recv_text(f, msg);
+    cJSON_Delete(take(f));
+}
+
+/* The outcomes of the elicitations, in the order their funcs were called. */
+static GArray *outcomes;
+
+static void on_elicit(SbxMcpServer *server, SbxMcpElicitOutcome outcome, gpointer data)
+{
+    (void)server;
+    assert_ptr_equal(data, &outcomes);
+    g_array_append_val(outcomes, outcome);
+}
+
+static const SbxMcpApprovalAsk ASK = {
+    .provider = "github", .tool = "delete_repo", .input_json = "{\"repo\":\"old\"}",
+    .timeout_ms = 60000};
+
+static guint64 ask(Fake *f, SbxMcpCall *c)
+{
+    return sbx_mcp_server_elicit_approval(f->server, c, &ASK, on_elicit, &outcomes);
+}
+
+static SbxMcpElicitOutcome last_outcome(void)
+{
+    assert_true(outcomes->len > 0);
+    return g_array_index(outcomes, SbxMcpElicitOutcome, outcomes->len - 1);
+}
+
+static void test_elicit_capability(void **state)
+{
+    static const struct {
+        const char *version, *caps;
+        gboolean can;
+    } cases[] = {
+        {"2025-11-25", "{}", FALSE},
+        {"2025-11-25", "{\"elicitation\":{}}", TRUE},
+        {"2025-11-25", "{\"elicitation\":{\"form\":{}}}", TRUE},
+        {"2025-11-25", "{\"elicitation\":{\"url\":{}}}", FALSE},
+        {"2025-11-25", "{\"elicitation\":true}", FALSE},
+        {"2025-06-18", "{\"elicitation\":{}}", TRUE},
+        {"2025-03-26", "{\"elicitation\":{}}", FALSE},
+    };
+    (void)state;
+    outcomes = g_array_new(FALSE, FALSE, sizeof(SbxMcpElicitOutcome));
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        Fake *f = fake_new();
+        assert_false(sbx_mcp_server_can_elicit(f->server));
+        assert_null(sbx_mcp_server_client_name(f->server));
+        initialize_caps(f, cases[i].version, cases[i].caps);
+        assert_int_equal(sbx_mcp_server_can_elicit(f->server), cases[i].can);
+        assert_string_equal(sbx_mcp_server_client_name(f->server), "claude-code");
+        call(f, "1", "{\"language\":\"python\",\"code\":\"1\"}");
+        guint64 id = ask(f, g_ptr_array_index(f->calls, 0));
+        /* A client that cannot be asked is not: nothing sent, no func (the API's approvals). */
+        assert_int_equal(id != 0, cases[i].can);
+        assert_int_equal(f->sent->len, cases[i].can ? 1 : 0);
+        g_ptr_array_set_size(f->sent, 0);
+        fake_free(f);
+    }
+    /* Only the free of the ones asked: cancelled, told to nobody. */
+    assert_int_equal(outcomes->len, 3);
+    g_array_unref(outcomes);
+}
+
+static void test_elicit_answers(void **state)
+{
+    static const struct {
+        const char *result;
+        SbxMcpElicitOutcome outcome;
+    } cases[] = {
+        {"\"result\":{\"action\":\"accept\",\"content\":{\"approve\":true}}",
+         SBX_MCP_ELICIT_APPROVED},
+        {"\"result\":{\"action\":\"accept\",\"content\":{\"approve\":false}}",
+         SBX_MCP_ELICIT_DENIED},
+        {"\"result\":{\"action\":\"accept\",\"content\":{\"approve\":\"true\"}}",
+         SBX_MCP_ELICIT_DENIED},
+        {"\"result\":{\"action\":\"accept\"}", SBX_MCP_ELICIT_DENIED},
+        {"\"result\":{\"action\":\"decline\"}", SBX_MCP_ELICIT_DENIED},
+        {"\"result\":{\"action\":\"cancel\"}", SBX_MCP_ELICIT_DENIED},
+        {"\"result\":{\"action\":\"decline\",\"content\":{\"approve\":true}}",
+         SBX_MCP_ELICIT_DENIED},
+        {"\"error\":{\"code\":-32601,\"message\":\"no\"}", SBX_MCP_ELICIT_DENIED},
+        {"\"result\":\"accept\"", SBX_MCP_ELICIT_DENIED},
+        {"\"result\":[1,2]", SBX_MCP_ELICIT_DENIED},
+        {"\"result\":null", SBX_MCP_ELICIT_DENIED},
+    };
+    Fake *f = fake_new();
+    (void)state;
+
+    outcomes = g_array_new(FALSE, FALSE, sizeof(SbxMcpElicitOutcome));
+    initialize_caps(f, "2025-11-25", "{\"elicitation\":{}}");
+    call(f, "\"c\"", "{\"language\":\"python\",\"code\":\"1\"}");
+    SbxMcpCall *c = g_ptr_array_index(f->calls, 0);
+    for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
+        guint64 id = ask(f, c);
+        assert_true(id > 0);
+        assert_ptr_equal(sbx_mcp_server_elicit_call(f->server, id), c);
+        cJSON *v = take(f);
+        assert_int_equal(num(v, "id"), (gint64)id);
+        assert_string_equal(str(v, "method"), "elicitation/create");
+        expect_in(str(v, "params.message"), "delete_repo");
+        expect_in(str(v, "params.message"), "github");
+        expect_in(str(v, "params.message"), "{\"repo\":\"old\"}");
+        assert_string_equal(str(v, "params.requestedSchema.type"), "object");
+        assert_string_equal(str(v, "params.requestedSchema.properties.approve.type"), "boolean");
+        assert_string_equal(str(v, "params.requestedSchema.required.0"), "approve");
+        cJSON_Delete(v);
+        /* Unknown ids and ids of another type answer nothing of ours: ignored. */
+        g_autofree char *other = g_strdup_printf(
+            "{\"jsonrpc\":\"2.0\",\"id\":%" G_GUINT64_FORMAT ",%s}", id + 1000, cases[i].result);
+        g_autofree char *as_string = g_strdup_printf(
+            "{\"jsonrpc\":\"2.0\",\"id\":\"%" G_GUINT64_FORMAT "\",%s}", id, cases[i].result);
+        recv_text(f, other);
+        recv_text(f, as_string);
+        assert_int_equal(outcomes->len, i);
+        g_autofree char *answer = g_strdup_printf(
+            "{\"jsonrpc\":\"2.0\",\"id\":%" G_GUINT64_FORMAT ",%s}", id, cases[i].result);
+        recv_text(f, answer);
+        assert_int_equal(outcomes->len, i + 1);
+        assert_int_equal(last_outcome(), cases[i].outcome);
+        /* Answered: nothing sent back, a second answer ignored. */
+        recv_text(f, answer);
+        assert_int_equal(outcomes->len, i + 1);
+        assert_int_equal(f->sent->len, 0);
+        assert_int_equal(sbx_mcp_server_elicits(f->server), 0);
+    }
+    /* A long input is cut in the message, its size said. */
+    GString *big = g_string_new("{\"text\":\"");
+    for (int i = 0; i < 3000; i++) {
+        g_string_append(big, "\xc3\xa9"); /* two bytes each: a cut must not split one */
+    }
+    g_string_append(big, "\"}");
+    SbxMcpApprovalAsk long_ask = ASK;
+    long_ask.input_json = big->str;
+    assert_true(sbx_mcp_server_elicit_approval(f->server, c, &long_ask, on_elicit, &outcomes) > 0);
+    cJSON *v = take(f);
+    expect_in(str(v, "params.message"), "(6011 bytes in all)");
+    assert_true(strlen(str(v, "params.message")) < SBX_MCP_ELICIT_INPUT_MAX + 400);
+    assert_true(g_utf8_validate(str(v, "params.message"), -1, NULL));
+    cJSON_Delete(v);
+    g_string_free(big, TRUE);
+    /* The call's finish withdraws it: notifications/cancelled, then the call's answer. */
+    sbx_mcp_server_finish(f->server, c, REPORT_OK);
+    assert_int_equal(last_outcome(), SBX_MCP_ELICIT_CANCELLED);
+    assert_int_equal(f->sent->len, 2);
+    expect_in(g_ptr_array_index(f->sent, 0), "\"method\":\"notifications/cancelled\"");
+    expect_in(g_ptr_array_index(f->sent, 1), "\"id\":\"c\"");
+    g_ptr_array_set_size(f->sent, 0);
+    fake_free(f);
+    g_array_unref(outcomes);
+}
+
+static gboolean quit_loop(gpointer data)
+{
+    g_main_loop_quit(data);
+    return G_SOURCE_REMOVE;
+}
+
+static void test_elicit_bound_cancel_timeout(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    outcomes = g_array_new(FALSE, FALSE, sizeof(SbxMcpElicitOutcome));
+    initialize_caps(f, "2025-11-25", "{\"elicitation\":{}}");
+    call(f, "1", "{\"language\":\"python\",\"code\":\"1\"}");
+    call(f, "2", "{\"language\":\"python\",\"code\":\"1\"}");
+    SbxMcpCall *c1 = g_ptr_array_index(f->calls, 0);
+    SbxMcpCall *c2 = g_ptr_array_index(f->calls, 1);
+    guint64 ids[SBX_MCP_ELICITS_MAX];
+    for (int i = 0; i < SBX_MCP_ELICITS_MAX; i++) {
+        ids[i] = ask(f, i % 2 ? c2 : c1);
+        assert_true(ids[i] > 0);
+    }
+    /* Bounded: one more is not asked (it waits for the API's approvals). */
+    assert_int_equal(ask(f, c1), 0);
+    assert_int_equal(f->sent->len, SBX_MCP_ELICITS_MAX);
+    g_ptr_array_set_size(f->sent, 0);
+    /* Withdrawn: the client told, func CANCELLED; then a late answer is ignored. */
+    sbx_mcp_server_elicit_cancel(f->server, ids[0]);
+    cJSON *v = take(f);
+    assert_string_equal(str(v, "method"), "notifications/cancelled");
+    assert_int_equal(num(v, "params.requestId"), (gint64)ids[0]);
+    cJSON_Delete(v);
+    assert_int_equal(last_outcome(), SBX_MCP_ELICIT_CANCELLED);
+    sbx_mcp_server_elicit_cancel(f->server, ids[0]); /* twice: nothing */
+    assert_int_equal(f->sent->len, 0);
+    assert_int_equal(ask(f, c1) > 0, TRUE); /* room again */
+    g_ptr_array_set_size(f->sent, 0);
+    /* A cancelled call's approvals are not asked. */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+                 "{\"requestId\":2}}");
+    guint before = outcomes->len;
+    for (int i = 1; i < SBX_MCP_ELICITS_MAX; i += 2) {
+        sbx_mcp_server_elicit_cancel(f->server, ids[i]); /* c2's */
+    }
+    g_ptr_array_set_size(f->sent, 0);
+    assert_int_equal(outcomes->len, before + SBX_MCP_ELICITS_MAX / 2);
+    assert_int_equal(ask(f, c2), 0);
+    /* Timed out: TIMED_OUT, the client told; its late answer ignored. */
+    SbxMcpApprovalAsk quick = ASK;
+    quick.timeout_ms = 20;
+    guint64 q = sbx_mcp_server_elicit_approval(f->server, c1, &quick, on_elicit, &outcomes);
+    assert_true(q > 0);
+    g_ptr_array_set_size(f->sent, 0);
+    before = outcomes->len;
+    g_autoptr(GMainLoop) loop = g_main_loop_new(NULL, FALSE);
+    guint guard = g_timeout_add(5000, quit_loop, loop);
+    while (outcomes->len == before && g_main_context_iteration(NULL, TRUE)) {
+    }
+    g_source_remove(guard);
+    assert_int_equal(outcomes->len, before + 1);
+    assert_int_equal(last_outcome(), SBX_MCP_ELICIT_TIMED_OUT);
+    v = take(f);
+    assert_string_equal(str(v, "method"), "notifications/cancelled");
+    assert_int_equal(num(v, "params.requestId"), (gint64)q);
+    cJSON_Delete(v);
+    g_autofree char *late = g_strdup_printf(
+        "{\"jsonrpc\":\"2.0\",\"id\":%" G_GUINT64_FORMAT
+        ",\"result\":{\"action\":\"accept\",\"content\":{\"approve\":true}}}",
+        q);
+    recv_text(f, late);
+    assert_int_equal(outcomes->len, before + 1);
+    /* The free ends the rest: CANCELLED, nothing sent. */
+    guint left = sbx_mcp_server_elicits(f->server);
+    assert_true(left > 0);
+    before = outcomes->len;
+    sbx_mcp_server_free(f->server);
+    f->server = NULL;
+    assert_int_equal(outcomes->len, before + left);
+    assert_int_equal(f->sent->len, 0);
+    fake_free(f);
+    g_array_unref(outcomes);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1259,6 +1505,9 @@ int main(void)
         cmocka_unit_test(test_session_bad_arguments),
         cmocka_unit_test(test_session_bound),
         cmocka_unit_test(test_session_cancelled_open),
+        cmocka_unit_test(test_elicit_capability),
+        cmocka_unit_test(test_elicit_answers),
+        cmocka_unit_test(test_elicit_bound_cancel_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
