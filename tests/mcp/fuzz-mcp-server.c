@@ -5,13 +5,19 @@
  * the session tools when bit 6 is. Calls started are finished at once, later, or cancelled
  * first, as the input's bits say: executions with a report that byte 0 also picks, session
  * tools with an outcome (a handle, an error, a session gone, a file's bytes) the seed picks.
+ * When bit 5 is set the client declares elicitation, and now and then a call in flight asks it
+ * to approve a tool call (elicitation/create, ids 1, 2, ...), withdrawn now and then: the
+ * input's responses answer them (corpus `elicit`, `elicit-bad`).
  *
  * Invariants: every message sent is one line of JSON that our strict parser reads, a JSON-RPC
  * 2.0 answer (an object with an id and exactly one of result and error) or a non-empty array of
  * them; no id is answered twice while its call is in flight; the calls in flight never exceed
  * SBX_MCP_SERVER_CALLS_MAX; a cancelled call's finish sends nothing; a session tool's op gets
  * checked arguments (a handle the server opened, a workspace path, at most SBX_MCP_FILE_MAX
- * bytes), and the handles kept never exceed SBX_MCP_SESSIONS_MAX.
+ * bytes), and the handles kept never exceed SBX_MCP_SESSIONS_MAX; the server's requests are
+ * elicitation/create with a fresh numeric id, at most SBX_MCP_ELICITS_MAX in flight, each ended
+ * exactly once (answered, withdrawn, its call's finish, the free), and a withdrawn one is said
+ * with notifications/cancelled.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,6 +43,9 @@ typedef struct {
     guint sent;
     guint opened; /* handles made so far */
     uint32_t seed;
+    GHashTable *asked;  /* elicitation ids in flight (as pointers) */
+    guint64 last_asked; /* the highest id asked */
+    guint withdrawn;    /* notifications/cancelled sent */
 } Fuzz;
 
 static const char *const reports[] = {
@@ -48,12 +57,26 @@ static const char *const reports[] = {
     "",
 };
 
-static void check_answer(const cJSON *v)
+static void check_answer(Fuzz *f, const cJSON *v)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(v, "id");
     const cJSON *method = cJSON_GetObjectItemCaseSensitive(v, "method");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(v, "params");
+    int64_t n = 0;
 
-    if (cJSON_IsString(method)) { /* our one notification */
+    if (cJSON_IsString(method) && strcmp(method->valuestring, "elicitation/create") == 0) {
+        /* our one request: a fresh id */
+        CHECK(sbx_json_int64(id, &n) && (guint64)n > f->last_asked);
+        CHECK(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(params, "message")));
+        return;
+    }
+    if (cJSON_IsString(method) && strcmp(method->valuestring, "notifications/cancelled") == 0) {
+        const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
+        CHECK(id == NULL && sbx_json_int64(rid, &n) && (guint64)n <= f->last_asked);
+        f->withdrawn++;
+        return;
+    }
+    if (cJSON_IsString(method)) { /* our other notification */
         CHECK(strcmp(method->valuestring, "notifications/progress") == 0 && id == NULL);
         return;
     }
@@ -76,9 +99,9 @@ static void on_send(gpointer data, const char *json, gsize len)
     CHECK(strlen(json) == len && memchr(json, '\n', len) == NULL && v != NULL);
     if (cJSON_IsArray(v)) {
         CHECK(cJSON_GetArraySize(v) > 0);
-        cJSON_ArrayForEach(item, v) check_answer(item);
+        cJSON_ArrayForEach(item, v) check_answer(f, item);
     } else {
-        check_answer(v);
+        check_answer(f, v);
     }
     cJSON_Delete(v);
 }
@@ -208,18 +231,58 @@ static void finish_session(Fuzz *f, SbxMcpCall *call)
     check_handle(f, NULL);
 }
 
+/* The elicitation of each id: the data given is the id itself, checked once ended. */
+typedef struct {
+    Fuzz *f;
+    guint64 id;
+} Asked;
+
+static void on_elicit_end(SbxMcpServer *server, SbxMcpElicitOutcome outcome, gpointer data)
+{
+    Asked *a = data;
+
+    (void)server;
+    CHECK(outcome <= SBX_MCP_ELICIT_CANCELLED);
+    CHECK(g_hash_table_remove(a->f->asked, GSIZE_TO_POINTER(a->id))); /* once each */
+    g_free(a);
+}
+
+/* The oldest call in flight asks the client to approve a tool call. */
+static void ask(Fuzz *f)
+{
+    static const SbxMcpApprovalAsk q = {
+        .provider = "p", .tool = "t", .input_json = "{\"a\":1}", .timeout_ms = 60000};
+    Asked *a = g_new0(Asked, 1);
+
+    a->f = f;
+    a->id = sbx_mcp_server_elicit_approval(f->server, g_ptr_array_index(f->calls, 0), &q,
+                                           on_elicit_end, a);
+    if (a->id == 0) {
+        g_free(a);
+        return;
+    }
+    CHECK(a->id > f->last_asked && !g_hash_table_contains(f->asked, GSIZE_TO_POINTER(a->id)));
+    f->last_asked = a->id;
+    g_hash_table_add(f->asked, GSIZE_TO_POINTER(a->id));
+    CHECK(sbx_mcp_server_elicits(f->server) == g_hash_table_size(f->asked));
+    CHECK(sbx_mcp_server_elicits(f->server) <= SBX_MCP_ELICITS_MAX);
+}
+
 static void finish_first(Fuzz *f, const char *report)
 {
     SbxMcpCall *call = g_ptr_array_steal_index(f->calls, 0);
     gboolean cancelled = g_hash_table_remove(f->cancelled, call);
-    guint before = f->sent;
+    guint before = f->sent - f->withdrawn;
 
     if (sbx_mcp_call_tool(call) == SBX_MCP_TOOL_EXECUTE) {
         sbx_mcp_server_finish(f->server, call, report);
     } else {
         finish_session(f, call);
     }
-    CHECK(!cancelled || f->sent == before || f->sent == before + 1); /* a batch may complete */
+    /* Nothing but its elicitations' withdrawals (a batch may complete) */
+    CHECK(!cancelled || f->sent - f->withdrawn == before ||
+          f->sent - f->withdrawn == before + 1);
+    CHECK(sbx_mcp_server_elicits(f->server) == g_hash_table_size(f->asked));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -236,6 +299,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     seed = data[0];
     f.calls = g_ptr_array_new();
     f.cancelled = g_hash_table_new(NULL, NULL);
+    f.asked = g_hash_table_new(NULL, NULL);
     f.server = sbx_mcp_server_new((data[0] & 0x40) ? &session_ops : &ops, &f, &info);
     if (data[0] & 0x80)
         sbx_mcp_server_set_catalog(f.server, catalog());
@@ -243,9 +307,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *report = reports[(data[0] >> 3) % G_N_ELEMENTS(reports)];
     if (version != NULL) {
         char *init = g_strdup_printf("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\","
-                                     "\"params\":{\"protocolVersion\":\"%s\",\"capabilities\":{},"
+                                     "\"params\":{\"protocolVersion\":\"%s\",\"capabilities\":%s,"
                                      "\"clientInfo\":{\"name\":\"f\",\"version\":\"1\"}}}\n",
-                                     version);
+                                     version, (data[0] & 0x20) ? "{\"elicitation\":{}}" : "{}");
         sbx_mcp_server_feed(f.server, (const guint8 *)init, strlen(init));
         g_free(init);
     }
@@ -262,6 +326,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (f.calls->len > 0 && (seed >> 12) % 3 == 0)
             sbx_mcp_server_progress(f.server, g_ptr_array_index(f.calls, 0), pos, size,
                                     (seed & 2) ? "running" : NULL);
+        /* ... or asks the client to approve, or an approval asked is withdrawn. */
+        if (f.calls->len > 0 && (seed >> 20) % 2 == 0)
+            ask(&f);
+        if (f.last_asked > 0 && (seed >> 24) % 5 == 0)
+            sbx_mcp_server_elicit_cancel(f.server, 1 + (seed >> 4) % f.last_asked);
+        CHECK(sbx_mcp_server_elicits(f.server) == g_hash_table_size(f.asked));
         if (f.calls->len > 0 && (seed >> 8) % 4 == 0)
             finish_first(&f, report);
     }
@@ -270,6 +340,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while ((seed & 1) && f.calls->len > 0)
         finish_first(&f, report);
     sbx_mcp_server_free(f.server);
+    CHECK(g_hash_table_size(f.asked) == 0); /* every one ended, the free's included */
+    g_hash_table_unref(f.asked);
     g_ptr_array_unref(f.calls);
     g_hash_table_unref(f.cancelled);
     return 0;
