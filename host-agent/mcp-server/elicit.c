@@ -15,7 +15,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(cJSON, cJSON_Delete)
 static const char SCHEMA[] =
     "{\"type\":\"object\",\"properties\":{\"approve\":{\"type\":\"boolean\",\"title\":\"Approve "
     "this call\",\"description\":\"Check to let the call run; leave unchecked, decline or cancel "
-    "to deny it (the program gets policy_denied).\",\"default\":false}},\"required\":[\"approve\"]}";
+    "to deny it (the program gets "
+    "policy_denied).\",\"default\":false}},\"required\":[\"approve\"]}";
 
 /* @input cut to SBX_MCP_ELICIT_INPUT_MAX bytes at a character, saying how long it was. */
 static char *shown_input(const char *input)

@@ -300,9 +300,9 @@ static void note_client(SbxMcpServer *s, const cJSON *caps, const cJSON *client)
     const cJSON *el = cJSON_GetObjectItemCaseSensitive(caps, "elicitation");
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(client, "name");
 
-    s->can_elicit = strcmp(s->revision, "2025-06-18") >= 0 && cJSON_IsObject(el) &&
-                    (el->child == NULL || cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(el,
-                                                                                          "form")));
+    s->can_elicit =
+        strcmp(s->revision, "2025-06-18") >= 0 && cJSON_IsObject(el) &&
+        (el->child == NULL || cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(el, "form")));
     if (cJSON_IsString(name)) {
         gsize len = MIN(strlen(name->valuestring), (gsize)SBX_NAME_MAX);
         s->client_name = g_utf8_make_valid(name->valuestring, len);
@@ -698,10 +698,9 @@ guint64 sbx_mcp_server_elicit_approval(SbxMcpServer *s, SbxMcpCall *call,
     g_hash_table_insert(s->elicits, &e->id, e);
 
     g_autofree char *params = sbx_mcp_elicit_params(ask);
-    g_autofree char *json =
-        g_strdup_printf("{\"jsonrpc\":\"2.0\",\"id\":%" G_GUINT64_FORMAT
-                        ",\"method\":\"elicitation/create\",\"params\":%s}",
-                        e->id, params);
+    g_autofree char *json = g_strdup_printf("{\"jsonrpc\":\"2.0\",\"id\":%" G_GUINT64_FORMAT
+                                            ",\"method\":\"elicitation/create\",\"params\":%s}",
+                                            e->id, params);
     s->ops->send(s->data, json, strlen(json));
     return e->id;
 }

@@ -194,8 +194,7 @@ gboolean sbx_mcp_server_can_elicit(const SbxMcpServer *server);
 const char *sbx_mcp_server_client_name(const SbxMcpServer *server);
 
 /* How an elicitation ended (called exactly once for each one asked). */
-typedef void (*SbxMcpElicitFunc)(SbxMcpServer *server, SbxMcpElicitOutcome outcome,
-                                 gpointer data);
+typedef void (*SbxMcpElicitFunc)(SbxMcpServer *server, SbxMcpElicitOutcome outcome, gpointer data);
 
 /**
  * Ask the client to approve @ask, a host tool call of @call's execution: `elicitation/create`

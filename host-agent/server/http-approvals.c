@@ -56,6 +56,7 @@ static void on_change(SbxApprovals *approvals, gpointer data)
             sbx_http_exec_approval(e, json);
         }
     }
+    sbx_http_mcp_approvals_changed(front); /* the one watcher, shared */
 }
 
 void sbx_http_approvals_watch(HttpFront *front)

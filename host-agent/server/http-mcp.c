@@ -12,6 +12,13 @@
  * then its answer (or, to a client that accepts only JSON, the answer as JSON at the end). Messages
  * the core sends while it handles a POST, and those of a call started by it, go on that POST's
  * answer: there is no stream of the server's own (GET is 405, as the specification allows).
+ *
+ * A tool call of such an execution that the policy holds for approval is asked of the client
+ * when it declared elicitation (docs/mcp-server.md, "Approvals"): `elicitation/create` on the
+ * stream of the call whose execution made it, the client's answer in a POST of its own decides
+ * it (sbx_approvals_decide_by(), "the MCP client NAME"), whoever answers first wins (the API's
+ * POST /v1/approvals/{id} works meanwhile), and a question whose approval stopped waiting is
+ * withdrawn (notifications/cancelled).
  */
 #include "server/http-private.h"
 
@@ -88,8 +95,17 @@ struct McpSession {
     const SbxTenant *tenant; /* while a POST of this tenant is handled */
     GList *posts;            /* McpPost*: answers still open */
     GList *jobs;             /* McpJob* */
+    GList *asks;             /* McpAsk*: approvals asked of the client, not answered */
     gint64 used_us;          /* monotonic: the last request */
 };
+
+/* An approval asked of the session's client (an elicitation in flight). */
+typedef struct {
+    McpSession *s;
+    char *approval_id;
+    guint64 elicit_id;
+    McpJob *job; /* whose execution made the call (its stream carries the question) */
+} McpAsk;
 
 /* ---- answers ------------------------------------------------------------------------------ */
 
@@ -571,6 +587,145 @@ static const SbxMcpServerOps mcp_ops = {
     .file_read = mcp_file_read,
 };
 
+/* ---- approvals through the client (elicitation) --------------------------------------------- */
+
+static void ask_free(McpAsk *k)
+{
+    k->s->asks = g_list_remove(k->s->asks, k);
+    g_free(k->approval_id);
+    g_free(k);
+}
+
+/* The client's answer (or the end of the question): an answer decides the approval. */
+static void on_asked(SbxMcpServer *server, SbxMcpElicitOutcome outcome, gpointer data)
+{
+    McpAsk *k = data;
+    HttpFront *front = k->s->front;
+    g_autofree char *id = g_strdup(k->approval_id);
+
+    ask_free(k); /* first: the decision's notify comes back here */
+    if (outcome == SBX_MCP_ELICIT_APPROVED || outcome == SBX_MCP_ELICIT_DENIED) {
+        const char *name = sbx_mcp_server_client_name(server);
+        g_autofree char *by = g_strdup_printf("the MCP client %s", name != NULL ? name : "");
+        /* FALSE: answered elsewhere first, timed out, or its execution ended: nothing to do */
+        sbx_approvals_decide_by(sbx_server_approvals(front->srv), id,
+                                outcome == SBX_MCP_ELICIT_APPROVED, by);
+    }
+}
+
+/* The core's messages go to @post now; the POST they went to before. */
+static McpPost *route_to(McpSession *s, McpPost *post)
+{
+    McpPost *was = s->current;
+
+    s->current = post;
+    return was;
+}
+
+static gboolean is_pending(GPtrArray *pending, const char *id)
+{
+    for (guint i = 0; i < pending->len; i++) {
+        if (strcmp(((const SbxApproval *)pending->pdata[i])->id, id) == 0) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* Withdraw @s's questions whose approvals stopped waiting. */
+static void withdraw_gone(McpSession *s, GPtrArray *pending)
+{
+    GList *l = s->asks;
+
+    while (l != NULL) {
+        McpAsk *k = l->data;
+        l = l->next; /* k is freed by its cancellation */
+        if (!is_pending(pending, k->approval_id)) {
+            McpPost *was = route_to(s, k->job->post);
+            sbx_mcp_server_elicit_cancel(s->server, k->elicit_id);
+            s->current = was;
+        }
+    }
+}
+
+/* The call of @s whose execution is @exec_id, or NULL. */
+static McpJob *job_of_exec(McpSession *s, const char *exec_id)
+{
+    for (GList *l = s->jobs; l != NULL; l = l->next) {
+        McpJob *job = l->data;
+        if (job->exec != NULL && strcmp(sbx_http_exec_id(job->exec), exec_id) == 0) {
+            return job;
+        }
+    }
+    return NULL;
+}
+
+static gboolean asked(McpSession *s, const char *approval_id)
+{
+    for (GList *l = s->asks; l != NULL; l = l->next) {
+        if (strcmp(((McpAsk *)l->data)->approval_id, approval_id) == 0) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* Ask @s's client about @a, made by @job's execution, on @job's stream (if it can hear it). */
+static void ask_client(McpSession *s, McpJob *job, const SbxApproval *a)
+{
+    gint64 waited_ms = (g_get_monotonic_time() - a->since_us) / 1000;
+    SbxMcpApprovalAsk q = {
+        .provider = a->provider,
+        .tool = a->tool,
+        .input_json = a->input_json,
+        .timeout_ms = (guint)MAX((gint64)a->timeout_ms - waited_ms, 1),
+    };
+
+    /* A client that reads only JSON sees the call's messages at its end: too late to ask. */
+    if (job->post == NULL || !job->post->sse || job->post->ended || asked(s, a->id)) {
+        return;
+    }
+    McpAsk *k = g_new0(McpAsk, 1);
+    k->s = s;
+    k->job = job;
+    k->approval_id = g_strdup(a->id);
+    s->asks = g_list_prepend(s->asks, k);
+    McpPost *was = route_to(s, job->post);
+    k->elicit_id = sbx_mcp_server_elicit_approval(s->server, job->call, &q, on_asked, k);
+    s->current = was;
+    if (k->elicit_id == 0) {
+        ask_free(k); /* not asked (SBX_MCP_ELICITS_MAX): the API's approvals answer it */
+    }
+}
+
+void sbx_http_mcp_approvals_changed(HttpFront *front)
+{
+    g_autoptr(GPtrArray) pending = sbx_approvals_pending(sbx_server_approvals(front->srv));
+    GHashTableIter it;
+    gpointer value;
+
+    if (front->mcp_sessions == NULL) {
+        return;
+    }
+    g_hash_table_iter_init(&it, front->mcp_sessions);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        withdraw_gone(value, pending);
+    }
+    for (guint i = 0; i < pending->len; i++) {
+        const SbxApproval *a = pending->pdata[i];
+        const char *exec_id = sbx_http_exec_of_origin(a->origin);
+        g_hash_table_iter_init(&it, front->mcp_sessions);
+        while (exec_id != NULL && g_hash_table_iter_next(&it, NULL, &value)) {
+            McpSession *s = value;
+            McpJob *job = sbx_mcp_server_can_elicit(s->server) ? job_of_exec(s, exec_id) : NULL;
+            if (job != NULL) {
+                ask_client(s, job, a);
+                break;
+            }
+        }
+    }
+}
+
 /* ---- sessions ----------------------------------------------------------------------------- */
 
 static char *new_session_id(void)
@@ -608,6 +763,11 @@ static void reply_rpc_error(SoupServerMessage *msg, guint status, const char *me
 
 static void session_free(McpSession *s)
 {
+    /* Its questions first, while their calls are known; said to nobody (its streams end). */
+    s->current = NULL;
+    while (s->asks != NULL) {
+        sbx_mcp_server_elicit_cancel(s->server, ((McpAsk *)s->asks->data)->elicit_id);
+    }
     while (s->posts != NULL) {
         McpPost *p = s->posts->data;
         s->posts = g_list_delete_link(s->posts, s->posts);

@@ -222,10 +222,19 @@ void sbx_http_mcp_init(HttpFront *front);
 void sbx_http_mcp_close(HttpFront *front);
 /** Free what sbx_http_mcp_init() set up (after sbx_http_mcp_close()). */
 void sbx_http_mcp_free(HttpFront *front);
+/**
+ * The server's approvals changed (http-approvals.c's watcher tells): each new one of an
+ * execution an MCP call started, whose client can be asked, is asked on that call's stream
+ * (elicitation); a question whose approval stopped waiting is withdrawn.
+ */
+void sbx_http_mcp_approvals_changed(HttpFront *front);
 
 /* http-approvals.c */
 /** GET /v1/approvals and POST /v1/approvals/{id} (@id NULL for the list). */
 void sbx_http_approvals_route(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
                               const char *id);
-/** Watch the server's approvals: each new one of an execution of ours becomes its event. */
+/**
+ * Watch the server's approvals: each new one of an execution of ours becomes its event, and
+ * /mcp is told (sbx_http_mcp_approvals_changed()).
+ */
 void sbx_http_approvals_watch(HttpFront *front);

@@ -280,8 +280,7 @@ static void finish_first(Fuzz *f, const char *report)
         finish_session(f, call);
     }
     /* Nothing but its elicitations' withdrawals (a batch may complete) */
-    CHECK(!cancelled || f->sent - f->withdrawn == before ||
-          f->sent - f->withdrawn == before + 1);
+    CHECK(!cancelled || f->sent - f->withdrawn == before || f->sent - f->withdrawn == before + 1);
     CHECK(sbx_mcp_server_elicits(f->server) == g_hash_table_size(f->asked));
 }
 

@@ -20,6 +20,7 @@ const SDK = path.join(HERE, "..", "..", ".deps", "mcp-sdk", "node_modules", "@mo
 const { Client } = await import(pathToFileURL(path.join(SDK, "client", "index.js")).href);
 const { StreamableHTTPClientTransport } =
   await import(pathToFileURL(path.join(SDK, "client", "streamableHttp.js")).href);
+const { ElicitRequestSchema } = await import(pathToFileURL(path.join(SDK, "types.js")).href);
 
 const BASE = process.env.SBX_TEST_URL;
 const KEY_A = process.env.SBX_TEST_KEY_A;
@@ -35,11 +36,14 @@ async function waitFor(what, cond, seconds) {
   }
 }
 
-async function connect(key, query = "") {
+async function connect(key, query = "", elicit = null) {
   const transport = new StreamableHTTPClientTransport(new URL(`${BASE}/mcp${query}`), {
     requestInit: { headers: { Authorization: `Bearer ${key}` } },
   });
-  const client = new Client({ name: "sdk-http-test", version: "1.0.0" });
+  // With @elicit: a client that declares elicitation and answers it with @elicit(request).
+  const client = new Client({ name: "sdk-http-test", version: "1.0.0" },
+    elicit ? { capabilities: { elicitation: {} } } : undefined);
+  if (elicit) client.setRequestHandler(ElicitRequestSchema, elicit);
   await client.connect(transport);
   return { client, transport };
 }
@@ -314,6 +318,63 @@ const sections = {
       { jsonrpc: "2.0", id: 3, method: "tools/list" });
     assert.equal(gone.status, 404, "a session ended by DELETE");
     await c.client.close();
+  },
+  // A host tool call the policy holds (catalog "approvals": calc.add needs a person's yes), asked
+  // of a client that declared elicitation, on the call's stream: approved, it runs; declined
+  // (or accepted unchecked) the program gets policy_denied; a client without elicitation is not
+  // asked, and the API's approvals answer it.
+  async approvals() {
+    const code = "const r = await tools.calc.add({a: 2, b: 40});\nr.result";
+    const guarded = "let out;\ntry { await tools.calc.add({a: 1, b: 2}); out = 'ran'; } " +
+      "catch (e) { out = `${e.code}: ${e.message}`; }\nout";
+    const run = (client, c) => execute(client, { language: "javascript", code: c,
+      timeout_ms: 120000 });
+    const asked = [];
+    let answer = { action: "accept", content: { approve: true } };
+    const c = await connect(KEY_A, "?catalog=approvals", async (req) => {
+      asked.push(req.params);
+      return answer;
+    });
+    const ok = await run(c.client, code);
+    assert.notEqual(ok.isError, true, JSON.stringify(ok));
+    assert.equal(ok.structuredContent.result, 42);
+    assert.equal(asked.length, 1, "asked once");
+    assert.match(asked[0].message, /calc/);
+    assert.match(asked[0].message, /add/);
+    assert.match(asked[0].message, /"a":2/);
+    assert.equal(asked[0].requestedSchema.properties.approve.type, "boolean");
+    console.log(`APPROVED_BY_CLIENT ${ok.structuredContent.id}`);
+    for (const a of [{ action: "decline" }, { action: "cancel" },
+      { action: "accept", content: { approve: false } }]) {
+      answer = a;
+      const denied = await run(c.client, guarded);
+      assert.notEqual(denied.isError, true, JSON.stringify(denied));
+      assert.match(denied.structuredContent.result, /^policy_denied: .*denied/, JSON.stringify(a));
+    }
+    assert.equal(asked.length, 4);
+    await c.transport.terminateSession();
+    await c.client.close();
+
+    // Without elicitation: nothing asked of the client; the API lists it, and its answer counts.
+    const plain = await connect(KEY_A, "?catalog=approvals");
+    const pending = run(plain.client, code);
+    let listed = [];
+    await waitFor("the approval in GET /v1/approvals", async () => {
+      const [status, body] = await api("GET", "/v1/approvals", KEY_A);
+      assert.equal(status, 200);
+      listed = body.approvals.filter((a) => a.tool === "add");
+      return listed.length === 1;
+    }, 120);
+    const r = await fetch(`${BASE}/v1/approvals/${listed[0].id}`, {
+      method: "POST", body: JSON.stringify({ decision: "approve" }),
+      headers: { Authorization: `Bearer ${KEY_A}`, "Content-Type": "application/json" },
+    });
+    assert.equal(r.status, 200);
+    const done = await pending;
+    assert.notEqual(done.isError, true, JSON.stringify(done));
+    assert.equal(done.structuredContent.result, 42);
+    await plain.transport.terminateSession();
+    await plain.client.close();
   },
 };
 

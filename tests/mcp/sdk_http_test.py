@@ -41,7 +41,30 @@ def write_catalog(tmp):
                      "tools": {"add": {"description": "Add two numbers."}}},
             "everything": {"kind": "mcp", "command": ["node", EVERYTHING, "stdio"]},
         }}, f)
+    # calc.add held for a person's approval (the approvals section: answered by the client)
+    with open(os.path.join(d, "approvals.json"), "w") as f:
+        json.dump({"providers": {
+            "calc": {"kind": "command",
+                     "command": [os.path.join(TOP, "tests", "integration", "calc-tool")],
+                     "tools": {"add": {"description": "Add two numbers."}}}},
+            "policy": {"rules": [{"match": "calc.add", "action": "approve"}],
+                       "approval_timeout_ms": 60000}}, f)
     return d
+
+
+def check_answered_by(sandbox, db, text):
+    """The record of the execution the client approved says who answered: the MCP client."""
+    ids = [line.split()[1] for line in text.splitlines() if line.startswith("APPROVED_BY_CLIENT ")]
+    for ex_id in ids:
+        out = subprocess.run([sandbox, "records", "show", ex_id, "--json", "--db", db],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            return f"records show {ex_id}: {out.stderr}"
+        approvals = json.loads(out.stdout).get("approvals", [])
+        if [(a.get("decision"), a.get("answered_by")) for a in approvals] != \
+                [("approved", "the MCP client sdk-http-test")]:
+            return f"the record of {ex_id} does not say the client approved: {approvals}"
+    return None
 
 
 def run_node(srv, keys, section):
@@ -60,6 +83,7 @@ def run_node(srv, keys, section):
     print(text)
     if proc.returncode != 0 or "PASS" not in text.splitlines():
         return f"the SDK client failed (exit {proc.returncode})"
+    srv.node_output = text
     return None
 
 
@@ -83,7 +107,8 @@ def main():
     try:
         db = os.path.join(tmp, "state", "sandbox.db")
         keys = (api.tenant(sandbox, db, "add", "alice", "--catalog", "tools",
-                           "--max-concurrent", "4", "--max-timeout", "120"),
+                           "--catalog", "approvals", "--max-concurrent", "4",
+                           "--max-timeout", "120"),
                 api.tenant(sandbox, db, "add", "bob"))
         srv = api.Server(sandbox, tmp, db, pool=1, catalogs_dir=write_catalog(tmp))
         failure = srv.start()
@@ -97,6 +122,8 @@ def main():
                 failure = f"sandbox serve exited {rc} on SIGTERM:\n{srv.log()}"
             if left and failure is None:
                 failure = f"left running after the server stopped: {left}"
+            if failure is None:
+                failure = check_answered_by(sandbox, db, getattr(srv, "node_output", ""))
             if failure is not None:
                 print(srv.log())
         shutil.rmtree(tmp, ignore_errors=True)

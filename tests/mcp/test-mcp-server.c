@@ -1236,7 +1236,8 @@ static void test_session_cancelled_open(void **state)
     fake_free(f);
 }
 
-/* ---- approvals through the client (elicitation) ------------------------------------------------- */
+/* ---- approvals through the client (elicitation) -------------------------------------------------
+ */
 
 /* Initialize with @caps as the client's capabilities. */
 static void initialize_caps(Fake *f, const char *version, const char *caps)
@@ -1260,9 +1261,10 @@ static void on_elicit(SbxMcpServer *server, SbxMcpElicitOutcome outcome, gpointe
     g_array_append_val(outcomes, outcome);
 }
 
-static const SbxMcpApprovalAsk ASK = {
-    .provider = "github", .tool = "delete_repo", .input_json = "{\"repo\":\"old\"}",
-    .timeout_ms = 60000};
+static const SbxMcpApprovalAsk ASK = {.provider = "github",
+                                      .tool = "delete_repo",
+                                      .input_json = "{\"repo\":\"old\"}",
+                                      .timeout_ms = 60000};
 
 static guint64 ask(Fake *f, SbxMcpCall *c)
 {
@@ -1464,10 +1466,10 @@ static void test_elicit_bound_cancel_timeout(void **state)
     assert_string_equal(str(v, "method"), "notifications/cancelled");
     assert_int_equal(num(v, "params.requestId"), (gint64)q);
     cJSON_Delete(v);
-    g_autofree char *late = g_strdup_printf(
-        "{\"jsonrpc\":\"2.0\",\"id\":%" G_GUINT64_FORMAT
-        ",\"result\":{\"action\":\"accept\",\"content\":{\"approve\":true}}}",
-        q);
+    g_autofree char *late =
+        g_strdup_printf("{\"jsonrpc\":\"2.0\",\"id\":%" G_GUINT64_FORMAT
+                        ",\"result\":{\"action\":\"accept\",\"content\":{\"approve\":true}}}",
+                        q);
     recv_text(f, late);
     assert_int_equal(outcomes->len, before + 1);
     /* The free ends the rest: CANCELLED, nothing sent. */
