@@ -324,6 +324,21 @@ const sections = {
   // (or accepted unchecked) the program gets policy_denied; a client without elicitation is not
   // asked, and the API's approvals answer it.
   async approvals() {
+    // The one approval of calc.add listed by the API, approved there.
+    const approveByApi = async () => {
+      let listed = [];
+      await waitFor("the approval in GET /v1/approvals", async () => {
+        const [status, body] = await api("GET", "/v1/approvals", KEY_A);
+        assert.equal(status, 200);
+        listed = body.approvals.filter((a) => a.tool === "add");
+        return listed.length === 1;
+      }, 120);
+      const r = await fetch(`${BASE}/v1/approvals/${listed[0].id}`, {
+        method: "POST", body: JSON.stringify({ decision: "approve" }),
+        headers: { Authorization: `Bearer ${KEY_A}`, "Content-Type": "application/json" },
+      });
+      assert.equal(r.status, 200);
+    };
     const code = "const r = await tools.calc.add({a: 2, b: 40});\nr.result";
     const guarded = "let out;\ntry { await tools.calc.add({a: 1, b: 2}); out = 'ran'; } " +
       "catch (e) { out = `${e.code}: ${e.message}`; }\nout";
@@ -331,9 +346,9 @@ const sections = {
       timeout_ms: 120000 });
     const asked = [];
     let answer = { action: "accept", content: { approve: true } };
-    const c = await connect(KEY_A, "?catalog=approvals", async (req) => {
+    const c = await connect(KEY_A, "?catalog=approvals", async (req, extra) => {
       asked.push(req.params);
-      return answer;
+      return typeof answer === "function" ? answer(extra) : answer;
     });
     const ok = await run(c.client, code);
     assert.notEqual(ok.isError, true, JSON.stringify(ok));
@@ -352,24 +367,32 @@ const sections = {
       assert.match(denied.structuredContent.result, /^policy_denied: .*denied/, JSON.stringify(a));
     }
     assert.equal(asked.length, 4);
+
+    // Answered elsewhere first: the API's answer wins, the client's question is withdrawn
+    // (notifications/cancelled aborts the SDK's handler).
+    let withdrawn;
+    const wasWithdrawn = new Promise((resolve) => { withdrawn = resolve; });
+    answer = (extra) => new Promise((resolve) => {
+      extra.signal.addEventListener("abort", () => {
+        withdrawn();
+        resolve({ action: "decline" });
+      });
+    });
+    const raced = run(c.client, code);
+    await approveByApi();
+    const won = await raced;
+    assert.notEqual(won.isError, true, JSON.stringify(won));
+    assert.equal(won.structuredContent.result, 42);
+    await Promise.race([wasWithdrawn, new Promise((_, reject) => setTimeout(
+      () => reject(new Error("the question was not withdrawn")), 30_000))]);
+    assert.equal(asked.length, 5);
     await c.transport.terminateSession();
     await c.client.close();
 
     // Without elicitation: nothing asked of the client; the API lists it, and its answer counts.
     const plain = await connect(KEY_A, "?catalog=approvals");
     const pending = run(plain.client, code);
-    let listed = [];
-    await waitFor("the approval in GET /v1/approvals", async () => {
-      const [status, body] = await api("GET", "/v1/approvals", KEY_A);
-      assert.equal(status, 200);
-      listed = body.approvals.filter((a) => a.tool === "add");
-      return listed.length === 1;
-    }, 120);
-    const r = await fetch(`${BASE}/v1/approvals/${listed[0].id}`, {
-      method: "POST", body: JSON.stringify({ decision: "approve" }),
-      headers: { Authorization: `Bearer ${KEY_A}`, "Content-Type": "application/json" },
-    });
-    assert.equal(r.status, 200);
+    await approveByApi();
     const done = await pending;
     assert.notEqual(done.isError, true, JSON.stringify(done));
     assert.equal(done.structuredContent.result, 42);
