@@ -5,7 +5,8 @@
 // nothing is left behind.
 //
 // Usage: node sdk_client_test.mjs SANDBOX_BINARY TEST
-//        (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local)
+//        (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local |
+//        approvals)
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
@@ -18,7 +19,8 @@ const SDK = path.join(HERE, "..", "..", ".deps", "mcp-sdk", "node_modules", "@mo
   "sdk", "dist", "esm");
 const { Client } = await import(pathToFileURL(path.join(SDK, "client", "index.js")).href);
 const { StdioClientTransport } = await import(pathToFileURL(path.join(SDK, "client", "stdio.js")).href);
-const { LATEST_PROTOCOL_VERSION } = await import(pathToFileURL(path.join(SDK, "types.js")).href);
+const { LATEST_PROTOCOL_VERSION, ElicitRequestSchema } =
+  await import(pathToFileURL(path.join(SDK, "types.js")).href);
 
 const [binary, test] = process.argv.slice(2);
 const runtime = process.env.SBX_TEST_RUNTIME;
@@ -61,14 +63,17 @@ async function waitFor(what, cond, seconds) {
   }
 }
 
-async function connect(extra = []) {
+async function connect(extra = [], elicit = null) {
   const transport = new StdioClientTransport({
     command: binary,
     args: ["mcp", ...extra],
     env: { ...process.env }, // the SDK passes only a few variables by default
     stderr: "inherit",
   });
-  const client = new Client({ name: "sdk-client-test", version: "1.0.0" });
+  // With @elicit: a client that declares elicitation and answers it with @elicit(request).
+  const client = new Client({ name: "sdk-client-test", version: "1.0.0" },
+    elicit ? { capabilities: { elicitation: {} } } : undefined);
+  if (elicit) client.setRequestHandler(ElicitRequestSchema, elicit);
   await client.connect(transport);
   return { client, transport };
 }
@@ -461,13 +466,58 @@ const tests = {
   async sessions_local(c) {
     await tests.sessions(c, true);
   },
+
+  // A host tool call the policy holds (SBX_TEST_CATALOG: calc.add needs approval), in VMs
+  // restored here (--no-serve): asked of the client (elicitation) and decided by its answer;
+  // a client without elicitation has nobody to ask here: denied at once.
+  async approvals(c) {
+    const code = "const r = await tools.calc.add({a: 2, b: 40});\nr.result";
+    const guarded = "let out;\ntry { await tools.calc.add({a: 1, b: 2}); out = 'ran'; } " +
+      "catch (e) { out = `${e.code}: ${e.message}`; }\nout";
+    const run = (client, text) => client.callTool({ name: "execute", arguments: {
+      language: "javascript", code: text, timeout_ms: 120000 } }, undefined, CALL);
+    const ok = await run(c.client, code);
+    assert.notEqual(ok.isError, true, JSON.stringify(ok));
+    assert.equal(ok.structuredContent.result, 42);
+    assert.equal(c.asked.length, 1, "asked once");
+    assert.match(c.asked[0].message, /add/);
+    assert.match(c.asked[0].message, /calc/);
+    assert.equal(c.asked[0].requestedSchema.properties.approve.type, "boolean");
+    console.log(`APPROVED_BY_CLIENT ${ok.structuredContent.id}`);
+    for (const a of [{ action: "decline" }, { action: "accept", content: { approve: false } }]) {
+      c.answer = a;
+      const denied = await run(c.client, guarded);
+      assert.notEqual(denied.isError, true, JSON.stringify(denied));
+      assert.match(denied.structuredContent.result, /^policy_denied: .*denied/, JSON.stringify(a));
+    }
+    assert.equal(c.asked.length, 3);
+    const plain = await connect(["--tools", process.env.SBX_TEST_CATALOG, "--no-serve"]);
+    try {
+      const refused = await run(plain.client, guarded);
+      assert.match(refused.structuredContent.result, /^policy_denied: /, JSON.stringify(refused));
+    } finally {
+      await close(plain);
+    }
+  },
 };
 
 if (!tests[test] || !binary || !runtime) {
   console.error(`usage: SBX_TEST_RUNTIME=DIR node sdk_client_test.mjs SANDBOX {${Object.keys(tests).join("|")}}`);
   process.exit(2);
 }
-const c = await connect(test === "discovery" ? ["--tools", process.env.SBX_TEST_CATALOG] : []);
+let c;
+if (test === "approvals") {
+  const asked = [];
+  const state = { answer: { action: "accept", content: { approve: true } } };
+  c = await connect(["--tools", process.env.SBX_TEST_CATALOG, "--no-serve"], async (req) => {
+    asked.push(req.params);
+    return state.answer;
+  });
+  c.asked = asked;
+  Object.defineProperty(c, "answer", { set: (v) => { state.answer = v; } });
+} else {
+  c = await connect(test === "discovery" ? ["--tools", process.env.SBX_TEST_CATALOG] : []);
+}
 try {
   await tests[test](c);
 } finally {

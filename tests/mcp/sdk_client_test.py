@@ -4,8 +4,12 @@ real VMs: the SDK's StdioClientTransport spawns the server; tools listed, execut
 TypeScript and Python, errors, a timeout, and a cancellation that ends the execution.
 
 Usage: sdk_client_test.py SANDBOX_BINARY TEST
-       (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local)
+       (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local |
+              approvals)
 
+The approvals test gives `sandbox mcp --tools --no-serve` a catalog whose policy holds calc.add
+for approval, asked of the SDK client (elicitation), and checks the record of the execution it
+approved (`sandbox records show`: answered by "the MCP client sdk-client-test").
 The discovery test gives `sandbox mcp --tools` a catalog (written into the runtime dir) of the
 integration tests' calc command and @modelcontextprotocol/server-everything (.deps/mcp-servers,
 tests/mcp/fetch-servers).
@@ -36,7 +40,8 @@ from run_test import Failure, Sandbox  # noqa: E402
 
 SDK = os.path.join(TOP, ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol", "sdk")
 SCRIPT = os.path.join(HERE, "sdk_client_test.mjs")
-TESTS = ("tools", "execute", "cancel", "discovery", "serve", "sessions", "sessions_local")
+TESTS = ("tools", "execute", "cancel", "discovery", "serve", "sessions", "sessions_local",
+         "approvals")
 EVERYTHING = os.path.join(TOP, ".deps", "mcp-servers", "node_modules", "@modelcontextprotocol",
                           "server-everything", "dist", "index.js")
 # `sandbox serve` (the serve test's) gets this long to make its socket, and to exit on SIGTERM.
@@ -98,13 +103,43 @@ def write_catalog(sbx):
     return path
 
 
+def write_approvals_catalog(sbx):
+    path = os.path.join(sbx.runtime, "tools.json")
+    with open(path, "w") as f:
+        json.dump({"providers": {
+            "calc": {"kind": "command",
+                     "command": [os.path.join(TOP, "tests", "integration", "calc-tool")],
+                     "tools": {"add": {"description": "Add two numbers."}}}},
+            "policy": {"rules": [{"match": "calc.add", "action": "approve"}],
+                       "approval_timeout_ms": 60000}}, f)
+    return path
+
+
+def check_answered_by(sbx, env, text):
+    """The record of the execution the client approved says the MCP client answered."""
+    ids = [line.split()[1] for line in text.splitlines() if line.startswith("APPROVED_BY_CLIENT ")]
+    if len(ids) != 1:
+        raise Failure("the SDK client did not say which execution it approved", text[-2000:])
+    out = subprocess.run([sbx.binary, "records", "show", ids[0], "--json"], env=env,
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise Failure(f"records show {ids[0]}", out.stderr)
+    approvals = json.loads(out.stdout).get("approvals", [])
+    if [(a.get("decision"), a.get("answered_by")) for a in approvals] != \
+            [("approved", "the MCP client sdk-client-test")]:
+        raise Failure("the record does not say the MCP client approved", approvals)
+
+
 def run(sbx, test):
     env = environment(sbx)
-    if test != "discovery":
+    if test not in ("discovery", "approvals"):
         return run_node(sbx, test, env)
-    env["SBX_TEST_CATALOG"] = write_catalog(sbx)
+    env["SBX_TEST_CATALOG"] = (write_catalog if test == "discovery"
+                               else write_approvals_catalog)(sbx)
     try:
-        run_node(sbx, test, env)
+        text = run_node(sbx, test, env)
+        if test == "approvals":
+            check_answered_by(sbx, env, text)
     finally:
         os.unlink(env["SBX_TEST_CATALOG"])  # ours; anything else left in the dir is a leak
 
@@ -122,6 +157,7 @@ def run_node(sbx, test, env):
     text = out.decode(errors="replace")
     if proc.returncode != 0 or "PASS" not in text.splitlines():
         raise Failure(f"the SDK client failed (exit {proc.returncode})", text[-6000:])
+    return text
 
 
 def main():
