@@ -241,14 +241,45 @@ static void count_notify(SbxApprovals *approvals, gpointer data)
     (*(guint *)data)++;
 }
 
-/* The watcher hears of approvals that stop waiting unanswered (the prompt moves on). */
+/* Counts, and sees whether @id is still listed when told. */
+typedef struct {
+    guint n;
+    const char *id;
+    gboolean listed;
+} Told;
+
+static void told(SbxApprovals *approvals, gpointer data)
+{
+    Told *t = data;
+    g_autoptr(GPtrArray) pending = sbx_approvals_pending(approvals);
+
+    t->n++;
+    t->listed = FALSE;
+    for (guint i = 0; i < pending->len; i++) {
+        t->listed |= strcmp(((const SbxApproval *)pending->pdata[i])->id, t->id) == 0;
+    }
+}
+
+/*
+ * The watcher hears of approvals that stop waiting unanswered (the prompt moves on), and of one
+ * decided, no longer listed by then (an MCP client's question is withdrawn).
+ */
 static void test_approvals_notify(void **state)
 {
     (void)state;
     SbxApprovals *a = sbx_approvals_new();
     g_autoptr(GCancellable) cancel = g_cancellable_new();
-    Seen late = {0}, gone = {0};
+    Seen late = {0}, gone = {0}, decided = {0};
     guint notified = 0;
+    Told t = {0};
+
+    t.id = sbx_approvals_request(a, "p", "t", "{}", NULL, 60000, NULL, on_outcome, &decided);
+    sbx_approvals_set_notify(a, told, &t);
+    assert_true(sbx_approvals_decide_by(a, t.id, TRUE, "me"));
+    assert_int_equal(t.n, 1);
+    assert_false(t.listed);
+    spin_until(&decided, 1000);
+    assert_int_equal(decided.outcome, SBX_APPROVAL_APPROVED);
 
     sbx_approvals_set_notify(a, count_notify, &notified);
     sbx_approvals_request(a, "p", "t", "{}", NULL, 50, NULL, on_outcome, &late);
