@@ -1,6 +1,7 @@
 /*
  * The MCP server's protocol core (see mcp-server.h): JSON-RPC 2.0 messages in, answers out,
- * the lifecycle, tools/list, tools/call (the calls in flight, their cancellation) and batches.
+ * the lifecycle, tools/list, tools/call (the calls in flight, their cancellation), batches, and
+ * the elicitations that ask the client about held tool calls (their ids, answers, timeouts).
  */
 #include "mcp-server/mcp-server.h"
 

@@ -7,6 +7,11 @@
  * and a JSON-RPC error for everything else. Batches only in the one revision that has them
  * (2025-03-26).
  *
+ * A tool call the policy holds for approval may be asked of a client that declared
+ * elicitation (elicit.h, sbx_mcp_server_elicit_approval()): the core sends `elicitation/create`,
+ * keeps it in flight (bounded, with a timer: the only main-loop source here) and reads the
+ * client's answer.
+ *
  * Pure: no I/O and no execution. What goes to the client goes through the ops' send; a checked
  * `execute` goes to the ops' execute and comes back, once the execution ended, through
  * sbx_mcp_server_finish(); a checked session tool call (sessions.h) goes to its op and comes
