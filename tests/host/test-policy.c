@@ -280,6 +280,7 @@ static void test_approvals_notify(void **state)
     assert_false(t.listed);
     spin_until(&decided, 1000);
     assert_int_equal(decided.outcome, SBX_APPROVAL_APPROVED);
+    g_free(decided.answered_by);
 
     sbx_approvals_set_notify(a, count_notify, &notified);
     sbx_approvals_request(a, "p", "t", "{}", NULL, 50, NULL, on_outcome, &late);
