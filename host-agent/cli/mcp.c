@@ -21,6 +21,7 @@
 
 #include "base/sbx-config.h"
 #include "cli/cli.h"
+#include "cli/mcp-approvals.h"
 #include "cli/mcp-local.h"
 #include "cli/out.h"
 #include "cli/serve-client.h"
@@ -81,15 +82,7 @@ typedef struct {
     guint progress_timer;
     gint64 started_us; /* monotonic */
     guint timeout_s;
-    char *origin; /* its approvals' ("sandbox mcp, call N"), when the client is asked them */
 } Job;
-
-/* An approval asked of the client (an elicitation in flight). */
-typedef struct {
-    McpCtx *ctx;
-    char *approval_id;
-    guint64 elicit_id;
-} Ask;
 
 struct McpCtx {
     SbxCli *cli;
@@ -115,10 +108,7 @@ struct McpCtx {
     SbxStore *store;         /* the records, or NULL */
     SbxMcpLocal *local;      /* the sessions of VMs restored here (no `sandbox serve`) */
     gboolean sessions_ended; /* the connection's sessions were ended (once, at the end) */
-    /* The approvals of the executions here, asked of a client that declared elicitation. */
-    SbxApprovals *approvals;
-    GPtrArray *asks;  /* Ask*: asked, not answered */
-    guint calls_made; /* for the origins */
+    SbxMcpApprovals *approvals; /* those asked of the client (mcp-approvals.h) */
 };
 
 static McpCtx *mcp_ctx;
@@ -133,7 +123,6 @@ static void job_free(Job *job)
     sbx_mcp_local_op_cancel(job->local_op);
     sbx_exec_free(job->exec); /* its VM and tool processes killed and reaped */
     g_free(job->local_session);
-    g_free(job->origin);
     g_free(job);
 }
 
@@ -198,6 +187,7 @@ static void job_done(Job *job)
 {
     McpCtx *ctx = job->ctx;
 
+    sbx_mcp_approvals_done(ctx->approvals, job->call);
     g_clear_handle_id(&job->progress_timer, g_source_remove);
     g_ptr_array_remove(ctx->jobs, job);
     g_ptr_array_add(ctx->done, job);
@@ -276,6 +266,9 @@ static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
         return FALSE;
     }
     job->serve = sbx_serve_client_call(&req, on_serve_done, job);
+    if (job->serve != NULL) {
+        sbx_mcp_approvals_serve(ctx->approvals, job->call); /* its held calls: the client */
+    }
     return job->serve != NULL;
 }
 
@@ -408,108 +401,10 @@ static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
     } else {
         job->local_session = g_strdup(a->session);
     }
-    if (sbx_mcp_server_can_elicit(ctx->server)) {
-        /* Its approvals are asked of the client; without, they are denied at once. */
-        job->origin = g_strdup_printf("sandbox mcp, call %u", ++ctx->calls_made);
-        sbx_tools_set_approvals(tools, ctx->approvals, job->origin);
-    }
+    sbx_mcp_approvals_local(ctx->approvals, job->call, tools);
     job->exec = sbx_exec_new(&req, tools, src, &sink, job);
     set_record(ctx, job->exec);
     sbx_exec_start(job->exec);
-}
-
-/* ---- approvals through the client (docs/mcp-server.md, "Approvals") ------------------------- */
-
-static void ask_free(Ask *k)
-{
-    g_ptr_array_remove(k->ctx->asks, k);
-    g_free(k->approval_id);
-    g_free(k);
-}
-
-/* The client's answer decides the approval (or the question ended without one). */
-static void on_asked(SbxMcpServer *server, SbxMcpElicitOutcome outcome, gpointer data)
-{
-    Ask *k = data;
-    SbxApprovals *approvals = k->ctx->approvals;
-    g_autofree char *id = g_strdup(k->approval_id);
-
-    ask_free(k); /* first: the decision's notify comes back to on_approvals() */
-    if (outcome == SBX_MCP_ELICIT_APPROVED || outcome == SBX_MCP_ELICIT_DENIED) {
-        const char *name = sbx_mcp_server_client_name(server);
-        g_autofree char *by = g_strdup_printf("the MCP client %s", name != NULL ? name : "");
-        sbx_approvals_decide_by(approvals, id, outcome == SBX_MCP_ELICIT_APPROVED, by);
-    }
-}
-
-static Ask *ask_of(McpCtx *ctx, const char *approval_id)
-{
-    for (guint i = 0; i < ctx->asks->len; i++) {
-        Ask *k = g_ptr_array_index(ctx->asks, i);
-        if (strcmp(k->approval_id, approval_id) == 0) {
-            return k;
-        }
-    }
-    return NULL;
-}
-
-static Job *job_of_origin(McpCtx *ctx, const char *origin)
-{
-    for (guint i = 0; origin != NULL && i < ctx->jobs->len; i++) {
-        Job *job = g_ptr_array_index(ctx->jobs, i);
-        if (job->origin != NULL && strcmp(job->origin, origin) == 0) {
-            return job;
-        }
-    }
-    return NULL;
-}
-
-static void ask_client(McpCtx *ctx, Job *job, const SbxApproval *a)
-{
-    gint64 waited_ms = (g_get_monotonic_time() - a->since_us) / 1000;
-    SbxMcpApprovalAsk q = {
-        .provider = a->provider,
-        .tool = a->tool,
-        .input_json = a->input_json,
-        .timeout_ms = (guint)MAX((gint64)a->timeout_ms - waited_ms, 1),
-    };
-    Ask *k = g_new0(Ask, 1);
-
-    k->ctx = ctx;
-    k->approval_id = g_strdup(a->id);
-    g_ptr_array_add(ctx->asks, k);
-    k->elicit_id = sbx_mcp_server_elicit_approval(ctx->server, job->call, &q, on_asked, k);
-    if (k->elicit_id == 0) {
-        /* Nobody else can answer here: denied now rather than after its timeout. */
-        ask_free(k);
-        sbx_approvals_decide_by(ctx->approvals, a->id, FALSE,
-                                "sandbox mcp: too many questions to the MCP client at once");
-    }
-}
-
-/* New approvals are asked of the client; questions whose approvals ended are withdrawn. */
-static void on_approvals(SbxApprovals *approvals, gpointer data)
-{
-    McpCtx *ctx = data;
-    g_autoptr(GPtrArray) pending = sbx_approvals_pending(approvals);
-    g_autoptr(GHashTable) ids = g_hash_table_new(g_str_hash, g_str_equal);
-
-    for (guint i = 0; i < pending->len; i++) {
-        g_hash_table_add(ids, ((SbxApproval *)pending->pdata[i])->id);
-    }
-    for (guint i = ctx->asks->len; i > 0; i--) {
-        Ask *k = g_ptr_array_index(ctx->asks, i - 1);
-        if (!g_hash_table_contains(ids, k->approval_id)) {
-            sbx_mcp_server_elicit_cancel(ctx->server, k->elicit_id); /* frees k */
-        }
-    }
-    for (guint i = 0; i < pending->len; i++) {
-        const SbxApproval *a = pending->pdata[i];
-        Job *job = job_of_origin(ctx, a->origin);
-        if (job != NULL && job->call != NULL && ask_of(ctx, a->id) == NULL) {
-            ask_client(ctx, job, a);
-        }
-    }
 }
 
 /* ---- the protocol's side -------------------------------------------------------------------- */
@@ -1003,9 +898,6 @@ static int mcp_start(SbxCli *cli, int argc, char **argv)
     ctx->jobs = g_ptr_array_new();
     ctx->local = sbx_mcp_local_new();
     ctx->done = g_ptr_array_new();
-    ctx->asks = g_ptr_array_new();
-    ctx->approvals = sbx_approvals_new();
-    sbx_approvals_set_notify(ctx->approvals, on_approvals, ctx);
     if (!parse_options(ctx, argc, argv, &error)) {
         fprintf(stderr, "sandbox mcp: %s\n", error->message);
         return SBX_EXIT_USAGE;
@@ -1014,6 +906,7 @@ static int mcp_start(SbxCli *cli, int argc, char **argv)
     ctx->out = sbx_out_new();
     open_store(ctx);
     ctx->server = sbx_mcp_server_new(&server_ops, ctx, &info);
+    ctx->approvals = sbx_mcp_approvals_new(ctx->server);
     if (ctx->tools_path == NULL) {
         read_stdin(ctx);
     } else if (!start_listing(ctx, &error)) {
@@ -1048,11 +941,9 @@ static void mcp_cleanup(SbxCli *cli)
     }
     g_ptr_array_unref(ctx->jobs);
     g_ptr_array_unref(ctx->done);
-    sbx_approvals_set_notify(ctx->approvals, NULL, NULL);
-    sbx_mcp_server_free(ctx->server);   /* its questions end: their Asks freed */
-    sbx_approvals_free(ctx->approvals); /* after the executions: nothing waits any more */
-    g_ptr_array_unref(ctx->asks);
-    sbx_tools_free(ctx->listing); /* after the server, which read its catalog */
+    sbx_mcp_server_free(ctx->server);       /* its questions end */
+    sbx_mcp_approvals_free(ctx->approvals); /* after the executions and the server */
+    sbx_tools_free(ctx->listing);           /* after the server, which read its catalog */
     sbx_store_close(ctx->store);
     sbx_snapshot_free(ctx->snapshot);
     sbx_image_free(ctx->image);

@@ -6,8 +6,9 @@
 //
 // Usage: node sdk_client_test.mjs SANDBOX_BINARY TEST
 //        (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local |
-//        approvals)
+//        approvals | approvals_serve)
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import net from "node:net";
@@ -469,8 +470,10 @@ const tests = {
 
   // A host tool call the policy holds (SBX_TEST_CATALOG: calc.add needs approval), in VMs
   // restored here (--no-serve): asked of the client (elicitation) and decided by its answer;
-  // a client without elicitation has nobody to ask here: denied at once.
-  async approvals(c) {
+  // a client without elicitation has nobody to ask here: denied at once. With @serve, through
+  // the test's `sandbox serve`: the server's approvals, asked of the client as well; a client
+  // without elicitation waits for `sandbox approve ID`.
+  async approvals(c, serve = false) {
     const code = "const r = await tools.calc.add({a: 2, b: 40});\nr.result";
     const guarded = "let out;\ntry { await tools.calc.add({a: 1, b: 2}); out = 'ran'; } " +
       "catch (e) { out = `${e.code}: ${e.message}`; }\nout";
@@ -491,13 +494,37 @@ const tests = {
       assert.match(denied.structuredContent.result, /^policy_denied: .*denied/, JSON.stringify(a));
     }
     assert.equal(c.asked.length, 3);
-    const plain = await connect(["--tools", process.env.SBX_TEST_CATALOG, "--no-serve"]);
+    if (serve) {
+      const st = await serveStatus();
+      assert.ok(st.claimed_total >= 3, `the runs were the server's: ${JSON.stringify(st)}`);
+    }
+    const plain = await connect(["--tools", process.env.SBX_TEST_CATALOG,
+      ...(serve ? [] : ["--no-serve"])]);
     try {
-      const refused = await run(plain.client, guarded);
-      assert.match(refused.structuredContent.result, /^policy_denied: /, JSON.stringify(refused));
+      if (!serve) {
+        const refused = await run(plain.client, guarded);
+        assert.match(refused.structuredContent.result, /^policy_denied: /,
+          JSON.stringify(refused));
+        return;
+      }
+      const waiting = run(plain.client, code);
+      let listed = [];
+      await waitFor("the approval in `sandbox approvals`", () => {
+        listed = JSON.parse(execFileSync(binary, ["approvals", "--json"], { encoding: "utf8" }))
+          .filter((a) => a.tool === "add");
+        return listed.length === 1;
+      }, 120);
+      execFileSync(binary, ["approve", listed[0].id]);
+      const done = await waiting;
+      assert.notEqual(done.isError, true, JSON.stringify(done));
+      assert.equal(done.structuredContent.result, 42);
     } finally {
       await close(plain);
     }
+  },
+
+  async approvals_serve(c) {
+    await tests.approvals(c, true);
   },
 };
 
@@ -506,10 +533,11 @@ if (!tests[test] || !binary || !runtime) {
   process.exit(2);
 }
 let c;
-if (test === "approvals") {
+if (test.startsWith("approvals")) {
   const asked = [];
   const state = { answer: { action: "accept", content: { approve: true } } };
-  c = await connect(["--tools", process.env.SBX_TEST_CATALOG, "--no-serve"], async (req) => {
+  const where = test === "approvals" ? ["--no-serve"] : [];
+  c = await connect(["--tools", process.env.SBX_TEST_CATALOG, ...where], async (req) => {
     asked.push(req.params);
     return state.answer;
   });

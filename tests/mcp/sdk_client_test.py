@@ -5,11 +5,13 @@ TypeScript and Python, errors, a timeout, and a cancellation that ends the execu
 
 Usage: sdk_client_test.py SANDBOX_BINARY TEST
        (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local |
-              approvals)
+              approvals | approvals_serve)
 
 The approvals test gives `sandbox mcp --tools --no-serve` a catalog whose policy holds calc.add
 for approval, asked of the SDK client (elicitation), and checks the record of the execution it
-approved (`sandbox records show`: answered by "the MCP client sdk-client-test").
+approved (`sandbox records show`: answered by "the MCP client sdk-client-test");
+approvals_serve the same through the test's `sandbox serve` (answered through its socket: "a
+client of sandbox serve, pid N", checked once the server stopped).
 The discovery test gives `sandbox mcp --tools` a catalog (written into the runtime dir) of the
 integration tests' calc command and @modelcontextprotocol/server-everything (.deps/mcp-servers,
 tests/mcp/fetch-servers).
@@ -41,7 +43,7 @@ from run_test import Failure, Sandbox  # noqa: E402
 SDK = os.path.join(TOP, ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol", "sdk")
 SCRIPT = os.path.join(HERE, "sdk_client_test.mjs")
 TESTS = ("tools", "execute", "cancel", "discovery", "serve", "sessions", "sessions_local",
-         "approvals")
+         "approvals", "approvals_serve")
 EVERYTHING = os.path.join(TOP, ".deps", "mcp-servers", "node_modules", "@modelcontextprotocol",
                           "server-everything", "dist", "index.js")
 # `sandbox serve` (the serve test's) gets this long to make its socket, and to exit on SIGTERM.
@@ -115,8 +117,8 @@ def write_approvals_catalog(sbx):
     return path
 
 
-def check_answered_by(sbx, env, text):
-    """The record of the execution the client approved says the MCP client answered."""
+def check_answered_by(sbx, env, text, by):
+    """The record of the execution the client approved says @by answered (a prefix)."""
     ids = [line.split()[1] for line in text.splitlines() if line.startswith("APPROVED_BY_CLIENT ")]
     if len(ids) != 1:
         raise Failure("the SDK client did not say which execution it approved", text[-2000:])
@@ -125,21 +127,20 @@ def check_answered_by(sbx, env, text):
     if out.returncode != 0:
         raise Failure(f"records show {ids[0]}", out.stderr)
     approvals = json.loads(out.stdout).get("approvals", [])
-    if [(a.get("decision"), a.get("answered_by")) for a in approvals] != \
-            [("approved", "the MCP client sdk-client-test")]:
+    if [a.get("decision") for a in approvals] != ["approved"] or \
+            not (approvals[0].get("answered_by") or "").startswith(by):
         raise Failure("the record does not say the MCP client approved", approvals)
 
 
 def run(sbx, test):
+    """The node test's output."""
     env = environment(sbx)
-    if test not in ("discovery", "approvals"):
+    if test not in ("discovery", "approvals", "approvals_serve"):
         return run_node(sbx, test, env)
     env["SBX_TEST_CATALOG"] = (write_catalog if test == "discovery"
                                else write_approvals_catalog)(sbx)
     try:
-        text = run_node(sbx, test, env)
-        if test == "approvals":
-            check_answered_by(sbx, env, text)
+        return run_node(sbx, test, env)
     finally:
         os.unlink(env["SBX_TEST_CATALOG"])  # ours; anything else left in the dir is a leak
 
@@ -183,9 +184,9 @@ def main():
     failure = None
     serve = None
     try:
-        if sys.argv[2] in ("serve", "sessions"):
+        if sys.argv[2] in ("serve", "sessions", "approvals_serve"):
             serve = start_serve(sbx)
-        run(sbx, sys.argv[2])
+        text = run(sbx, sys.argv[2])
     except Failure as e:
         failure = e
     finally:
@@ -194,6 +195,14 @@ def main():
                 stop_serve(serve)
             except Failure as e:
                 failure = failure or e
+        # the records, once no server holds the database
+        if failure is None and sys.argv[2].startswith("approvals"):
+            try:
+                check_answered_by(sbx, environment(sbx), text,
+                                  "the MCP client sdk-client-test" if sys.argv[2] == "approvals"
+                                  else "a client of sandbox serve, pid ")
+            except Failure as e:
+                failure = e
         try:
             sbx.close()
         except Failure as e:
