@@ -5,7 +5,8 @@
  * on the execution core like `sandbox run --json` does: through the local `sandbox serve` when *
  * one answers (its warm pool), else in a VM restored here. The session tools (mcp-server/
  * sessions.h) are the local server's sessions, through its socket (docs/pool.md, "Sessions over
- * the socket"), or without a `sandbox serve` sessions of VMs restored here (mcp-local.h). A
+ * the socket"), or without a `sandbox serve` sessions of VMs restored here (mcp-local.h). Tool
+ * calls the policy holds are asked of a client that can be asked (mcp-approvals.h). A
  * cancelled
  * call's execution is ended (the server's, by hanging up). At the end of stdin the calls in
  * flight finish and are answered; on SIGINT/SIGTERM they are ended; either way the sessions
