@@ -35,10 +35,10 @@
 #define MCP_PROFILE_DEFAULT "q35-serial"
 
 /*
- * A call whose client asked for progress gets one every 5 s while it runs (the seconds so far,
- * of its timeout): often enough for a client that extends its own timeout on progress (the
- * TypeScript SDK's resetTimeoutOnProgress; its timeout is 60 s by default), rare enough to cost
- * nothing.
+ * A call whose client asked for progress gets one every 5 s while it runs (the milliseconds so
+ * far, of its timeout; the program's output as it comes in between, sbx_mcp_server_output()): often
+ * enough for a client that extends its own timeout on progress (the TypeScript SDK's
+ * resetTimeoutOnProgress; its timeout is 60 s by default), rare enough to cost nothing.
  */
 #define MCP_PROGRESS_INTERVAL_S 5
 
@@ -80,7 +80,7 @@ typedef struct {
     gsize len_sent;
     guint progress_timer;
     gint64 started_us; /* monotonic */
-    guint timeout_s;
+    guint timeout_ms;
 } Job;
 
 struct McpCtx {
@@ -323,6 +323,21 @@ static void on_exec_done(gpointer data, SbxExec *exec)
     job_finish(job, report);
 }
 
+/* Milliseconds since @job's call came: its progress (of its timeout, in ms too). */
+static guint64 job_elapsed_ms(const Job *job)
+{
+    return (guint64)((g_get_monotonic_time() - job->started_us) / 1000);
+}
+
+/* The program's output as it comes, for a client that asked for progress (the report has it). */
+static void on_exec_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
+{
+    Job *job = data;
+
+    sbx_mcp_server_output(job->ctx->server, job->call, stream, bytes, len, job_elapsed_ms(job),
+                          job->timeout_ms);
+}
+
 static void on_warnings(gpointer data, const char *const *warnings)
 {
     Job *job = data;
@@ -351,7 +366,11 @@ static void set_record(McpCtx *ctx, SbxExec *exec)
 /* An execution here: in a VM of its own, or (@a->session) in a session of ours. */
 static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
 {
-    static const SbxExecSink sink = {.warnings = on_warnings, .done = on_exec_done};
+    static const SbxExecSink sink = {
+        .collected_output = on_exec_output,
+        .warnings = on_warnings,
+        .done = on_exec_done,
+    };
     g_autoptr(GError) error = NULL;
     g_autofree char *busy = NULL;
     SbxExecSource *src = NULL;
@@ -413,10 +432,11 @@ static void on_send(gpointer data, const char *json, gsize len)
 static gboolean on_progress_tick(gpointer data)
 {
     Job *job = data;
-    guint64 s = (g_get_monotonic_time() - job->started_us + G_USEC_PER_SEC / 2) / G_USEC_PER_SEC;
-    g_autofree char *message = g_strdup_printf("running for %" G_GUINT64_FORMAT " s", s);
+    guint64 ms = job_elapsed_ms(job);
+    g_autofree char *message =
+        g_strdup_printf("running for %" G_GUINT64_FORMAT " s", (ms + 500) / 1000);
 
-    sbx_mcp_server_progress(job->ctx->server, job->call, s, job->timeout_s, message);
+    sbx_mcp_server_progress(job->ctx->server, job->call, ms, job->timeout_ms, message);
     return G_SOURCE_CONTINUE;
 }
 
@@ -428,7 +448,7 @@ static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs 
     job->ctx = ctx;
     job->call = call;
     job->started_us = g_get_monotonic_time();
-    job->timeout_s = (args->timeout_ms + 999) / 1000;
+    job->timeout_ms = args->timeout_ms;
     sbx_mcp_call_set_data(call, job);
     g_ptr_array_add(ctx->jobs, job);
     if (sbx_mcp_call_wants_progress(call)) {

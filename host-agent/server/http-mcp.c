@@ -75,7 +75,7 @@ typedef struct {
     HttpExec *exec;   /* until its done */
     guint progress_timer;
     gint64 started_us; /* monotonic */
-    guint timeout_s;
+    guint timeout_ms;
 } McpJob;
 
 struct McpSession {
@@ -278,24 +278,45 @@ static void on_exec_done(gpointer data, const char *object_json)
     job_finish(job, object_json);
 }
 
-static const SbxHttpExecWatch exec_watch = {.done = on_exec_done};
+/* Milliseconds since @job's call came: its progress (of its timeout, in ms too). */
+static guint64 job_elapsed_ms(const McpJob *job)
+{
+    return (guint64)((g_get_monotonic_time() - job->started_us) / 1000);
+}
 
 static gboolean progress_tick(gpointer data)
 {
     McpJob *job = data;
     McpSession *s = job->s;
     McpPost *was = s->current;
-    gint64 ms = (g_get_monotonic_time() - job->started_us) / 1000;
-    guint64 secs = (guint64)MIN((ms + 500) / 1000, (gint64)job->timeout_s);
-    g_autofree char *message = g_strdup_printf("running for %" G_GUINT64_FORMAT " s", secs);
+    guint64 ms = job_elapsed_ms(job);
+    g_autofree char *message =
+        g_strdup_printf("running for %" G_GUINT64_FORMAT " s", (ms + 500) / 1000);
 
     if (job->post != NULL) {
         s->current = job->post;
-        sbx_mcp_server_progress(s->server, job->call, secs, job->timeout_s, message);
+        sbx_mcp_server_progress(s->server, job->call, ms, job->timeout_ms, message);
         s->current = was;
     }
     return G_SOURCE_CONTINUE;
 }
+
+/* The program's output as it comes, for a client that asked for progress. */
+static void on_exec_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
+{
+    McpJob *job = data;
+    McpSession *s = job->s;
+    McpPost *was = s->current;
+
+    if (job->post != NULL) {
+        s->current = job->post;
+        sbx_mcp_server_output(s->server, job->call, stream, bytes, len, job_elapsed_ms(job),
+                              job->timeout_ms);
+        s->current = was;
+    }
+}
+
+static const SbxHttpExecWatch exec_watch = {.output = on_exec_output, .done = on_exec_done};
 
 /* The execution of @a for the tenant of the POST being handled; NULL when refused (why). */
 static HttpExec *start_exec(McpSession *s, const SbxMcpExecuteArgs *a, char **ret_why)
@@ -365,7 +386,7 @@ static void mcp_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs
     McpJob *job = job_new(s, call);
     g_autofree char *why = NULL;
 
-    job->timeout_s = (a->timeout_ms + 999) / 1000;
+    job->timeout_ms = a->timeout_ms;
     job->exec = s->tenant != NULL ? start_exec(s, a, &why) : NULL;
     if (job->exec == NULL) {
         job_fail(job, why != NULL ? why : "the server is shutting down", SBX_STATUS_ERROR);

@@ -186,12 +186,16 @@ const sections = {
     const c = await connect(KEY_A);
     const progress = [];
     const slept = await execute(c.client, {
-      language: "javascript", code: 'await new Promise((r) => setTimeout(r, 8000)); "slept"',
+      language: "javascript",
+      code: 'console.log("started");\nawait new Promise((r) => setTimeout(r, 8000)); "slept"',
     }, { ...CALL, onprogress: (p) => progress.push(p), resetTimeoutOnProgress: true });
     assert.equal(slept.structuredContent.result, "slept", JSON.stringify(slept));
-    assert.ok(progress.length >= 1, "progress notifications");
-    assert.ok(progress[0].progress >= 5 && progress[0].total === 30, JSON.stringify(progress));
-    assert.match(progress[0].message, /^running for \d+ s$/);
+    // The output as it came, then the milliseconds so far of its timeout every 5 s.
+    assert.ok(progress.length >= 2, JSON.stringify(progress));
+    assert.equal(progress[0].message, "started\n", JSON.stringify(progress));
+    assert.equal(progress[0].total, 30000);
+    const tick = progress.find((p) => /^running for \d+ s$/.test(p.message ?? ""));
+    assert.ok(tick && tick.progress >= 5000 && tick.total === 30000, JSON.stringify(progress));
     await c.transport.terminateSession();
     await c.client.close();
   },
