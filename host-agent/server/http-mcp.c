@@ -82,7 +82,8 @@ struct McpSession {
     HttpFront *front;
     char *id;
     char *tenant_id;
-    char *catalog; /* the executions' (`/mcp?catalog=`), or NULL */
+    char *catalog;           /* the executions' (`/mcp?catalog=`), or NULL */
+    SbxHttpListing *listing; /* that catalog listed for the discovery tools, or NULL */
     SbxMcpServer *server;
     McpPost *current;        /* the POST the core's messages go to now, or NULL */
     const SbxTenant *tenant; /* while a POST of this tenant is handled */
@@ -667,6 +668,7 @@ static void session_free(McpSession *s)
         }
     }
     sbx_mcp_server_free(s->server);
+    sbx_http_listing_unref(s->listing); /* after the server, which read its catalog */
     g_free(s->id);
     g_free(s->tenant_id);
     g_free(s->catalog);
@@ -887,15 +889,68 @@ static gboolean session_room(HttpFront *front, SoupServerMessage *msg, const Sbx
     return TRUE;
 }
 
+/* The core reads the POST's message and answers it, now or once its calls end. */
+static void post_run(McpPost *p, gboolean fresh, const SbxTenant *tenant)
+{
+    McpSession *s = p->s;
+    SoupServerMessage *msg = p->msg;
+    SoupMessageBody *body = soup_server_message_get_request_body(msg);
+
+    if (fresh && s->listing != NULL) {
+        /* NULL when its tools could not be listed: no discovery (the executions have them) */
+        sbx_mcp_server_set_catalog(s->server, sbx_http_listing_catalog(s->listing));
+    }
+    s->used_us = g_get_monotonic_time();
+    s->current = p;
+    s->tenant = tenant;
+    sbx_mcp_server_receive(s->server, body->data != NULL ? body->data : "", body->length);
+    s->current = NULL;
+    s->tenant = NULL;
+    if (fresh && !keep_new_session(s->front, msg, s)) {
+        reply_held(msg, p->held, SOUP_STATUS_BAD_REQUEST);
+        post_free(p);
+        session_free(s);
+        return;
+    }
+    post_decide(p);
+}
+
+/* A held initialize's client went away before its catalog was listed. */
+static void on_held_gone(SoupServerMessage *msg, gpointer data)
+{
+    McpPost *p = data;
+    McpSession *s = p->s;
+    (void)msg;
+
+    p->s->front->mcp_held = g_list_remove(p->s->front->mcp_held, p);
+    sbx_http_listing_unwait(s->listing, p);
+    p->finished_handler = 0;
+    post_free(p);
+    session_free(s);
+}
+
+/* The catalog of a held initialize is listed: it is read now (it needs no tenant). */
+static void on_listing_ready(gpointer data)
+{
+    McpPost *p = data;
+    g_autoptr(SoupServerMessage) msg = g_object_ref(p->msg);
+
+    p->s->front->mcp_held = g_list_remove(p->s->front->mcp_held, p);
+    g_signal_handler_disconnect(msg, p->finished_handler);
+    p->finished_handler = 0;
+    post_run(p, TRUE, NULL);
+    soup_server_message_unpause(msg);
+}
+
 static void mcp_post(HttpFront *front, SoupServerMessage *msg, GHashTable *query,
                      const SbxTenant *tenant)
 {
     SoupMessageHeaders *h = soup_server_message_get_request_headers(msg);
     const char *type = soup_message_headers_get_content_type(h, NULL);
-    SoupMessageBody *body = soup_server_message_get_request_body(msg);
     McpSession *s = NULL;
     const char *catalog = NULL;
     gboolean fresh = soup_message_headers_get_one(h, "Mcp-Session-Id") == NULL;
+    g_autoptr(GError) error = NULL;
 
     if (type == NULL || g_ascii_strcasecmp(type, "application/json") != 0) {
         sbx_http_reply_error(msg, SOUP_STATUS_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type",
@@ -914,24 +969,29 @@ static void mcp_post(HttpFront *front, SoupServerMessage *msg, GHashTable *query
     if (fresh) {
         s = session_new(front, tenant->id, catalog);
     }
+    if (fresh && catalog != NULL) {
+        s->listing = sbx_http_listing_get(front, catalog, &error);
+        if (s->listing == NULL) {
+            session_free(s);
+            reply_rpc_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, error->message);
+            return;
+        }
+    }
     McpPost *p = g_new0(McpPost, 1);
     p->s = s;
     p->msg = g_object_ref(msg);
     p->sse = accepts(msg, "text/event-stream");
     p->held = g_ptr_array_new_with_free_func(g_free);
-    s->used_us = g_get_monotonic_time();
-    s->current = p;
-    s->tenant = tenant;
-    sbx_mcp_server_receive(s->server, body->data != NULL ? body->data : "", body->length);
-    s->current = NULL;
-    s->tenant = NULL;
-    if (fresh && !keep_new_session(front, msg, s)) {
-        reply_held(msg, p->held, SOUP_STATUS_BAD_REQUEST);
-        post_free(p);
-        session_free(s);
+    if (s->listing != NULL && !sbx_http_listing_ready(s->listing)) {
+        /* The discovery tools are in tools/list from the start: initialize waits for them (an
+         * MCP provider answers within its startup timeout, 20 s by default). */
+        soup_server_message_pause(msg);
+        p->finished_handler = g_signal_connect(msg, "finished", G_CALLBACK(on_held_gone), p);
+        front->mcp_held = g_list_prepend(front->mcp_held, p);
+        sbx_http_listing_wait(s->listing, on_listing_ready, p);
         return;
     }
-    post_decide(p);
+    post_run(p, fresh, tenant);
 }
 
 void sbx_http_mcp_route(HttpFront *front, SoupServerMessage *msg, GHashTable *query,
@@ -964,6 +1024,7 @@ void sbx_http_mcp_route(HttpFront *front, SoupServerMessage *msg, GHashTable *qu
 
 void sbx_http_mcp_init(HttpFront *front)
 {
+    sbx_http_listings_init(front);
     front->mcp_sessions =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)session_free);
     front->mcp_sweep = g_timeout_add_seconds(SBX_HTTP_MCP_SWEEP_S, sweep, front);
@@ -971,6 +1032,16 @@ void sbx_http_mcp_init(HttpFront *front)
 
 void sbx_http_mcp_close(HttpFront *front)
 {
+    while (front->mcp_held != NULL) {
+        McpPost *p = front->mcp_held->data;
+        McpSession *s = p->s;
+        front->mcp_held = g_list_delete_link(front->mcp_held, front->mcp_held);
+        sbx_http_listing_unwait(s->listing, p);
+        reply_rpc_error(p->msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "the server is shutting down");
+        soup_server_message_unpause(p->msg);
+        post_free(p);
+        session_free(s);
+    }
     if (front->mcp_sessions != NULL) {
         g_hash_table_remove_all(front->mcp_sessions);
     }
@@ -980,4 +1051,5 @@ void sbx_http_mcp_free(HttpFront *front)
 {
     g_clear_handle_id(&front->mcp_sweep, g_source_remove);
     g_clear_pointer(&front->mcp_sessions, g_hash_table_destroy);
+    sbx_http_listings_free(front);
 }

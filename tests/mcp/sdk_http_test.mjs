@@ -160,6 +160,21 @@ const sections = {
   // A program calling host tools of the catalog the URL names: a command and an MCP server.
   async catalog() {
     const c = await connect(KEY_A, "?catalog=tools");
+    // The discovery tools over the catalog (its MCP server's tools listed by the server).
+    const { tools } = await c.client.listTools();
+    assert.deepEqual(tools.map((t) => t.name),
+      ["execute", "session_open", "session_close", "file_write", "file_read", "list_providers",
+        "search_tools", "get_tool_types"]);
+    const text = (r) => {
+      assert.notEqual(r.isError, true, JSON.stringify(r));
+      return r.content[0].text;
+    };
+    const list = text(await c.client.callTool({ name: "list_providers", arguments: {} }));
+    assert.match(list, /- calc \(command, 1 tools?\): tools\.calc\n/);
+    assert.match(list, /- everything \(mcp, \d+ tools\): tools\.everything\n/);
+    const ts = text(await c.client.callTool({ name: "get_tool_types",
+      arguments: { tools: ["everything.echo"] } }));
+    assert.match(ts, /echo\(input: \{ message: string; \}\)/);
     const run = await execute(c.client, {
       language: "javascript",
       code: 'const e = await tools.everything.echo({message: "hi"});\n' +
