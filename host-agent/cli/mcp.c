@@ -242,6 +242,24 @@ static void on_serve_done(gpointer data, const char *report_json, const char *fa
     }
 }
 
+/* Milliseconds since @job's call came: its progress (of its timeout, in ms too). */
+static guint64 job_elapsed_ms(const Job *job)
+{
+    return (guint64)((g_get_monotonic_time() - job->started_us) / 1000);
+}
+
+/*
+ * The program's output as it comes (a VM restored here, or a live run of the server), for a
+ * client that asked for progress (the report has it all).
+ */
+static void on_job_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
+{
+    Job *job = data;
+
+    sbx_mcp_server_output(job->ctx->server, job->call, stream, bytes, len, job_elapsed_ms(job),
+                          job->timeout_ms);
+}
+
 /* Through the server: FALSE if none answers (nothing sent). A session's run names no profile
  * (the session's is used). */
 static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
@@ -257,12 +275,16 @@ static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
         .output_limit = SBX_MCP_EXECUTE_OUTPUT_LIMIT,
         .profile = a->session == NULL ? ctx->profile_name : NULL,
         .session = a->session,
+        .live = sbx_mcp_call_wants_progress(job->call),
     };
 
     if (ctx->no_serve) {
         return FALSE;
     }
     job->serve = sbx_serve_client_call(&req, on_serve_done, job);
+    if (job->serve != NULL && req.live) {
+        sbx_serve_call_set_output(job->serve, on_job_output);
+    }
     return job->serve != NULL;
 }
 
@@ -323,21 +345,6 @@ static void on_exec_done(gpointer data, SbxExec *exec)
     job_finish(job, report);
 }
 
-/* Milliseconds since @job's call came: its progress (of its timeout, in ms too). */
-static guint64 job_elapsed_ms(const Job *job)
-{
-    return (guint64)((g_get_monotonic_time() - job->started_us) / 1000);
-}
-
-/* The program's output as it comes, for a client that asked for progress (the report has it). */
-static void on_exec_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
-{
-    Job *job = data;
-
-    sbx_mcp_server_output(job->ctx->server, job->call, stream, bytes, len, job_elapsed_ms(job),
-                          job->timeout_ms);
-}
-
 static void on_warnings(gpointer data, const char *const *warnings)
 {
     Job *job = data;
@@ -367,7 +374,7 @@ static void set_record(McpCtx *ctx, SbxExec *exec)
 static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
 {
     static const SbxExecSink sink = {
-        .collected_output = on_exec_output,
+        .collected_output = on_job_output,
         .warnings = on_warnings,
         .done = on_exec_done,
     };

@@ -340,6 +340,15 @@ const tests = {
     assert.equal(js.structuredContent.stdout, "via serve\n");
     const after = await serveStatus();
     assert.equal(after.claimed_total, before.claimed_total + 1, "the pool's VM ran it");
+    // A call that asks for progress gets the output as it comes through the server too.
+    const progress = [];
+    const live = await execute(c.client, {
+      language: "javascript",
+      code: 'console.log("live via serve");\nawait new Promise((r) => setTimeout(r, 1500)); 7',
+    }, { ...CALL, onprogress: (p) => progress.push(p) });
+    assert.equal(live.structuredContent.result, 7, JSON.stringify(live));
+    assert.equal(live.structuredContent.stdout, "live via serve\n");
+    assert.equal(progress[0]?.message, "live via serve\n", JSON.stringify(progress));
     const py = await execute(c.client, { language: "python", code: "raise KeyError('k')" });
     assert.equal(py.isError, true);
     assert.equal(py.structuredContent.error.type, "KeyError");
