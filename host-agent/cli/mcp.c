@@ -45,7 +45,8 @@
 /*
  * Answers waiting for a client that does not read them: past 16 MiB (an execute's answer is
  * at most a few MiB: SBX_MCP_EXECUTE_OUTPUT_LIMIT twice, escaped), stdin is not read until the
- * client took them, checked every 100 ms. The executions in flight (bounded) still answer.
+ * client took them, checked every 100 ms, and no progress (output) is sent meanwhile. The
+ * executions in flight (bounded) still answer.
  */
 #define MCP_ANSWERS_QUEUED_MAX (16u * 1024 * 1024)
 #define MCP_ANSWERS_CHECK_MS 100
@@ -256,6 +257,10 @@ static void on_job_output(gpointer data, SbxStream stream, const guint8 *bytes, 
 {
     Job *job = data;
 
+    /* A client that does not read: no more progress (the result has the output). */
+    if (sbx_out_queued(job->ctx->out, SBX_STREAM_STDOUT) > MCP_ANSWERS_QUEUED_MAX) {
+        return;
+    }
     sbx_mcp_server_output(job->ctx->server, job->call, stream, bytes, len, job_elapsed_ms(job),
                           job->timeout_ms);
 }

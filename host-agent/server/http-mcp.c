@@ -50,6 +50,13 @@
 /* Progress while a call runs, for a client that asked for it (as over stdio: cli/mcp.c). */
 #define SBX_HTTP_MCP_PROGRESS_S 5
 
+/*
+ * Bytes an SSE answer may have queued for a client that does not read: past 4 MiB, no more
+ * progress is written to it (the output goes on into the result); its answer still is (at most
+ * a few MiB). Progress carries output, up to 16 KiB every 100 ms, for up to 10 minutes.
+ */
+#define SBX_HTTP_MCP_QUEUED_MAX (4u * 1024 * 1024)
+
 typedef struct McpSession McpSession;
 typedef struct McpPost McpPost;
 
@@ -62,7 +69,9 @@ struct McpPost {
     gboolean ended;   /* complete: only libsoup's "finished" is still to come */
     GPtrArray *held;  /* char*: messages not yet written (JSON: all of them) */
     guint calls;      /* calls it started, not yet finished */
+    gsize queued;     /* SSE bytes appended, not yet written (SBX_HTTP_MCP_QUEUED_MAX) */
     gulong finished_handler;
+    gulong wrote_handler;
     guint keepalive;
 };
 
@@ -96,6 +105,7 @@ struct McpSession {
 
 static void sse_write(McpPost *p, char *text)
 {
+    p->queued += strlen(text);
     soup_message_body_append(soup_server_message_get_response_body(p->msg), SOUP_MEMORY_TAKE, text,
                              strlen(text));
     soup_server_message_unpause(p->msg);
@@ -122,6 +132,9 @@ static void post_free(McpPost *p)
     g_clear_handle_id(&p->keepalive, g_source_remove);
     if (p->finished_handler != 0) {
         g_signal_handler_disconnect(p->msg, p->finished_handler);
+    }
+    if (p->wrote_handler != 0) {
+        g_signal_handler_disconnect(p->msg, p->wrote_handler);
     }
     g_object_unref(p->msg);
     g_ptr_array_unref(p->held);
@@ -191,6 +204,20 @@ static gboolean keepalive(gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
+static void on_wrote(SoupServerMessage *msg, gsize chunk, gpointer data)
+{
+    McpPost *p = data;
+    (void)msg;
+
+    p->queued -= MIN(chunk, p->queued);
+}
+
+/* Whether progress may go on @p: an SSE answer its client reads (SBX_HTTP_MCP_QUEUED_MAX). */
+static gboolean post_takes_progress(const McpPost *p)
+{
+    return p != NULL && p->queued <= SBX_HTTP_MCP_QUEUED_MAX;
+}
+
 /* After the core read the POST: answered now, or held open for the calls it started. */
 static void post_decide(McpPost *p)
 {
@@ -219,6 +246,7 @@ static void post_decide(McpPost *p)
     }
     g_ptr_array_set_size(p->held, 0);
     p->keepalive = g_timeout_add_seconds(SBX_HTTP_MCP_KEEPALIVE_S, keepalive, p);
+    p->wrote_handler = g_signal_connect(msg, "wrote-body-data", G_CALLBACK(on_wrote), p);
 }
 
 /* ---- executions --------------------------------------------------------------------------- */
@@ -294,7 +322,7 @@ static gboolean progress_tick(gpointer data)
     g_autofree char *message =
         g_strdup_printf("running for %" G_GUINT64_FORMAT " s", (ms + 500) / 1000);
 
-    if (job->post != NULL) {
+    if (post_takes_progress(job->post)) {
         s->current = job->post;
         sbx_mcp_server_progress(s->server, job->call, ms, job->timeout_ms, message);
         s->current = was;
@@ -309,7 +337,7 @@ static void on_exec_output(gpointer data, SbxStream stream, const guint8 *bytes,
     McpSession *s = job->s;
     McpPost *was = s->current;
 
-    if (job->post != NULL) {
+    if (post_takes_progress(job->post)) {
         s->current = job->post;
         sbx_mcp_server_output(s->server, job->call, stream, bytes, len, job_elapsed_ms(job),
                               job->timeout_ms);
