@@ -53,7 +53,8 @@
 /*
  * Bytes an SSE answer may have queued for a client that does not read: past 4 MiB, no more
  * progress is written to it (the output goes on into the result); its answer still is (at most
- * a few MiB). Progress carries output, up to 16 KiB every 100 ms, for up to 10 minutes.
+ * a few MiB). The output progress carries is at most the execution's (1 MiB, escaped), so this
+ * is the backstop that keeps a call's stream bounded whatever else progress comes to carry.
  */
 #define SBX_HTTP_MCP_QUEUED_MAX (4u * 1024 * 1024)
 
