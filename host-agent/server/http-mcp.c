@@ -849,22 +849,13 @@ static gboolean accepts(SoupServerMessage *msg, const char *type)
 static gboolean get_catalog(SoupServerMessage *msg, GHashTable *query, const SbxTenant *tenant,
                             const char **ret)
 {
-    GHashTableIter it;
-    gpointer key;
+    static const char *const only_catalog[] = {"catalog", NULL};
 
     *ret = NULL;
-    if (query == NULL) {
-        return TRUE;
+    if (!sbx_http_query_only(msg, query, only_catalog)) {
+        return FALSE;
     }
-    g_hash_table_iter_init(&it, query);
-    while (g_hash_table_iter_next(&it, &key, NULL)) {
-        if (strcmp(key, "catalog") != 0) {
-            g_autofree char *why = g_strdup_printf("unknown parameter \"%.64s\"", (char *)key);
-            sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request", why);
-            return FALSE;
-        }
-    }
-    *ret = g_hash_table_lookup(query, "catalog");
+    *ret = query != NULL ? g_hash_table_lookup(query, "catalog") : NULL;
     if (*ret != NULL && (tenant->catalogs == NULL ||
                          !g_strv_contains((const char *const *)tenant->catalogs, *ret))) {
         sbx_http_reply_error(msg, SOUP_STATUS_FORBIDDEN, "forbidden",

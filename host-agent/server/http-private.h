@@ -120,6 +120,8 @@ void sbx_http_reply_error(SoupServerMessage *msg, guint status, const char *code
                           const char *message);
 /** Answer 405 with the methods @allow ("GET, POST"). */
 void sbx_http_reply_method(SoupServerMessage *msg, const char *allow);
+/** Whether every member of @query is one of @allowed (NULL-terminated); else answered 400. */
+gboolean sbx_http_query_only(SoupServerMessage *msg, GHashTable *query, const char *const *allowed);
 /** Whether @msg's method is @method. */
 gboolean sbx_http_is(SoupServerMessage *msg, const char *method);
 /** Whether @tenant may start an execution now (concurrency, per minute); else answered 429. */

@@ -9,9 +9,10 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+
+import { serveStatus, waitFor } from "./mcp_test_lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SDK = path.join(HERE, "..", "..", ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol",
@@ -53,14 +54,6 @@ function children(pid, needle) {
   return found;
 }
 
-async function waitFor(what, cond, seconds) {
-  const end = Date.now() + seconds * 1000;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${seconds} s waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 async function connect(extra = []) {
   const transport = new StdioClientTransport({
     command: binary,
@@ -89,29 +82,6 @@ async function close({ client, transport }, code = 0) {
 
 function execute(client, args, options = CALL) {
   return client.callTool({ name: "execute", arguments: args }, undefined, options);
-}
-
-/** `sandbox serve`'s status (docs/pool.md, "Client protocol"): one frame each way. */
-function serveStatus() {
-  return new Promise((resolve, reject) => {
-    const sock = net.connect(process.env.SBX_TEST_SERVE_SOCKET);
-    let buf = Buffer.alloc(0);
-    sock.setTimeout(5000, () => sock.destroy(new Error("no status from sandbox serve")));
-    sock.on("error", reject);
-    sock.on("connect", () => {
-      const body = Buffer.from(JSON.stringify({ type: "status" }));
-      const len = Buffer.alloc(4);
-      len.writeUInt32BE(body.length);
-      sock.write(Buffer.concat([len, body]));
-    });
-    sock.on("data", (chunk) => {
-      buf = Buffer.concat([buf, chunk]);
-      if (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
-        sock.destroy();
-        resolve(JSON.parse(buf.subarray(4, 4 + buf.readUInt32BE(0)).toString()));
-      }
-    });
-  });
 }
 
 async function waitForStatus(what, cond, seconds) {

@@ -10,9 +10,10 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+
+import { serveStatus, waitFor } from "./mcp_test_lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SDK = path.join(HERE, "..", "..", ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol",
@@ -26,14 +27,6 @@ const KEY_A = process.env.SBX_TEST_KEY_A;
 const KEY_B = process.env.SBX_TEST_KEY_B;
 // Under TCG a restore and a run take seconds; the SDK's own default (60 s) is kept for the rest.
 const CALL = { timeout: 180_000 };
-
-async function waitFor(what, cond, seconds) {
-  const end = Date.now() + seconds * 1000;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out after ${seconds} s waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 async function connect(key, query = "") {
   const transport = new StreamableHTTPClientTransport(new URL(`${BASE}/mcp${query}`), {
@@ -77,29 +70,6 @@ const INIT = {
   jsonrpc: "2.0", id: 1, method: "initialize",
   params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
 };
-
-/** `sandbox serve`'s status (docs/pool.md): one frame each way over its Unix socket. */
-function serveStatus() {
-  return new Promise((resolve, reject) => {
-    const sock = net.connect(process.env.SBX_TEST_SERVE_SOCKET);
-    let buf = Buffer.alloc(0);
-    sock.setTimeout(5000, () => sock.destroy(new Error("no status from sandbox serve")));
-    sock.on("error", reject);
-    sock.on("connect", () => {
-      const body = Buffer.from(JSON.stringify({ type: "status" }));
-      const len = Buffer.alloc(4);
-      len.writeUInt32BE(body.length);
-      sock.write(Buffer.concat([len, body]));
-    });
-    sock.on("data", (chunk) => {
-      buf = Buffer.concat([buf, chunk]);
-      if (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
-        sock.destroy();
-        resolve(JSON.parse(buf.subarray(4, 4 + buf.readUInt32BE(0)).toString()));
-      }
-    });
-  });
-}
 
 const sections = {
   // The lifecycle and the tools, as over stdio.

@@ -13,10 +13,8 @@ server's children or VMs may be left.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -76,35 +74,12 @@ def main():
         if not os.path.exists(path):
             print(f"FAIL: no {what} in .deps (run scripts/setup)")
             return 1
-    tmp = tempfile.mkdtemp(prefix="sdk-http-")
-    os.chmod(tmp, 0o711)  # the VMs' jail (another uid) reaches the runtime dirs in it
-    srv = None
-    failure = None
-    try:
-        db = os.path.join(tmp, "state", "sandbox.db")
-        keys = (api.tenant(sandbox, db, "add", "alice", "--catalog", "tools",
-                           "--max-concurrent", "4", "--max-timeout", "120"),
-                api.tenant(sandbox, db, "add", "bob"))
-        srv = api.Server(sandbox, tmp, db, pool=1, catalogs_dir=write_catalog(tmp))
-        failure = srv.start()
-        if failure is None:
-            failure = run_node(srv, keys, sys.argv[2] if len(sys.argv) == 3 else None)
-    finally:
-        if srv is not None:
-            rc = srv.stop()
-            left = srv.leftovers()
-            if rc != 0 and failure is None:
-                failure = f"sandbox serve exited {rc} on SIGTERM:\n{srv.log()}"
-            if left and failure is None:
-                failure = f"left running after the server stopped: {left}"
-            if failure is not None:
-                print(srv.log())
-        shutil.rmtree(tmp, ignore_errors=True)
-    if failure:
-        print(f"FAIL: {failure}")
-        return 1
-    print("PASS")
-    return 0
+    section = sys.argv[2] if len(sys.argv) == 3 else None
+    tenants = [("alice", "--catalog", "tools", "--max-concurrent", "4", "--max-timeout", "120"),
+               ("bob",)]
+    return api.run_with_server(sandbox, "sdk-http-", tenants,
+                               lambda srv, keys, tmp: run_node(srv, keys, section),
+                               catalogs=write_catalog)
 
 
 if __name__ == "__main__":
