@@ -213,10 +213,13 @@ static void on_wrote(SoupServerMessage *msg, gsize chunk, gpointer data)
     p->queued -= MIN(chunk, p->queued);
 }
 
-/* Whether progress may go on @p: an SSE answer its client reads (SBX_HTTP_MCP_QUEUED_MAX). */
+/*
+ * Whether progress may go on @p: an SSE answer its client reads (SBX_HTTP_MCP_QUEUED_MAX). A
+ * client that accepts only JSON gets the answer alone.
+ */
 static gboolean post_takes_progress(const McpPost *p)
 {
-    return p != NULL && p->queued <= SBX_HTTP_MCP_QUEUED_MAX;
+    return p != NULL && p->sse && p->queued <= SBX_HTTP_MCP_QUEUED_MAX;
 }
 
 /* After the core read the POST: answered now, or held open for the calls it started. */
