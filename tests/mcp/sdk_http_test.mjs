@@ -295,6 +295,14 @@ const sections = {
     const note = await rawPost({ Authorization: `Bearer ${KEY_A}`, "Mcp-Session-Id": sid },
       { jsonrpc: "2.0", method: "notifications/initialized" });
     assert.equal(note.status, 202, "a notification");
+    // A client that accepts only JSON: the answer alone as JSON, even with progress asked for.
+    const json = await rawPost({ Authorization: `Bearer ${KEY_A}`, "Mcp-Session-Id": sid,
+      Accept: "application/json" }, { jsonrpc: "2.0", id: 9, method: "tools/call", params: {
+      name: "execute", _meta: { progressToken: 1 },
+      arguments: { language: "python", code: "print('a')\nimport time\ntime.sleep(0.5)\n7" } } });
+    assert.equal(json.status, 200, json.body);
+    assert.match(json.headers["content-type"], /^application\/json/);
+    assert.equal(JSON.parse(json.body).result.structuredContent.result, 7, json.body);
     const get = await fetch(`${BASE}/mcp`, { headers: { Authorization: `Bearer ${KEY_A}`,
       "Mcp-Session-Id": sid, Accept: "text/event-stream" } });
     assert.equal(get.status, 405, "no stream of the server's own");
