@@ -77,9 +77,27 @@ def main():
     section = sys.argv[2] if len(sys.argv) == 3 else None
     tenants = [("alice", "--catalog", "tools", "--max-concurrent", "4", "--max-timeout", "120"),
                ("bob",)]
-    return api.run_with_server(sandbox, "sdk-http-", tenants,
-                               lambda srv, keys, tmp: run_node(srv, keys, section),
-                               catalogs=write_catalog)
+
+    def body(srv, keys, tmp):
+        return run_node(srv, keys, section) or (None if section else records(sandbox, srv))
+
+    return api.run_with_server(sandbox, "sdk-http-", tenants, body, catalogs=write_catalog)
+
+
+def records(sandbox, srv):
+    """The executions of /mcp are recorded as the API's are, with front end "mcp" (None: so)."""
+    p = subprocess.run([sandbox, "records", "list", "--db", srv.db, "--tenant", "alice", "--json",
+                        "--limit", "100"], capture_output=True, timeout=60)
+    try:
+        recs = json.loads(p.stdout)
+    except ValueError:
+        return f"sandbox records list: exit {p.returncode}: {p.stderr.decode()[-2000:]}"
+    mcp = [r for r in recs if r["front_end"] == "mcp"]
+    if len(mcp) < 8 or not any(r["session_id"] for r in mcp) or \
+            not any(r["catalog"] == "tools" for r in mcp):
+        return f"the records of /mcp's executions: {json.dumps(recs)[:3000]}"
+    print(f"ok: {len(mcp)} executions of /mcp recorded (front end mcp, sessions, the catalog)")
+    return None
 
 
 if __name__ == "__main__":
