@@ -37,17 +37,18 @@
 #define MCP_PROFILE_DEFAULT "q35-serial"
 
 /*
- * A call whose client asked for progress gets one every 5 s while it runs (the seconds so far,
- * of its timeout): often enough for a client that extends its own timeout on progress (the
- * TypeScript SDK's resetTimeoutOnProgress; its timeout is 60 s by default), rare enough to cost
- * nothing.
+ * A call whose client asked for progress gets one every 5 s while it runs (the milliseconds so
+ * far, of its timeout; the program's output as it comes in between, sbx_mcp_server_output()): often
+ * enough for a client that extends its own timeout on progress (the TypeScript SDK's
+ * resetTimeoutOnProgress; its timeout is 60 s by default), rare enough to cost nothing.
  */
 #define MCP_PROGRESS_INTERVAL_S 5
 
 /*
  * Answers waiting for a client that does not read them: past 16 MiB (an execute's answer is
  * at most a few MiB: SBX_MCP_EXECUTE_OUTPUT_LIMIT twice, escaped), stdin is not read until the
- * client took them, checked every 100 ms. The executions in flight (bounded) still answer.
+ * client took them, checked every 100 ms, and no progress (output) is sent meanwhile. The
+ * executions in flight (bounded) still answer.
  */
 #define MCP_ANSWERS_QUEUED_MAX (16u * 1024 * 1024)
 #define MCP_ANSWERS_CHECK_MS 100
@@ -82,7 +83,7 @@ typedef struct {
     gsize len_sent;
     guint progress_timer;
     gint64 started_us; /* monotonic */
-    guint timeout_s;
+    guint timeout_ms;
 } Job;
 
 struct McpCtx {
@@ -246,6 +247,28 @@ static void on_serve_done(gpointer data, const char *report_json, const char *fa
     }
 }
 
+/* Milliseconds since @job's call came: its progress (of its timeout, in ms too). */
+static guint64 job_elapsed_ms(const Job *job)
+{
+    return (guint64)((g_get_monotonic_time() - job->started_us) / 1000);
+}
+
+/*
+ * The program's output as it comes (a VM restored here, or a live run of the server), for a
+ * client that asked for progress (the report has it all).
+ */
+static void on_job_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
+{
+    Job *job = data;
+
+    /* A client that does not read: no more progress (the result has the output). */
+    if (sbx_out_queued(job->ctx->out, SBX_STREAM_STDOUT) > MCP_ANSWERS_QUEUED_MAX) {
+        return;
+    }
+    sbx_mcp_server_output(job->ctx->server, job->call, stream, bytes, len, job_elapsed_ms(job),
+                          job->timeout_ms);
+}
+
 /* Through the server: FALSE if none answers (nothing sent). A session's run names no profile
  * (the session's is used). */
 static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
@@ -261,12 +284,16 @@ static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
         .output_limit = SBX_MCP_EXECUTE_OUTPUT_LIMIT,
         .profile = a->session == NULL ? ctx->profile_name : NULL,
         .session = a->session,
+        .live = sbx_mcp_call_wants_progress(job->call),
     };
 
     if (ctx->no_serve) {
         return FALSE;
     }
     job->serve = sbx_serve_client_call(&req, on_serve_done, job);
+    if (job->serve != NULL && req.live) {
+        sbx_serve_call_set_output(job->serve, on_job_output);
+    }
     if (job->serve != NULL) {
         sbx_mcp_approvals_serve(ctx->approvals, job->call); /* its held calls: the client */
     }
@@ -358,7 +385,11 @@ static void set_record(McpCtx *ctx, SbxExec *exec)
 /* An execution here: in a VM of its own, or (@a->session) in a session of ours. */
 static void run_here(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
 {
-    static const SbxExecSink sink = {.warnings = on_warnings, .done = on_exec_done};
+    static const SbxExecSink sink = {
+        .collected_output = on_job_output,
+        .warnings = on_warnings,
+        .done = on_exec_done,
+    };
     g_autoptr(GError) error = NULL;
     g_autofree char *busy = NULL;
     SbxExecSource *src = NULL;
@@ -421,10 +452,11 @@ static void on_send(gpointer data, const char *json, gsize len)
 static gboolean on_progress_tick(gpointer data)
 {
     Job *job = data;
-    guint64 s = (g_get_monotonic_time() - job->started_us + G_USEC_PER_SEC / 2) / G_USEC_PER_SEC;
-    g_autofree char *message = g_strdup_printf("running for %" G_GUINT64_FORMAT " s", s);
+    guint64 ms = job_elapsed_ms(job);
+    g_autofree char *message =
+        g_strdup_printf("running for %" G_GUINT64_FORMAT " s", (ms + 500) / 1000);
 
-    sbx_mcp_server_progress(job->ctx->server, job->call, s, job->timeout_s, message);
+    sbx_mcp_server_progress(job->ctx->server, job->call, ms, job->timeout_ms, message);
     return G_SOURCE_CONTINUE;
 }
 
@@ -436,7 +468,7 @@ static void on_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs 
     job->ctx = ctx;
     job->call = call;
     job->started_us = g_get_monotonic_time();
-    job->timeout_s = (args->timeout_ms + 999) / 1000;
+    job->timeout_ms = args->timeout_ms;
     sbx_mcp_call_set_data(call, job);
     g_ptr_array_add(ctx->jobs, job);
     if (sbx_mcp_call_wants_progress(call)) {

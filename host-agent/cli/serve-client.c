@@ -154,6 +154,7 @@ static char *run_message(const SbxServeClientRequest *req)
                 .timeout_ms = req->timeout_ms,
                 .output_limit = req->output_limit,
                 .collect = req->json,
+                .live = req->live,
                 .profile = (char *)req->profile,
                 .session = (char *)req->session,
             },
@@ -342,6 +343,7 @@ struct SbxServeCall {
     guint source;
     SbxFrameReader reader;
     SbxServeCallDone done;
+    SbxServeCallOutput output;
     gpointer data;
 };
 
@@ -371,7 +373,11 @@ static gboolean call_frame(gpointer data, const char *payload, gsize len)
         return FALSE;
     }
     if (msg.type == SBX_SERVE_MSG_OUTPUT) {
-        return TRUE; /* a collected run streams nothing; ignored */
+        /* a live run's (the report has it all); a frame without data is ignored */
+        if (c->output != NULL && msg.data != NULL) {
+            c->output(c->data, msg.stream, msg.data, msg.data_len);
+        }
+        return TRUE;
     }
     if (msg.type == SBX_SERVE_MSG_DONE && msg.report_json != NULL) {
         call_end(c, msg.report_json, NULL);
@@ -425,6 +431,11 @@ SbxServeCall *sbx_serve_client_call(const SbxServeClientRequest *req, SbxServeCa
     sbx_frame_reader_init(&c->reader, SBX_FRAME_MAX);
     c->source = g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_call_readable, c);
     return c;
+}
+
+void sbx_serve_call_set_output(SbxServeCall *c, SbxServeCallOutput output)
+{
+    c->output = output;
 }
 
 void sbx_serve_call_free(SbxServeCall *c)

@@ -28,7 +28,8 @@ typedef struct {
     const char *profile; /* or NULL: the server's */
     const char *session; /* or NULL; a session's run goes to the server or nowhere */
     gboolean json;
-    SbxOut *out; /* where the run's output, summary and report go; outlives the client */
+    gboolean live; /* with json: the output streamed as it comes too (sbx_serve_client_call()) */
+    SbxOut *out;   /* where the run's output, summary and report go; outlives the client */
 } SbxServeClientRequest;
 
 /**
@@ -57,6 +58,8 @@ void sbx_serve_client_cleanup(void);
  */
 typedef struct SbxServeCall SbxServeCall;
 typedef void (*SbxServeCallDone)(gpointer data, const char *report_json, const char *failure);
+/* The program's output as it comes, for a call that asked for it (@req->live). */
+typedef void (*SbxServeCallOutput)(gpointer data, SbxStream stream, const guint8 *bytes, gsize len);
 
 /**
  * Send @req as a collected run (its json and out are not used) if a server answers on the
@@ -66,6 +69,9 @@ typedef void (*SbxServeCallDone)(gpointer data, const char *report_json, const c
  */
 SbxServeCall *sbx_serve_client_call(const SbxServeClientRequest *req, SbxServeCallDone done,
                                     gpointer data);
+
+/** Have @output called with the output of @call as it comes (its request said live). */
+void sbx_serve_call_set_output(SbxServeCall *call, SbxServeCallOutput output);
 
 /** Hang up (the server ends the execution and kills its VM) and free. Accepts NULL. */
 void sbx_serve_call_free(SbxServeCall *call);

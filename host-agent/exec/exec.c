@@ -216,8 +216,10 @@ static void on_output(SbxSession *s, SbxStream stream, const guint8 *data, gsize
     if (exec->kept[stream] != NULL) {
         record_output(exec, stream, data, len);
     }
-    if (exec->sink->output != NULL) {
+    if (!exec->collect_output && exec->sink->output != NULL) {
         exec->sink->output(exec->sink_data, stream, data, len);
+    } else if (exec->collect_output && exec->sink->collected_output != NULL) {
+        exec->sink->collected_output(exec->sink_data, stream, data, len);
     }
 }
 
@@ -318,13 +320,19 @@ static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_dat
 
 static void run(SbxExec *exec)
 {
-    /* Collected output goes into the result (the report), not to the sink. */
+    /* Collected output goes into the result (the report), and to the sink's collected_output
+     * if it has one. */
     static const SbxSessionCallbacks streaming = {
         .on_output = on_output,
         .on_tool_call = on_tool_call,
         .on_done = on_done,
     };
     static const SbxSessionCallbacks collecting = {
+        .on_tool_call = on_tool_call,
+        .on_done = on_done,
+    };
+    static const SbxSessionCallbacks collecting_live = {
+        .on_output = on_output,
         .on_tool_call = on_tool_call,
         .on_done = on_done,
     };
@@ -346,7 +354,11 @@ static void run(SbxExec *exec)
         .keep = exec->keep,
     };
 
-    sbx_session_set_callbacks(exec->session, exec->collect_output ? &collecting : &streaming, exec);
+    sbx_session_set_callbacks(exec->session,
+                              !exec->collect_output                  ? &streaming
+                              : exec->sink->collected_output != NULL ? &collecting_live
+                                                                     : &collecting,
+                              exec);
     if (!sbx_session_run(exec->session, &req, &error)) {
         g_autofree char *msg = g_strdup_printf("cannot start the execution: %s", error->message);
         fail(exec, SBX_STATUS_CRASH, msg);

@@ -52,6 +52,8 @@ typedef struct {
     void (*started)(gpointer data);
     /* Output accepted (within the limit), as it comes; not when collected. */
     void (*output)(gpointer data, SbxStream stream, const guint8 *bytes, gsize len);
+    /* The same when collected (the report has it too): to show it live. Optional. */
+    void (*collected_output)(gpointer data, SbxStream stream, const guint8 *bytes, gsize len);
     /* A tool call of the guest (real names, its input's JSON), on its way to the provider. */
     void (*tool_call)(gpointer data, guint32 call_id, const char *provider, const char *tool,
                       const char *input_json);

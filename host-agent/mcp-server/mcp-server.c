@@ -48,6 +48,8 @@ struct SbxMcpCall {
     gpointer data;
     char *progress_token; /* its JSON text, or NULL: the client asked for no progress */
     guint64 progress;     /* the last progress sent */
+    GString *held;        /* output not yet sent (sbx_mcp_server_output()), or NULL */
+    SbxStream held_stream;
 };
 
 struct SbxMcpServer {
@@ -101,6 +103,9 @@ static void elicit_end(SbxMcpServer *s, Elicit *e, SbxMcpElicitOutcome outcome, 
 static void call_free(SbxMcpCall *call)
 {
     free(call->progress_token);
+    if (call->held != NULL) {
+        g_string_free(call->held, TRUE);
+    }
     sbx_mcp_execute_args_clear(&call->args);
     sbx_mcp_session_args_clear(&call->sargs);
     g_free(call->id_json);
@@ -877,14 +882,13 @@ gboolean sbx_mcp_call_wants_progress(const SbxMcpCall *call)
     return call->progress_token != NULL;
 }
 
-void sbx_mcp_server_progress(SbxMcpServer *s, SbxMcpCall *call, guint64 progress, guint64 total,
-                             const char *message)
+/* One notifications/progress for @call (a progress token, not cancelled): @progress above the
+ * last one sent. */
+static void send_progress(SbxMcpServer *s, SbxMcpCall *call, guint64 progress, guint64 total,
+                          const char *message)
 {
     SbxJsonb b;
 
-    if (call->progress_token == NULL || call->cancelled || progress <= call->progress) {
-        return;
-    }
     call->progress = progress;
     sbx_jsonb_init(&b);
     sbx_jsonb_begin_object(&b);
@@ -904,6 +908,56 @@ void sbx_mcp_server_progress(SbxMcpServer *s, SbxMcpCall *call, guint64 progress
     sbx_jsonb_end_object(&b);
     g_autofree char *json = sbx_jsonb_finish(&b);
     s->ops->send(s->data, json, strlen(json));
+}
+
+/* The output held for @call goes out now, as the message of a notification at @progress (or
+ * just above the last one). */
+static void flush_output(SbxMcpServer *s, SbxMcpCall *call, guint64 progress, guint64 total)
+{
+    g_autoptr(GString) text = g_steal_pointer(&call->held);
+
+    if (text == NULL || text->len == 0) {
+        return;
+    }
+    /* A message is a JSON string: output that is not UTF-8 is shown with U+FFFD. */
+    g_autofree char *valid = g_utf8_make_valid(text->str, (gssize)text->len);
+    g_autofree char *message = call->held_stream == SBX_STREAM_STDERR
+                                   ? g_strconcat("stderr: ", valid, NULL)
+                                   : g_steal_pointer(&valid);
+    send_progress(s, call, MAX(progress, call->progress + 1), total, message);
+}
+
+void sbx_mcp_server_progress(SbxMcpServer *s, SbxMcpCall *call, guint64 progress, guint64 total,
+                             const char *message)
+{
+    if (call->progress_token == NULL || call->cancelled || progress <= call->progress) {
+        return;
+    }
+    if (call->held != NULL && call->held->len > 0) {
+        flush_output(s, call, progress, total); /* the output says more than "running for" */
+        return;
+    }
+    send_progress(s, call, progress, total, message);
+}
+
+void sbx_mcp_server_output(SbxMcpServer *s, SbxMcpCall *call, SbxStream stream, const guint8 *bytes,
+                           gsize len, guint64 progress, guint64 total)
+{
+    if (call->progress_token == NULL || call->cancelled || len == 0) {
+        return;
+    }
+    if (call->held != NULL && call->held_stream != stream) {
+        flush_output(s, call, progress, total);
+    }
+    if (call->held == NULL) {
+        call->held = g_string_new(NULL);
+        call->held_stream = stream;
+    }
+    gsize room = SBX_MCP_OUTPUT_HELD_MAX - MIN(call->held->len, SBX_MCP_OUTPUT_HELD_MAX);
+    g_string_append_len(call->held, (const char *)bytes, (gssize)MIN(len, room));
+    if (progress >= call->progress + SBX_MCP_OUTPUT_EVERY_MS) {
+        flush_output(s, call, progress, total);
+    }
 }
 
 /* ---- stdio ---------------------------------------------------------------------------------- */

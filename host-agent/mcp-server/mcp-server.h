@@ -175,11 +175,30 @@ gboolean sbx_mcp_call_wants_progress(const SbxMcpCall *call);
 
 /**
  * Send `notifications/progress` for @call: @progress (it must grow: a value not above the last
- * one sent is dropped), @total (0: none) and @message (NULL: none). Nothing when the client
- * asked for no progress or cancelled the call.
+ * one sent is dropped), @total (0: none) and @message (NULL: none), or instead the output held
+ * for it (sbx_mcp_server_output()). Nothing when the client asked for no progress or cancelled
+ * the call. The transports count in milliseconds since the call came, of its timeout.
  */
 void sbx_mcp_server_progress(SbxMcpServer *server, SbxMcpCall *call, guint64 progress,
                              guint64 total, const char *message);
+
+/*
+ * The program's output as it comes goes to a client that asked for progress as the message of
+ * notifications/progress: at most one every 100 ms per call (output in between is held and goes
+ * with the next one, or with the transport's next progress tick), and at most 16 KiB in one
+ * (the rest of a burst is left to the result, which has all of it: a model reads the result,
+ * a person watching the progress reads a line or two).
+ */
+#define SBX_MCP_OUTPUT_EVERY_MS 100
+#define SBX_MCP_OUTPUT_HELD_MAX (16u * 1024)
+
+/**
+ * @len bytes of @call's program's @stream, as they come, @progress ms into the call (of @total,
+ * 0: none): sent as above when the client asked for progress, else nothing. A message of
+ * stderr begins with "stderr: "; text that is not UTF-8 is shown with U+FFFD.
+ */
+void sbx_mcp_server_output(SbxMcpServer *server, SbxMcpCall *call, SbxStream stream,
+                           const guint8 *bytes, gsize len, guint64 progress, guint64 total);
 
 /** Calls in flight (started, not finished: cancelled ones count until their finish). */
 guint sbx_mcp_server_calls(const SbxMcpServer *server);

@@ -410,8 +410,7 @@ static char *new_id(void)
     return g_string_free(id, FALSE);
 }
 
-/* Whether every member of @query is one of @allowed (NULL-terminated); else answered 400. */
-static gboolean query_only(SoupServerMessage *msg, GHashTable *query, const char *const *allowed)
+gboolean sbx_http_query_only(SoupServerMessage *msg, GHashTable *query, const char *const *allowed)
 {
     GHashTableIter it;
     gpointer key;
@@ -554,7 +553,7 @@ void sbx_http_exec_create(HttpFront *front, SoupServerMessage *msg, const SbxTen
 
     static const char *const with_wait[] = {"wait", NULL};
 
-    if (!query_only(msg, query, with_wait) || !get_wait(msg, query, &wait_s) ||
+    if (!sbx_http_query_only(msg, query, with_wait) || !get_wait(msg, query, &wait_s) ||
         !read_create(msg, tenant, &req)) {
         return;
     }
@@ -644,7 +643,7 @@ void sbx_http_exec_route(HttpFront *front, SoupServerMessage *msg, const SbxTena
                              "this path does not take that method");
         return;
     }
-    if (!query_only(msg, query, is_object ? with_wait : none) ||
+    if (!sbx_http_query_only(msg, query, is_object ? with_wait : none) ||
         (is_object && !get_wait(msg, query, &wait_s))) {
         return;
     }
@@ -734,7 +733,7 @@ static gboolean get_filter(SoupServerMessage *msg, GHashTable *query, SbxRecordF
     const char *limit_text = query != NULL ? g_hash_table_lookup(query, "limit") : NULL;
     guint64 limit = SBX_HTTP_LIST_DEFAULT;
 
-    if (!query_only(msg, query, allowed)) {
+    if (!sbx_http_query_only(msg, query, allowed)) {
         return FALSE;
     }
     f->status = query != NULL ? g_hash_table_lookup(query, "status") : NULL;

@@ -57,6 +57,14 @@
 /* Progress while a call runs, for a client that asked for it (as over stdio: cli/mcp.c). */
 #define SBX_HTTP_MCP_PROGRESS_S 5
 
+/*
+ * Bytes an SSE answer may have queued for a client that does not read: past 4 MiB, no more
+ * progress is written to it (the output goes on into the result); its answer still is (at most
+ * a few MiB). The output progress carries is at most the execution's (1 MiB, escaped), so this
+ * is the backstop that keeps a call's stream bounded whatever else progress comes to carry.
+ */
+#define SBX_HTTP_MCP_QUEUED_MAX (4u * 1024 * 1024)
+
 typedef struct McpSession McpSession;
 typedef struct McpPost McpPost;
 
@@ -69,7 +77,9 @@ struct McpPost {
     gboolean ended;   /* complete: only libsoup's "finished" is still to come */
     GPtrArray *held;  /* char*: messages not yet written (JSON: all of them) */
     guint calls;      /* calls it started, not yet finished */
+    gsize queued;     /* SSE bytes appended, not yet written (SBX_HTTP_MCP_QUEUED_MAX) */
     gulong finished_handler;
+    gulong wrote_handler;
     guint keepalive;
 };
 
@@ -82,14 +92,15 @@ typedef struct {
     HttpExec *exec;   /* until its done */
     guint progress_timer;
     gint64 started_us; /* monotonic */
-    guint timeout_s;
+    guint timeout_ms;
 } McpJob;
 
 struct McpSession {
     HttpFront *front;
     char *id;
     char *tenant_id;
-    char *catalog; /* the executions' (`/mcp?catalog=`), or NULL */
+    char *catalog;           /* the executions' (`/mcp?catalog=`), or NULL */
+    SbxHttpListing *listing; /* that catalog listed for the discovery tools, or NULL */
     SbxMcpServer *server;
     McpPost *current;        /* the POST the core's messages go to now, or NULL */
     const SbxTenant *tenant; /* while a POST of this tenant is handled */
@@ -111,6 +122,7 @@ typedef struct {
 
 static void sse_write(McpPost *p, char *text)
 {
+    p->queued += strlen(text);
     soup_message_body_append(soup_server_message_get_response_body(p->msg), SOUP_MEMORY_TAKE, text,
                              strlen(text));
     soup_server_message_unpause(p->msg);
@@ -137,6 +149,9 @@ static void post_free(McpPost *p)
     g_clear_handle_id(&p->keepalive, g_source_remove);
     if (p->finished_handler != 0) {
         g_signal_handler_disconnect(p->msg, p->finished_handler);
+    }
+    if (p->wrote_handler != 0) {
+        g_signal_handler_disconnect(p->msg, p->wrote_handler);
     }
     g_object_unref(p->msg);
     g_ptr_array_unref(p->held);
@@ -206,6 +221,23 @@ static gboolean keepalive(gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
+static void on_wrote(SoupServerMessage *msg, gsize chunk, gpointer data)
+{
+    McpPost *p = data;
+    (void)msg;
+
+    p->queued -= MIN(chunk, p->queued);
+}
+
+/*
+ * Whether progress may go on @p: an SSE answer its client reads (SBX_HTTP_MCP_QUEUED_MAX). A
+ * client that accepts only JSON gets the answer alone.
+ */
+static gboolean post_takes_progress(const McpPost *p)
+{
+    return p != NULL && p->sse && p->queued <= SBX_HTTP_MCP_QUEUED_MAX;
+}
+
 /* After the core read the POST: answered now, or held open for the calls it started. */
 static void post_decide(McpPost *p)
 {
@@ -234,6 +266,7 @@ static void post_decide(McpPost *p)
     }
     g_ptr_array_set_size(p->held, 0);
     p->keepalive = g_timeout_add_seconds(SBX_HTTP_MCP_KEEPALIVE_S, keepalive, p);
+    p->wrote_handler = g_signal_connect(msg, "wrote-body-data", G_CALLBACK(on_wrote), p);
 }
 
 /* ---- executions --------------------------------------------------------------------------- */
@@ -294,24 +327,45 @@ static void on_exec_done(gpointer data, const char *object_json)
     job_finish(job, object_json);
 }
 
-static const SbxHttpExecWatch exec_watch = {.done = on_exec_done};
+/* Milliseconds since @job's call came: its progress (of its timeout, in ms too). */
+static guint64 job_elapsed_ms(const McpJob *job)
+{
+    return (guint64)((g_get_monotonic_time() - job->started_us) / 1000);
+}
 
 static gboolean progress_tick(gpointer data)
 {
     McpJob *job = data;
     McpSession *s = job->s;
     McpPost *was = s->current;
-    gint64 ms = (g_get_monotonic_time() - job->started_us) / 1000;
-    guint64 secs = (guint64)MIN((ms + 500) / 1000, (gint64)job->timeout_s);
-    g_autofree char *message = g_strdup_printf("running for %" G_GUINT64_FORMAT " s", secs);
+    guint64 ms = job_elapsed_ms(job);
+    g_autofree char *message =
+        g_strdup_printf("running for %" G_GUINT64_FORMAT " s", (ms + 500) / 1000);
 
-    if (job->post != NULL) {
+    if (post_takes_progress(job->post)) {
         s->current = job->post;
-        sbx_mcp_server_progress(s->server, job->call, secs, job->timeout_s, message);
+        sbx_mcp_server_progress(s->server, job->call, ms, job->timeout_ms, message);
         s->current = was;
     }
     return G_SOURCE_CONTINUE;
 }
+
+/* The program's output as it comes, for a client that asked for progress. */
+static void on_exec_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
+{
+    McpJob *job = data;
+    McpSession *s = job->s;
+    McpPost *was = s->current;
+
+    if (post_takes_progress(job->post)) {
+        s->current = job->post;
+        sbx_mcp_server_output(s->server, job->call, stream, bytes, len, job_elapsed_ms(job),
+                              job->timeout_ms);
+        s->current = was;
+    }
+}
+
+static const SbxHttpExecWatch exec_watch = {.output = on_exec_output, .done = on_exec_done};
 
 /* The execution of @a for the tenant of the POST being handled; NULL when refused (why). */
 static HttpExec *start_exec(McpSession *s, const SbxMcpExecuteArgs *a, char **ret_why)
@@ -381,7 +435,7 @@ static void mcp_execute(gpointer data, SbxMcpCall *call, const SbxMcpExecuteArgs
     McpJob *job = job_new(s, call);
     g_autofree char *why = NULL;
 
-    job->timeout_s = (a->timeout_ms + 999) / 1000;
+    job->timeout_ms = a->timeout_ms;
     job->exec = s->tenant != NULL ? start_exec(s, a, &why) : NULL;
     if (job->exec == NULL) {
         job_fail(job, why != NULL ? why : "the server is shutting down", SBX_STATUS_ERROR);
@@ -806,6 +860,7 @@ static void session_free(McpSession *s)
         }
     }
     sbx_mcp_server_free(s->server);
+    sbx_http_listing_unref(s->listing); /* after the server, which read its catalog */
     g_free(s->id);
     g_free(s->tenant_id);
     g_free(s->catalog);
@@ -957,22 +1012,13 @@ static gboolean accepts(SoupServerMessage *msg, const char *type)
 static gboolean get_catalog(SoupServerMessage *msg, GHashTable *query, const SbxTenant *tenant,
                             const char **ret)
 {
-    GHashTableIter it;
-    gpointer key;
+    static const char *const only_catalog[] = {"catalog", NULL};
 
     *ret = NULL;
-    if (query == NULL) {
-        return TRUE;
+    if (!sbx_http_query_only(msg, query, only_catalog)) {
+        return FALSE;
     }
-    g_hash_table_iter_init(&it, query);
-    while (g_hash_table_iter_next(&it, &key, NULL)) {
-        if (strcmp(key, "catalog") != 0) {
-            g_autofree char *why = g_strdup_printf("unknown parameter \"%.64s\"", (char *)key);
-            sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request", why);
-            return FALSE;
-        }
-    }
-    *ret = g_hash_table_lookup(query, "catalog");
+    *ret = query != NULL ? g_hash_table_lookup(query, "catalog") : NULL;
     if (*ret != NULL && (tenant->catalogs == NULL ||
                          !g_strv_contains((const char *const *)tenant->catalogs, *ret))) {
         sbx_http_reply_error(msg, SOUP_STATUS_FORBIDDEN, "forbidden",
@@ -1026,15 +1072,68 @@ static gboolean session_room(HttpFront *front, SoupServerMessage *msg, const Sbx
     return TRUE;
 }
 
+/* The core reads the POST's message and answers it, now or once its calls end. */
+static void post_run(McpPost *p, gboolean fresh, const SbxTenant *tenant)
+{
+    McpSession *s = p->s;
+    SoupServerMessage *msg = p->msg;
+    SoupMessageBody *body = soup_server_message_get_request_body(msg);
+
+    if (fresh && s->listing != NULL) {
+        /* NULL when its tools could not be listed: no discovery (the executions have them) */
+        sbx_mcp_server_set_catalog(s->server, sbx_http_listing_catalog(s->listing));
+    }
+    s->used_us = g_get_monotonic_time();
+    s->current = p;
+    s->tenant = tenant;
+    sbx_mcp_server_receive(s->server, body->data != NULL ? body->data : "", body->length);
+    s->current = NULL;
+    s->tenant = NULL;
+    if (fresh && !keep_new_session(s->front, msg, s)) {
+        reply_held(msg, p->held, SOUP_STATUS_BAD_REQUEST);
+        post_free(p);
+        session_free(s);
+        return;
+    }
+    post_decide(p);
+}
+
+/* A held initialize's client went away before its catalog was listed. */
+static void on_held_gone(SoupServerMessage *msg, gpointer data)
+{
+    McpPost *p = data;
+    McpSession *s = p->s;
+    (void)msg;
+
+    p->s->front->mcp_held = g_list_remove(p->s->front->mcp_held, p);
+    sbx_http_listing_unwait(s->listing, p);
+    p->finished_handler = 0;
+    post_free(p);
+    session_free(s);
+}
+
+/* The catalog of a held initialize is listed: it is read now (it needs no tenant). */
+static void on_listing_ready(gpointer data)
+{
+    McpPost *p = data;
+    g_autoptr(SoupServerMessage) msg = g_object_ref(p->msg);
+
+    p->s->front->mcp_held = g_list_remove(p->s->front->mcp_held, p);
+    g_signal_handler_disconnect(msg, p->finished_handler);
+    p->finished_handler = 0;
+    post_run(p, TRUE, NULL);
+    soup_server_message_unpause(msg);
+}
+
 static void mcp_post(HttpFront *front, SoupServerMessage *msg, GHashTable *query,
                      const SbxTenant *tenant)
 {
     SoupMessageHeaders *h = soup_server_message_get_request_headers(msg);
     const char *type = soup_message_headers_get_content_type(h, NULL);
-    SoupMessageBody *body = soup_server_message_get_request_body(msg);
     McpSession *s = NULL;
     const char *catalog = NULL;
     gboolean fresh = soup_message_headers_get_one(h, "Mcp-Session-Id") == NULL;
+    g_autoptr(GError) error = NULL;
 
     if (type == NULL || g_ascii_strcasecmp(type, "application/json") != 0) {
         sbx_http_reply_error(msg, SOUP_STATUS_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type",
@@ -1053,24 +1152,29 @@ static void mcp_post(HttpFront *front, SoupServerMessage *msg, GHashTable *query
     if (fresh) {
         s = session_new(front, tenant->id, catalog);
     }
+    if (fresh && catalog != NULL) {
+        s->listing = sbx_http_listing_get(front, catalog, &error);
+        if (s->listing == NULL) {
+            session_free(s);
+            reply_rpc_error(msg, SOUP_STATUS_SERVICE_UNAVAILABLE, error->message);
+            return;
+        }
+    }
     McpPost *p = g_new0(McpPost, 1);
     p->s = s;
     p->msg = g_object_ref(msg);
     p->sse = accepts(msg, "text/event-stream");
     p->held = g_ptr_array_new_with_free_func(g_free);
-    s->used_us = g_get_monotonic_time();
-    s->current = p;
-    s->tenant = tenant;
-    sbx_mcp_server_receive(s->server, body->data != NULL ? body->data : "", body->length);
-    s->current = NULL;
-    s->tenant = NULL;
-    if (fresh && !keep_new_session(front, msg, s)) {
-        reply_held(msg, p->held, SOUP_STATUS_BAD_REQUEST);
-        post_free(p);
-        session_free(s);
+    if (s->listing != NULL && !sbx_http_listing_ready(s->listing)) {
+        /* The discovery tools are in tools/list from the start: initialize waits for them (an
+         * MCP provider answers within its startup timeout, 20 s by default). */
+        soup_server_message_pause(msg);
+        p->finished_handler = g_signal_connect(msg, "finished", G_CALLBACK(on_held_gone), p);
+        front->mcp_held = g_list_prepend(front->mcp_held, p);
+        sbx_http_listing_wait(s->listing, on_listing_ready, p);
         return;
     }
-    post_decide(p);
+    post_run(p, fresh, tenant);
 }
 
 void sbx_http_mcp_route(HttpFront *front, SoupServerMessage *msg, GHashTable *query,
@@ -1103,6 +1207,7 @@ void sbx_http_mcp_route(HttpFront *front, SoupServerMessage *msg, GHashTable *qu
 
 void sbx_http_mcp_init(HttpFront *front)
 {
+    sbx_http_listings_init(front);
     front->mcp_sessions =
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)session_free);
     front->mcp_sweep = g_timeout_add_seconds(SBX_HTTP_MCP_SWEEP_S, sweep, front);
@@ -1110,6 +1215,16 @@ void sbx_http_mcp_init(HttpFront *front)
 
 void sbx_http_mcp_close(HttpFront *front)
 {
+    while (front->mcp_held != NULL) {
+        McpPost *p = front->mcp_held->data;
+        McpSession *s = p->s;
+        front->mcp_held = g_list_delete_link(front->mcp_held, front->mcp_held);
+        sbx_http_listing_unwait(s->listing, p);
+        reply_rpc_error(p->msg, SOUP_STATUS_SERVICE_UNAVAILABLE, "the server is shutting down");
+        soup_server_message_unpause(p->msg);
+        post_free(p);
+        session_free(s);
+    }
     if (front->mcp_sessions != NULL) {
         g_hash_table_remove_all(front->mcp_sessions);
     }
@@ -1119,4 +1234,5 @@ void sbx_http_mcp_free(HttpFront *front)
 {
     g_clear_handle_id(&front->mcp_sweep, g_source_remove);
     g_clear_pointer(&front->mcp_sessions, g_hash_table_destroy);
+    sbx_http_listings_free(front);
 }

@@ -108,6 +108,8 @@ typedef struct {
     gboolean loopback;         /* listening on a loopback address (http-mcp.c's Host check) */
     GHashTable *mcp_sessions;  /* id -> the MCP sessions of /mcp (http-mcp.c) */
     guint mcp_sweep;
+    GList *mcp_held;          /* the initialize POSTs waiting for their catalog's listing */
+    GHashTable *mcp_listings; /* catalog name -> its current listing (http-mcp-listing.c) */
 } HttpFront;
 
 /* http.c, for the other files */
@@ -118,6 +120,8 @@ void sbx_http_reply_error(SoupServerMessage *msg, guint status, const char *code
                           const char *message);
 /** Answer 405 with the methods @allow ("GET, POST"). */
 void sbx_http_reply_method(SoupServerMessage *msg, const char *allow);
+/** Whether every member of @query is one of @allowed (NULL-terminated); else answered 400. */
+gboolean sbx_http_query_only(SoupServerMessage *msg, GHashTable *query, const char *const *allowed);
 /** Whether @msg's method is @method. */
 gboolean sbx_http_is(SoupServerMessage *msg, const char *method);
 /** Whether @tenant may start an execution now (concurrency, per minute); else answered 429. */
@@ -228,6 +232,28 @@ void sbx_http_mcp_free(HttpFront *front);
  * (elicitation); a question whose approval stopped waiting is withdrawn.
  */
 void sbx_http_mcp_approvals_changed(HttpFront *front);
+
+/* http-mcp-listing.c */
+typedef struct SbxHttpListing SbxHttpListing;
+typedef void (*SbxHttpListingFunc)(gpointer data);
+/**
+ * The listing of the operator's catalog @name for the discovery tools (its MCP providers' tools
+ * asked), shared, started if there is none of its file as it is now: a reference. NULL with
+ * @error when the catalog cannot be loaded.
+ */
+SbxHttpListing *sbx_http_listing_get(HttpFront *front, const char *name, GError **error);
+void sbx_http_listing_unref(SbxHttpListing *listing);
+/** Whether the listing ended (its tools listed, or not: sbx_http_listing_catalog() says). */
+gboolean sbx_http_listing_ready(const SbxHttpListing *listing);
+/** The catalog with its MCP providers' tools, once ready; NULL before or if that failed. */
+const SbxCatalog *sbx_http_listing_catalog(const SbxHttpListing *listing);
+/** Call @func(@data) once, from the loop, when the listing is ready. */
+void sbx_http_listing_wait(SbxHttpListing *listing, SbxHttpListingFunc func, gpointer data);
+/** No more wait for @data (its request went away). */
+void sbx_http_listing_unwait(SbxHttpListing *listing, gpointer data);
+void sbx_http_listings_init(HttpFront *front);
+/** Drop the front's listings (those sessions hold stay until their sessions end). */
+void sbx_http_listings_free(HttpFront *front);
 
 /* http-approvals.c */
 /** GET /v1/approvals and POST /v1/approvals/{id} (@id NULL for the list). */

@@ -84,6 +84,9 @@ static void encode_run(SbxJsonb *b, const SbxServeRun *run)
     sbx_jsonb_member_uint(b, "timeout_ms", run->timeout_ms);
     sbx_jsonb_member_uint(b, "output_limit", run->output_limit);
     sbx_jsonb_member_bool(b, "collect", run->collect);
+    if (run->live) {
+        sbx_jsonb_member_bool(b, "live", TRUE);
+    }
     if (run->session != NULL) {
         sbx_jsonb_member_string(b, "session", run->session);
     }

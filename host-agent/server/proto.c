@@ -196,6 +196,7 @@ static const char *decode_run(const char *payload, gsize len, const cJSON *msg, 
     run->timeout_ms = (guint)timeout;
     run->output_limit = limit;
     run->collect = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "collect"));
+    run->live = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "live"));
     run->profile = cJSON_IsString(profile) ? g_strdup(profile->valuestring) : NULL;
     run->profile_not_name = profile != NULL && !cJSON_IsNull(profile) && !cJSON_IsString(profile);
     return NULL;

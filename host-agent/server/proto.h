@@ -83,6 +83,7 @@ typedef struct {
     guint timeout_ms;     /* 1..SBX_SERVE_TIMEOUT_MAX_MS (default SBX_SESSION_TIMEOUT_DEFAULT_MS) */
     guint64 output_limit; /* 1..SBX_SERVE_OUTPUT_LIMIT_MAX (default: the session's) */
     gboolean collect;     /* true: output into the report (`--json`), not streamed */
+    gboolean live;        /* with collect: streamed as it comes too (`sandbox mcp`'s progress) */
     char *profile;        /* the profile's name, or NULL: the server's default */
     /* `profile` was neither null nor a string: no server pools it (`unavailable`, not bad). */
     gboolean profile_not_name;

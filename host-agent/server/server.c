@@ -233,6 +233,15 @@ static void job_output(gpointer data, SbxStream stream, const guint8 *bytes, gsi
     }
 }
 
+static void job_collected_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
+{
+    SbxServerJob *job = data;
+
+    if (job->sink != NULL && job->sink->collected_output != NULL) {
+        job->sink->collected_output(job->sink_data, stream, bytes, len);
+    }
+}
+
 static void job_started(gpointer data)
 {
     SbxServerJob *job = data;
@@ -296,6 +305,7 @@ static void job_done(gpointer data, SbxExec *exec)
 static const SbxExecSink job_sink = {
     .started = job_started,
     .output = job_output,
+    .collected_output = job_collected_output,
     .tool_call = job_tool_call,
     .tool_result = job_tool_result,
     .warnings = job_warnings,

@@ -121,6 +121,9 @@ static gboolean in_session(UnixConn *conn, const SbxServeRun *req, SbxServerRequ
 UnixRun *sbx_unix_run_start(UnixConn *conn, const SbxServeRun *req)
 {
     static const SbxExecSink sink = {.output = on_output, .done = on_done};
+    /* collected and streamed as it comes too */
+    static const SbxExecSink live_sink = {.collected_output = on_output, .done = on_done};
+    const SbxExecSink *chosen = req->collect && req->live ? &live_sink : &sink;
     SbxServer *srv = sbx_unix_conn_server(conn);
     g_autoptr(GError) error = NULL;
     g_autofree char *origin = sbx_unix_conn_origin(conn);
@@ -159,13 +162,13 @@ UnixRun *sbx_unix_run_start(UnixConn *conn, const SbxServeRun *req)
         g_autofree char *msg = g_strdup_printf("tool catalog: %s", error->message);
         g_clear_error(&error);
         tools = sbx_tools_new(sbx_catalog_new_empty(), NULL);
-        run->job = sbx_server_submit(srv, &sreq, tools, &sink, run, &error);
+        run->job = sbx_server_submit(srv, &sreq, tools, chosen, run, &error);
         if (run->job != NULL) {
             sbx_server_job_abort(run->job, SBX_STATUS_CRASH, msg);
             return NULL; /* done already: the run is gone */
         }
     } else {
-        run->job = sbx_server_submit(srv, &sreq, tools, &sink, run, &error);
+        run->job = sbx_server_submit(srv, &sreq, tools, chosen, run, &error);
     }
     if (run->job == NULL) {
         sbx_unix_conn_send_error(conn, "unavailable", error->message);

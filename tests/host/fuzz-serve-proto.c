@@ -140,7 +140,7 @@ static void check_request_round_trip(const SbxServeRequest *req)
         FUZZ_CHECK(a->timeout_ms == b->timeout_ms && a->output_limit == b->output_limit);
         FUZZ_CHECK(same_str(a->entry, b->entry) && same_str(a->args_json, b->args_json));
         FUZZ_CHECK(same_str(a->kwargs_json, b->kwargs_json));
-        FUZZ_CHECK(a->collect == b->collect && !b->profile_not_name);
+        FUZZ_CHECK(a->collect == b->collect && a->live == b->live && !b->profile_not_name);
         FUZZ_CHECK(same_str(a->session, b->session));
     }
     if (req->type == SBX_SERVE_REQ_SESSION_NEW) {

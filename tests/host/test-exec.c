@@ -187,6 +187,10 @@ static void on_done(gpointer data, SbxExec *exec)
 }
 
 static const SbxExecSink sink = {.output = on_output, .warnings = on_warnings, .done = on_done};
+/* A sink that shows collected output live (sandbox mcp's progress). */
+static const SbxExecSink live_sink = {
+    .collected_output = on_output, .warnings = on_warnings, .done = on_done};
+static gboolean use_live_sink;
 
 /*
  * An execution of @code on the fake source with @script as its guest (NULL: none, the acquire
@@ -211,7 +215,8 @@ static Run *run_new(FakeGuestScript script, SbxTools *tools, const SbxExecReques
     if (tools == NULL) {
         tools = sbx_tools_new(sbx_catalog_new_empty(), NULL);
     }
-    run->exec = sbx_exec_new(req != NULL ? req : &dflt, tools, &run->src.base, &sink, run);
+    run->exec = sbx_exec_new(req != NULL ? req : &dflt, tools, &run->src.base,
+                             use_live_sink ? &live_sink : &sink, run);
     return run;
 }
 
@@ -745,6 +750,31 @@ static void test_collect(void **state)
     assert_non_null(strstr(rep, "\"stdout\":\"hi\\n\""));
     assert_non_null(strstr(rep, "\"stderr\":\"warn\\n\""));
     run_free(run);
+}
+
+/* collect_output with a sink's collected_output: the output reaches it as it comes, and the
+ * report holds it too; a streamed run's output never reaches collected_output. */
+static void test_collect_live(void **state)
+{
+    (void)state;
+    SbxExecRequest req = {
+        .language = SBX_LANG_PYTHON, .code = "print('hi')", .collect_output = TRUE};
+    use_live_sink = TRUE;
+    Run *run = run_new(guest_ok, NULL, &req);
+    Run *streamed = run_new(guest_ok, NULL, NULL);
+    use_live_sink = FALSE;
+
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    assert_string_equal(run->out[SBX_STREAM_STDOUT]->str, "hi\n");
+    assert_string_equal(run->out[SBX_STREAM_STDERR]->str, "warn\n");
+    g_autofree char *rep = report(run);
+    assert_non_null(strstr(rep, "\"stdout\":\"hi\\n\""));
+    sbx_exec_start(streamed->exec);
+    run_wait_done(streamed, 10000);
+    assert_int_equal(streamed->out[SBX_STREAM_STDOUT]->len, 0);
+    run_free(run);
+    run_free(streamed);
 }
 
 /* A tool call goes to the provider; done comes only once its process is reaped. */
@@ -1377,6 +1407,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ok),
         cmocka_unit_test(test_collect),
+        cmocka_unit_test(test_collect_live),
         cmocka_unit_test(test_tool_call),
         cmocka_unit_test(test_acquire_fails),
         cmocka_unit_test(test_tools_fail_while_acquiring),

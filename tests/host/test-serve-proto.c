@@ -73,7 +73,7 @@ static void test_run_fields(void **state)
 
     request("{\"type\":\"run\",\"language\":\"javascript\",\"code\":\"console.log('é')\","
             "\"tools\":\"/abs/tools.json\",\"profile\":\"microvm-serial\",\"timeout_ms\":86400000,"
-            "\"output_limit\":1073741824,\"collect\":true}",
+            "\"output_limit\":1073741824,\"collect\":true,\"live\":true}",
             &req);
     assert_null(req.bad);
     assert_int_equal(req.run.language, SBX_LANG_JAVASCRIPT);
@@ -83,6 +83,7 @@ static void test_run_fields(void **state)
     assert_int_equal(req.run.timeout_ms, SBX_SERVE_TIMEOUT_MAX_MS);
     assert_int_equal(req.run.output_limit, SBX_SERVE_OUTPUT_LIMIT_MAX);
     assert_true(req.run.collect);
+    assert_true(req.run.live);
 
     request("{\"type\":\"run\",\"language\":\"python\",\"code\":\"1\",\"tools\":null,"
             "\"profile\":null,\"timeout_ms\":null,\"output_limit\":null,\"collect\":1}",
@@ -93,6 +94,7 @@ static void test_run_fields(void **state)
     assert_false(nulls.run.profile_not_name);
     assert_int_equal(nulls.run.timeout_ms, SBX_SESSION_TIMEOUT_DEFAULT_MS);
     assert_false(nulls.run.collect); /* only true is true */
+    assert_false(nulls.run.live);
 }
 
 /* Numbers are decided on their literal (sbx_json_int64): 1e3 is 1000, 1.0 is 1, 1.5 is not. */
@@ -874,6 +876,11 @@ static void test_encode_run(void **state)
     assert_int_equal(back.run.timeout_ms, 5000);
     assert_int_equal(back.run.output_limit, 1048576);
     assert_true(back.run.collect);
+    assert_false(back.run.live);
+    /* live is said only when asked for */
+    req.run.live = TRUE;
+    g_autofree char *live = sbx_serve_proto_request_encode(&req);
+    assert_true(g_str_has_suffix(live, "\"collect\":true,\"live\":true}"));
 }
 
 /* A run with a function call: entry as a string, args and kwargs inserted as they are. */

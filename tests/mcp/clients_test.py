@@ -19,10 +19,8 @@ be left.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -156,41 +154,21 @@ def main():
     if not os.path.exists(os.path.join(CLIENTS, "node")):
         print("FAIL: no MCP clients in .deps/mcp-clients (run tests/mcp/fetch-clients)")
         return 1
-    tmp = tempfile.mkdtemp(prefix="mcp-clients-")
-    os.chmod(tmp, 0o711)  # the VMs' jail (another uid) reaches the runtime dirs in it
-    srv = None
-    failure = None
-    try:
-        db = os.path.join(tmp, "state", "sandbox.db")
-        key = api.tenant(sandbox, db, "add", "alice", "--max-concurrent", "4")
-        srv = api.Server(sandbox, tmp, db, pool=1)
-        failure = srv.start()
-        if failure is None:
-            # node 22 first: the clients' scripts start with `#!/usr/bin/env node`
-            env = dict(srv.env(), PATH=CLIENTS + os.pathsep + os.environ["PATH"],
-                       SANDBOX_ACCEL=os.environ.get("SANDBOX_ACCEL", "tcg"), TMPDIR=srv.rt)
-            work = os.path.join(tmp, "work")
-            os.makedirs(work)
-            inspector(srv, key, sandbox, env, work)
-            conformance(srv, key, env, work)
-    except Failed as e:
-        failure = str(e)
-    finally:
-        if srv is not None:
-            rc = srv.stop()
-            left = srv.leftovers()
-            if rc != 0 and failure is None:
-                failure = f"sandbox serve exited {rc} on SIGTERM"
-            if left and failure is None:
-                failure = f"left running after the server stopped: {left}"
-            if failure is not None:
-                print(srv.log())
-        shutil.rmtree(tmp, ignore_errors=True)
-    if failure:
-        print(f"FAIL: {failure}")
-        return 1
-    print("PASS")
-    return 0
+    def body(srv, keys, tmp):
+        # node 22 first: the clients' scripts start with `#!/usr/bin/env node`
+        env = dict(srv.env(), PATH=CLIENTS + os.pathsep + os.environ["PATH"],
+                   SANDBOX_ACCEL=os.environ.get("SANDBOX_ACCEL", "tcg"), TMPDIR=srv.rt)
+        work = os.path.join(tmp, "work")
+        os.makedirs(work)
+        try:
+            inspector(srv, keys[0], sandbox, env, work)
+            conformance(srv, keys[0], env, work)
+        except Failed as e:
+            return str(e)
+        return None
+
+    return api.run_with_server(sandbox, "mcp-clients-", [("alice", "--max-concurrent", "4")],
+                               body)
 
 
 if __name__ == "__main__":

@@ -325,6 +325,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (f.calls->len > 0 && (seed >> 12) % 3 == 0)
             sbx_mcp_server_progress(f.server, g_ptr_array_index(f.calls, 0), pos, size,
                                     (seed & 2) ? "running" : NULL);
+        /* ... or its program's output: the bytes just fed, any bytes (messages stay JSON) */
+        if (f.calls->len > 0 && (seed >> 14) % 3 == 0)
+            sbx_mcp_server_output(f.server, g_ptr_array_index(f.calls, 0),
+                                  (seed & 4) ? SBX_STREAM_STDERR : SBX_STREAM_STDOUT,
+                                  data + pos - n, n, pos * 50, size * 50);
         /* ... or asks the client to approve, or an approval asked is withdrawn. */
         if (f.calls->len > 0 && (seed >> 20) % 2 == 0)
             ask(&f);

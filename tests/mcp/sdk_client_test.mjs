@@ -11,9 +11,10 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+
+import { serveStatus, waitFor } from "./mcp_test_lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SDK = path.join(HERE, "..", "..", ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol",
@@ -56,14 +57,6 @@ function children(pid, needle) {
   return found;
 }
 
-async function waitFor(what, cond, seconds) {
-  const end = Date.now() + seconds * 1000;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${seconds} s waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 async function connect(extra = [], elicit = null) {
   const transport = new StdioClientTransport({
     command: binary,
@@ -95,29 +88,6 @@ async function close({ client, transport }, code = 0) {
 
 function execute(client, args, options = CALL) {
   return client.callTool({ name: "execute", arguments: args }, undefined, options);
-}
-
-/** `sandbox serve`'s status (docs/pool.md, "Client protocol"): one frame each way. */
-function serveStatus() {
-  return new Promise((resolve, reject) => {
-    const sock = net.connect(process.env.SBX_TEST_SERVE_SOCKET);
-    let buf = Buffer.alloc(0);
-    sock.setTimeout(5000, () => sock.destroy(new Error("no status from sandbox serve")));
-    sock.on("error", reject);
-    sock.on("connect", () => {
-      const body = Buffer.from(JSON.stringify({ type: "status" }));
-      const len = Buffer.alloc(4);
-      len.writeUInt32BE(body.length);
-      sock.write(Buffer.concat([len, body]));
-    });
-    sock.on("data", (chunk) => {
-      buf = Buffer.concat([buf, chunk]);
-      if (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
-        sock.destroy();
-        resolve(JSON.parse(buf.subarray(4, 4 + buf.readUInt32BE(0)).toString()));
-      }
-    });
-  });
 }
 
 async function waitForStatus(what, cond, seconds) {
@@ -221,12 +191,16 @@ const tests = {
     // A call that asks for progress gets it while it runs (every 5 s: the seconds so far).
     const progress = [];
     const slept = await execute(c.client, {
-      language: "javascript", code: 'await new Promise((r) => setTimeout(r, 8000)); "slept"',
+      language: "javascript",
+      code: 'console.log("started");\nawait new Promise((r) => setTimeout(r, 8000)); "slept"',
     }, { ...CALL, onprogress: (p) => progress.push(p), resetTimeoutOnProgress: true });
     assert.equal(slept.structuredContent.result, "slept", JSON.stringify(slept));
-    assert.ok(progress.length >= 1, "progress notifications");
-    assert.ok(progress[0].progress >= 5 && progress[0].total === 30, JSON.stringify(progress));
-    assert.match(progress[0].message, /^running for \d+ s$/);
+    // The output as it came, then the milliseconds so far of its timeout every 5 s.
+    assert.ok(progress.length >= 2, JSON.stringify(progress));
+    assert.equal(progress[0].message, "started\n", JSON.stringify(progress));
+    assert.equal(progress[0].total, 30000);
+    const tick = progress.find((p) => /^running for \d+ s$/.test(p.message ?? ""));
+    assert.ok(tick && tick.progress >= 5000 && tick.total === 30000, JSON.stringify(progress));
     // A program that throws: isError, with the error.
     const thrown = await execute(c.client, {
       language: "javascript",
@@ -342,6 +316,15 @@ const tests = {
     assert.equal(js.structuredContent.stdout, "via serve\n");
     const after = await serveStatus();
     assert.equal(after.claimed_total, before.claimed_total + 1, "the pool's VM ran it");
+    // A call that asks for progress gets the output as it comes through the server too.
+    const progress = [];
+    const live = await execute(c.client, {
+      language: "javascript",
+      code: 'console.log("live via serve");\nawait new Promise((r) => setTimeout(r, 1500)); 7',
+    }, { ...CALL, onprogress: (p) => progress.push(p) });
+    assert.equal(live.structuredContent.result, 7, JSON.stringify(live));
+    assert.equal(live.structuredContent.stdout, "live via serve\n");
+    assert.equal(progress[0]?.message, "live via serve\n", JSON.stringify(progress));
     const py = await execute(c.client, { language: "python", code: "raise KeyError('k')" });
     assert.equal(py.isError, true);
     assert.equal(py.structuredContent.error.type, "KeyError");

@@ -10,9 +10,10 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+
+import { serveStatus, waitFor } from "./mcp_test_lib.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SDK = path.join(HERE, "..", "..", ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol",
@@ -27,14 +28,6 @@ const KEY_A = process.env.SBX_TEST_KEY_A;
 const KEY_B = process.env.SBX_TEST_KEY_B;
 // Under TCG a restore and a run take seconds; the SDK's own default (60 s) is kept for the rest.
 const CALL = { timeout: 180_000 };
-
-async function waitFor(what, cond, seconds) {
-  const end = Date.now() + seconds * 1000;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out after ${seconds} s waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 async function connect(key, query = "", elicit = null) {
   const transport = new StreamableHTTPClientTransport(new URL(`${BASE}/mcp${query}`), {
@@ -81,29 +74,6 @@ const INIT = {
   jsonrpc: "2.0", id: 1, method: "initialize",
   params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } },
 };
-
-/** `sandbox serve`'s status (docs/pool.md): one frame each way over its Unix socket. */
-function serveStatus() {
-  return new Promise((resolve, reject) => {
-    const sock = net.connect(process.env.SBX_TEST_SERVE_SOCKET);
-    let buf = Buffer.alloc(0);
-    sock.setTimeout(5000, () => sock.destroy(new Error("no status from sandbox serve")));
-    sock.on("error", reject);
-    sock.on("connect", () => {
-      const body = Buffer.from(JSON.stringify({ type: "status" }));
-      const len = Buffer.alloc(4);
-      len.writeUInt32BE(body.length);
-      sock.write(Buffer.concat([len, body]));
-    });
-    sock.on("data", (chunk) => {
-      buf = Buffer.concat([buf, chunk]);
-      if (buf.length >= 4 && buf.length >= 4 + buf.readUInt32BE(0)) {
-        sock.destroy();
-        resolve(JSON.parse(buf.subarray(4, 4 + buf.readUInt32BE(0)).toString()));
-      }
-    });
-  });
-}
 
 const sections = {
   // The lifecycle and the tools, as over stdio.
@@ -164,6 +134,21 @@ const sections = {
   // A program calling host tools of the catalog the URL names: a command and an MCP server.
   async catalog() {
     const c = await connect(KEY_A, "?catalog=tools");
+    // The discovery tools over the catalog (its MCP server's tools listed by the server).
+    const { tools } = await c.client.listTools();
+    assert.deepEqual(tools.map((t) => t.name),
+      ["execute", "session_open", "session_close", "file_write", "file_read", "list_providers",
+        "search_tools", "get_tool_types"]);
+    const text = (r) => {
+      assert.notEqual(r.isError, true, JSON.stringify(r));
+      return r.content[0].text;
+    };
+    const list = text(await c.client.callTool({ name: "list_providers", arguments: {} }));
+    assert.match(list, /- calc \(command, 1 tools?\): tools\.calc\n/);
+    assert.match(list, /- everything \(mcp, \d+ tools\): tools\.everything\n/);
+    const ts = text(await c.client.callTool({ name: "get_tool_types",
+      arguments: { tools: ["everything.echo"] } }));
+    assert.match(ts, /echo\(input: \{ message: string; \}\)/);
     const run = await execute(c.client, {
       language: "javascript",
       code: 'const e = await tools.everything.echo({message: "hi"});\n' +
@@ -190,12 +175,16 @@ const sections = {
     const c = await connect(KEY_A);
     const progress = [];
     const slept = await execute(c.client, {
-      language: "javascript", code: 'await new Promise((r) => setTimeout(r, 8000)); "slept"',
+      language: "javascript",
+      code: 'console.log("started");\nawait new Promise((r) => setTimeout(r, 8000)); "slept"',
     }, { ...CALL, onprogress: (p) => progress.push(p), resetTimeoutOnProgress: true });
     assert.equal(slept.structuredContent.result, "slept", JSON.stringify(slept));
-    assert.ok(progress.length >= 1, "progress notifications");
-    assert.ok(progress[0].progress >= 5 && progress[0].total === 30, JSON.stringify(progress));
-    assert.match(progress[0].message, /^running for \d+ s$/);
+    // The output as it came, then the milliseconds so far of its timeout every 5 s.
+    assert.ok(progress.length >= 2, JSON.stringify(progress));
+    assert.equal(progress[0].message, "started\n", JSON.stringify(progress));
+    assert.equal(progress[0].total, 30000);
+    const tick = progress.find((p) => /^running for \d+ s$/.test(p.message ?? ""));
+    assert.ok(tick && tick.progress >= 5000 && tick.total === 30000, JSON.stringify(progress));
     await c.transport.terminateSession();
     await c.client.close();
   },
@@ -310,6 +299,14 @@ const sections = {
     const note = await rawPost({ Authorization: `Bearer ${KEY_A}`, "Mcp-Session-Id": sid },
       { jsonrpc: "2.0", method: "notifications/initialized" });
     assert.equal(note.status, 202, "a notification");
+    // A client that accepts only JSON: the answer alone as JSON, even with progress asked for.
+    const json = await rawPost({ Authorization: `Bearer ${KEY_A}`, "Mcp-Session-Id": sid,
+      Accept: "application/json" }, { jsonrpc: "2.0", id: 9, method: "tools/call", params: {
+      name: "execute", _meta: { progressToken: 1 },
+      arguments: { language: "python", code: "print('a')\nimport time\ntime.sleep(0.5)\n7" } } });
+    assert.equal(json.status, 200, json.body);
+    assert.match(json.headers["content-type"], /^application\/json/);
+    assert.equal(JSON.parse(json.body).result.structuredContent.result, 7, json.body);
     const get = await fetch(`${BASE}/mcp`, { headers: { Authorization: `Bearer ${KEY_A}`,
       "Mcp-Session-Id": sid, Accept: "text/event-stream" } });
     assert.equal(get.status, 405, "no stream of the server's own");

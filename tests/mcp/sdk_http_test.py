@@ -6,17 +6,17 @@ Usage: sdk_http_test.py SANDBOX_BINARY [SECTION]
 
 Starts the server on 127.0.0.1 (a free port) with a store, socket and runtime dir of its own
 (tests/service/api.py's Server), a catalogs dir holding "tools" (the integration tests' calc
-command and @modelcontextprotocol/server-everything from .deps/mcp-servers), and two tenants:
-alice may name that catalog (and asks for at most 120 s), bob may not. The node process and the
+command and @modelcontextprotocol/server-everything from .deps/mcp-servers) and "approvals"
+(calc.add held for a person's approval), and two tenants: alice may name both catalogs (and
+asks for at most 120 s), bob may not. The record of the execution the client approved must say
+the MCP client answered (`sandbox records show`). The node process and the
 server are the only processes this test starts; both are waited for, and afterwards none of the
 server's children or VMs may be left.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -52,12 +52,12 @@ def write_catalog(tmp):
     return d
 
 
-def check_answered_by(sandbox, db, text):
+def check_answered_by(sandbox, srv, text):
     """The record of the execution the client approved says who answered: the MCP client."""
     ids = [line.split()[1] for line in text.splitlines() if line.startswith("APPROVED_BY_CLIENT ")]
     for ex_id in ids:
-        out = subprocess.run([sandbox, "records", "show", ex_id, "--json", "--db", db],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run([sandbox, "records", "show", ex_id, "--json", "--db", srv.db],
+                             capture_output=True, text=True, timeout=60)
         if out.returncode != 0:
             return f"records show {ex_id}: {out.stderr}"
         approvals = json.loads(out.stdout).get("approvals", [])
@@ -100,38 +100,32 @@ def main():
         if not os.path.exists(path):
             print(f"FAIL: no {what} in .deps (run scripts/setup)")
             return 1
-    tmp = tempfile.mkdtemp(prefix="sdk-http-")
-    os.chmod(tmp, 0o711)  # the VMs' jail (another uid) reaches the runtime dirs in it
-    srv = None
-    failure = None
+    section = sys.argv[2] if len(sys.argv) == 3 else None
+    tenants = [("alice", "--catalog", "tools", "--catalog", "approvals", "--max-concurrent", "4",
+                "--max-timeout", "120"), ("bob",)]
+
+    def body(srv, keys, tmp):
+        return (run_node(srv, keys, section) or
+                check_answered_by(sandbox, srv, srv.node_output) or
+                (None if section else records(sandbox, srv)))
+
+    return api.run_with_server(sandbox, "sdk-http-", tenants, body, catalogs=write_catalog)
+
+
+def records(sandbox, srv):
+    """The executions of /mcp are recorded as the API's are, with front end "mcp" (None: so)."""
+    p = subprocess.run([sandbox, "records", "list", "--db", srv.db, "--tenant", "alice", "--json",
+                        "--limit", "100"], capture_output=True, timeout=60)
     try:
-        db = os.path.join(tmp, "state", "sandbox.db")
-        keys = (api.tenant(sandbox, db, "add", "alice", "--catalog", "tools",
-                           "--catalog", "approvals", "--max-concurrent", "4",
-                           "--max-timeout", "120"),
-                api.tenant(sandbox, db, "add", "bob"))
-        srv = api.Server(sandbox, tmp, db, pool=1, catalogs_dir=write_catalog(tmp))
-        failure = srv.start()
-        if failure is None:
-            failure = run_node(srv, keys, sys.argv[2] if len(sys.argv) == 3 else None)
-    finally:
-        if srv is not None:
-            rc = srv.stop()
-            left = srv.leftovers()
-            if rc != 0 and failure is None:
-                failure = f"sandbox serve exited {rc} on SIGTERM:\n{srv.log()}"
-            if left and failure is None:
-                failure = f"left running after the server stopped: {left}"
-            if failure is None:
-                failure = check_answered_by(sandbox, db, getattr(srv, "node_output", ""))
-            if failure is not None:
-                print(srv.log())
-        shutil.rmtree(tmp, ignore_errors=True)
-    if failure:
-        print(f"FAIL: {failure}")
-        return 1
-    print("PASS")
-    return 0
+        recs = json.loads(p.stdout)
+    except ValueError:
+        return f"sandbox records list: exit {p.returncode}: {p.stderr.decode()[-2000:]}"
+    mcp = [r for r in recs if r["front_end"] == "mcp"]
+    if len(mcp) < 8 or not any(r["session_id"] for r in mcp) or \
+            not any(r["catalog"] == "tools" for r in mcp):
+        return f"the records of /mcp's executions: {json.dumps(recs)[:3000]}"
+    print(f"ok: {len(mcp)} executions of /mcp recorded (front end mcp, sessions, the catalog)")
+    return None
 
 
 if __name__ == "__main__":

@@ -583,6 +583,61 @@ static void test_progress(void **state)
     fake_free(f);
 }
 
+/* The program's output as the message of progress: held between notifications, by stream. */
+static void test_output(void **state)
+{
+    Fake *f = fake_new();
+    (void)state;
+
+    initialize(f, "2025-11-25");
+    call(f, "1", "{\"language\":\"python\",\"code\":\"1\"}"); /* progressToken 1 */
+    recv_text(f, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+                 "\"name\":\"execute\",\"arguments\":{\"language\":\"python\",\"code\":\"2\"}}}");
+    SbxMcpCall *one = g_ptr_array_index(f->calls, 0), *none = g_ptr_array_index(f->calls, 1);
+    const guint8 *hello = (const guint8 *)"hello\n", *world = (const guint8 *)"world\n";
+    /* The first output goes out at once (100 ms after the last progress, 0). */
+    sbx_mcp_server_output(f->server, one, SBX_STREAM_STDOUT, hello, 6, 150, 30000);
+    cJSON *v = take(f);
+    assert_int_equal(num(v, "params.progress"), 150);
+    assert_int_equal(num(v, "params.total"), 30000);
+    assert_string_equal(str(v, "params.message"), "hello\n");
+    cJSON_Delete(v);
+    /* Within 100 ms: held, then sent with the next output past them. */
+    sbx_mcp_server_output(f->server, one, SBX_STREAM_STDOUT, world, 6, 200, 30000);
+    assert_int_equal(f->sent->len, 0);
+    sbx_mcp_server_output(f->server, one, SBX_STREAM_STDOUT, hello, 6, 260, 30000);
+    v = take(f);
+    assert_int_equal(num(v, "params.progress"), 260);
+    assert_string_equal(str(v, "params.message"), "world\nhello\n");
+    cJSON_Delete(v);
+    /* Another stream: the output held of the first goes first, then the new one is held. */
+    sbx_mcp_server_output(f->server, one, SBX_STREAM_STDOUT, world, 6, 270, 30000);
+    sbx_mcp_server_output(f->server, one, SBX_STREAM_STDERR, (const guint8 *)"oops\xff", 5, 280,
+                          30000);
+    v = take(f);
+    assert_int_equal(num(v, "params.progress"), 280);
+    assert_string_equal(str(v, "params.message"), "world\n");
+    cJSON_Delete(v);
+    assert_int_equal(f->sent->len, 0); /* stderr held: no 100 ms since that one */
+    /* A tick sends the held output instead of its own message; not UTF-8 shown as U+FFFD. */
+    sbx_mcp_server_progress(f->server, one, 5000, 30000, "running for 5 s");
+    v = take(f);
+    assert_int_equal(num(v, "params.progress"), 5000);
+    assert_string_equal(str(v, "params.message"), "stderr: oops\xef\xbf\xbd");
+    cJSON_Delete(v);
+    /* A burst is cut at SBX_MCP_OUTPUT_HELD_MAX; none without a token. */
+    g_autofree guint8 *big = g_malloc(SBX_MCP_OUTPUT_HELD_MAX + 100);
+    memset(big, 'x', SBX_MCP_OUTPUT_HELD_MAX + 100);
+    sbx_mcp_server_output(f->server, one, SBX_STREAM_STDOUT, big, SBX_MCP_OUTPUT_HELD_MAX + 100,
+                          6000, 30000);
+    v = take(f);
+    assert_int_equal(strlen(str(v, "params.message")), SBX_MCP_OUTPUT_HELD_MAX);
+    cJSON_Delete(v);
+    sbx_mcp_server_output(f->server, none, SBX_STREAM_STDOUT, hello, 6, 7000, 30000);
+    assert_int_equal(f->sent->len, 0);
+    fake_free(f); /* output still held is freed with its call */
+}
+
 static void test_calls_bounded(void **state)
 {
     Fake *f = fake_new();
@@ -1498,6 +1553,7 @@ int main(void)
         cmocka_unit_test(test_call_bad_arguments),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_progress),
+        cmocka_unit_test(test_output),
         cmocka_unit_test(test_calls_bounded),
         cmocka_unit_test(test_discovery),
         cmocka_unit_test(test_batches),

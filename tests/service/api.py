@@ -6,10 +6,12 @@ PID; every wait is bounded and fails with a message."""
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import requests
@@ -298,3 +300,39 @@ def type_ok(v, t):
             "number": isinstance(v, (int, float)) and not isinstance(v, bool),
             "string": isinstance(v, str), "array": isinstance(v, list),
             "object": isinstance(v, dict)}[t]
+
+
+def run_with_server(sandbox, prefix, tenants, body, pool=1, catalogs=None):
+    """A test's whole life with one `sandbox serve --listen`: a fresh scratch dir (o+x, so the
+    VMs' jail reaches the runtime dirs in it), the tenants of @tenants (a list of (name,
+    options...), their keys in order), @catalogs(tmp) for its catalogs dir (or None), the server
+    started, @body(srv, keys, tmp) run (None, or why it failed; an exception propagates after the
+    clean-up), the server stopped and none of its processes left. Prints PASS or FAIL: why and
+    the server's log; returns the exit status (0 or 1)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(tmp, 0o711)
+    srv = None
+    failure = None
+    try:
+        db = os.path.join(tmp, "state", "sandbox.db")
+        keys = [tenant(sandbox, db, "add", *t) for t in tenants]
+        srv = Server(sandbox, tmp, db, pool=pool,
+                     catalogs_dir=catalogs(tmp) if catalogs else None)
+        failure = srv.start() or body(srv, keys, tmp)
+    finally:
+        if srv is not None:
+            rc = srv.stop()
+            left = srv.leftovers()
+            if rc != 0 and failure is None:
+                failure = f"sandbox serve exited {rc} on SIGTERM"
+            if left and failure is None:
+                failure = f"left running after the server stopped: {left}"
+            if failure is not None:
+                print(srv.log())
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failure:
+        print(f"FAIL: {failure}")
+        return 1
+    print("PASS")
+    return 0
+
