@@ -46,9 +46,10 @@ struct SbxMcpCall {
     Batch *batch;            /* or NULL */
     gboolean cancelled;
     gpointer data;
-    char *progress_token; /* its JSON text, or NULL: the client asked for no progress */
-    guint64 progress;     /* the last progress sent */
-    GString *held;        /* output not yet sent (sbx_mcp_server_output()), or NULL */
+    char *progress_token;   /* its JSON text, or NULL: the client asked for no progress */
+    guint64 progress;       /* the last progress sent */
+    gboolean progress_sent; /* any yet: the first output goes out at once */
+    GString *held;          /* output not yet sent (sbx_mcp_server_output()), or NULL */
     SbxStream held_stream;
 };
 
@@ -890,6 +891,7 @@ static void send_progress(SbxMcpServer *s, SbxMcpCall *call, guint64 progress, g
     SbxJsonb b;
 
     call->progress = progress;
+    call->progress_sent = TRUE;
     sbx_jsonb_init(&b);
     sbx_jsonb_begin_object(&b);
     sbx_jsonb_member_string(&b, "jsonrpc", "2.0");
@@ -955,7 +957,7 @@ void sbx_mcp_server_output(SbxMcpServer *s, SbxMcpCall *call, SbxStream stream, 
     }
     gsize room = SBX_MCP_OUTPUT_HELD_MAX - MIN(call->held->len, SBX_MCP_OUTPUT_HELD_MAX);
     g_string_append_len(call->held, (const char *)bytes, (gssize)MIN(len, room));
-    if (progress >= call->progress + SBX_MCP_OUTPUT_EVERY_MS) {
+    if (!call->progress_sent || progress >= call->progress + SBX_MCP_OUTPUT_EVERY_MS) {
         flush_output(s, call, progress, total);
     }
 }

@@ -184,8 +184,9 @@ void sbx_mcp_server_progress(SbxMcpServer *server, SbxMcpCall *call, guint64 pro
 
 /*
  * The program's output as it comes goes to a client that asked for progress as the message of
- * notifications/progress: at most one every 100 ms per call (output in between is held and goes
- * with the next one, or with the transport's next progress tick), and at most 16 KiB in one
+ * notifications/progress: the first at once, then at most one every 100 ms per call (output in
+ * between is held and goes with the next one, or with the transport's next progress tick), and
+ * at most 16 KiB in one
  * (the rest of a burst is left to the result, which has all of it: a model reads the result,
  * a person watching the progress reads a line or two).
  */

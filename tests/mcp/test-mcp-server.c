@@ -595,15 +595,15 @@ static void test_output(void **state)
                  "\"name\":\"execute\",\"arguments\":{\"language\":\"python\",\"code\":\"2\"}}}");
     SbxMcpCall *one = g_ptr_array_index(f->calls, 0), *none = g_ptr_array_index(f->calls, 1);
     const guint8 *hello = (const guint8 *)"hello\n", *world = (const guint8 *)"world\n";
-    /* The first output goes out at once (100 ms after the last progress, 0). */
-    sbx_mcp_server_output(f->server, one, SBX_STREAM_STDOUT, hello, 6, 150, 30000);
+    /* The first output goes out at once, however early. */
+    sbx_mcp_server_output(f->server, one, SBX_STREAM_STDOUT, hello, 6, 40, 30000);
     cJSON *v = take(f);
-    assert_int_equal(num(v, "params.progress"), 150);
+    assert_int_equal(num(v, "params.progress"), 40);
     assert_int_equal(num(v, "params.total"), 30000);
     assert_string_equal(str(v, "params.message"), "hello\n");
     cJSON_Delete(v);
     /* Within 100 ms: held, then sent with the next output past them. */
-    sbx_mcp_server_output(f->server, one, SBX_STREAM_STDOUT, world, 6, 200, 30000);
+    sbx_mcp_server_output(f->server, one, SBX_STREAM_STDOUT, world, 6, 120, 30000);
     assert_int_equal(f->sent->len, 0);
     sbx_mcp_server_output(f->server, one, SBX_STREAM_STDOUT, hello, 6, 260, 30000);
     v = take(f);
