@@ -972,6 +972,7 @@ static void mcp_cleanup(SbxCli *cli)
     if (ctx->server != NULL) {
         end_sessions(ctx); /* after an early exit too: no session's VM is left behind */
     }
+    g_clear_pointer(&ctx->local, sbx_mcp_local_free); /* a usage error's: before the server */
     g_ptr_array_unref(ctx->jobs);
     g_ptr_array_unref(ctx->done);
     sbx_mcp_server_free(ctx->server);       /* its questions end */
