@@ -398,14 +398,12 @@ SbxTools *sbx_http_load_tools(HttpFront *front, const char *catalog, GError **er
     return tools;
 }
 
-static char *new_id(void)
+char *sbx_http_random_id(const char *prefix, gsize n_bytes)
 {
-    guint8 r[12];
-    GString *id = g_string_new("ex_");
+    GString *id = g_string_new(prefix);
 
-    for (gsize i = 0; i < sizeof(r); i++) {
-        r[i] = (guint8)g_random_int_range(0, 256);
-        g_string_append_printf(id, "%02x", r[i]);
+    for (gsize i = 0; i < n_bytes; i++) {
+        g_string_append_printf(id, "%02x", (guint)g_random_int_range(0, 256));
     }
     return g_string_free(id, FALSE);
 }
@@ -475,7 +473,7 @@ static HttpExec *exec_new(HttpFront *front, const SbxTenant *tenant, const SbxHt
     HttpExec *e = g_new0(HttpExec, 1);
 
     e->front = front;
-    e->id = new_id();
+    e->id = sbx_http_random_id("ex_", 12);
     e->tenant_id = g_strdup(tenant->id);
     e->origin = g_strdup_printf("http execution %s", e->id);
     e->language = req->language;

@@ -470,39 +470,12 @@ static void session_finish(McpJob *job, const SbxMcpSessionOutcome *outcome)
 /* A session's error as the session tools report it (the codes of serve's socket). */
 static void session_fail(McpJob *job, const GError *error)
 {
-    SbxMcpSessionOutcome o = {.error_code = "unavailable", .error = error->message};
+    gboolean gone = error->domain == SBX_SERVER_SESSION_ERROR &&
+                    (error->code == SBX_SERVER_SESSION_ERROR_NOT_FOUND ||
+                     error->code == SBX_SERVER_SESSION_ERROR_ENDED);
+    SbxMcpSessionOutcome o = {
+        .error_code = sbx_server_session_error_code(error), .error = error->message, .gone = gone};
 
-    if (error->domain == SBX_SERVER_SESSION_ERROR) {
-        switch (error->code) {
-        case SBX_SERVER_SESSION_ERROR_NOT_FOUND:
-            o.gone = TRUE;
-            /* fall through */
-        case SBX_SERVER_SESSION_ERROR_FILE_NOT_FOUND:
-            o.error_code = "not_found";
-            break;
-        case SBX_SERVER_SESSION_ERROR_BUSY:
-            o.error_code = "busy";
-            break;
-        case SBX_SERVER_SESSION_ERROR_ENDED:
-            o.error_code = "ended";
-            o.gone = TRUE;
-            break;
-        case SBX_SERVER_SESSION_ERROR_FILE_REFUSED:
-            o.error_code = "bad_request";
-            break;
-        case SBX_SERVER_SESSION_ERROR_FILE_TOO_LARGE:
-            o.error_code = "too_large";
-            break;
-        case SBX_SERVER_SESSION_ERROR_WORKSPACE_FULL:
-            o.error_code = "workspace_full";
-            break;
-        case SBX_SERVER_SESSION_ERROR_FILE_FAILED:
-            o.error_code = "failed";
-            break;
-        default: /* the tenant's quota, the server's room, its VMs */
-            break;
-        }
-    }
     session_finish(job, &o);
 }
 
@@ -782,26 +755,14 @@ void sbx_http_mcp_approvals_changed(HttpFront *front)
 
 /* ---- sessions ----------------------------------------------------------------------------- */
 
-static char *new_session_id(void)
-{
-    guint8 r[16];
-    GString *id = g_string_new("mcp_");
-
-    /* Tied to its tenant (another tenant's id is unknown to it), so not a secret: unique. */
-    for (gsize i = 0; i < sizeof(r); i++) {
-        r[i] = (guint8)g_random_int_range(0, 256);
-        g_string_append_printf(id, "%02x", r[i]);
-    }
-    return g_string_free(id, FALSE);
-}
-
 static McpSession *session_new(HttpFront *front, const char *tenant_id, const char *catalog)
 {
     McpSession *s = g_new0(McpSession, 1);
     SbxMcpServerInfo info = {.name = "sandbox", .version = SBX_VERSION};
 
     s->front = front;
-    s->id = new_session_id();
+    /* Tied to its tenant (another tenant's id is unknown to it), so not a secret: unique. */
+    s->id = sbx_http_random_id("mcp_", 16);
     s->tenant_id = g_strdup(tenant_id);
     s->catalog = g_strdup(catalog);
     s->server = sbx_mcp_server_new(&mcp_ops, s, &info);

@@ -152,6 +152,8 @@ HttpExec *sbx_http_exec_start(HttpFront *front, const SbxTenant *tenant, const S
 void sbx_http_exec_watch(HttpExec *e, const SbxHttpExecWatch *watch, gpointer data);
 /** End @e now, cancelled for @why (nothing if it has ended). */
 void sbx_http_exec_cancel(HttpExec *e, const char *why);
+/** @prefix and @n_bytes random bytes in hex: an id that is unique, not secret. */
+char *sbx_http_random_id(const char *prefix, gsize n_bytes);
 /** The tools of @catalog (NULL: none) from the operator's catalogs. */
 SbxTools *sbx_http_load_tools(HttpFront *front, const char *catalog, GError **error);
 /**

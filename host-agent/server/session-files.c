@@ -241,3 +241,31 @@ gboolean sbx_server_session_delete_file(SbxServerSession *session, const char *p
     g_assert(path != NULL);
     return start(session, OP_DELETE, path, NULL, func, NULL, user_data, error);
 }
+
+const char *sbx_server_session_error_code(const GError *error)
+{
+    if (error->domain != SBX_SERVER_SESSION_ERROR) {
+        return "unavailable";
+    }
+    switch (error->code) {
+    case SBX_SERVER_SESSION_ERROR_NOT_FOUND:
+    case SBX_SERVER_SESSION_ERROR_FILE_NOT_FOUND:
+        return "not_found";
+    case SBX_SERVER_SESSION_ERROR_BUSY:
+        return "busy";
+    case SBX_SERVER_SESSION_ERROR_ENDED:
+        return "ended";
+    case SBX_SERVER_SESSION_ERROR_QUOTA:
+        return "quota";
+    case SBX_SERVER_SESSION_ERROR_FILE_REFUSED:
+        return "bad_request";
+    case SBX_SERVER_SESSION_ERROR_FILE_TOO_LARGE:
+        return "too_large";
+    case SBX_SERVER_SESSION_ERROR_WORKSPACE_FULL:
+        return "workspace_full";
+    case SBX_SERVER_SESSION_ERROR_FILE_FAILED:
+        return "failed";
+    default: /* FULL, START: the server's room or its VMs, not the request */
+        return "unavailable";
+    }
+}

@@ -32,6 +32,13 @@ enum {
                                                       (the session ends then) (502) */
 };
 
+/**
+ * The code a client reads for an error of sessions.h or of this file (serve's socket, the MCP
+ * session tools): not_found, busy, ended, quota, bad_request, too_large, workspace_full, failed,
+ * unavailable (anything else: the server's room, its VMs).
+ */
+const char *sbx_server_session_error_code(const GError *error);
+
 /* The end of a put or a get. */
 typedef struct {
     const char *path;

@@ -17,38 +17,9 @@ G_STATIC_ASSERT(SBX_SERVE_SESSION_SECONDS_MAX == SBX_SERVER_SESSION_LIFETIME_MAX
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 
-/* The error code a client reads for an error of sessions.h or session-files.h. */
-static const char *session_error_code(const GError *error)
-{
-    if (error->domain != SBX_SERVER_SESSION_ERROR) {
-        return "unavailable";
-    }
-    switch (error->code) {
-    case SBX_SERVER_SESSION_ERROR_NOT_FOUND:
-    case SBX_SERVER_SESSION_ERROR_FILE_NOT_FOUND:
-        return "not_found";
-    case SBX_SERVER_SESSION_ERROR_BUSY:
-        return "busy";
-    case SBX_SERVER_SESSION_ERROR_ENDED:
-        return "ended";
-    case SBX_SERVER_SESSION_ERROR_QUOTA:
-        return "quota";
-    case SBX_SERVER_SESSION_ERROR_FILE_REFUSED:
-        return "bad_request";
-    case SBX_SERVER_SESSION_ERROR_FILE_TOO_LARGE:
-        return "too_large";
-    case SBX_SERVER_SESSION_ERROR_WORKSPACE_FULL:
-        return "workspace_full";
-    case SBX_SERVER_SESSION_ERROR_FILE_FAILED:
-        return "failed";
-    default: /* FULL, START: the server's room or its VMs, not the request */
-        return "unavailable";
-    }
-}
-
 void sbx_unix_conn_send_session_error(UnixConn *conn, const GError *error)
 {
-    sbx_unix_conn_send_error(conn, session_error_code(error), error->message);
+    sbx_unix_conn_send_error(conn, sbx_server_session_error_code(error), error->message);
 }
 
 SbxServerSession *sbx_unix_session_find(UnixConn *conn, const char *id)
