@@ -50,6 +50,26 @@
 #define SBX_ENTROPY_MAX 256
 
 /*
+ * The per-execution seed of the runners' random generators (execute.seed, docs/protocol.md
+ * "Replay"): 32 bytes = 256 bits, the key size of the SHA-256 based generator it seeds, so a
+ * program that does not know it cannot predict what it draws. Exactly this many: one length
+ * means one spelling, so a record's seed is replayed as it was.
+ */
+#define SBX_SEED_BYTES 32
+
+/*
+ * Clock reads in one execution's log (done.clock_log, execute.clock_log). A program reads the
+ * time a few times, a busy loop timing itself a few thousand; 100000 covers both and keeps the
+ * log under 1.7 MB of JSON (at most 16 digits and a comma per read), so it fits a frame beside
+ * a large result or program. Past it the runner stops logging and the execution is not
+ * replayable ("too many clock reads").
+ */
+#define SBX_CLOCK_READS_MAX 100000
+
+/* Why an execution is not replayable (done.not_replayable): a sentence; longer is cut. */
+#define SBX_REASON_MAX 1024
+
+/*
  * Longest wait for the guest's pre-started runners a hello may ask for (hello.warm_wait_ms):
  * 10 minutes, far beyond any warm-up (the snapshot maker asks for ~2 min), so that a mistaken
  * value cannot park an agent for days.

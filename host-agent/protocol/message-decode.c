@@ -223,6 +223,38 @@ static const cJSON *get_json(Dec *d, const cJSON *o, const char *key, Presence p
     return item;
 }
 
+/*
+ * A clock log: an array of at most SBX_CLOCK_READS_MAX integers 0..2^53-1 (microseconds).
+ * Present, even empty, is non-NULL. The array's size is checked before anything is allocated.
+ */
+static void get_clock_log(Dec *d, const cJSON *o, uint64_t **out, size_t *n_out)
+{
+    const cJSON *arr = member(d, o, "clock_log", OPTIONAL);
+    const cJSON *c;
+    size_t n = 0;
+
+    if (!arr)
+        return;
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > SBX_CLOCK_READS_MAX) {
+        fail(d, "clock_log", "expected an array of at most %d integers", SBX_CLOCK_READS_MAX);
+        return;
+    }
+    *out = check_alloc(d, calloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof(**out)));
+    if (!*out)
+        return;
+    cJSON_ArrayForEach(c, arr)
+    {
+        int64_t v;
+
+        if (!sbx_json_int64(c, &v) || v < 0 || (uint64_t)v > SBX_JSON_INT_MAX) {
+            fail(d, "clock_log", "expected integers 0..%llu", SBX_JSON_INT_MAX);
+            return;
+        }
+        (*out)[n++] = (uint64_t)v;
+    }
+    *n_out = n;
+}
+
 static void get_error(Dec *d, const cJSON *o, const char *key, Presence p, SbxError *e, bool *has)
 {
     const cJSON *item = member(d, o, key, p);
@@ -364,6 +396,12 @@ static void decode_execute(Dec *d, const cJSON *o, SbxExecute *m)
         m->time_us = v;
     if (member(d, o, "entropy", OPTIONAL))
         get_base64(d, o, "entropy", SBX_ENTROPY_MIN, SBX_ENTROPY_MAX, &m->entropy, &m->entropy_len);
+    if (member(d, o, "seed", OPTIONAL)) {
+        size_t n = 0;
+
+        get_base64(d, o, "seed", SBX_SEED_BYTES, SBX_SEED_BYTES, &m->seed, &n);
+    }
+    get_clock_log(d, o, &m->clock_log, &m->n_clock_log);
 }
 
 static void decode_output(Dec *d, const cJSON *o, SbxOutput *m)
@@ -416,6 +454,12 @@ static void decode_done(Dec *d, const cJSON *o, SbxDone *m)
     get_bool(d, o, "output_truncated", &m->output_truncated);
     if (member(d, o, "kept", OPTIONAL))
         get_bool(d, o, "kept", &m->kept);
+    get_clock_log(d, o, &m->clock_log, &m->n_clock_log);
+    if (member(d, o, "replayable", OPTIONAL)) {
+        get_bool(d, o, "replayable", &m->replayable);
+        m->has_replayable = true;
+    }
+    get_text(d, o, "not_replayable", OPTIONAL, SBX_REASON_MAX, &m->not_replayable);
 }
 
 static void decode_error_msg(Dec *d, const cJSON *o, SbxErrorMsg *m)

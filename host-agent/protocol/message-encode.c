@@ -182,6 +182,31 @@ static void put_json(Enc *e, cJSON *o, const char *key, const char *json, Presen
     free(text);
 }
 
+/* A clock log (NULL: absent): at most SBX_CLOCK_READS_MAX integers 0..2^53-1. */
+static void put_clock_log(Enc *e, cJSON *o, const uint64_t *log, size_t n)
+{
+    cJSON *arr;
+
+    if (e->err || !log)
+        return;
+    if (n > SBX_CLOCK_READS_MAX) {
+        invalid(e);
+        return;
+    }
+    arr = cJSON_CreateArray();
+    for (size_t i = 0; i < n && !e->err; i++) {
+        char buf[32];
+
+        if (log[i] > SBX_JSON_INT_MAX) {
+            invalid(e);
+            break;
+        }
+        snprintf(buf, sizeof(buf), "%" PRIu64, log[i]);
+        add_to_array(e, arr, cJSON_CreateRaw(buf));
+    }
+    add(e, o, "clock_log", arr);
+}
+
 static void put_error(Enc *e, cJSON *o, const char *key, const SbxError *err)
 {
     cJSON *eo = cJSON_CreateObject();
@@ -265,6 +290,9 @@ static void encode_execute(Enc *e, cJSON *o, const SbxExecute *m)
         put_uint(e, o, "time_us", (uint64_t)m->time_us, 1, SBX_JSON_INT_MAX);
     if (m->entropy)
         put_base64(e, o, "entropy", m->entropy, m->entropy_len, SBX_ENTROPY_MIN, SBX_ENTROPY_MAX);
+    if (m->seed)
+        put_base64(e, o, "seed", m->seed, SBX_SEED_BYTES, SBX_SEED_BYTES, SBX_SEED_BYTES);
+    put_clock_log(e, o, m->clock_log, m->n_clock_log);
 }
 
 static void encode_output(Enc *e, cJSON *o, const SbxOutput *m)
@@ -306,6 +334,10 @@ static void encode_done(Enc *e, cJSON *o, const SbxDone *m)
     put_bool(e, o, "output_truncated", m->output_truncated);
     if (m->kept)
         put_bool(e, o, "kept", true);
+    put_clock_log(e, o, m->clock_log, m->n_clock_log);
+    if (m->has_replayable)
+        put_bool(e, o, "replayable", m->replayable);
+    put_text(e, o, "not_replayable", m->not_replayable, OPTIONAL, SBX_REASON_MAX);
 }
 
 static void put_path(Enc *e, cJSON *o, const char *key, const char *path, Presence p)

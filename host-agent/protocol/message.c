@@ -70,6 +70,7 @@ static const char *const error_code_names[SBX_ERR__COUNT] = {
     [SBX_ERR_SERIALIZATION] = "serialization_error",
     [SBX_ERR_INTERNAL] = "internal_error",
     [SBX_ERR_PROTOCOL] = "protocol_error",
+    [SBX_ERR_REPLAY_DIVERGENCE] = "replay_divergence",
 };
 
 /* Enum values come from callers and may be out of range: answer NULL rather than read past. */
@@ -265,6 +266,8 @@ static void error_clear(SbxError *e)
 static void execute_clear(SbxExecute *m)
 {
     free(m->entropy);
+    free(m->seed);
+    free(m->clock_log);
     free(m->id);
     free(m->code);
     free(m->entry);
@@ -345,6 +348,8 @@ void sbx_msg_clear(SbxMsg *msg)
     case SBX_MSG_DONE:
         free(msg->done.id);
         free(msg->done.result_json);
+        free(msg->done.clock_log);
+        free(msg->done.not_replayable);
         error_clear(&msg->done.error);
         break;
     case SBX_MSG_ERROR:

@@ -70,6 +70,7 @@ typedef enum {
     SBX_ERR_SERIALIZATION, /* "serialization_error" */
     SBX_ERR_INTERNAL,      /* "internal_error" */
     SBX_ERR_PROTOCOL,      /* "protocol_error" */
+    SBX_ERR_REPLAY_DIVERGENCE, /* "replay_divergence": a replay read past its recorded log */
     SBX_ERR__COUNT
 } SbxErrorCode;
 
@@ -125,6 +126,12 @@ typedef struct {
     int64_t time_us;
     uint8_t *entropy;
     size_t entropy_len;
+    /* Optional (NULL = absent): the seed of the runner's random generators, SBX_SEED_BYTES. */
+    uint8_t *seed;
+    /* Optional: a replay's recorded clock reads (docs/protocol.md, "Replay"); NULL = absent,
+     * a record, not a replay. Non-NULL even when empty (n_clock_log 0): every read diverges. */
+    uint64_t *clock_log;
+    size_t n_clock_log; /* at most SBX_CLOCK_READS_MAX */
 } SbxExecute;
 
 typedef struct {
@@ -168,6 +175,15 @@ typedef struct {
     uint64_t duration_ms;  /* as measured by the guest (the host measures its own) */
     bool output_truncated; /* the guest dropped output over output_limit */
     bool kept;             /* a keep execute's runner is still there, its state with it */
+    /* What a replay needs (docs/protocol.md, "Replay"), from the runner; the host trusts none
+     * of it beyond its shape. clock_log: the program's clock reads in order, NULL = absent
+     * (non-NULL when present, even empty). replayable absent is not replayable (an old
+     * runner, no runner's done); not_replayable: why not, or NULL. */
+    uint64_t *clock_log;
+    size_t n_clock_log; /* at most SBX_CLOCK_READS_MAX */
+    bool has_replayable;
+    bool replayable;
+    char *not_replayable; /* text, cut at SBX_REASON_MAX */
 } SbxDone;
 
 typedef struct {

@@ -29,6 +29,12 @@ static bool languages_eq(char **a, char **b)
     return (!a || !a[i]) && (!b || !b[i]);
 }
 
+/* Clock logs: both absent, or both present with the same reads. */
+static bool clock_log_eq(const uint64_t *a, size_t an, const uint64_t *b, size_t bn)
+{
+    return (!a && !b) || (a && b && an == bn && (an == 0 || !memcmp(a, b, an * sizeof(*a))));
+}
+
 static bool execute_eq(const SbxExecute *a, const SbxExecute *b)
 {
     if (!str_eq(a->id, b->id) || a->language != b->language || !str_eq(a->code, b->code) ||
@@ -36,7 +42,9 @@ static bool execute_eq(const SbxExecute *a, const SbxExecute *b)
         !str_eq(a->kwargs_json, b->kwargs_json) || a->keep != b->keep || a->n_tools != b->n_tools ||
         a->output_limit != b->output_limit || a->timeout_ms != b->timeout_ms ||
         a->time_us != b->time_us ||
-        !bytes_eq(a->entropy, a->entropy_len, b->entropy, b->entropy_len))
+        !bytes_eq(a->entropy, a->entropy_len, b->entropy, b->entropy_len) ||
+        !bytes_eq(a->seed, a->seed ? SBX_SEED_BYTES : 0, b->seed, b->seed ? SBX_SEED_BYTES : 0) ||
+        !clock_log_eq(a->clock_log, a->n_clock_log, b->clock_log, b->n_clock_log))
         return false;
     for (size_t i = 0; i < a->n_tools; i++)
         if (!str_eq(a->tools[i].provider, b->tools[i].provider) ||
@@ -52,7 +60,10 @@ static bool done_eq(const SbxDone *a, const SbxDone *b)
            str_eq(a->result_json, b->result_json) && a->has_error == b->has_error &&
            (!a->has_error || error_eq(&a->error, &b->error)) && a->exit_code == b->exit_code &&
            a->duration_ms == b->duration_ms && a->output_truncated == b->output_truncated &&
-           a->kept == b->kept;
+           a->kept == b->kept &&
+           clock_log_eq(a->clock_log, a->n_clock_log, b->clock_log, b->n_clock_log) &&
+           a->has_replayable == b->has_replayable && a->replayable == b->replayable &&
+           str_eq(a->not_replayable, b->not_replayable);
 }
 
 static bool tool_result_eq(const SbxToolResult *a, const SbxToolResult *b)

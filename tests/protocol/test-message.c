@@ -452,6 +452,57 @@ static void test_done(void **state)
     }
 }
 
+/* The replay members (docs/protocol.md, "Replay"): a seed and a clock log out, the log and the
+ * verdict back; an empty log is present (a replay in which every read diverges), not absent. */
+static void test_replay_members(void **state)
+{
+    uint8_t seed[SBX_SEED_BYTES];
+    uint64_t reads[] = {0, 1800000000000123, 9007199254740991ull, 42};
+    uint64_t none[1] = {0};
+    SbxMsg x = {.type = SBX_MSG_EXECUTE,
+                .execute = {.id = "e", .language = SBX_LANG_PYTHON, .code = "", .seed = seed}};
+    SbxMsg d = {.type = SBX_MSG_DONE,
+                .done = {.id = "e",
+                         .clock_log = reads,
+                         .n_clock_log = 4,
+                         .has_replayable = true,
+                         .replayable = false,
+                         .not_replayable = "a thread was started (threading.Thread.start)"}};
+    char *json;
+
+    (void)state;
+    fill(seed, sizeof(seed));
+    json = round_trip(&x);
+    assert_non_null(strstr(json, "\"seed\":\""));
+    assert_null(strstr(json, "clock_log"));
+    free(json);
+    x.execute.clock_log = reads;
+    x.execute.n_clock_log = 4;
+    json = round_trip(&x);
+    assert_non_null(strstr(json, "\"clock_log\":[0,1800000000000123,9007199254740991,42]"));
+    free(json);
+    x.execute.clock_log = none;
+    x.execute.n_clock_log = 0;
+    json = round_trip(&x);
+    assert_non_null(strstr(json, "\"clock_log\":[]"));
+    free(json);
+    json = round_trip(&d);
+    assert_non_null(strstr(json, "\"replayable\":false,\"not_replayable\":\"a thread"));
+    free(json);
+    d.done.replayable = true;
+    d.done.not_replayable = NULL;
+    d.done.clock_log = none;
+    d.done.n_clock_log = 0;
+    check_round_trip(&d);
+    /* A read beyond 2^53-1 cannot be sent; nor can more than SBX_CLOCK_READS_MAX reads. */
+    reads[1] = 9007199254740992ull;
+    d.done.clock_log = reads;
+    d.done.n_clock_log = 4;
+    assert_int_equal(sbx_msg_encode(&d, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+    d.done.n_clock_log = SBX_CLOCK_READS_MAX + 1;
+    assert_int_equal(sbx_msg_encode(&d, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+}
+
 static void test_ping_pong_error(void **state)
 {
     SbxMsg ping = {.type = SBX_MSG_PING, .ping = {.seq = 0}};
@@ -685,6 +736,7 @@ int main(void)
         cmocka_unit_test(test_tool_call),
         cmocka_unit_test(test_tool_result),
         cmocka_unit_test(test_done),
+        cmocka_unit_test(test_replay_members),
         cmocka_unit_test(test_ping_pong_error),
         cmocka_unit_test(test_encode_truncates_error_text),
         cmocka_unit_test(test_encode_refuses),

@@ -238,6 +238,51 @@ static void test_integer_forms(void **state)
                   "hello.warm_wait_ms: expected an integer 1..600000");
 }
 
+/* The replay members: a seed of exactly SBX_SEED_BYTES, clock logs of bounded integers. */
+static void test_replay_members(void **state)
+{
+#define X "{\"type\":\"execute\",\"id\":\"e\",\"language\":\"python\",\"code\":\"\",\"tools\":[],"
+#define D "{\"type\":\"done\",\"id\":\"e\",\"status\":\"ok\",\"exit_code\":0,\"duration_ms\":0," \
+          "\"output_truncated\":false,"
+    SbxMsg m;
+    char *big;
+    size_t n = 0;
+
+    (void)state;
+    expect_reject(X "\"seed\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA==\"}",
+                  "execute.seed: expected base64 (RFC 4648, padded) of 32..32 bytes");
+    expect_reject(X "\"seed\":\"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"}",
+                  "execute.seed: expected base64 (RFC 4648, padded) of 32..32 bytes");
+    expect_reject(X "\"seed\":32}", "execute.seed: expected a base64 string");
+    expect_reject(X "\"clock_log\":{}}", "execute.clock_log: expected an array of at most 100000");
+    expect_reject(X "\"clock_log\":[1,-1]}", "execute.clock_log: expected integers 0..");
+    expect_reject(X "\"clock_log\":[1.5]}", "execute.clock_log: expected integers 0..");
+    expect_reject(X "\"clock_log\":[\"1\"]}", "execute.clock_log: expected integers 0..");
+    expect_reject(X "\"clock_log\":[null]}", "execute.clock_log: expected integers 0..");
+    expect_reject(D "\"clock_log\":[9007199254740992]}", "done.clock_log: expected integers 0..");
+    expect_reject(D "\"replayable\":\"no\"}", "done.replayable: expected true or false");
+    expect_reject(D "\"not_replayable\":7}", "done.not_replayable: expected a string");
+    /* One read more than the limit is refused before anything is allocated for it. */
+    big = malloc(sizeof(D) + 3 * (SBX_CLOCK_READS_MAX + 1) + 32);
+    assert_non_null(big);
+    n = (size_t)sprintf(big, "%s\"clock_log\":[", D);
+    for (int i = 0; i <= SBX_CLOCK_READS_MAX; i++)
+        n += (size_t)sprintf(big + n, "%s7", i ? "," : "");
+    strcpy(big + n, "]}");
+    expect_reject(big, "done.clock_log: expected an array of at most 100000 integers");
+    /* ... and the limit itself is taken, as is a long reason (cut). */
+    big[n - 2] = ']';
+    big[n - 1] = '}';
+    big[n] = '\0';
+    assert_int_equal(sbx_msg_decode(big, strlen(big), &m, NULL), 0);
+    assert_int_equal(m.done.n_clock_log, SBX_CLOCK_READS_MAX);
+    assert_false(m.done.has_replayable);
+    sbx_msg_clear(&m);
+    free(big);
+#undef X
+#undef D
+}
+
 static char *hello_with_entropy(const char *b64)
 {
     char *s = NULL;
@@ -672,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_call_id_range),
         cmocka_unit_test(test_integer_forms),
         cmocka_unit_test(test_bad_base64),
+        cmocka_unit_test(test_replay_members),
         cmocka_unit_test(test_entropy_size),
         cmocka_unit_test(test_output_size),
         cmocka_unit_test(test_oversize_strings),
