@@ -84,6 +84,13 @@ void done_build(const Exec *e, int64_t now, SbxMsg *out, DoneText *text)
         d->result_json = e->done.result_json;
         d->has_error = e->done.has_error;
         d->error = e->done.error;
+        /* What a replay needs comes from the runner only: a done the agent makes up has none
+         * (absent is not replayable, docs/protocol.md "Replay"). */
+        d->clock_log = e->done.clock_log;
+        d->n_clock_log = e->done.n_clock_log;
+        d->has_replayable = e->done.has_replayable;
+        d->replayable = e->done.replayable;
+        d->not_replayable = e->done.not_replayable;
     } else {
         from_wait_status(e, d, text);
     }

@@ -10,8 +10,8 @@ the agent hands it with the same globals (and event loop).
 
 The agent may start it long before its execute (pre-started, and saved in a VM snapshot): it
 first runs a warm-up cell through the same code path, then answers the agent's `ping` with
-`pong` (it is warm) and waits. At the execute it reseeds `random` from the kernel, which every
-clone of the snapshot has reseeded at its hello.
+`pong` (it is warm) and waits. At the execute its randomness is seeded by the execute's seed
+and its clock reads are logged (or replayed): sbx_replay.py.
 """
 import ast
 import asyncio
@@ -23,9 +23,11 @@ import os
 import random
 import sys
 import threading
+import time
 import traceback
 
 from sbx_channel import Channel, ChannelClosed, encode
+import sbx_replay
 from sbx_json import HoldsBigInts, SerializationError, check, convert, loads
 from sbx_tools import PolicyDenied, SandboxToolError, ToolError, ValidationError, make_tools
 
@@ -195,20 +197,38 @@ def done(exec_id, status, exit_code, **extra):
                 exit_code=exit_code, duration_ms=0, output_truncated=False)
 
 
-def done_frame(exec_id, status, value=None, error=None):
-    """The one done message, and the exit code it goes with: 0 after ok, 1 after an error."""
+def done_frame(exec_id, status, value=None, error=None, replay=None):
+    """The one done message, and the exit code it goes with: 0 after ok, 1 after an error.
+    @replay: the execution's sbx_replay.State (its clock log and verdict), or None."""
+    extra = replay.report() if replay is not None else {}
+    if replay is not None and replay.divergence is not None:
+        # Even when the program caught the ReplayDivergence: the replay went elsewhere.
+        status, error = "error", None
+        extra["error"] = {"code": "replay_divergence", "type": "ReplayDivergence",
+                          "message": text(replay.divergence)}
     if status == "ok" and value is not None:
         try:
             check(value, "result")
-            frame = encode(done(exec_id, "ok", 0, result=value))
+            frame = encode(done(exec_id, "ok", 0, result=value, **extra))
+            if frame is None and extra.get("clock_log"):
+                frame = encode(done(exec_id, "ok", 0, result=value, **without_log(extra)))
             if frame is None:
                 raise SerializationError("result is too large (a message is at most 4 MiB)")
             return frame, 0
         except SerializationError as e:
-            return done_frame(exec_id, "error", error=e)
+            return done_frame(exec_id, "error", error=e, replay=replay)
     if status == "ok":
-        return encode(done(exec_id, "ok", 0)), 0
-    return encode(done(exec_id, "error", 1, error=describe(error))), 1
+        return encode(done(exec_id, "ok", 0, **extra)), 0
+    if error is not None:
+        extra["error"] = describe(error)
+    frame = encode(done(exec_id, "error", 1, **extra))
+    return frame or encode(done(exec_id, "error", 1, **without_log(extra))), 1
+
+
+def without_log(extra):
+    """A done's replay members when its clock log does not fit in the frame beside the rest."""
+    return dict(extra, clock_log=[], replayable=False, not_replayable=(
+        "the clock log did not fit in the done message beside the result"))
 
 
 def exit_code_of(e):
@@ -233,6 +253,10 @@ r
 """
 
 
+# The warm-up's seed: its draws are dropped, the execute brings its own.
+WARM_SEED = "A" * 43 + "="
+
+
 def warm_up():
     runner = Runner(None, {"id": "warmup", "code": WARMUP_CELL,
                            "tools": [{"provider": "warm", "name": "up"}]})
@@ -245,6 +269,10 @@ def warm_up():
         # The paths of an execute's start and end: reseeding (again at the execute), the
         # channel's reader thread, flushing.
         random.seed()
+        sbx_replay.begin({"seed": WARM_SEED})
+        sbx_replay.random_bytes(16)
+        time.time()
+        sbx_replay.end()
         thread = threading.Thread(target=lambda: None, name="sbx-warm-up")
         thread.start()
         thread.join()
@@ -324,18 +352,19 @@ def wait_for_execute(channel):
 
 
 def main():
+    sbx_replay.install()
     warm_up()
     channel = Channel(3)
     try:
         execute = wait_for_execute(channel)
     except (ChannelClosed, OSError, ValueError):
         os._exit(70)  # the agent is gone: nobody is left to report to
-    reseed()
     channel.start_reader()
     state = State()
     while True:
         runner = Runner(channel, execute, state)
         value = error = None
+        sbx_replay.begin(execute)
         try:
             value = runner.run()
         except SystemExit as e:
@@ -343,8 +372,9 @@ def main():
             os._exit(exit_code_of(e))
         except BaseException as e:  # noqa: B902 - every failure of user code is reported
             error = e
+        replay = sbx_replay.end()
         frame, code = done_frame(runner.exec_id, "ok" if error is None else "error", value,
-                                 error)
+                                 error, replay)
         runner.finished = True
         flush()
         channel.send(frame)
