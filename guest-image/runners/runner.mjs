@@ -9,8 +9,8 @@
 //
 // The agent may start it long before its execute (pre-started, and saved in a VM snapshot): it
 // first rehearses an execution end to end (see rehearse), then answers the agent's `ping` with
-// `pong` (it is warm), and waits. At the execute it reseeds Math.random() from the kernel,
-// which every clone of the snapshot has reseeded at its hello (see reseedMathRandom).
+// `pong` (it is warm), and waits. At the execute its randomness is seeded by the execute's seed
+// and its clock reads are logged (or replayed): replay.mjs.
 import fs from 'node:fs';
 import { createRequire, isBuiltin } from 'node:module';
 import { Writable } from 'node:stream';
@@ -20,6 +20,7 @@ import vm from 'node:vm';
 import { Channel, encode, FRAME_MAX, readFrameSync, waitForCloseSync, writeFrameSync }
     from './channel.mjs';
 import { SerializationError, toJson } from './json.mjs';
+import * as replay from './replay.mjs';
 import { HELPER, rewrite } from './rewrite.mjs';
 import { makeTools, PolicyDenied, SandboxToolError, ToolError, toolError, ValidationError }
     from './tools.mjs';
@@ -62,50 +63,6 @@ function openChannel() {
         process.exit(exitCode ?? 70);
     });
 }
-
-// --- fresh randomness ----------------------------------------------------------------------
-
-// V8 keeps Math.random()'s state in the context and seeds new contexts from the isolate's own
-// generator: both are cloned with a snapshot, and JavaScript cannot reseed either. So the
-// runner installs its own generator (xoshiro128**, 53-bit doubles like V8's), seeded at the
-// execute from the kernel (reseeded by the agent at hello). crypto needs nothing here: OpenSSL
-// reseeds itself after a restore (agent.h, PRESTART_CLOCK_US).
-// Opened once, at start-up: an open and a close cost ~2 ms under TCG at every execute.
-const urandom = fs.openSync('/dev/urandom', 'r');
-const rng = new Int32Array(4); // the generator's state
-
-const rotl = (x, k) => (x << k) | (x >>> (32 - k));
-
-function nextU32() {
-    const r = Math.imul(rotl(Math.imul(rng[1], 5), 7), 9) >>> 0;
-    const t = rng[1] << 9;
-    rng[2] ^= rng[0];
-    rng[3] ^= rng[1];
-    rng[1] ^= rng[2];
-    rng[0] ^= rng[3];
-    rng[2] ^= t;
-    rng[3] = rotl(rng[3], 11);
-    return r;
-}
-
-// Installed once: a reseed only refills the state (redefining Math.random at every execute
-// would make V8 redo its assumptions about Math, in code never run since the restore).
-// A method: named `random`, length 0, not a constructor, like the built-in.
-const { random } = {
-    random() {
-        return ((nextU32() >>> 5) * 67108864 + (nextU32() >>> 6)) / 2 ** 53;
-    },
-};
-Object.defineProperty(Math, 'random',
-    { value: random, writable: true, enumerable: false, configurable: true });
-
-function reseedMathRandom() {
-    fs.readSync(urandom, rng);
-    if ((rng[0] | rng[1] | rng[2] | rng[3]) === 0)
-        rng[0] = 1; // the one state xoshiro cannot leave
-}
-
-reseedMathRandom();
 
 // --- tools ---------------------------------------------------------------------------------
 
@@ -313,12 +270,22 @@ async function finish(done, json) {
         json = undefined;
     }
     await Promise.all([flush(process.stdout), flush(process.stderr)]);
-    let frame = encode(done, 'result', json);
+    const { fields, divergence } = replay.end();
+    if (divergence !== null) {
+        // Even when the program caught the ReplayDivergence: the replay went elsewhere.
+        done = doneMessage('error', 1, { error: { code: 'replay_divergence',
+            type: 'ReplayDivergence', message: text(divergence) } });
+        json = undefined;
+    }
+    let frame = encode({ ...done, ...fields }, 'result', json);
+    if (!frame && fields.clock_log?.length > 0)
+        frame = encode({ ...done, ...fields, clock_log: [], replayable: false, not_replayable:
+            'the clock log did not fit in the done message beside the result' }, 'result', json);
     if (!frame) {
         const e = new SerializationError(`result is too large (${json.length} characters of ` +
             `JSON; a message is at most ${FRAME_MAX} bytes)`);
         done = doneMessage('error', 1, { error: describe(e) });
-        frame = encode(done);
+        frame = encode({ ...done, ...fields }) ?? encode(done);
     }
     await exe.deliver(frame, done.exit_code);
 }
@@ -367,6 +334,8 @@ const xs = [3, 1, 2].map((x) => x * 2).sort();
 const o = { xs, s: \`\${path.basename('/a/b.js')} \${xs.length}\`, n: 1.5, t: true, z: null };
 JSON.stringify(o);
 o`;
+// Hashing only (replay.mjs): no OpenSSL generator is touched (docs/snapshot.md).
+const WARMUP_SEED = `${'A'.repeat(43)}=`;
 const WARMUP_TOOLS = [{ provider: 'warm', name: 'up' }];
 // The same for TypeScript (typescript.mjs): the common type syntax, so that the parts of the
 // stripper (WebAssembly) that most code goes through are compiled and translated too.
@@ -388,7 +357,7 @@ console.error('warm');
 // would (its usual members in its order: V8 builds objects of those shapes once for all).
 async function rehearse(code, tools, language = 'javascript') {
     const msg = JSON.parse(JSON.stringify({ type: 'execute', id: 'warmup',
-        language, code, tools, output_limit: 1, timeout_ms: 1 }));
+        language, code, tools, output_limit: 1, timeout_ms: 1, seed: WARMUP_SEED }));
     await new Promise((resolve) => execute(msg, resolve));
     current = null;
 }
@@ -491,13 +460,14 @@ async function keepAfter(frame) {
 // Start the execution of @msg; its done goes to @handOver(frame, exitCode).
 function execute(msg, handOver) {
     current = { id: msg.id, finished: false, deliver: handOver, keep: msg.keep === true };
-    reseedMathRandom();
+    replay.begin(msg);
     run(msg).then(succeed, fail);
 }
 
 // Not a top-level await: this module's evaluation ends here, at start-up, and not at the
 // execute (where finishing it would run V8's module code for the first time: ~1 ms of TCG).
 async function main() {
+    replay.install();
     await warmUp();
     await serve();
 }

@@ -1,0 +1,413 @@
+// What makes a JavaScript execution differ from a run of the same code, made recordable (issue
+// 16; guest-image/runners/README.md, "Randomness and the clock"; docs/protocol.md, "Replay").
+//
+// - Randomness: one generator per execution, seeded by the host's `execute.seed`: SHA-256 in
+//   counter mode (block i = SHA-256(seed || i as 8 bytes, big-endian), the stream their
+//   concatenation; the output step of NIST SP 800-90A's Hash_DRBG), the same construction as
+//   the Python runner's. Without the 32-byte seed its output cannot be predicted. The crypto
+//   sources (crypto.randomBytes, randomFill(Sync), randomInt, randomUUID, getRandomValues, of
+//   node:crypto and of globalThis.crypto) read the stream; Math.random is a xoshiro128** (53-bit
+//   doubles, like V8's own) seeded from it, as V8 seeds its own from the system otherwise.
+// - The clock: every read of the time (Date.now, new Date(), Date(), performance.now,
+//   process.hrtime and hrtime.bigint) logs the value it returns, in microseconds, or in a
+//   replay returns the logged values in order. The values returned are those of the log in both
+//   cases (microsecond resolution), so a record and its replay see the same numbers. Timers
+//   (setTimeout, setInterval) keep their real timing: node's timers read libuv's clock.
+// - What cannot be made deterministic, detected where cheap: worker_threads' Worker, every
+//   child_process function, and fs opening /dev/urandom or /dev/random. The first reason is
+//   kept; the done says replayable: false with it.
+import childProcess from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+import workerThreads from 'node:worker_threads';
+
+const SEED_BYTES = 32; // SBX_SEED_BYTES
+// SBX_CLOCK_READS_MAX (host-agent/protocol/limits.h): past it the log stops, and the execution
+// is not replayable.
+export const CLOCK_READS_MAX = 100000;
+// SBX_REASON_MAX: the receiver cuts the reason at this many bytes; keep it shorter.
+const REASON_MAX = 1000;
+// Bytes made per refill: 128 SHA-256 blocks, a few thousand Math.random() reseeds or uuids.
+const POOL_BYTES = 4096;
+
+export class ReplayDivergence extends Error {
+    constructor(message) {
+        super(message);
+        this.name = 'ReplayDivergence';
+    }
+}
+
+// The execution in progress ({drbg, log, replay, reason, divergence}), or null: outside one
+// (start-up, a rehearsal, between a session's executes) nothing is logged or marked.
+let current = null;
+
+// The built-in Date (this module's own `Date` below is the one programs see).
+const RealDate = globalThis.Date;
+const real = {
+    dateNow: RealDate.now,
+    perfNow: performance.now.bind(performance),
+    hrtimeBigint: process.hrtime.bigint,
+};
+// Outside an execution, or in one without a seed: the kernel's generator, as before (not
+// OpenSSL's, whose state a snapshot would share: docs/snapshot.md, "Fresh identity"). Opened
+// once, at start-up: an open and a close cost ~2 ms under TCG at every execute.
+const urandom = fs.openSync('/dev/urandom', 'r');
+
+// ---- the generator ----------------------------------------------------------------------------
+
+class Drbg {
+    constructor(seed) {
+        this.seed = seed;
+        this.counter = 0n;
+        this.pool = Buffer.alloc(0);
+        this.at = 0;
+        this.block = Buffer.alloc(8);
+    }
+
+    refill() {
+        const blocks = [];
+        // The first refill makes one block: an execution that draws nothing but Math.random's
+        // seed pays for one hash.
+        for (let i = 0, n = this.counter === 0n ? 1 : POOL_BYTES / 32; i < n; i++) {
+            this.block.writeBigUInt64BE(this.counter++);
+            blocks.push(crypto.createHash('sha256').update(this.seed).update(this.block).digest());
+        }
+        this.pool = Buffer.concat(blocks);
+        this.at = 0;
+    }
+
+    fill(bytes) {
+        for (let done = 0; done < bytes.length;) {
+            if (this.at === this.pool.length)
+                this.refill();
+            const n = Math.min(bytes.length - done, this.pool.length - this.at);
+            bytes.set(this.pool.subarray(this.at, this.at + n), done);
+            this.at += n;
+            done += n;
+        }
+        return bytes;
+    }
+}
+
+// @view's bytes (any ArrayBufferView) from the execution's generator, or the system's outside
+// one.
+function fillBytes(view) {
+    const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+    if (current === null || current.drbg === null)
+        fs.readSync(urandom, bytes);
+    else
+        current.drbg.fill(bytes);
+    return view;
+}
+
+// Math.random: xoshiro128**, state seeded per execution.
+const rng = new Int32Array(4);
+const rotl = (x, k) => (x << k) | (x >>> (32 - k));
+
+function nextU32() {
+    const r = Math.imul(rotl(Math.imul(rng[1], 5), 7), 9) >>> 0;
+    const t = rng[1] << 9;
+    rng[2] ^= rng[0];
+    rng[3] ^= rng[1];
+    rng[1] ^= rng[2];
+    rng[0] ^= rng[3];
+    rng[2] ^= t;
+    rng[3] = rotl(rng[3], 11);
+    return r;
+}
+
+// A method: named `random`, length 0, not a constructor, like the built-in.
+const { random } = {
+    random() {
+        return ((nextU32() >>> 5) * 67108864 + (nextU32() >>> 6)) / 2 ** 53;
+    },
+};
+
+function reseedMathRandom() {
+    fillBytes(rng);
+    if ((rng[0] | rng[1] | rng[2] | rng[3]) === 0)
+        rng[0] = 1; // the one state xoshiro cannot leave
+}
+
+// ---- crypto -------------------------------------------------------------------------------
+
+const SIZE_MAX = 2 ** 31 - 1;
+
+function checkSize(size, name) {
+    if (typeof size !== 'number' || !Number.isInteger(size) || size < 0 || size > SIZE_MAX)
+        throw new RangeError(`The value of "${name}" is out of range. It must be >= 0 && <= ` +
+            `${SIZE_MAX}. Received ${String(size)}`);
+}
+
+function randomBytes(size, callback) {
+    checkSize(size, 'size');
+    const buf = fillBytes(Buffer.alloc(size));
+    if (typeof callback !== 'function')
+        return buf;
+    process.nextTick(callback, null, buf);
+    return undefined;
+}
+
+// @offset and @size count elements of a typed array (bytes of a Buffer, an ArrayBuffer), as
+// node's.
+function randomFillSync(buf, offset = 0, size) {
+    const whole = buf instanceof ArrayBuffer || buf instanceof SharedArrayBuffer;
+    const width = whole ? 1 : (buf.BYTES_PER_ELEMENT ?? 1);
+    checkSize(offset, 'offset');
+    const start = offset * width;
+    if (size !== undefined)
+        checkSize(size, 'size');
+    const n = size === undefined ? buf.byteLength - start : size * width;
+    if (start > buf.byteLength || start + n > buf.byteLength)
+        throw new RangeError('The value of "size + offset" is out of range.');
+    fillBytes(new Uint8Array(whole ? buf : buf.buffer, (whole ? 0 : buf.byteOffset) + start, n));
+    return buf;
+}
+
+function randomFill(buf, ...rest) {
+    const callback = rest.pop();
+    if (typeof callback !== 'function')
+        throw new TypeError('The "callback" argument must be of type function.');
+    randomFillSync(buf, ...rest);
+    process.nextTick(callback, null, buf);
+}
+
+// Uniform in [min, max), as node's: 48-bit draws, rejection sampling.
+function randomInt(min, max, callback) {
+    if (typeof max !== 'number' || (typeof max === 'function' && callback === undefined)) {
+        callback = max;
+        max = min;
+        min = 0;
+    }
+    if (!Number.isSafeInteger(min) || !Number.isSafeInteger(max) || max <= min ||
+        max - min > 2 ** 48)
+        throw new RangeError('randomInt: min and max must be safe integers, min < max, and ' +
+            'max - min <= 2^48');
+    const range = max - min;
+    const limit = 2 ** 48 - (2 ** 48 % range);
+    const b = Buffer.alloc(6);
+    let x;
+    do {
+        fillBytes(b);
+        x = b.readUIntBE(0, 6);
+    } while (x >= limit);
+    const n = min + (x % range);
+    if (typeof callback !== 'function')
+        return n;
+    process.nextTick(callback, null, n);
+    return undefined;
+}
+
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+function randomUUID() {
+    const b = fillBytes(new Uint8Array(16));
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    const h = Array.from(b, (x) => HEX[x]);
+    return `${h.slice(0, 4).join('')}-${h.slice(4, 6).join('')}-${h.slice(6, 8).join('')}-` +
+        `${h.slice(8, 10).join('')}-${h.slice(10).join('')}`;
+}
+
+const INTEGER_ARRAYS = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array,
+    Int32Array, Uint32Array, BigInt64Array, BigUint64Array];
+
+function getRandomValues(array) {
+    if (!INTEGER_ARRAYS.some((t) => array instanceof t) &&
+        !(array instanceof Buffer))
+        throw new DOMException('The data argument must be an integer-type TypedArray',
+            'TypeMismatchError');
+    if (array.byteLength > 65536)
+        throw new DOMException(`The ArrayBufferView's byte length (${array.byteLength}) exceeds ` +
+            'the number of bytes of entropy available via this API (65536)',
+        'QuotaExceededError');
+    return fillBytes(array);
+}
+
+// ---- the clock ----------------------------------------------------------------------------
+
+// One read: @realUs() (the real clock, in µs, called only outside a replay) or the replayed
+// value; the value logged.
+function read(realUs) {
+    const s = current;
+    if (s === null)
+        return realUs();
+    if (s.replay !== null) {
+        if (s.log.length >= s.replay.length) {
+            const why = `clock read ${s.log.length + 1} is past the end of the recorded log ` +
+                `(${s.replay.length} reads)`;
+            s.divergence ??= why;
+            throw new ReplayDivergence(why);
+        }
+        const v = s.replay[s.log.length];
+        s.log.push(v);
+        return v;
+    }
+    const v = realUs();
+    if (s.log.length < CLOCK_READS_MAX)
+        s.log.push(v);
+    else
+        mark(`too many clock reads (more than ${CLOCK_READS_MAX})`);
+    return v;
+}
+
+const wallUs = () => real.dateNow() * 1000;
+const perfUs = () => Math.round(real.perfNow() * 1000);
+const monoUs = () => Number(real.hrtimeBigint() / 1000n);
+
+function now() {
+    return Math.floor(read(wallUs) / 1000);
+}
+
+// Date as a function: `new Date()` and `Date()` read the clock, every other form is the real
+// one's. Same prototype, so instanceof and every method work as before. Named Date, in a scope
+// of its own (this module's `Date` is the built-in).
+const SbxDate = (() => function Date(...args) {
+    if (new.target === undefined)
+        return new RealDate(now()).toString();
+    return Reflect.construct(RealDate, args.length === 0 ? [now()] : args, new.target);
+})();
+
+function hrtime(previous) {
+    const us = read(monoUs);
+    let s = Math.floor(us / 1e6);
+    let ns = (us % 1e6) * 1000;
+    if (previous !== undefined) {
+        s -= previous[0];
+        ns -= previous[1];
+        if (ns < 0) {
+            s -= 1;
+            ns += 1e9;
+        }
+    }
+    return [s, ns];
+}
+hrtime.bigint = () => BigInt(read(monoUs)) * 1000n;
+
+// ---- what cannot be replayed --------------------------------------------------------------
+
+export function mark(why) {
+    if (current !== null && current.reason === null)
+        current.reason = why.slice(0, REASON_MAX);
+}
+
+function wrapAll(module, names, why) {
+    for (const name of names) {
+        const f = module[name];
+        if (typeof f !== 'function')
+            continue;
+        module[name] = { [name](...args) {
+            mark(why(name));
+            return f.apply(this, args);
+        } }[name];
+    }
+}
+
+const DEVICES = new Set(['/dev/urandom', '/dev/random']);
+
+function checkPath(path) {
+    if (current === null)
+        return;
+    let p = path;
+    if (p instanceof URL)
+        p = p.pathname;
+    else if (Buffer.isBuffer(p))
+        p = p.toString();
+    if (typeof p !== 'string' || !p.includes('random'))
+        return;
+    try {
+        p = fs.realpathSync(p);
+    } catch {
+        return;
+    }
+    if (DEVICES.has(p))
+        mark(`the program opened ${p} (its bytes are not recorded)`);
+}
+
+function wrapPaths(module, names) {
+    for (const name of names) {
+        const f = module[name];
+        if (typeof f !== 'function')
+            continue;
+        module[name] = { [name](path, ...args) {
+            checkPath(path);
+            return f.call(this, path, ...args);
+        } }[name];
+    }
+}
+
+// ---- installing, and an execution's start and end -----------------------------------------
+
+function define(object, name, value) {
+    Object.defineProperty(object, name,
+        { value, writable: true, enumerable: false, configurable: true });
+}
+
+// Route every source above through this module, once, at the runner's start.
+export function install() {
+    define(Math, 'random', random);
+    for (const [k, v] of Object.entries(Object.getOwnPropertyDescriptors(RealDate)))
+        if (k !== 'prototype' && k !== 'name')
+            Object.defineProperty(SbxDate, k, v);
+    Object.defineProperty(SbxDate, 'prototype', { value: RealDate.prototype, writable: false });
+    define(SbxDate, 'now', { now() { return now(); } }.now);
+    define(RealDate.prototype, 'constructor', SbxDate);
+    define(globalThis, 'Date', SbxDate);
+    define(performance, 'now', { now() { return read(perfUs) / 1000; } }.now);
+    define(process, 'hrtime', hrtime);
+    for (const [name, f] of Object.entries({ randomBytes, randomFillSync, randomFill, randomInt,
+        randomUUID, pseudoRandomBytes: randomBytes, prng: randomBytes,
+        rng: randomBytes }))
+        crypto[name] = f;
+    // node:crypto's getRandomValues (a getter, not configurable) calls webcrypto's.
+    const web = crypto.webcrypto;
+    define(web, 'getRandomValues', getRandomValues);
+    define(web, 'randomUUID', randomUUID);
+    wrapAll(childProcess, ['spawn', 'spawnSync', 'exec', 'execSync', 'execFile',
+        'execFileSync', 'fork'], (name) => `a process was started (child_process.${name})`);
+    const { Worker } = workerThreads;
+    workerThreads.Worker = class extends Worker {
+        constructor(...args) {
+            mark('a thread was started (worker_threads.Worker)');
+            super(...args);
+        }
+    };
+    wrapPaths(fs, ['open', 'openSync', 'readFile', 'readFileSync', 'createReadStream']);
+    wrapPaths(fs.promises, ['open', 'readFile']);
+    syncBuiltinESMExports();
+    reseedMathRandom();
+}
+
+function seedOf(text) {
+    if (typeof text !== 'string' || !/^[A-Za-z0-9+/]{43}=$/.test(text))
+        return null;
+    const seed = Buffer.from(text, 'base64');
+    return seed.length === SEED_BYTES ? seed : null;
+}
+
+// The execution of @x starts: its generator from its seed, its clock log (or the one it
+// replays), Math.random seeded from it.
+export function begin(x) {
+    const seed = seedOf(x.seed);
+    let replay = x.clock_log ?? null;
+    if (replay !== null && !(Array.isArray(replay) &&
+        replay.every((v) => Number.isSafeInteger(v) && v >= 0)))
+        replay = []; // the agent checked it: anything else diverges at its first read
+    current = { drbg: seed === null ? null : new Drbg(seed), log: [], replay,
+        reason: seed === null ? 'the execute had no seed' : null, divergence: null };
+    reseedMathRandom();
+}
+
+// The execution is over: the done's replay members (docs/protocol.md, "Replay"), and the
+// divergence, if any (a message); the real sources back.
+export function end() {
+    const s = current;
+    current = null;
+    if (s === null)
+        return { fields: {}, divergence: null };
+    const fields = { clock_log: s.log, replayable: s.reason === null };
+    if (s.reason !== null)
+        fields.not_replayable = s.reason;
+    return { fields, divergence: s.divergence };
+}
