@@ -170,8 +170,54 @@ static char *hex(const guint8 *bytes, gsize len)
     return g_string_free(out, FALSE);
 }
 
+/* The clock log as a JSON array of integers (each at most 2^53-1: the decoder checked). */
+static char *clock_log_json(const guint64 *log, gsize n)
+{
+    GString *out = g_string_sized_new(2 + n * 17);
+
+    g_string_append_c(out, '[');
+    for (gsize i = 0; i < n; i++) {
+        g_string_append_printf(out, "%s%" G_GUINT64_FORMAT, i > 0 ? "," : "", log[i]);
+    }
+    g_string_append_c(out, ']');
+    return g_string_free(out, FALSE);
+}
+
+/*
+ * What a replay needs (docs/protocol.md, "Replay") into @r: the seed, the clock log, and
+ * whether the run can be replayed. Only the guest's own word makes it replayable; every other
+ * end (no execution, no runner's done) is not, with a reason. Strings into @seed and @clock.
+ */
+static void fill_replay(SbxRecord *r, const SbxExecRecordInput *in, char **seed, char **clock)
+{
+    const SbxRunResult *res = in->result;
+
+    if (in->given != NULL && in->given->has_seed) {
+        r->seed_hex = *seed = hex(in->given->seed, sizeof(in->given->seed));
+    }
+    r->has_replayable = TRUE;
+    if (res == NULL) {
+        r->not_replayable = (char *)"the execution did not run";
+        return;
+    }
+    if (res->clock_log != NULL) {
+        r->clock_log_json = *clock = clock_log_json(res->clock_log, res->n_clock_log);
+    }
+    r->replayable = res->replayable && r->seed_hex != NULL;
+    if (r->replayable) {
+        return;
+    }
+    r->not_replayable =
+        res->not_replayable != NULL
+            ? res->not_replayable
+            : (char *)"the guest reported no clock log (the program ended without the runner's "
+                      "done: an exit, a crash, a kill, a timeout, or an older guest)";
+}
+
 gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, GError **error)
 {
+    g_autofree char *seed = NULL;
+    g_autofree char *clock = NULL;
     SbxRecord r = {0};
     g_autofree char *err_json = NULL;
     g_autofree char *entropy = NULL;
@@ -188,6 +234,7 @@ gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, G
         r.entropy_hex = entropy = hex(in->given->entropy, in->given->entropy_len);
         r.guest_clock_ms = in->given->time_us / 1000;
     }
+    fill_replay(&r, in, &seed, &clock);
     for (guint i = 0; i < n; i++) {
         fill_call(&calls[i], g_ptr_array_index(tc, i), in->ns);
         n_approvals += fill_approval(&approvals[n_approvals], &calls[i]);
@@ -201,6 +248,9 @@ gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, G
     }
     if (entropy != NULL) {
         explicit_bzero(entropy, strlen(entropy));
+    }
+    if (seed != NULL) {
+        explicit_bzero(seed, strlen(seed));
     }
     return ok;
 }

@@ -34,6 +34,10 @@ struct SbxExec {
     gboolean collect_output;
     gboolean keep;
     SbxExecFiles *files; /* with_files; else NULL */
+    guint8 seed[SBX_SEED_BYTES];
+    gboolean has_seed;   /* a replay's seed: else the session makes a fresh one */
+    guint64 *clock_log;  /* a replay's clock log, or NULL */
+    gsize n_clock_log;
     /* where events go */
     const SbxExecSink *sink;
     gpointer sink_data;
@@ -352,6 +356,9 @@ static void run(SbxExec *exec)
         .timeout_ms = exec->timeout_ms,
         .collect_output = exec->collect_output,
         .keep = exec->keep,
+        .seed = exec->has_seed ? exec->seed : NULL,
+        .clock_log = exec->clock_log,
+        .n_clock_log = exec->n_clock_log,
     };
 
     sbx_session_set_callbacks(exec->session,
@@ -483,6 +490,15 @@ SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource 
     exec->collect_output = req->collect_output;
     exec->keep = req->keep;
     exec->files = req->with_files ? sbx_exec_files_new(req->files, req->n_files) : NULL;
+    g_assert(req->n_clock_log <= SBX_CLOCK_READS_MAX);
+    if (req->seed != NULL) {
+        memcpy(exec->seed, req->seed, sizeof(exec->seed));
+        exec->has_seed = TRUE;
+    }
+    if (req->clock_log != NULL) {
+        exec->clock_log = g_memdup2(req->clock_log, MAX(req->n_clock_log, 1) * sizeof(guint64));
+        exec->n_clock_log = req->n_clock_log;
+    }
     exec->tools = tools;
     exec->src = src;
     exec->sink = sink;
@@ -687,6 +703,8 @@ void sbx_exec_free(SbxExec *exec)
     g_free(exec->entry);
     g_free(exec->args_json);
     g_free(exec->kwargs_json);
+    g_free(exec->clock_log);
+    explicit_bzero(exec->seed, sizeof(exec->seed));
     g_free(exec->record_error);
     g_free((char *)exec->info.tenant_id);
     g_free((char *)exec->info.front_end);

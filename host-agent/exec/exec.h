@@ -44,6 +44,12 @@ typedef struct {
     gsize n_files;
     /* Stage those and collect the files the program created or changed (sbx_exec_files()). */
     gboolean with_files;
+    /* A replay's (docs/protocol.md, "Replay"): the record's seed of the runners' generators,
+     * SBX_SEED_BYTES, used instead of a fresh one (NULL: fresh), and its clock log (NULL: not
+     * a replay; else n_clock_log reads, at most SBX_CLOCK_READS_MAX). Copied. */
+    const guint8 *seed;
+    const guint64 *clock_log;
+    gsize n_clock_log;
 } SbxExecRequest;
 
 /* Where the events go. Every member is optional except done. */

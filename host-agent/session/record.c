@@ -97,6 +97,8 @@ void sbx_record_answer(gsize *bytes, SbxToolRecord *rec, const char *result_json
 void sbx_run_result_clear(SbxRunResult *result)
 {
     g_free(result->result_json);
+    g_free(result->clock_log);
+    g_free(result->not_replayable);
     sbx_error_clear(&result->error);
     for (int i = 0; i < SBX_STREAM__COUNT; i++) {
         if (result->collected[i] != NULL) {

@@ -593,6 +593,13 @@ static void handle_done(SbxSession *s, SbxDone *m)
     }
     r->output_truncated = r->output_truncated || m->output_truncated;
     r->kept = m->kept && s->keep;
+    if (m->clock_log != NULL) {
+        r->clock_log = g_memdup2(m->clock_log, MAX(m->n_clock_log, 1) * sizeof(*m->clock_log));
+        r->n_clock_log = m->n_clock_log;
+    }
+    /* Replayable only when the guest says so, with a clock log: anything else is not. */
+    r->replayable = m->has_replayable && m->replayable && m->clock_log != NULL;
+    r->not_replayable = g_strdup(m->not_replayable);
     r->vm_reusable = TRUE;
     finish(s, ST_IDLE);
 }
@@ -867,7 +874,26 @@ static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, gboolean
     SbxMsg msg = {.type = SBX_MSG_EXECUTE};
     SbxExecute *e = &msg.execute;
     uint8_t entropy[SBX_SESSION_ENTROPY_BYTES];
+    uint8_t seed[SBX_SEED_BYTES];
 
+    /* A fresh seed from the kernel's generator (a replay brings its record's): the runners'
+     * randomness all derives from it (docs/protocol.md, "Replay"). */
+    if (req->seed != NULL) {
+        memcpy(seed, req->seed, sizeof(seed));
+    } else {
+        int r = fill_random(seed, sizeof(seed));
+        if (r < 0) {
+            g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s",
+                        g_strerror(-r));
+            return FALSE;
+        }
+    }
+    e->seed = seed;
+    memcpy(s->given.seed, seed, sizeof(seed));
+    s->given.has_seed = TRUE;
+    /* The encoder takes the log as it is (it only reads it). */
+    e->clock_log = (uint64_t *)req->clock_log;
+    e->n_clock_log = req->n_clock_log;
     if (refresh) {
         int r = fill_random(entropy, sizeof(entropy));
         if (r < 0) {
@@ -897,9 +923,11 @@ static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, gboolean
                 ? -EMSGSIZE
                 : sbx_msg_encode(&msg, &s->execute_frame, &s->execute_len);
     explicit_bzero(entropy, sizeof(entropy));
+    explicit_bzero(seed, sizeof(seed));
     if (r == -EMSGSIZE) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_MESSAGE_TOO_LARGE,
-                    "the program and its tool namespace exceed the frame limit (%u bytes)",
+                    "the program, its tool namespace and its clock log exceed the frame limit "
+                    "(%u bytes)",
                     SBX_FRAME_MAX);
     } else if (r < 0) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "invalid execute request: %s",

@@ -97,6 +97,14 @@ typedef struct {
                                     may know why: sbx_session_amend_error()) */
     gboolean vm_reusable;        /* only after a proper done: else the guest may still run */
     gboolean kept; /* a keep run's done said its runner (and its state) is still there */
+    /* What a replay needs, as the guest reported it in its done (docs/protocol.md, "Replay";
+     * untrusted: checked for shape and bounds only). clock_log: the program's clock reads in
+     * order (NULL: none reported, e.g. no runner's done); replayable FALSE with a reason, or
+     * without one when the guest said nothing (not_replayable NULL). */
+    guint64 *clock_log;
+    gsize n_clock_log; /* at most SBX_CLOCK_READS_MAX */
+    gboolean replayable;
+    char *not_replayable;
     GByteArray *collected[SBX_STREAM__COUNT]; /* when collect_output; else NULL */
     GPtrArray *tool_calls;                    /* SbxToolRecord*, in arrival order */
     guint tool_calls_dropped;                 /* calls not recorded (record full) */
@@ -137,6 +145,11 @@ typedef struct {
     guint tool_calls_max; /* in flight; 0 or above the protocol's cap = SBX_TOOL_CALLS_IN_FLIGHT_MAX
                            */
     gboolean collect_output; /* keep output (up to the cap) in SbxRunResult.collected */
+    /* The runners' seed, SBX_SEED_BYTES (a replay's: the record's), or NULL: a fresh one. */
+    const guint8 *seed;
+    /* A replay's clock reads (SbxRunResult.clock_log of the record), or NULL: not a replay. */
+    const guint64 *clock_log;
+    gsize n_clock_log;
 } SbxRunRequest;
 
 /*
@@ -246,12 +259,15 @@ gboolean sbx_session_new_execution_id(char out[SBX_SESSION_EXECUTION_ID_SIZE], G
 /*
  * What the guest was given for its current (or last) execution, as the record keeps it for a
  * replay: the entropy and the wall clock of the hello, or of the execute when that carried them
- * again (after a handshake ahead, a pooled VM). Secret-ish: never logged.
+ * again (after a handshake ahead, a pooled VM), and the execute's seed. Secret-ish: never
+ * logged.
  */
 typedef struct {
     guint8 entropy[SBX_SESSION_ENTROPY_BYTES];
     gsize entropy_len; /* 0: nothing was sent yet */
     gint64 time_us;    /* the wall clock sent (unix us) */
+    guint8 seed[SBX_SEED_BYTES]; /* the execute's seed of the runners' generators */
+    gboolean has_seed;           /* FALSE: no execute was sent yet */
 } SbxSessionGiven;
 
 /** Fill @out with what the guest was given (above). FALSE if nothing was sent yet. */

@@ -132,6 +132,14 @@ static const char *const migrations[] = {
     "ALTER TABLE executions ADD COLUMN kwargs_json TEXT;"
     "ALTER TABLE executions ADD COLUMN files_json TEXT;"
     "PRAGMA user_version = 4;",
+    /* 4 -> 5: what a replay needs from the runners (docs/protocol.md, "Replay"): the seed of
+     * their generators, the program's clock reads, and whether the run can be replayed (NULL:
+     * recorded before this, or not finished). */
+    "ALTER TABLE executions ADD COLUMN seed_hex TEXT;"
+    "ALTER TABLE executions ADD COLUMN clock_log_json TEXT;"
+    "ALTER TABLE executions ADD COLUMN replayable INTEGER;"
+    "ALTER TABLE executions ADD COLUMN not_replayable TEXT;"
+    "PRAGMA user_version = 5;",
 };
 
 G_STATIC_ASSERT(G_N_ELEMENTS(migrations) == SBX_STORE_SCHEMA_VERSION);

@@ -74,6 +74,14 @@ static void append_record(GString *out, const SbxRecord *r)
     append_ms(out, "duration_ms", r->duration_ms);
     append_str(out, "entropy", r->entropy_hex);
     append_ms(out, "guest_clock_ms", r->guest_clock_ms);
+    append_str(out, "seed", r->seed_hex);
+    append_raw(out, "clock_log", r->clock_log_json);
+    if (r->has_replayable) {
+        g_string_append_printf(out, ",\"replayable\":%s", r->replayable ? "true" : "false");
+    } else {
+        g_string_append(out, ",\"replayable\":null");
+    }
+    append_str(out, "not_replayable", r->not_replayable);
 }
 
 static void append_call(GString *out, const SbxRecordCall *c)

@@ -30,7 +30,8 @@ void sbx_record_free(SbxRecord *r)
                         &r->profile,     &r->snapshot_key, &r->image_id,    &r->status,
                         &r->result_json, &r->error_json,   &r->stdout_data, &r->stderr_data,
                         &r->entropy_hex, &r->catalog,      &r->session_id,  &r->kwargs_json,
-                        &r->files_json};
+                        &r->files_json,  &r->seed_hex,     &r->clock_log_json,
+                        &r->not_replayable};
     for (gsize i = 0; i < G_N_ELEMENTS(strings); i++) {
         g_free(*strings[i]);
     }
@@ -203,7 +204,10 @@ static gboolean check_finish(const SbxRecord *r, gsize n_calls, gsize n_approval
            check_json("result_json", r->result_json, error) &&
            check_json("error_json", r->error_json, error) &&
            check_json("files_json", r->files_json, error) &&
-           check_text("entropy_hex", r->entropy_hex, TRUE, error);
+           check_text("entropy_hex", r->entropy_hex, TRUE, error) &&
+           check_text("seed_hex", r->seed_hex, TRUE, error) &&
+           check_json("clock_log_json", r->clock_log_json, error) &&
+           check_text("not_replayable", r->not_replayable, TRUE, error);
 }
 
 static gboolean check_call(const SbxRecordCall *c, GError **error)
@@ -249,7 +253,8 @@ static gboolean update_outcome(SbxStore *store, const SbxRecord *r, GError **err
         " started_at = COALESCE(?10, started_at), finished_at = ?11,"
         " boot_ms = COALESCE(?12, boot_ms), duration_ms = ?13,"
         " entropy_hex = COALESCE(?14, entropy_hex), guest_clock_ms = COALESCE(?15, guest_clock_ms),"
-        " files_json = ?16 WHERE id = ?1",
+        " files_json = ?16, seed_hex = ?17, clock_log_json = ?18, replayable = ?19,"
+        " not_replayable = ?20 WHERE id = ?1",
         error);
     if (stmt == NULL) {
         return FALSE;
@@ -270,6 +275,12 @@ static gboolean update_outcome(SbxStore *store, const SbxRecord *r, GError **err
     sbx_store_bind_text(stmt, 14, r->entropy_hex);
     bind_ms(stmt, 15, r->guest_clock_ms);
     sbx_store_bind_text(stmt, 16, r->files_json);
+    sbx_store_bind_text(stmt, 17, r->seed_hex);
+    sbx_store_bind_text(stmt, 18, r->clock_log_json);
+    if (r->has_replayable) {
+        sqlite3_bind_int(stmt, 19, r->replayable);
+    }
+    sbx_store_bind_text(stmt, 20, r->not_replayable);
     if (!sbx_store_step_done(store, stmt, error)) {
         return FALSE;
     }

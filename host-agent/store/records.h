@@ -71,6 +71,15 @@ typedef struct {
     /* The files it took in and returned, the API's `files` object without contents (JSON
      * text), or NULL: it had none. Written at the finish. */
     char *files_json;
+    /* What a replay needs (docs/protocol.md, "Replay"), written at the finish: the seed of
+     * the runners' generators (hex), the program's clock reads (a JSON array of integers, at
+     * most SBX_CLOCK_READS_MAX; NULL: none reported), and the verdict: has_replayable FALSE
+     * when unknown (recorded before schema 5, or not finished); not_replayable says why not. */
+    char *seed_hex;
+    char *clock_log_json;
+    gboolean has_replayable;
+    gboolean replayable;
+    char *not_replayable;
 } SbxRecord;
 
 typedef struct {

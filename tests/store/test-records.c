@@ -119,9 +119,23 @@ static void test_reopen_and_newer_schema(void **state)
     assert_non_null(strstr(error->message, "newer"));
 }
 
-/* Take the database of @s back to schema 3: what migration 3 -> 4 adds, removed. */
+/* Take the database of @s back to schema 4: what migration 4 -> 5 adds, removed. */
+static void downgrade_to_4(SbxStore *s)
+{
+    assert_int_equal(sqlite3_exec(s->db,
+                                  "ALTER TABLE executions DROP COLUMN seed_hex;"
+                                  "ALTER TABLE executions DROP COLUMN clock_log_json;"
+                                  "ALTER TABLE executions DROP COLUMN replayable;"
+                                  "ALTER TABLE executions DROP COLUMN not_replayable;"
+                                  "PRAGMA user_version = 4;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+}
+
+/* Take the database of @s back to schema 3: what migrations 3 -> 4 -> 5 add, removed. */
 static void downgrade_to_3(SbxStore *s)
 {
+    downgrade_to_4(s);
     assert_int_equal(sqlite3_exec(s->db,
                                   "ALTER TABLE executions DROP COLUMN kwargs_json;"
                                   "ALTER TABLE executions DROP COLUMN files_json;"
@@ -214,6 +228,71 @@ static void test_migrate_from_3(void **state)
     g_autoptr(GError) error = NULL;
     assert_false(sbx_records_finish(s, &bad, NULL, 0, NULL, 0, &error));
     assert_non_null(strstr(error->message, "files_json"));
+    sbx_store_close(s);
+}
+
+/*
+ * A database of schema 4 (before the replay members) is migrated at open: its records kept,
+ * with no seed, no clock log and replayable unknown (null); a new record keeps all three, and
+ * the JSON form shows them (docs/service.md, "Records").
+ */
+static void test_migrate_from_4(void **state)
+{
+    StoreFixture *f = *state;
+    SbxStore *s = open_ok(f->path);
+    SbxRecord old = store_fixture_record("old-4", NULL, 1000);
+
+    begin_ok(s, &old);
+    old.status = "ok";
+    finish_ok(s, &old, NULL, 0, NULL, 0);
+    downgrade_to_4(s);
+    sbx_store_close(s);
+
+    s = open_ok(f->path);
+    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-4");
+    assert_null(kept->seed_hex);
+    assert_null(kept->clock_log_json);
+    assert_false(kept->has_replayable);
+    g_autofree char *old_json = sbx_record_to_json(kept);
+    assert_non_null(strstr(old_json, "\"clock_log\":null,\"replayable\":null"));
+
+    SbxRecord r = store_fixture_record("new-5", NULL, 2000);
+    begin_ok(s, &r);
+    r.status = "ok";
+    r.seed_hex = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+    r.clock_log_json = "[1800000000000123,5,9007199254740991]";
+    r.has_replayable = TRUE;
+    r.replayable = TRUE;
+    finish_ok(s, &r, NULL, 0, NULL, 0);
+    SbxRecord n = store_fixture_record("new-5-not", NULL, 3000);
+    begin_ok(s, &n);
+    n.status = "ok";
+    n.has_replayable = TRUE;
+    n.not_replayable = "a thread was started (threading.Thread.start: Thread-1)";
+    finish_ok(s, &n, NULL, 0, NULL, 0);
+
+    g_autoptr(SbxRecord) got = get_ok(s, NULL, "new-5");
+    assert_string_equal(got->seed_hex, r.seed_hex);
+    assert_string_equal(got->clock_log_json, r.clock_log_json);
+    assert_true(got->has_replayable && got->replayable);
+    assert_null(got->not_replayable);
+    g_autofree char *json = sbx_record_to_json(got);
+    assert_non_null(strstr(json, "\"seed\":\"000102"));
+    assert_non_null(strstr(json, "\"clock_log\":[1800000000000123,5,9007199254740991],"
+                                 "\"replayable\":true,\"not_replayable\":null"));
+    g_autoptr(SbxRecord) not = get_ok(s, NULL, "new-5-not");
+    assert_true(not->has_replayable);
+    assert_false(not->replayable);
+    assert_string_equal(not->not_replayable, n.not_replayable);
+    /* JSON or nothing: a clock log that is not JSON is refused at the finish */
+    SbxRecord bad = store_fixture_record("bad-5", NULL, 4000);
+    begin_ok(s, &bad);
+    bad.status = "ok";
+    bad.clock_log_json = "[1,";
+    g_autoptr(GError) error = NULL;
+    assert_false(sbx_records_finish(s, &bad, NULL, 0, NULL, 0, &error));
+    assert_non_null(strstr(error->message, "clock_log_json"));
     sbx_store_close(s);
 }
 
@@ -732,6 +811,7 @@ int main(void)
         T(test_migrate_from_1),
         T(test_migrate_from_3),
         T(test_migrate_from_2),
+        T(test_migrate_from_4),
         T(test_not_a_database),
         T(test_default_path),
         T(test_interrupted_at_open),
