@@ -81,6 +81,81 @@ static void test_normal_run(void **state)
     harness_free(h, FALSE);
 }
 
+/* A done with the replay members (docs/protocol.md, "Replay"), as a runner reports them. */
+static void script_replay(FakeGuest *g)
+{
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
+        return;
+    }
+    char *json = g_strdup_printf(
+        "{\"type\":\"done\",\"id\":\"%s\",\"status\":\"ok\",\"exit_code\":0,"
+        "\"duration_ms\":1,\"output_truncated\":false,\"clock_log\":[7,1800000000000123],"
+        "\"replayable\":false,\"not_replayable\":\"a thread was started\"}",
+        g->execute.execute.id);
+    fake_guest_send_json(g, json);
+    g_free(json);
+}
+
+/*
+ * The seed: fresh from the kernel for every execute when the request has none (and kept for
+ * the record), the request's when it has one (a replay), with its clock log; the guest's
+ * clock log and verdict come back in the result. A done without them is not replayable.
+ */
+static void test_seed_and_clock_log(void **state)
+{
+    (void)state;
+    guint8 seed[SBX_SEED_BYTES];
+    guint64 reads[] = {7, 1800000000000123};
+    SbxRunRequest req = {.language = SBX_LANG_PYTHON, .code = "1"};
+    SbxSessionGiven given;
+
+    for (gsize i = 0; i < sizeof(seed); i++) {
+        seed[i] = (guint8)i;
+    }
+    /* No seed asked for: a fresh one, which the record gets; a done without replay members. */
+    Harness *h = harness_new(NULL);
+    harness_start(h, script_normal, NULL, &req);
+    harness_wait_done(h, 1, 10000);
+    const SbxExecute *e = &h->guest->execute.execute;
+    assert_non_null(e->seed);
+    assert_null(e->clock_log);
+    assert_true(sbx_session_given(h->session, &given));
+    assert_true(given.has_seed);
+    assert_memory_equal(given.seed, e->seed, SBX_SEED_BYTES);
+    guint8 first[SBX_SEED_BYTES];
+    memcpy(first, e->seed, sizeof(first));
+    assert_false(h->result->replayable);
+    assert_null(h->result->clock_log);
+    harness_free(h, FALSE);
+
+    h = harness_new(NULL);
+    harness_start(h, script_normal, NULL, &req);
+    harness_wait_done(h, 1, 10000);
+    assert_memory_not_equal(h->guest->execute.execute.seed, first, SBX_SEED_BYTES);
+    harness_free(h, FALSE);
+
+    /* A replay: the request's seed and clock log go out; the guest's log comes back. */
+    req.seed = seed;
+    req.clock_log = reads;
+    req.n_clock_log = 2;
+    h = harness_new(NULL);
+    harness_start(h, script_replay, NULL, &req);
+    harness_wait_done(h, 1, 10000);
+    e = &h->guest->execute.execute;
+    assert_memory_equal(e->seed, seed, SBX_SEED_BYTES);
+    assert_int_equal(e->n_clock_log, 2);
+    assert_true(e->clock_log[1] == 1800000000000123ull);
+    assert_true(sbx_session_given(h->session, &given));
+    assert_memory_equal(given.seed, seed, SBX_SEED_BYTES);
+    const SbxRunResult *r = h->result;
+    assert_int_equal(r->status, SBX_STATUS_OK);
+    assert_int_equal(r->n_clock_log, 2);
+    assert_true(r->clock_log[0] == 7 && r->clock_log[1] == 1800000000000123ull);
+    assert_false(r->replayable);
+    assert_string_equal(r->not_replayable, "a thread was started");
+    harness_free(h, FALSE);
+}
+
 /* Everything byte by byte: the session must reassemble frames from any fragmentation. */
 static void script_fragmented(FakeGuest *g)
 {
@@ -766,6 +841,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_output_cap_flood), /* first: its RSS check needs a low baseline */
         cmocka_unit_test(test_normal_run),
+        cmocka_unit_test(test_seed_and_clock_log),
         cmocka_unit_test(test_fragmented),
         cmocka_unit_test(test_second_execution),
         cmocka_unit_test(test_token_mismatch),
