@@ -419,6 +419,31 @@ def test_python_hello(agent):
     check(r.stderr == "err\n", "stderr", r.summary())
 
 
+def test_replay(agent):
+    """Through the agent: the execute's seed reaches the runner (the same seed draws alike),
+    its clock log too (a replay), and the runner's clock log, verdict and divergence come back
+    in the done; a done the agent makes up (an exit) is not replayable."""
+    seed = base64.b64encode(bytes(range(32))).decode()
+    h = agent.connect()
+    h.hello()
+    for language, code in [("javascript", "[Math.random(), Date.now()]"),
+                           ("python", "import random, time\n[random.random(), time.time()]")]:
+        a = h.run(code, language, seed=seed)
+        check("clock_log" in a.done, f"{language}: a clock log", a.summary())
+        b = h.run(code, language, seed=seed, clock_log=a.done["clock_log"])
+        check(a.done["result"] == b.done["result"] and a.done["replayable"] is True and
+              len(a.done["clock_log"]) == 1, f"{language}: replayed through the agent",
+              f"{a.summary()}\n{b.summary()}")
+        c = h.run(code, language, seed=seed, clock_log=[])
+        check(c.done["error"]["code"] == "replay_divergence", f"{language}: a divergence",
+              c.summary())
+        exit_code = "process.exit(0)" if language == "javascript" else "import sys\nsys.exit(0)"
+        d = h.run(exit_code, language, seed=seed)
+        check(d.done["status"] == "ok" and "replayable" not in d.done and
+              "clock_log" not in d.done, f"{language}: an exit has no replay members",
+              d.summary())
+
+
 def test_last_expression(agent):
     h = agent.connect()
     h.hello()

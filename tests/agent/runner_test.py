@@ -563,6 +563,175 @@ def test_python_calls(runners):
           "runner.py" not in msg["error"]["stack"], "the user's traceback", done)
 
 
+# ---- replay: the seed and the clock (docs/protocol.md, "Replay") ---------------------------
+
+SEED_A = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+SEED_B = "HxkZGhscHR4fICEiIyQlJicoKSorLC0uLzAxMjM0NTY="
+
+# Every source of randomness each runner covers, printed; the clocks as the program sees them.
+JS_RANDOM = """const c = require('node:crypto');
+const { randomBytes: rb, randomUUID: ru } = await import('node:crypto');
+const b = new Uint32Array(3);
+const out = [Math.random(), Math.random(), c.randomBytes(8).toString('hex'), rb(4).toString('hex'),
+    c.randomUUID(), ru(), crypto.randomUUID(), c.randomInt(1000000), c.randomInt(5, 9),
+    Array.from(crypto.getRandomValues(new Uint16Array(4))), Array.from(c.getRandomValues(b)),
+    c.randomFillSync(Buffer.alloc(6)).toString('hex'),
+    await new Promise((r) => c.randomBytes(3, (e, x) => r(x.toString('hex'))))];
+console.log(JSON.stringify(out));
+out"""
+PY_RANDOM = """import os, random, secrets, uuid
+out = [random.random(), random.randint(0, 10**9), random.Random().random(), os.urandom(8).hex(),
+       secrets.token_hex(8), secrets.randbelow(10**6), random.SystemRandom().random(),
+       str(uuid.uuid4()), random.choice("abcdefgh"), random.sample(range(100), 3)]
+print(out)
+out"""
+JS_CLOCK = """const t = [Date.now(), new Date().toISOString(), Date(), performance.now(), process.hrtime(),
+    String(process.hrtime.bigint())];
+await new Promise((r) => setTimeout(r, 15));
+t.push(Date.now() - t[0] >= 10, performance.now());
+console.log(JSON.stringify(t));
+t"""
+PY_CLOCK = """import asyncio, datetime, time
+t = [time.time(), time.time_ns(), time.monotonic(), time.monotonic_ns(), time.perf_counter(),
+     time.perf_counter_ns(), datetime.datetime.now().isoformat(), datetime.datetime.utcnow().isoformat(),
+     datetime.datetime.today().isoformat(), datetime.date.today().isoformat(), time.strftime("%H:%M:%S")]
+await asyncio.sleep(0.015)
+t += [time.monotonic() - t[2] >= 0.01]
+print(t)
+t"""
+
+
+def replay_run(runners, language, code, **fields):
+    done, msg, _ = run(runners, language, dict({"code": code}, **fields))
+    expect_ok(done, msg)
+    return json.loads(done)
+
+
+def check_seeded(runners, language, code):
+    """The same seed draws the same numbers twice, another seed others; the runs are
+    replayable, and a run without a seed is not."""
+    a1 = replay_run(runners, language, code, seed=SEED_A)
+    a2 = replay_run(runners, language, code, seed=SEED_A)
+    b = replay_run(runners, language, code, seed=SEED_B)
+    check(a1["result"] == a2["result"], "the same seed draws the same", f"{a1}\n{a2}")
+    # Each value differs but for a chance match of a small range (randomInt(5, 9), a choice).
+    same = [x for x, y in zip(a1["result"], b["result"]) if x == y]
+    check(len(same) <= 2 and a1["result"][0] != b["result"][0], "another seed draws otherwise",
+          f"{a1['result']}\n{b['result']}")
+    check(a1["replayable"] is True and "not_replayable" not in a1, "replayable", a1)
+    none = replay_run(runners, language, code)
+    check(none["replayable"] is False and "seed" in none["not_replayable"],
+          "not replayable without a seed", none)
+    check(none["result"] != a1["result"], "no seed: the system's randomness", none)
+
+
+def test_js_seeded_random(runners):
+    """Math.random, crypto's randomBytes/randomUUID/randomInt/getRandomValues/randomFillSync of
+    node:crypto (CommonJS and ESM) and globalThis.crypto: one stream per seed."""
+    check_seeded(runners, "javascript", JS_RANDOM)
+
+
+def test_python_seeded_random(runners):
+    """random (module functions, Random(), SystemRandom), os.urandom, secrets, uuid4: one
+    stream per seed. numpy's are checked in a VM (tests/integration replay_*): not on the
+    host."""
+    check_seeded(runners, "python", PY_RANDOM)
+
+
+def check_clock(runners, language, code, reads):
+    """Every clock read is logged; fed that log, the same program sees the same values while
+    its timers keep their real timing; a log too short is a replay_divergence."""
+    first = replay_run(runners, language, code, seed=SEED_A)
+    log = first["clock_log"]
+    check(len(log) >= reads and all(isinstance(v, int) and v >= 0 for v in log),
+          f"at least {reads} clock reads logged", first)
+    again = replay_run(runners, language, code, seed=SEED_A, clock_log=log)
+    check(again["result"] == first["result"], "the replay sees the recorded clock",
+          f"{first['result']}\n{again['result']}")
+    check(again["clock_log"] == log and again["replayable"] is True, "the same log again", again)
+    # A replay whose log is wrong in its values sees those values.
+    shifted = replay_run(runners, language, code, seed=SEED_A, clock_log=[v + 10**6 for v in log])
+    check(shifted["result"] != first["result"], "the replayed values are the log's", shifted)
+    done, msg, _ = run(runners, language, {"code": code, "seed": SEED_A, "clock_log": log[:3]})
+    expect_error(done, msg, "replay_divergence", type_="ReplayDivergence")
+    check("clock read 4 is past the end of the recorded log (3 reads)" in msg["error"]["message"],
+          "the divergence says where", done)
+    # Caught by the program, it is still the done's verdict.
+    catch = ("try {\n    Date.now();\n} catch (e) {}\n1" if language == "javascript"
+             else "try:\n    import time; time.time()\nexcept Exception:\n    pass\n1")
+    done, msg, _ = run(runners, language, {"code": catch, "seed": SEED_A, "clock_log": []})
+    expect_error(done, msg, "replay_divergence", type_="ReplayDivergence")
+
+
+def test_js_clock_replay(runners):
+    """Date.now, new Date(), Date(), performance.now, process.hrtime(.bigint) logged and
+    replayed; setTimeout keeps real time."""
+    check_clock(runners, "javascript", JS_CLOCK, 8)
+
+
+def test_python_clock_replay(runners):
+    """time.time/time_ns/monotonic(_ns)/perf_counter(_ns), datetime.now/utcnow/today,
+    date.today, strftime logged and replayed; asyncio.sleep keeps real time."""
+    check_clock(runners, "python", PY_CLOCK, 12)
+
+
+def check_not_replayable(runners, language, cases):
+    for code, why in cases:
+        msg = replay_run(runners, language, code, seed=SEED_A)
+        check(msg["replayable"] is False and why in msg.get("not_replayable", ""),
+              f"not replayable: {why}", f"{code}\n{msg}")
+    msg = replay_run(runners, language, "1", seed=SEED_A)
+    check(msg["replayable"] is True, "a plain program is replayable", msg)
+
+
+def test_js_not_replayable(runners):
+    """Worker threads, child processes and /dev/urandom through fs are detected."""
+    check_not_replayable(runners, "javascript", [
+        ("const { Worker } = require('worker_threads');\n"
+         "const w = new Worker('1', { eval: true });\n"
+         "await new Promise((r) => w.on('exit', r));\n1", "worker_threads.Worker"),
+        ("const { Worker } = await import('node:worker_threads');\n"
+         "const w = new Worker('1', { eval: true });\n"
+         "await new Promise((r) => w.on('exit', r));\n1", "worker_threads.Worker"),
+        ("require('child_process').execSync('true');\n1", "child_process.execSync"),
+        ("const cp = await import('node:child_process');\ncp.spawnSync('true');\n1",
+         "child_process.spawnSync"),
+        ("const fs = require('fs');\nfs.closeSync(fs.openSync('/dev/urandom'));\n1",
+         "opened /dev/urandom"),
+        ("const fsp = await import('node:fs/promises');\n"
+         "await (await fsp.open('/dev/random')).close();\n1", "opened /dev/random"),
+    ])
+
+
+def test_python_not_replayable(runners):
+    """Threads (threading, concurrent.futures), processes (os.fork, multiprocessing,
+    subprocess) and /dev/urandom through open() are detected."""
+    check_not_replayable(runners, "python", [
+        ("import threading\nt = threading.Thread(target=len, args=[()])\nt.start()\nt.join()\n1",
+         "a thread was started"),
+        ("import concurrent.futures as f\nwith f.ThreadPoolExecutor() as x:\n"
+         "    x.submit(len, ()).result()\n1", "a thread was started"),
+        ("import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\nos.waitpid(pid, 0)\n1",
+         "a process was forked"),
+        ("import multiprocessing as m\np = m.Process(target=len, args=[()])\np.start()\n"
+         "p.join()\n1", "a process was forked"),
+        ("import subprocess\nsubprocess.run(['true'])\n1", "a process was started (subprocess)"),
+        ("with open('/dev/urandom', 'rb') as f:\n    f.read(4)\n1", "opened /dev/urandom"),
+        ("import pathlib\npathlib.Path('/dev/random').open('rb').close()\n1",
+         "opened /dev/random"),
+    ])
+
+
+def test_clock_log_limit(runners):
+    """Past SBX_CLOCK_READS_MAX reads the log stops and the run is not replayable."""
+    for language, code in [("javascript", "for (let i = 0; i < 100005; i++) Date.now();\n1"),
+                           ("python", "import time\nfor _ in range(100005):\n    time.time()\n1")]:
+        msg = replay_run(runners, language, code, seed=SEED_A)
+        check(len(msg["clock_log"]) == 100000 and msg["replayable"] is False and
+              "too many clock reads" in msg["not_replayable"], f"{language}: the log's limit",
+              str(msg)[:500])
+
+
 TESTS = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("test_")}
 
 
