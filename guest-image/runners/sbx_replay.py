@@ -12,7 +12,11 @@ guest-image/runners/README.md, "Randomness and the clock"; docs/protocol.md, "Re
 - The clock: every read of the time (time.time & co., datetime.now/utcnow/today, date.today)
   goes through one function that logs the value it returns, in microseconds, or, in a replay,
   returns the logged values in order. The runner's own timing (asyncio's loop.time: timers keep
-  their real timing) reads the real clock.
+  their real timing) reads the real clock. datetime's classes are C types that cannot be
+  patched, nor replaced in the datetime module (C extensions such as pandas subclass them at
+  import and refuse a Python base): the program's own code gets a view of the module whose
+  `datetime` and `date` are subclasses that read the clock here (an import by __main__ only);
+  libraries see the real module, and their datetime.now() is not logged.
 - What cannot be made deterministic, detected where cheap: a thread or a process started, a
   read of /dev/urandom or /dev/random through open(). The first reason is kept; the done says
   replayable: false with it.
@@ -26,6 +30,7 @@ import random
 import sys
 import threading
 import time
+import types
 
 SEED_BYTES = 32  # SBX_SEED_BYTES
 # SBX_CLOCK_READS_MAX (host-agent/protocol/limits.h): past it the log stops, and the execution
@@ -293,7 +298,7 @@ def install():
     for name in ("localtime", "gmtime", "ctime"):
         setattr(time, name, _with_now(name))
     time.strftime = _strftime
-    datetime.datetime, datetime.date = FakeDatetime, FakeDate
+    builtins.__import__ = _import
     builtins.open = io.open = _open
     os.open = _os_open
     threading.Thread.start = _thread_start
@@ -305,6 +310,27 @@ def install():
     # asyncio's loop times its timers with time.monotonic: the real one, never logged.
     import asyncio.base_events
     asyncio.base_events.BaseEventLoop.time = lambda self: _real["monotonic_ns"]() / 1e9
+
+
+class _DatetimeView(types.ModuleType):
+    """The datetime module as the program's code sees it: the real one, but for datetime and
+    date (see the module's comment)."""
+
+    def __getattr__(self, name):
+        return getattr(datetime, name)
+
+
+_datetime_view = _DatetimeView("datetime")
+_datetime_view.datetime, _datetime_view.date = FakeDatetime, FakeDate
+_real_import = builtins.__import__
+
+
+def _import(name, globals=None, locals=None, fromlist=(), level=0):
+    module = _real_import(name, globals, locals, fromlist, level)
+    if name == "datetime" and level == 0 and globals is not None and \
+            globals.get("__name__") == "__main__":
+        return _datetime_view
+    return module
 
 
 def _child(real):

@@ -17,6 +17,7 @@
 #include "cli/program.h"
 #include "cli/prompt.h"
 #include "cli/run-files.h"
+#include "cli/run-replay.h"
 #include "cli/serve-client.h"
 #include "exec/exec.h"
 #include "exec/outcome.h"
@@ -53,6 +54,11 @@ typedef struct {
     gboolean no_serve;
     char **puts;     /* --put LOCAL[=REMOTE], repeated */
     char *files_out; /* --files-out DIR */
+    char *seed_opt;  /* --seed HEX, as given */
+    char *clock_log_path;            /* --clock-log FILE */
+    guint8 seed[SBX_SEED_BYTES];     /* --seed, parsed */
+    guint64 *clock_log;              /* --clock-log's reads, or NULL */
+    gsize n_clock_log;
     /* inputs */
     char *file;
     char *code;
@@ -228,6 +234,12 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
          "LOCAL[=REMOTE]"},
         {"files-out", 0, 0, G_OPTION_ARG_FILENAME, &ctx->files_out,
          "Write the files the program created or changed under DIR", "DIR"},
+        {"seed", 0, 0, G_OPTION_ARG_STRING, &ctx->seed_opt,
+         "Seed the program's random generators with this (a record's seed) instead of a fresh "
+         "one",
+         "HEX"},
+        {"clock-log", 0, 0, G_OPTION_ARG_FILENAME, &ctx->clock_log_path,
+         "Replay these clock reads (a record's clock_log, a JSON array) to the program", "FILE"},
         {"json", 0, 0, G_OPTION_ARG_NONE, &ctx->json, "Print one JSON object at the end", NULL},
         {"debug", 0, 0, G_OPTION_ARG_NONE, &ctx->debug, "Show the guest console and timings", NULL},
         {"cold", 0, 0, G_OPTION_ARG_NONE, &ctx->cold,
@@ -250,6 +262,13 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
         return FALSE;
     }
     ctx->file = g_strdup(argv[1]);
+    if (ctx->seed_opt != NULL && !sbx_cli_seed_parse(ctx->seed_opt, ctx->seed, error)) {
+        return FALSE;
+    }
+    if (ctx->clock_log_path != NULL &&
+        !sbx_cli_clock_log_read(ctx->clock_log_path, &ctx->clock_log, &ctx->n_clock_log, error)) {
+        return FALSE;
+    }
     return sbx_cli_parse_timeout(ctx->timeout_opt, &ctx->timeout_ms, error) &&
            sbx_cli_parse_output_limit(ctx->output_limit_opt, &ctx->output_limit, error) &&
            pick_language(ctx, error) &&
@@ -308,7 +327,8 @@ static SbxSnapshot *ensure_snapshot(RunCtx *ctx, GError **error)
  * Send the run to `sandbox serve`'s warm pool if one answers (docs/pool.md). Not with --cold
  * (the pool holds restored VMs) nor --debug (the guest console is the server's), nor with
  * files (--put, --files-out): the socket's messages do not carry them (a server's VM takes
- * files through a session: `sandbox session put/get`).
+ * files through a session: `sandbox session put/get`), nor with a replay's inputs (--seed,
+ * --clock-log), which they do not carry either.
  */
 static gboolean try_serve(RunCtx *ctx)
 {
@@ -327,6 +347,7 @@ static gboolean try_serve(RunCtx *ctx)
     };
 
     return !ctx->cold && !ctx->debug && !ctx->no_serve && !with_files(ctx) &&
+           ctx->seed_opt == NULL && ctx->clock_log == NULL &&
            sbx_serve_client_try(ctx->cli, &req);
 }
 
@@ -417,6 +438,9 @@ static int run_start(SbxCli *cli, int argc, char **argv)
         .files = ctx->files,
         .n_files = ctx->n_files,
         .with_files = with_files(ctx),
+        .seed = ctx->seed_opt != NULL ? ctx->seed : NULL,
+        .clock_log = ctx->clock_log,
+        .n_clock_log = ctx->n_clock_log,
     };
     SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
     ctx->exec = sbx_exec_new(&req, g_steal_pointer(&tools), src, &sink, ctx);
@@ -461,6 +485,9 @@ static void run_cleanup(SbxCli *cli)
     sbx_cli_files_free(ctx->files, ctx->n_files);
     g_strfreev(ctx->puts);
     g_free(ctx->files_out);
+    g_free(ctx->seed_opt);
+    g_free(ctx->clock_log_path);
+    g_free(ctx->clock_log);
     g_free(ctx);
     run_ctx = NULL;
 }

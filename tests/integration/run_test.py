@@ -520,6 +520,89 @@ def test_numpy_random_differs(sbx):
     check(a["result"][2] != b["result"][2], "so does random's", f"{a['result']} {b['result']}")
 
 
+# ---- replay: the seed and the clock (docs/protocol.md, "Replay") ----------------------------
+
+REPLAY_PROGRAMS = {
+    "javascript": """const c = require('node:crypto');
+const t0 = performance.now();
+await new Promise((r) => setTimeout(r, 20));
+const v = [Math.random(), c.randomUUID(), crypto.randomUUID(), c.randomBytes(8).toString('hex'),
+    Date.now(), new Date().toISOString(), performance.now() - t0, String(process.hrtime.bigint())];
+console.log(JSON.stringify(v));
+v""",
+    "python": """import datetime, os, random, secrets, time, uuid
+import numpy as np
+t0 = time.perf_counter()
+time.sleep(0.02)
+v = [random.random(), os.urandom(8).hex(), str(uuid.uuid4()), secrets.token_hex(4),
+     float(np.random.rand()), int(np.random.default_rng().integers(1 << 40)),
+     time.time(), datetime.datetime.now().isoformat(), time.perf_counter() - t0,
+     time.monotonic_ns()]
+print(v)
+v""",
+}
+
+
+def records_show(sbx, env, rid):
+    p = subprocess.run([sbx.binary, "records", "show", rid, "--json"], capture_output=True,
+                       env=dict(os.environ, **env), timeout=60)
+    check(p.returncode == 0, f"records show {rid}", p.stderr.decode(errors="replace"))
+    return json.loads(p.stdout)
+
+
+def replay_language(sbx, language):
+    """A program's randomness (every kind, numpy's too) and clock reads, run through the
+    execution core twice with the recorded seed and clock log: the same output and result. The
+    record keeps the seed, the clock log and the verdict; a fresh run draws otherwise."""
+    state = tempfile.mkdtemp(prefix="sbx-replay-state-")
+    env = {"SANDBOX_STATE_DIR": state}
+    try:
+        code = REPLAY_PROGRAMS[language]
+        first = sbx.run(code, language, env_extra=env)
+        expect_ok(first)
+        rec = records_show(sbx, env, first["id"])
+        check(len(rec.get("seed") or "") == 64 and isinstance(rec.get("clock_log"), list) and
+              len(rec["clock_log"]) >= 4 and rec.get("replayable") is True and
+              rec.get("not_replayable") is None, "the record keeps the seed, the clock log and "
+              "the verdict", json.dumps(rec)[:3000])
+        log_path = os.path.join(state, "clock.json")
+        with open(log_path, "w") as f:
+            json.dump(rec["clock_log"], f)
+        again = sbx.run(code, language, "--seed", rec["seed"], "--clock-log", log_path,
+                        env_extra=env)
+        expect_ok(again)
+        check(again["stdout"] == first["stdout"] and again["result"] == first["result"],
+              "the same seed and clock log: the same output and result",
+              f"{first['stdout']}\n{again['stdout']}")
+        rec2 = records_show(sbx, env, again["id"])
+        check(rec2.get("seed") == rec["seed"] and rec2.get("clock_log") == rec["clock_log"] and
+              rec2.get("replayable") is True, "the replay's record: the same seed and log",
+              json.dumps(rec2)[:3000])
+        fresh = sbx.run(code, language, env_extra=env)
+        expect_ok(fresh)
+        check(fresh["result"][0] != first["result"][0] and
+              fresh["result"][1] != first["result"][1], "a fresh seed draws otherwise",
+              f"{first['result']}\n{fresh['result']}")
+        short = os.path.join(state, "short.json")
+        with open(short, "w") as f:
+            json.dump(rec["clock_log"][:1], f)
+        diverged = sbx.run(code, language, "--seed", rec["seed"], "--clock-log", short,
+                           env_extra=env)
+        check(diverged["status"] == "error" and
+              (diverged.get("error") or {}).get("code") == "replay_divergence",
+              "a clock log too short is a divergence", json.dumps(diverged)[:3000])
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def test_replay_js(sbx):
+    replay_language(sbx, "javascript")
+
+
+def test_replay_python(sbx):
+    replay_language(sbx, "python")
+
+
 # ---- exact JSON values (docs/protocol.md, "Numbers") -------------------------------------------
 
 ECHO = os.path.join(HERE, "echo")
