@@ -75,8 +75,8 @@ gboolean sbx_cli_clock_log_read(const char *path, guint64 **ret, gsize *ret_n, G
     cJSON *v = len <= SBX_CLI_CLOCK_LOG_FILE_MAX
                    ? sbx_json_parse(text, len, SBX_JSON_DEPTH_MAX, NULL)
                    : NULL;
-    gboolean ok = v != NULL && cJSON_IsArray(v) &&
-                  cJSON_GetArraySize(v) <= SBX_CLOCK_READS_MAX && reads_of(v, ret, ret_n);
+    gboolean ok = v != NULL && cJSON_IsArray(v) && cJSON_GetArraySize(v) <= SBX_CLOCK_READS_MAX &&
+                  reads_of(v, ret, ret_n);
     cJSON_Delete(v);
     if (!ok) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,

@@ -52,12 +52,12 @@ typedef struct {
     gboolean debug;
     gboolean cold;
     gboolean no_serve;
-    char **puts;     /* --put LOCAL[=REMOTE], repeated */
-    char *files_out; /* --files-out DIR */
-    char *seed_opt;  /* --seed HEX, as given */
-    char *clock_log_path;            /* --clock-log FILE */
-    guint8 seed[SBX_SEED_BYTES];     /* --seed, parsed */
-    guint64 *clock_log;              /* --clock-log's reads, or NULL */
+    char **puts;                 /* --put LOCAL[=REMOTE], repeated */
+    char *files_out;             /* --files-out DIR */
+    char *seed_opt;              /* --seed HEX, as given */
+    char *clock_log_path;        /* --clock-log FILE */
+    guint8 seed[SBX_SEED_BYTES]; /* --seed, parsed */
+    guint64 *clock_log;          /* --clock-log's reads, or NULL */
     gsize n_clock_log;
     /* inputs */
     char *file;
@@ -347,8 +347,7 @@ static gboolean try_serve(RunCtx *ctx)
     };
 
     return !ctx->cold && !ctx->debug && !ctx->no_serve && !with_files(ctx) &&
-           ctx->seed_opt == NULL && ctx->clock_log == NULL &&
-           sbx_serve_client_try(ctx->cli, &req);
+           ctx->seed_opt == NULL && ctx->clock_log == NULL && sbx_serve_client_try(ctx->cli, &req);
 }
 
 /*

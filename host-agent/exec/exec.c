@@ -35,8 +35,8 @@ struct SbxExec {
     gboolean keep;
     SbxExecFiles *files; /* with_files; else NULL */
     guint8 seed[SBX_SEED_BYTES];
-    gboolean has_seed;   /* a replay's seed: else the session makes a fresh one */
-    guint64 *clock_log;  /* a replay's clock log, or NULL */
+    gboolean has_seed;  /* a replay's seed: else the session makes a fresh one */
+    guint64 *clock_log; /* a replay's clock log, or NULL */
     gsize n_clock_log;
     /* where events go */
     const SbxExecSink *sink;

@@ -63,13 +63,13 @@ typedef enum {
 typedef enum {
     SBX_ERR_TIMEOUT,
     SBX_ERR_MEMORY_LIMIT,
-    SBX_ERR_VALIDATION,    /* "validation_error" */
-    SBX_ERR_TOOL,          /* "tool_error" */
-    SBX_ERR_POLICY_DENIED, /* "policy_denied" */
-    SBX_ERR_RUNTIME,       /* "runtime_error" */
-    SBX_ERR_SERIALIZATION, /* "serialization_error" */
-    SBX_ERR_INTERNAL,      /* "internal_error" */
-    SBX_ERR_PROTOCOL,      /* "protocol_error" */
+    SBX_ERR_VALIDATION,        /* "validation_error" */
+    SBX_ERR_TOOL,              /* "tool_error" */
+    SBX_ERR_POLICY_DENIED,     /* "policy_denied" */
+    SBX_ERR_RUNTIME,           /* "runtime_error" */
+    SBX_ERR_SERIALIZATION,     /* "serialization_error" */
+    SBX_ERR_INTERNAL,          /* "internal_error" */
+    SBX_ERR_PROTOCOL,          /* "protocol_error" */
     SBX_ERR_REPLAY_DIVERGENCE, /* "replay_divergence": a replay read past its recorded log */
     SBX_ERR__COUNT
 } SbxErrorCode;

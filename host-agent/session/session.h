@@ -264,8 +264,8 @@ gboolean sbx_session_new_execution_id(char out[SBX_SESSION_EXECUTION_ID_SIZE], G
  */
 typedef struct {
     guint8 entropy[SBX_SESSION_ENTROPY_BYTES];
-    gsize entropy_len; /* 0: nothing was sent yet */
-    gint64 time_us;    /* the wall clock sent (unix us) */
+    gsize entropy_len;           /* 0: nothing was sent yet */
+    gint64 time_us;              /* the wall clock sent (unix us) */
     guint8 seed[SBX_SEED_BYTES]; /* the execute's seed of the runners' generators */
     gboolean has_seed;           /* FALSE: no execute was sent yet */
 } SbxSessionGiven;

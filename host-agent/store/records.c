@@ -25,13 +25,12 @@ void sbx_record_free(SbxRecord *r)
     if (r == NULL) {
         return;
     }
-    char **strings[] = {&r->id,          &r->tenant_id,    &r->front_end,   &r->language,
-                        &r->code,        &r->code_sha256,  &r->entry,       &r->args_json,
-                        &r->profile,     &r->snapshot_key, &r->image_id,    &r->status,
-                        &r->result_json, &r->error_json,   &r->stdout_data, &r->stderr_data,
-                        &r->entropy_hex, &r->catalog,      &r->session_id,  &r->kwargs_json,
-                        &r->files_json,  &r->seed_hex,     &r->clock_log_json,
-                        &r->not_replayable};
+    char **strings[] = {&r->id,          &r->tenant_id,    &r->front_end,      &r->language,
+                        &r->code,        &r->code_sha256,  &r->entry,          &r->args_json,
+                        &r->profile,     &r->snapshot_key, &r->image_id,       &r->status,
+                        &r->result_json, &r->error_json,   &r->stdout_data,    &r->stderr_data,
+                        &r->entropy_hex, &r->catalog,      &r->session_id,     &r->kwargs_json,
+                        &r->files_json,  &r->seed_hex,     &r->clock_log_json, &r->not_replayable};
     for (gsize i = 0; i < G_N_ELEMENTS(strings); i++) {
         g_free(*strings[i]);
     }

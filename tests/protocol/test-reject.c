@@ -242,8 +242,9 @@ static void test_integer_forms(void **state)
 static void test_replay_members(void **state)
 {
 #define X "{\"type\":\"execute\",\"id\":\"e\",\"language\":\"python\",\"code\":\"\",\"tools\":[],"
-#define D "{\"type\":\"done\",\"id\":\"e\",\"status\":\"ok\",\"exit_code\":0,\"duration_ms\":0," \
-          "\"output_truncated\":false,"
+#define D                                                                                          \
+    "{\"type\":\"done\",\"id\":\"e\",\"status\":\"ok\",\"exit_code\":0,\"duration_ms\":0,"         \
+    "\"output_truncated\":false,"
     SbxMsg m;
     char *big;
     size_t n = 0;

@@ -282,9 +282,9 @@ static void test_migrate_from_4(void **state)
     assert_non_null(strstr(json, "\"clock_log\":[1800000000000123,5,9007199254740991],"
                                  "\"replayable\":true,\"not_replayable\":null"));
     g_autoptr(SbxRecord) not = get_ok(s, NULL, "new-5-not");
-    assert_true(not->has_replayable);
-    assert_false(not->replayable);
-    assert_string_equal(not->not_replayable, n.not_replayable);
+    assert_true(not ->has_replayable);
+    assert_false(not ->replayable);
+    assert_string_equal(not ->not_replayable, n.not_replayable);
     /* JSON or nothing: a clock log that is not JSON is refused at the finish */
     SbxRecord bad = store_fixture_record("bad-5", NULL, 4000);
     begin_ok(s, &bad);
