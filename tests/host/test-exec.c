@@ -500,6 +500,16 @@ static void test_record_streamed(void **state)
     assert_int_equal(strlen(r->entropy_hex), 128);
     assert_string_equal(r->entropy_hex, entropy);
     assert_int_equal(r->guest_clock_ms, hello->time_us / 1000);
+    /* The execute's seed, fresh (the request had none); the fake guest's done reported no
+     * clock log: not replayable, and the record says why (docs/service.md, "Records"). */
+    const SbxExecute *x = &run->src.guest->execute.execute;
+    assert_non_null(x->seed);
+    g_autofree char *seed = hex_of(x->seed, SBX_SEED_BYTES);
+    assert_string_equal(r->seed_hex, seed);
+    assert_null(r->clock_log_json);
+    assert_true(r->has_replayable);
+    assert_false(r->replayable);
+    assert_non_null(strstr(r->not_replayable, "no clock log"));
     g_autofree char *rep = report(run);
     g_autofree char *id_member =
         g_strdup_printf(",\"extra\":1,\"id\":\"%s\",\"status\"", sbx_exec_id(run->exec));
@@ -635,6 +645,58 @@ static void test_record_tool_call(void **state)
     g_rmdir(dir);
 }
 
+/* A runner's done with the replay members: a clock log, replayable. */
+static void guest_replayable(FakeGuest *g)
+{
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
+        return;
+    }
+    g_autofree char *json = g_strdup_printf(
+        "{\"type\":\"done\",\"id\":\"%s\",\"status\":\"ok\",\"exit_code\":0,"
+        "\"duration_ms\":1,\"output_truncated\":false,\"clock_log\":[5,1800000000000123],"
+        "\"replayable\":true}",
+        g->execute.execute.id);
+    fake_guest_send_json(g, json);
+}
+
+/*
+ * A replay's inputs through the core (SbxExecRequest.seed, .clock_log): the execute carries
+ * them, and the record keeps the seed, the guest's clock log and its verdict.
+ */
+static void test_record_replay_inputs(void **state)
+{
+    (void)state;
+    TmpStore *t = tmp_store_new();
+    guint8 seed[SBX_SEED_BYTES];
+    guint64 reads[] = {5, 1800000000000123};
+
+    memset(seed, 0xab, sizeof(seed));
+    SbxExecRequest req = {.language = SBX_LANG_PYTHON,
+                          .code = "1",
+                          .timeout_ms = 10000,
+                          .seed = seed,
+                          .clock_log = reads,
+                          .n_clock_log = 2};
+    Run *run = run_new(guest_replayable, NULL, &req);
+    sbx_exec_set_record(run->exec, t->store, &record_info);
+    sbx_exec_start(run->exec);
+    run_wait_done(run, 10000);
+    fake_guest_join(run->src.guest);
+    const SbxExecute *x = &run->src.guest->execute.execute;
+    assert_memory_equal(x->seed, seed, SBX_SEED_BYTES);
+    assert_int_equal(x->n_clock_log, 2);
+    assert_true(x->clock_log[0] == 5 && x->clock_log[1] == 1800000000000123ull);
+    g_autoptr(SbxRecord) r = record_of(t, run, NULL, NULL);
+    assert_string_equal(r->status, "ok");
+    g_autofree char *hex = hex_of(seed, sizeof(seed));
+    assert_string_equal(r->seed_hex, hex);
+    assert_string_equal(r->clock_log_json, "[5,1800000000000123]");
+    assert_true(r->has_replayable && r->replayable);
+    assert_null(r->not_replayable);
+    run_free(run);
+    tmp_store_free(t);
+}
+
 /* A failure before the execute: crash, the failure as the error, no entropy (nothing sent). */
 static void test_record_failure(void **state)
 {
@@ -651,6 +713,9 @@ static void test_record_failure(void **state)
     assert_non_null(strstr(r->error_json, "cannot start the VM: no QEMU here"));
     assert_null(r->entropy_hex);
     assert_int_equal(r->stdout_len, 0);
+    assert_null(r->seed_hex);
+    assert_true(r->has_replayable && !r->replayable);
+    assert_string_equal(r->not_replayable, "the execution did not run");
     run_free(run);
     tmp_store_free(t);
 }
@@ -1425,6 +1490,7 @@ int main(void)
         cmocka_unit_test(test_record_over_cap),
         cmocka_unit_test(test_record_tool_call),
         cmocka_unit_test(test_record_failure),
+        cmocka_unit_test(test_record_replay_inputs),
         cmocka_unit_test(test_record_aborts),
         cmocka_unit_test(test_record_store_fails),
         cmocka_unit_test(test_files_in_out),
