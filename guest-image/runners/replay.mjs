@@ -132,7 +132,11 @@ function reseedMathRandom() {
 
 // ---- crypto -------------------------------------------------------------------------------
 
+// node's own bound on a size or offset of randomBytes/randomFill (kMaxLength of a buffer's
+// int32 length): the same arguments fail the same way.
 const SIZE_MAX = 2 ** 31 - 1;
+// Web Crypto's quota for one getRandomValues (bytes): refused above it, as the built-in does.
+const GET_RANDOM_VALUES_MAX = 65536;
 
 function checkSize(size, name) {
     if (typeof size !== 'number' || !Number.isInteger(size) || size < 0 || size > SIZE_MAX)
@@ -218,7 +222,7 @@ function getRandomValues(array) {
         !(array instanceof Buffer))
         throw new DOMException('The data argument must be an integer-type TypedArray',
             'TypeMismatchError');
-    if (array.byteLength > 65536)
+    if (array.byteLength > GET_RANDOM_VALUES_MAX)
         throw new DOMException(`The ArrayBufferView's byte length (${array.byteLength}) exceeds ` +
             'the number of bytes of entropy available via this API (65536)',
         'QuotaExceededError');
