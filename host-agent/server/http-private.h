@@ -3,7 +3,9 @@
  * authentication, quotas and error answers; http-exec.c the executions (their state, events,
  * waiters, listings); http-object.c their JSON object; http-stored.c the ones read back from
  * the store (forgotten, or from before a restart); http-approvals.c the approvals of a
- * tenant's executions; http-request.c the creation body's decoder.
+ * tenant's executions; http-request.c the creation body's decoder; http-mcp.c `/mcp` (MCP over
+ * streamable HTTP, its calls in http-mcp-calls.c, its catalogs' listings in
+ * http-mcp-listing.c, what those share in http-mcp-private.h).
  */
 #pragma once
 
