@@ -13,7 +13,6 @@
 #include "cli/cli.h"
 #include "cli/out.h"
 #include "cli/store-open.h"
-#include "exec/exec.h"
 #include "replay/replay.h"
 #include "tools.h"
 
@@ -33,10 +32,8 @@ typedef struct {
     char *db;
     char *id;
     /* running */
-    SbxReplay *replay;
     SbxReplayMachine machine;
-    SbxExec *exec;
-    gint64 started_us;
+    SbxReplayRun *run;
     SbxOut *out;
 } ReplayCtx;
 
@@ -60,10 +57,11 @@ static int cannot(ReplayCtx *ctx, const char *verdict, const char *why)
 
 static void print_verdict(ReplayCtx *ctx, const GPtrArray *diffs)
 {
-    gint64 ms = (g_get_monotonic_time() - ctx->started_us) / 1000;
+    const SbxReplay *target = sbx_replay_run_target(ctx->run);
+    gint64 ms = sbx_replay_run_duration_ms(ctx->run);
 
     if (ctx->json) {
-        g_autofree char *json = sbx_replay_verdict_json(ctx->replay, diffs, ctx->live, ms);
+        g_autofree char *json = sbx_replay_verdict_json(target, diffs, ctx->live, ms);
         sbx_out_json(ctx->out, SBX_STREAM_STDOUT, json, strlen(json));
         sbx_out_text(ctx->out, SBX_STREAM_STDOUT, "\n");
         return;
@@ -77,7 +75,7 @@ static void print_verdict(ReplayCtx *ctx, const GPtrArray *diffs)
     sbx_out_text(ctx->out, SBX_STREAM_STDOUT, s->str);
 }
 
-static void on_done(gpointer data, SbxExec *exec)
+static void on_done(SbxReplayRun *run, gpointer data)
 {
     ReplayCtx *ctx = data;
 
@@ -85,14 +83,11 @@ static void on_done(gpointer data, SbxExec *exec)
         sbx_cli_quit(ctx->cli, SBX_EXIT_SIGNAL_BASE + ctx->cli->signal);
         return;
     }
-    if (sbx_exec_result(exec) == NULL && sbx_exec_failure_status(exec) == SBX_STATUS_CRASH) {
-        /* the sandbox failed before the program ran: nothing to compare */
-        g_autofree char *why =
-            g_strdup_printf("the replay could not run: %s", sbx_exec_failure(exec));
-        sbx_cli_quit(ctx->cli, cannot(ctx, "cannot_replay", why));
+    if (sbx_replay_run_failure(run) != NULL) {
+        sbx_cli_quit(ctx->cli, cannot(ctx, "cannot_replay", sbx_replay_run_failure(run)));
         return;
     }
-    g_autoptr(GPtrArray) diffs = sbx_replay_compare(ctx->replay, exec);
+    const GPtrArray *diffs = sbx_replay_run_diffs(run);
     print_verdict(ctx, diffs);
     sbx_cli_quit(ctx->cli, diffs->len == 0 ? REPLAY_EXIT_IDENTICAL : REPLAY_EXIT_DIVERGED);
 }
@@ -100,9 +95,10 @@ static void on_done(gpointer data, SbxExec *exec)
 static void on_signal(SbxCli *cli, gpointer data)
 {
     ReplayCtx *ctx = data;
-    (void)cli;
+    g_autofree char *why =
+        g_strdup_printf("interrupted by %s", cli->signal == SIGINT ? "SIGINT" : "SIGTERM");
 
-    sbx_exec_abort(ctx->exec, SBX_STATUS_TERMINATED, "interrupted");
+    sbx_replay_run_abort(ctx->run, why);
 }
 
 static gboolean parse_options(ReplayCtx *ctx, int argc, char **argv, GError **error)
@@ -142,25 +138,21 @@ static gboolean parse_options(ReplayCtx *ctx, int argc, char **argv, GError **er
     return TRUE;
 }
 
-/* The tools: the record's answers, or with --live the catalog's providers. */
-static SbxTools *replay_tools(ReplayCtx *ctx, GError **error)
+/* --live: each execution's tools are the catalog's providers, called again. */
+static SbxTools *live_tools(SbxReplay *replay, gpointer data, GError **error)
 {
-    SbxTools *live = NULL;
+    ReplayCtx *ctx = data;
+    SbxCatalog *catalog = ctx->tools_path != NULL ? sbx_catalog_load(ctx->tools_path, error)
+                                                  : sbx_catalog_new_empty();
+    SbxTools *live = catalog != NULL ? sbx_tools_new(catalog, error) : NULL;
 
-    if (ctx->live) {
-        SbxCatalog *catalog = ctx->tools_path != NULL ? sbx_catalog_load(ctx->tools_path, error)
-                                                      : sbx_catalog_new_empty();
-        live = catalog != NULL ? sbx_tools_new(catalog, error) : NULL;
-        if (live == NULL) {
-            return NULL;
-        }
-    }
-    return sbx_replay_tools(ctx->replay, live, error);
+    return live != NULL ? sbx_replay_tools(replay, live, error) : NULL;
 }
 
 static int replay_start(SbxCli *cli, int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) chain = NULL;
     ReplayCtx *ctx = replay_ctx = g_new0(ReplayCtx, 1);
 
     ctx->cli = cli;
@@ -172,32 +164,21 @@ static int replay_start(SbxCli *cli, int argc, char **argv)
     if (store == NULL) {
         return REPLAY_EXIT_CANNOT;
     }
-    ctx->replay = sbx_replay_load(store, NULL, ctx->id, &error);
-    if (ctx->replay == NULL) {
+    if (!sbx_replay_load_chain(store, NULL, ctx->id, &chain, &error)) {
         gboolean not_replayable =
             g_error_matches(error, SBX_REPLAY_ERROR, SBX_REPLAY_ERROR_NOT_REPLAYABLE);
         return cannot(ctx, not_replayable ? "not_replayable" : "cannot_replay", error->message);
     }
-    if (!sbx_replay_machine(ctx->replay, NULL, NULL, NULL, &ctx->machine, &error)) {
+    const SbxReplay *target = g_ptr_array_index(chain, chain->len - 1);
+    if (!sbx_replay_machine(target, NULL, NULL, NULL, &ctx->machine, &error)) {
         return cannot(ctx, "cannot_replay", error->message);
     }
-    g_autoptr(SbxTools) tools = replay_tools(ctx, &error);
-    if (tools == NULL) {
-        fprintf(stderr, VERB ": %s\n", error->message);
-        return ctx->live ? SBX_EXIT_USAGE : cannot(ctx, "cannot_replay", error->message);
-    }
-    static const SbxExecSink sink = {.done = on_done};
-    SbxExecRequest req;
-    SbxVmOptions opts = {0};
-    sbx_replay_request(ctx->replay, &req);
     ctx->out = sbx_out_new();
-    SbxExecSource *src = sbx_exec_source_new_vm(ctx->machine.profile, ctx->machine.image,
-                                                ctx->machine.snapshot, &opts);
-    ctx->exec = sbx_exec_new(&req, g_steal_pointer(&tools), src, &sink, ctx);
+    ctx->run = sbx_replay_run_new(g_steal_pointer(&chain), &ctx->machine,
+                                  ctx->live ? live_tools : NULL, ctx);
     cli->on_signal = on_signal;
     cli->data = ctx;
-    ctx->started_us = g_get_monotonic_time();
-    sbx_exec_start(ctx->exec);
+    sbx_replay_run_start(ctx->run, on_done, ctx);
     return -1;
 }
 
@@ -209,9 +190,8 @@ static void replay_cleanup(SbxCli *cli)
     if (ctx == NULL) {
         return;
     }
-    sbx_exec_free(ctx->exec); /* its VM killed and reaped */
+    sbx_replay_run_free(ctx->run); /* its VM killed and reaped */
     sbx_replay_machine_clear(&ctx->machine);
-    sbx_replay_free(ctx->replay);
     sbx_out_free(ctx->out); /* last: what is queued is written first (bounded) */
     g_free(ctx->tools_path);
     g_free(ctx->db);

@@ -197,6 +197,9 @@ static const char *host_not_replayable(const SbxExecRecordInput *in)
             return "a tool result larger than the record keeps";
         }
     }
+    if (in->info->not_replayable != NULL) {
+        return in->info->not_replayable;
+    }
     if (in->files_in) {
         return "files were put into the workspace (a record keeps their names and digests, not "
                "their contents)";

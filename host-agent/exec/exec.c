@@ -544,6 +544,7 @@ void sbx_exec_set_record(SbxExec *exec, SbxStore *store, const SbxExecRecordInfo
     exec->info.catalog = g_strdup(info->catalog);
     exec->info.session_id = g_strdup(info->session_id);
     exec->info.created_at_ms = info->created_at_ms;
+    exec->info.not_replayable = g_strdup(info->not_replayable);
     if (!exec->collect_output) {
         for (int i = 0; i < SBX_STREAM__COUNT; i++) {
             exec->kept[i] = g_byte_array_new();
@@ -730,6 +731,7 @@ void sbx_exec_free(SbxExec *exec)
     g_free((char *)exec->info.image_id);
     g_free((char *)exec->info.catalog);
     g_free((char *)exec->info.session_id);
+    g_free((char *)exec->info.not_replayable);
     for (int i = 0; i < SBX_STREAM__COUNT; i++) {
         if (exec->kept[i] != NULL) {
             g_byte_array_unref(exec->kept[i]);

@@ -79,9 +79,10 @@ typedef struct {
     const char *profile;      /* the machine profile's name */
     const char *snapshot_key; /* NULL: a cold boot */
     const char *image_id;
-    const char *catalog;    /* the tool catalog an API request named, or NULL */
-    const char *session_id; /* the session it runs in (store/sessions.h), or NULL: none */
-    gint64 created_at_ms;   /* when the front end took the request (unix ms); 0: at the start */
+    const char *catalog;        /* the tool catalog an API request named, or NULL */
+    const char *session_id;     /* the session it runs in (store/sessions.h), or NULL: none */
+    gint64 created_at_ms;       /* when the front end took the request (unix ms); 0: at the start */
+    const char *not_replayable; /* the front end's reason a replay cannot redo it, or NULL */
 } SbxExecRecordInfo;
 
 /**

@@ -146,6 +146,61 @@ SbxReplay *sbx_replay_load(SbxStore *store, const char *tenant_id, const char *i
     return sbx_replay_new(rec, calls, error);
 }
 
+/* The executions of session @session_id before record @target, oldest first, into @chain. */
+static gboolean load_session_before(SbxStore *store, const char *tenant_id, const SbxRecord *target,
+                                    GPtrArray *chain, GError **error)
+{
+    g_autoptr(GPtrArray) list = NULL;
+    SbxRecordFilter f = {
+        .tenant_id = tenant_id,
+        .session_id = target->session_id,
+        .limit = SBX_RECORDS_LIST_MAX,
+        .oldest_first = TRUE,
+    };
+
+    if (!sbx_records_list(store, &f, &list, error)) {
+        return FALSE;
+    }
+    for (guint i = 0; i < list->len; i++) {
+        const SbxRecord *r = g_ptr_array_index(list, i);
+        if (strcmp(r->id, target->id) == 0) {
+            return TRUE;
+        }
+        g_autoptr(GError) local = NULL;
+        SbxReplay *before = sbx_replay_load(store, tenant_id, r->id, &local);
+        if (before == NULL) {
+            g_set_error(error, SBX_REPLAY_ERROR, SBX_REPLAY_ERROR_NOT_REPLAYABLE,
+                        "record %s is not replayable: execution %u of its session is not: %s",
+                        target->id, i + 1, local->message);
+            return FALSE;
+        }
+        g_ptr_array_add(chain, before);
+    }
+    g_set_error(error, SBX_REPLAY_ERROR, SBX_REPLAY_ERROR_NOT_REPLAYABLE,
+                "record %s is not replayable: more than %d executions of its session before it",
+                target->id, SBX_RECORDS_LIST_MAX - 1);
+    return FALSE;
+}
+
+gboolean sbx_replay_load_chain(SbxStore *store, const char *tenant_id, const char *id,
+                               GPtrArray **ret_chain, GError **error)
+{
+    g_autoptr(GPtrArray) chain = g_ptr_array_new_with_free_func((GDestroyNotify)sbx_replay_free);
+    SbxReplay *target = sbx_replay_load(store, tenant_id, id, error);
+
+    if (target == NULL) {
+        return FALSE;
+    }
+    if (target->record->session_id != NULL &&
+        !load_session_before(store, tenant_id, target->record, chain, error)) {
+        sbx_replay_free(target);
+        return FALSE;
+    }
+    g_ptr_array_add(chain, target);
+    *ret_chain = g_steal_pointer(&chain);
+    return TRUE;
+}
+
 void sbx_replay_request(const SbxReplay *r, SbxExecRequest *req)
 {
     const SbxRecord *rec = r->record;

@@ -36,6 +36,14 @@ SbxReplay *sbx_replay_new(SbxRecord *record, GPtrArray *calls, GError **error);
 /** The replay of record @id of @store (@tenant_id: only that tenant's; NULL: any). */
 SbxReplay *sbx_replay_load(SbxStore *store, const char *tenant_id, const char *id, GError **error);
 
+/**
+ * The replays record @id needs (SbxReplay*, *@ret_chain): its own, after those of the
+ * executions of its session before it, oldest first (their runners' state is its input); each
+ * must be replayable (else SBX_REPLAY_ERROR_NOT_REPLAYABLE naming which is not).
+ */
+gboolean sbx_replay_load_chain(SbxStore *store, const char *tenant_id, const char *id,
+                               GPtrArray **ret_chain, GError **error);
+
 void sbx_replay_free(SbxReplay *replay);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxReplay, sbx_replay_free)
 
@@ -107,3 +115,43 @@ char *sbx_replay_verdict_json(const SbxReplay *replay, const GPtrArray *diffs, g
 
 /** The first difference for people ("stdout at byte 12 (line 2): recorded "a", replayed "b""). */
 char *sbx_replay_diff_text(const SbxReplayDiff *diff);
+
+/*
+ * Running: the chain of sbx_replay_load_chain() on its machine, each execution compared with its
+ * record as it ends; the run stops at the first that differs.
+ */
+typedef struct SbxReplayRun SbxReplayRun;
+
+/* The tools of @replay's execution (sbx_replay_tools() with the live ones, say), or NULL. */
+typedef SbxTools *(*SbxReplayToolsFunc)(SbxReplay *replay, gpointer data, GError **error);
+
+/* The run ended (from the loop: the run may be freed here): see diffs and failure. */
+typedef void (*SbxReplayRunDone)(SbxReplayRun *run, gpointer data);
+
+/**
+ * A run of @chain (taken) on @machine (which must outlive the run). @tools_for makes each
+ * execution's tools (NULL: answered from the record).
+ */
+SbxReplayRun *sbx_replay_run_new(GPtrArray *chain, const SbxReplayMachine *machine,
+                                 SbxReplayToolsFunc tools_for, gpointer tools_data);
+
+/** Start: the VM from the machine's snapshot, then the executions in turn; @done once. */
+void sbx_replay_run_start(SbxReplayRun *run, SbxReplayRunDone done, gpointer data);
+
+/** End it now (a signal, a client gone): done reports @why as its failure. */
+void sbx_replay_run_abort(SbxReplayRun *run, const char *why);
+
+/** The differences of the first execution that differs, or of the last (empty: identical). */
+const GPtrArray *sbx_replay_run_diffs(const SbxReplayRun *run);
+
+/** Why it could not run (the VM did not start, the tools failed), or NULL. */
+const char *sbx_replay_run_failure(const SbxReplayRun *run);
+
+/** From the start to the last execution's end, the VM's restore included. */
+gint64 sbx_replay_run_duration_ms(const SbxReplayRun *run);
+
+/** The replay of the record asked for (the chain's last). */
+const SbxReplay *sbx_replay_run_target(const SbxReplayRun *run);
+
+/** Free @run (accepts NULL): its VM killed and reaped. */
+void sbx_replay_run_free(SbxReplayRun *run);
