@@ -126,7 +126,6 @@ const SbxExecSourceOps fake_ops = {
 
 /* ---- the recording sink ------------------------------------------------------------------- */
 
-
 static void on_output(gpointer data, SbxStream stream, const guint8 *bytes, gsize len)
 {
     Run *run = data;
@@ -238,7 +237,6 @@ void run_free(Run *run)
 
 /* ---- records ------------------------------------------------------------------------------ */
 
-
 TmpStore *tmp_store_new(void)
 {
     g_autoptr(GError) error = NULL;
@@ -300,4 +298,3 @@ SbxRecord *record_of(TmpStore *t, Run *run, GPtrArray **ret_calls, GPtrArray **r
     }
     return r;
 }
-

@@ -41,9 +41,9 @@ static void guest_echoes(FakeGuest *g)
     }
     g_autofree char *text =
         msg.type != SBX_MSG_TOOL_RESULT ? g_strdup("not a tool_result\n")
-        : msg.tool_result.ok ? g_strdup_printf("%s\n", msg.tool_result.result_json)
-                             : g_strdup_printf("error %s\n",
-                                               sbx_error_code_name(msg.tool_result.error.code));
+        : msg.tool_result.ok
+            ? g_strdup_printf("%s\n", msg.tool_result.result_json)
+            : g_strdup_printf("error %s\n", sbx_error_code_name(msg.tool_result.error.code));
     sbx_msg_clear(&msg);
     fake_guest_output(g, SBX_STREAM_STDOUT, text);
     g_autofree char *done = g_strdup_printf(
