@@ -206,6 +206,15 @@ int fake_guest_done(FakeGuest *g, SbxStatus status, const char *result_json, int
     return fake_guest_send(g, &m);
 }
 
+int fake_guest_done_replay(FakeGuest *g, const char *replay_members)
+{
+    g_autofree char *json =
+        g_strdup_printf("{\"type\":\"done\",\"id\":\"%s\",\"status\":\"ok\",\"exit_code\":0,"
+                        "\"duration_ms\":1,\"output_truncated\":false,%s}",
+                        exec_id(g), replay_members);
+    return fake_guest_send_json(g, json);
+}
+
 int fake_guest_tool_call(FakeGuest *g, guint32 call_id, const char *provider, const char *tool,
                          const char *input_json)
 {

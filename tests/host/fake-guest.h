@@ -65,6 +65,12 @@ int fake_guest_started(FakeGuest *g);
 int fake_guest_output(FakeGuest *g, SbxStream stream, const char *text);
 int fake_guest_done(FakeGuest *g, SbxStatus status, const char *result_json, int exit_code);
 
+/**
+ * Send an ok done for the current execution with the replay members @replay_members (JSON
+ * members without braces: "\"clock_log\":[1],\"replayable\":true").
+ */
+int fake_guest_done_replay(FakeGuest *g, const char *replay_members);
+
 /** Send a tool call for the current execution. */
 int fake_guest_tool_call(FakeGuest *g, guint32 call_id, const char *provider, const char *tool,
                          const char *input_json);

@@ -46,11 +46,7 @@ static void guest_echoes(FakeGuest *g)
             : g_strdup_printf("error %s\n", sbx_error_code_name(msg.tool_result.error.code));
     sbx_msg_clear(&msg);
     fake_guest_output(g, SBX_STREAM_STDOUT, text);
-    g_autofree char *done = g_strdup_printf(
-        "{\"type\":\"done\",\"id\":\"%s\",\"status\":\"ok\",\"exit_code\":0,\"duration_ms\":1,"
-        "\"output_truncated\":false,\"clock_log\":[7,1800000000000123],\"replayable\":true}",
-        g->execute.execute.id);
-    fake_guest_send_json(g, done);
+    fake_guest_done_replay(g, "\"clock_log\":[7,1800000000000123],\"replayable\":true");
 }
 
 /* A tool call that the host never answers before the guest's done. */
@@ -60,11 +56,7 @@ static void guest_leaves_call(FakeGuest *g)
         fake_guest_tool_call(g, 1, "fake", "slow", "{\"s\":5}") < 0) {
         return;
     }
-    g_autofree char *done = g_strdup_printf(
-        "{\"type\":\"done\",\"id\":\"%s\",\"status\":\"ok\",\"exit_code\":0,\"duration_ms\":1,"
-        "\"output_truncated\":false,\"clock_log\":[],\"replayable\":true}",
-        g->execute.execute.id);
-    fake_guest_send_json(g, done);
+    fake_guest_done_replay(g, "\"clock_log\":[],\"replayable\":true");
 }
 
 /* A guest that says its run cannot be replayed. */
@@ -73,12 +65,8 @@ static void guest_threads(FakeGuest *g)
     if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
         return;
     }
-    g_autofree char *done = g_strdup_printf(
-        "{\"type\":\"done\",\"id\":\"%s\",\"status\":\"ok\",\"exit_code\":0,\"duration_ms\":1,"
-        "\"output_truncated\":false,\"clock_log\":[],\"replayable\":false,"
-        "\"not_replayable\":\"a thread was started\"}",
-        g->execute.execute.id);
-    fake_guest_send_json(g, done);
+    fake_guest_done_replay(g, "\"clock_log\":[],\"replayable\":false,"
+                              "\"not_replayable\":\"a thread was started\"");
 }
 
 /* ---- helpers ------------------------------------------------------------------------------ */
