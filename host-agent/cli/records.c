@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "cli/escape.h"
 #include "cli/store-open.h"
+#include "exec/exec-record.h"
 #include "store/records.h"
 #include "store/sessions.h"
 #include "store/tenants.h"
@@ -419,14 +420,22 @@ static int do_session(SbxStore *store, const char *id, const RecordsOpts *o)
 static int do_prune(SbxStore *store, const RecordsOpts *o)
 {
     g_autoptr(GError) error = NULL;
-    guint deleted = 0, sessions = 0;
+    guint deleted = 0, sessions = 0, snapshots = 0;
 
     if (!sbx_records_prune(store, (guint64)o->max_age_days * 86400, (guint64)o->max_count, &deleted,
                            &sessions, &error)) {
         return sbx_cli_store_fail(VERB, error);
     }
+    /* Every time, not only when this one deleted: a server's pruning may have failed to. */
+    if (!sbx_exec_records_unpin(store, &snapshots, &error)) {
+        return sbx_cli_store_fail(VERB, error);
+    }
     printf("%u record%s and %u session%s deleted\n", deleted, deleted == 1 ? "" : "s", sessions,
            sessions == 1 ? "" : "s");
+    if (snapshots > 0) {
+        printf("%u kept snapshot%s no record refers to removed\n", snapshots,
+               snapshots == 1 ? "" : "s");
+    }
     return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
 }
 

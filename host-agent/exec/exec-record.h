@@ -33,8 +33,17 @@ typedef struct {
     const char *files_json;       /* the `files` object without contents, or NULL: none */
 } SbxExecRecordInput;
 
-/** Record that the execution starts (status running). */
+/**
+ * Record that the execution starts (status running), after pinning the snapshot it names in the
+ * snapshot cache for @store (vm/snapshot-pin.h: kept while a record refers to it).
+ */
 gboolean sbx_exec_record_begin(SbxStore *store, const SbxExecRecordInput *in, GError **error);
+
+/**
+ * After records of @store were pruned: unpin the snapshots none of its records names any
+ * longer, and remove the kept ones nobody pins (*@ret_removed, may be NULL: how many).
+ */
+gboolean sbx_exec_records_unpin(SbxStore *store, guint *ret_removed, GError **error);
 
 /** Record its end: the outcome, output, tool calls and approvals, in one transaction. */
 gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, GError **error);
