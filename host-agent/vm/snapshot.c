@@ -99,6 +99,12 @@ static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image,
     return TRUE;
 }
 
+gboolean sbx_snapshot_current_inputs(const SbxProfile *profile, const SbxImage *image,
+                                     SbxSnapshotInputs *out, GError **error)
+{
+    return current_inputs(profile, image, NULL, out, error);
+}
+
 /* ---- open ---------------------------------------------------------------------------------- */
 
 static SbxSnapshot *open_checked(const char *dir, const SbxSnapshotInputs *current, GError **error)
