@@ -142,21 +142,31 @@ gboolean sbx_snapshot_pins_sync(const char *cache, const char *holder, GHashTabl
     guint removed = 0;
     int lock;
 
-    if (!g_file_test(pins, G_FILE_TEST_IS_DIR)) {
-        if (ret_removed)
-            *ret_removed = 0;
-        return TRUE;
-    }
-    if ((lock = sbx_snapshot_lock_cache(c, LOCK_EX, error)) < 0)
-        return FALSE;
+    g_autoptr(GPtrArray) stale = g_ptr_array_new_with_free_func(g_free);
+
+    if (ret_removed)
+        *ret_removed = 0;
+    /* Our pins of keys no record names, found without the lock: usually none, and then the
+     * cache lock (which a make holds for a minute) is not waited for. */
     d = g_dir_open(pins, 0, NULL);
     while (d && (key = g_dir_read_name(d))) {
         g_autofree char *pin = g_build_filename(pins, key, tag, NULL);
 
-        if (!key_ok(key) || g_hash_table_contains(keys, key))
-            continue;
+        if (key_ok(key) && !g_hash_table_contains(keys, key) &&
+            g_file_test(pin, G_FILE_TEST_IS_REGULAR))
+            g_ptr_array_add(stale, g_steal_pointer(&pin));
+    }
+    if (stale->len == 0)
+        return TRUE;
+    if ((lock = sbx_snapshot_lock_cache(c, LOCK_EX, error)) < 0)
+        return FALSE;
+    for (guint i = 0; i < stale->len; i++) {
+        const char *pin = g_ptr_array_index(stale, i);
+        g_autofree char *key_dir = g_path_get_dirname(pin);
+        g_autofree char *k = g_path_get_basename(key_dir);
+
         unlink(pin);
-        removed += drop_if_unpinned(c, key);
+        removed += drop_if_unpinned(c, k);
     }
     close(lock);
     if (ret_removed)
