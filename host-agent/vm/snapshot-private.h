@@ -28,3 +28,15 @@ void sbx_snapshot_pins_remove(const char *cache, const char *key);
 /* A kept snapshot (superseded, kept for its pins) carries this empty file, so that the last
  * unpin can remove it without knowing what is current. */
 #define SBX_SNAPSHOT_KEPT_MARK "kept"
+
+/* A kept snapshot's RAM file compressed at rest (snapshot-zstd.c). */
+#define SBX_SNAPSHOT_RAM_ZST "ram.zst"
+
+/**
+ * Compress the RAM file of the snapshot in @dir into ram.zst and remove it (nobody may have
+ * the snapshot open: the caller holds the cache lock exclusively and the snapshot's lock).
+ */
+gboolean sbx_snapshot_ram_compress(const char *dir, GError **error);
+
+/** Decompress ram.zst of the snapshot in @dir back into a sparse RAM file and remove it. */
+gboolean sbx_snapshot_ram_decompress(const char *dir, GError **error);

@@ -639,14 +639,39 @@ static gboolean superseded(const char *dir, const SbxSnapshotInputs *current)
     return old;
 }
 
-/* Mark the superseded snapshot in @dir kept for the records that name it (snapshot-pin.h): its
- * last unpin removes it. */
-static void keep_for_records(const char *dir)
+/*
+ * Mark the superseded snapshot in @dir kept for the records that name it (snapshot-pin.h): its
+ * last unpin removes it. Its RAM file is compressed at rest once nobody has it open (@fd: its
+ * inputs.json); if that fails it stays as it is, which costs disk, not a replay.
+ */
+static void keep_for_records(const char *dir, int fd)
 {
     g_autofree char *mark = g_build_filename(dir, SBX_SNAPSHOT_KEPT_MARK, NULL);
+    g_autofree char *ram = g_build_filename(dir, "ram", NULL);
 
     if (!g_file_test(mark, G_FILE_TEST_EXISTS))
         g_file_set_contents(mark, "", 0, NULL);
+    if (g_file_test(ram, G_FILE_TEST_IS_REGULAR) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+        sbx_snapshot_ram_compress(dir, NULL);
+}
+
+/* The RAM file of the snapshot in @dir back from ram.zst if a collection compressed it (a kept
+ * snapshot a replay or a make wants again), under the cache lock. */
+static gboolean ensure_ram(const char *cache, const char *dir, GError **error)
+{
+    g_autofree char *zst = g_build_filename(dir, SBX_SNAPSHOT_RAM_ZST, NULL);
+    g_autofree char *ram = g_build_filename(dir, "ram", NULL);
+    gboolean ok = TRUE;
+    int lock;
+
+    if (!g_file_test(zst, G_FILE_TEST_IS_REGULAR))
+        return TRUE;
+    if ((lock = sbx_snapshot_lock_cache(cache, LOCK_EX, error)) < 0)
+        return FALSE;
+    if (!g_file_test(ram, G_FILE_TEST_IS_REGULAR)) /* else another process did it meanwhile */
+        ok = sbx_snapshot_ram_decompress(dir, error);
+    close(lock);
+    return ok;
 }
 
 guint sbx_snapshot_collect(const char *cache, const SbxSnapshotInputs *current)
@@ -666,7 +691,7 @@ guint sbx_snapshot_collect(const char *cache, const SbxSnapshotInputs *current)
         if (fd < 0)
             continue;
         if (sbx_snapshot_pinned(cache, name)) {
-            keep_for_records(dir);
+            keep_for_records(dir, fd);
         } else if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* nobody has it open */
             sbx_snapshot_rm_rf(dir);
             sbx_snapshot_pins_remove(cache, name);
@@ -697,7 +722,7 @@ SbxSnapshot *sbx_snapshot_ensure(const SbxProfile *profile, const SbxImage *imag
         made = make(profile, image, &current, cache, dir, opts, error);
         if (made)
             snap = open_locked(cache, dir, &current, error);
-    } else {
+    } else if (ensure_ram(cache, dir, error)) {
         snap = open_locked(cache, dir, &current, error);
     }
     if (snap)
@@ -733,7 +758,7 @@ SbxSnapshot *sbx_snapshot_find_kept(const char *cache, const char *record_id, co
                     record_id);
         return NULL;
     }
-    if (!current_inputs(profile, image, c, &current, error))
+    if (!ensure_ram(c, dir, error) || !current_inputs(profile, image, c, &current, error))
         return NULL;
     snap = open_locked(c, dir, &current, error);
     sbx_snapshot_inputs_clear(&current);

@@ -26,6 +26,7 @@
 #include "store/records.h"
 #include "vm/image.h"
 #include "vm/profile.h"
+#include "vm/snapshot-private.h"
 #include "vm/snapshot-verify.h"
 #include "vm/snapshot.h"
 
@@ -385,6 +386,36 @@ static void test_round_trip(void **state)
     assert_true(empty_dir(fresh));
 }
 
+/* A kept snapshot compressed at rest (ram.zst): the export finds it decompressed, the same. */
+static void test_export_compressed(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxBundle) b = NULL;
+    g_autofree char *snap = g_build_filename(f->top, "cache", f->key, NULL);
+    g_autofree char *fresh = g_build_filename(f->top, "fresh-state", NULL);
+    g_autofree char *ram = g_build_filename(snap, "ram", NULL);
+    g_autofree char *text = NULL;
+    gsize len = 0;
+
+    assert_true(g_file_get_contents(ram, &text, &len, NULL));
+    assert_true(sbx_snapshot_ram_compress(snap, &error));
+    assert_false(g_file_test(ram, G_FILE_TEST_EXISTS));
+    if (!sbx_bundle_export(f->store, NULL, "exec-1", f->bundle, &error))
+        fail_msg("export: %s", error->message);
+    assert_true(sbx_bundle_open(f->bundle, fresh, &b, &error));
+    g_autofree char *out = g_build_filename(sbx_bundle_snapshot_dir(b), "ram", NULL);
+    g_autofree char *back = NULL;
+    gsize back_len = 0;
+    assert_true(g_file_get_contents(out, &back, &back_len, NULL));
+    assert_int_equal(back_len, len);
+    assert_memory_equal(back, text, len);
+    /* Decompressed in place, sparse again. */
+    struct stat st;
+    assert_int_equal(stat(ram, &st), 0);
+    assert_true(st.st_blocks * 512 < RAM_SIZE / 8);
+}
+
 /* The record's snapshot gone from the cache: the export says so. */
 static void test_export_gone(void **state)
 {
@@ -519,6 +550,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_export_gone, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_export_compressed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_bundles, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,8 +2,8 @@
  * Snapshots kept for their records (host-agent/vm/snapshot-pin.c, docs/snapshot.md "Kept
  * snapshots"): pure, on fake snapshot directories. A superseded snapshot pinned by a store
  * whose database exists survives the collection and is marked kept; a pin of a deleted state
- * directory does not keep it; two stores sharing the cache each hold it until both unpinned
- * (pruned); a record's snapshot that is gone says so.
+ * directory does not keep it; a kept snapshot's RAM file is compressed; two stores sharing the
+ * cache each hold it until both unpinned (pruned); a record's snapshot that is gone says so.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -32,6 +32,8 @@ static void fake_snapshot(const char *cache, const char *key, const char *image_
     g_autofree char *json = sbx_snapshot_inputs_to_json(&in);
     assert_int_equal(g_mkdir_with_parents(dir, 0700), 0);
     assert_true(g_file_set_contents(path, json, -1, NULL));
+    g_autofree char *ram = g_build_filename(dir, "ram", NULL);
+    assert_true(g_file_set_contents(ram, "guest memory", -1, NULL));
     sbx_snapshot_inputs_clear(&in);
 }
 
@@ -97,6 +99,11 @@ static void test_kept_while_pinned(void **state)
     assert_false(exists(cache, OLD2));
     g_autofree char *mark = g_build_filename(cache, OLD, "kept", NULL);
     assert_true(g_file_test(mark, G_FILE_TEST_EXISTS));
+    /* Kept: its RAM file compressed at rest. */
+    g_autofree char *ram = g_build_filename(cache, OLD, "ram", NULL);
+    g_autofree char *zst = g_build_filename(cache, OLD, "ram.zst", NULL);
+    assert_false(g_file_test(ram, G_FILE_TEST_EXISTS));
+    assert_true(g_file_test(zst, G_FILE_TEST_IS_REGULAR));
 
     /* Store a pruned its records of OLD: b still holds it. */
     g_autoptr(GHashTable) none = keys_of(NULL);
