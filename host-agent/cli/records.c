@@ -442,7 +442,7 @@ static int do_prune(SbxStore *store, const RecordsOpts *o)
         return sbx_cli_store_fail(VERB, error);
     }
     /* Every time, not only when this one deleted: a server's pruning may have failed to. */
-    if (!sbx_exec_records_unpin(store, &snapshots, &error)) {
+    if (!sbx_exec_records_pins_sync(store, &snapshots, &error)) {
         return sbx_cli_store_fail(VERB, error);
     }
     printf("%u record%s and %u session%s deleted\n", deleted, deleted == 1 ? "" : "s", sessions,

@@ -46,12 +46,20 @@ gboolean sbx_exec_record_begin(SbxStore *store, const SbxExecRecordInput *in, GE
            sbx_records_begin(store, &r, error);
 }
 
-gboolean sbx_exec_records_unpin(SbxStore *store, guint *ret_removed, GError **error)
+gboolean sbx_exec_records_pins_sync(SbxStore *store, guint *ret_removed, GError **error)
 {
     g_autoptr(GHashTable) keys = NULL;
+    GHashTableIter it;
+    gpointer key;
 
-    return sbx_records_snapshot_keys(store, &keys, error) &&
-           sbx_snapshot_pins_sync(NULL, sbx_store_path(store), keys, ret_removed, error);
+    if (!sbx_records_snapshot_keys(store, &keys, error))
+        return FALSE;
+    /* Pinned: also the keys of records written before pins existed (one stat each). */
+    g_hash_table_iter_init(&it, keys);
+    while (g_hash_table_iter_next(&it, &key, NULL))
+        if (!sbx_snapshot_pin(NULL, key, sbx_store_path(store), error))
+            return FALSE;
+    return sbx_snapshot_pins_sync(NULL, sbx_store_path(store), keys, ret_removed, error);
 }
 
 static char *error_json(const SbxError *e)

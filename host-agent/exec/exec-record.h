@@ -40,10 +40,11 @@ typedef struct {
 gboolean sbx_exec_record_begin(SbxStore *store, const SbxExecRecordInput *in, GError **error);
 
 /**
- * After records of @store were pruned: unpin the snapshots none of its records names any
+ * After records of @store were pruned (and at a server's start): pin the snapshots its records
+ * name (records written before pins existed have none), unpin those none of them names any
  * longer, and remove the kept ones nobody pins (*@ret_removed, may be NULL: how many).
  */
-gboolean sbx_exec_records_unpin(SbxStore *store, guint *ret_removed, GError **error);
+gboolean sbx_exec_records_pins_sync(SbxStore *store, guint *ret_removed, GError **error);
 
 /** Record its end: the outcome, output, tool calls and approvals, in one transaction. */
 gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, GError **error);

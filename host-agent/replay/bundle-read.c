@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "protocol/json.h"
@@ -251,6 +252,20 @@ static gboolean check_header(struct archive_entry *e, const char *bundle, GHashT
     return TRUE;
 }
 
+/* Room for @size more bytes in @dir: a bundle's declared sizes may add up to far more than
+ * the state directory's disk holds (its bound is a guest's largest), and filling that disk
+ * would harm the server's records; refused before a byte is written. */
+static gboolean room_for(const char *dir, guint64 size, const char *bundle, GError **error)
+{
+    struct statvfs vfs;
+
+    if (statvfs(dir, &vfs) == 0 && size > (guint64)vfs.f_bavail * vfs.f_frsize)
+        return invalid(error, bundle,
+                       "a member is larger than the free space of the state "
+                       "directory's disk");
+    return TRUE;
+}
+
 /* Every member into @dir; the manifest must be the last. */
 static gboolean unpack(const char *bundle, const char *dir, GHashTable *members, GError **error)
 {
@@ -276,6 +291,7 @@ static gboolean unpack(const char *bundle, const char *dir, GHashTable *members,
             break;
         }
         ok = check_header(e, bundle, members, &total, error) &&
+             room_for(dir, (guint64)archive_entry_size(e), bundle, error) &&
              extract(a, bundle, dir, archive_entry_pathname(e), (guint64)archive_entry_size(e), &m,
                      error);
         if (ok) {

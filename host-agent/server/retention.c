@@ -25,8 +25,9 @@ static void prune(SbxRetention *r)
         g_message("records: %u executions and %u sessions past retention deleted", deleted,
                   sessions);
     }
-    if (deleted > 0 && !sbx_exec_records_unpin(r->store, &snapshots, &error)) {
-        g_warning("records: unpinning their snapshots failed (tried again in %d s): %s",
+    g_clear_error(&error);
+    if (!sbx_exec_records_pins_sync(r->store, &snapshots, &error)) {
+        g_warning("records: pinning their snapshots failed (tried again in %d s): %s",
                   SBX_RETENTION_PERIOD_S, error->message);
     } else if (snapshots > 0) {
         g_message("records: %u kept snapshots no record refers to removed", snapshots);

@@ -361,7 +361,16 @@ static void test_round_trip(void **state)
         fail_msg("open: %s", error->message);
     assert_true(sbx_records_get(f->store, NULL, "exec-1", &orig, &error));
     assert_true(sbx_records_get_calls(f->store, NULL, "exec-1", &calls, &approvals, &error));
-    same_record(orig, sbx_bundle_record(b));
+    /* Not compared as both missing: the fields a replay needs are there. */
+    const SbxRecord *got = sbx_bundle_record(b);
+    assert_string_equal(got->seed_hex, "abcdef");
+    assert_string_equal(got->clock_log_json, "[1,2,3]");
+    assert_string_equal(got->files_json, "{\"in\":[]}");
+    assert_string_equal(got->result_json, "{\"x\":12345678901234567890}");
+    assert_int_equal(got->stdout_len, sizeof(out_bytes) - 1);
+    assert_int_equal(sbx_bundle_calls(b)->len, 2);
+    assert_int_equal(sbx_bundle_approvals(b)->len, 1);
+    same_record(orig, got);
     same_calls(calls, sbx_bundle_calls(b));
     same_approvals(approvals, sbx_bundle_approvals(b));
     assert_non_null(sbx_bundle_qemu_version(b));
