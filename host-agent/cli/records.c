@@ -1,8 +1,8 @@
 /*
- * `sandbox records list|show|prune|sessions|session` (docs/service.md, "Records"): the
- * operator's view of the execution and session records in the store, every tenant's, and their
- * retention. What a person reads is escaped for a terminal (escape.h): code, output and a
- * session's reason come from tenants, guests and QEMU.
+ * `sandbox records list|show|prune|sessions|session|export` (docs/service.md, "Records"): the
+ * operator's view of the execution and session records in the store, every tenant's, their
+ * retention, and a record's portable bundle (replay/bundle.h). What a person reads is escaped for a
+ * terminal (escape.h): code, output and a session's reason come from tenants, guests and QEMU.
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +10,8 @@
 #include "cli/cli.h"
 #include "cli/escape.h"
 #include "cli/store-open.h"
+#include "exec/exec-record.h"
+#include "replay/bundle.h"
 #include "store/records.h"
 #include "store/sessions.h"
 #include "store/tenants.h"
@@ -28,15 +30,20 @@ typedef struct {
 } RecordsOpts;
 
 /* The subcommands, in the order of their names. */
-typedef enum { SUB_LIST, SUB_SHOW, SUB_PRUNE, SUB_SESSIONS, SUB_SESSION } RecordsSub;
-static const char *const SUB_NAMES[] = {"list", "show", "prune", "sessions", "session"};
+typedef enum { SUB_LIST, SUB_SHOW, SUB_PRUNE, SUB_SESSIONS, SUB_SESSION, SUB_EXPORT } RecordsSub;
+static const char *const SUB_NAMES[] = {"list", "show", "prune", "sessions", "session", "export"};
 
 static gboolean parse(int argc, char **argv, RecordsSub sub, RecordsOpts *o, char **ret_id,
-                      GError **error)
+                      char **ret_file, GError **error)
 {
     gboolean list = sub == SUB_LIST || sub == SUB_SESSIONS, prune = sub == SUB_PRUNE;
+    gboolean export = sub == SUB_EXPORT;
+    int want = list || prune ? 1 : export ? 3 : 2;
     const GOptionEntry common[] = {
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &o->db, "The store (default: docs/service.md)", "PATH"},
+        G_OPTION_ENTRY_NULL,
+    };
+    const GOptionEntry json_entries[] = {
         {"json", 0, 0, G_OPTION_ARG_NONE, &o->json, "JSON instead of text", NULL},
         G_OPTION_ENTRY_NULL,
     };
@@ -60,9 +67,14 @@ static gboolean parse(int argc, char **argv, RecordsSub sub, RecordsOpts *o, cha
         G_OPTION_ENTRY_NULL,
     };
     g_autofree char *prgname = g_strdup_printf(VERB " %s", argv[0]);
-    g_autoptr(GOptionContext) oc = g_option_context_new(list || prune ? NULL : "ID");
+    g_autoptr(GOptionContext) oc = g_option_context_new(list || prune ? NULL
+                                                        : export      ? "ID FILE"
+                                                                      : "ID");
     g_set_prgname(prgname);
     g_option_context_add_main_entries(oc, common, NULL);
+    if (!export) {
+        g_option_context_add_main_entries(oc, json_entries, NULL);
+    }
     if (list) {
         g_option_context_add_main_entries(oc, list_entries, NULL);
     }
@@ -78,9 +90,12 @@ static gboolean parse(int argc, char **argv, RecordsSub sub, RecordsOpts *o, cha
     if (!g_option_context_parse(oc, &argc, &argv, error)) {
         return FALSE;
     }
-    if (argc != (list || prune ? 1 : 2)) {
+    if (argc != want) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "expected %s; see `%s --help`",
-                    list || prune ? "no argument" : "one ID", prgname);
+                    want == 1   ? "no argument"
+                    : want == 3 ? "an ID and a FILE"
+                                : "one ID",
+                    prgname);
         return FALSE;
     }
     if (prune &&
@@ -97,6 +112,7 @@ static gboolean parse(int argc, char **argv, RecordsSub sub, RecordsOpts *o, cha
         return FALSE;
     }
     *ret_id = list ? NULL : g_strdup(argv[1]);
+    *ret_file = export ? g_strdup(argv[2]) : NULL;
     return TRUE;
 }
 
@@ -419,14 +435,33 @@ static int do_session(SbxStore *store, const char *id, const RecordsOpts *o)
 static int do_prune(SbxStore *store, const RecordsOpts *o)
 {
     g_autoptr(GError) error = NULL;
-    guint deleted = 0, sessions = 0;
+    guint deleted = 0, sessions = 0, snapshots = 0;
 
     if (!sbx_records_prune(store, (guint64)o->max_age_days * 86400, (guint64)o->max_count, &deleted,
                            &sessions, &error)) {
         return sbx_cli_store_fail(VERB, error);
     }
+    /* Every time, not only when this one deleted: a server's pruning may have failed to. */
+    if (!sbx_exec_records_pins_sync(store, &snapshots, &error)) {
+        return sbx_cli_store_fail(VERB, error);
+    }
     printf("%u record%s and %u session%s deleted\n", deleted, deleted == 1 ? "" : "s", sessions,
            sessions == 1 ? "" : "s");
+    if (snapshots > 0) {
+        printf("%u kept snapshot%s no record refers to removed\n", snapshots,
+               snapshots == 1 ? "" : "s");
+    }
+    return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
+}
+
+static int do_export(SbxStore *store, const char *id, const char *file)
+{
+    g_autoptr(GError) error = NULL;
+
+    if (!sbx_bundle_export(store, NULL, id, file, &error)) {
+        return sbx_cli_store_fail(VERB, error);
+    }
+    printf("record %s exported to %s\n", id, file);
     return fflush(stdout) == 0 ? 0 : SBX_EXIT_STORE;
 }
 
@@ -438,6 +473,7 @@ static void usage(FILE *out)
                  "       " VERB " sessions [--tenant NAME] [--status S] [--limit N] [--json]\n"
                  "       " VERB " session ID [--json]\n"
                  "       " VERB " prune [--max-age-days DAYS] [--max-count N]\n"
+                 "       " VERB " export ID FILE\n"
                  "Each takes --db PATH (the store; default $SANDBOX_STATE_DIR/sandbox.db, else "
                  "$XDG_STATE_HOME/sandbox/sandbox.db). `" VERB " SUBCOMMAND --help` for more.\n");
 }
@@ -459,10 +495,10 @@ static int records_start(SbxCli *cli, int argc, char **argv)
         return SBX_EXIT_USAGE;
     }
     RecordsOpts o = {0};
-    g_autofree char *id = NULL;
+    g_autofree char *id = NULL, *file = NULL;
     g_autoptr(GError) error = NULL;
     int rc = SBX_EXIT_USAGE;
-    if (!parse(argc - 1, argv + 1, (RecordsSub)sub, &o, &id, &error)) {
+    if (!parse(argc - 1, argv + 1, (RecordsSub)sub, &o, &id, &file, &error)) {
         fprintf(stderr, VERB ": %s\n", error->message);
     } else {
         g_autoptr(SbxStore) store = sbx_cli_store_open(VERB, o.db);
@@ -471,6 +507,7 @@ static int records_start(SbxCli *cli, int argc, char **argv)
              : sub == SUB_LIST     ? do_list(store, &o)
              : sub == SUB_SESSIONS ? do_sessions(store, &o)
              : sub == SUB_SESSION  ? do_session(store, id, &o)
+             : sub == SUB_EXPORT   ? do_export(store, id, file)
                                    : do_show(store, id, &o);
     }
     g_free(o.db);
@@ -482,6 +519,6 @@ static int records_start(SbxCli *cli, int argc, char **argv)
 
 const SbxCliVerb sbx_cli_verb_records = {
     .name = "records",
-    .summary = "List, show and prune the records of executions and sessions",
+    .summary = "List, show, prune and export the records of executions and sessions",
     .start = records_start,
 };

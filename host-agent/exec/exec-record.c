@@ -13,6 +13,7 @@
 #include "exec/report.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
+#include "vm/snapshot-pin.h"
 
 /* The request and the source: what a record begins with. */
 static void fill_begin(SbxRecord *r, const SbxExecRecordInput *in)
@@ -40,7 +41,25 @@ gboolean sbx_exec_record_begin(SbxStore *store, const SbxExecRecordInput *in, GE
     SbxRecord r = {0};
 
     fill_begin(&r, in);
-    return sbx_records_begin(store, &r, error);
+    /* Pinned first: a record never names a snapshot the collection could take from it. */
+    return sbx_snapshot_pin(NULL, r.snapshot_key, sbx_store_path(store), error) &&
+           sbx_records_begin(store, &r, error);
+}
+
+gboolean sbx_exec_records_pins_sync(SbxStore *store, guint *ret_removed, GError **error)
+{
+    g_autoptr(GHashTable) keys = NULL;
+    GHashTableIter it;
+    gpointer key;
+
+    if (!sbx_records_snapshot_keys(store, &keys, error))
+        return FALSE;
+    /* Pinned: also the keys of records written before pins existed (one stat each). */
+    g_hash_table_iter_init(&it, keys);
+    while (g_hash_table_iter_next(&it, &key, NULL))
+        if (!sbx_snapshot_pin(NULL, key, sbx_store_path(store), error))
+            return FALSE;
+    return sbx_snapshot_pins_sync(NULL, sbx_store_path(store), keys, ret_removed, error);
 }
 
 static char *error_json(const SbxError *e)

@@ -35,8 +35,18 @@ typedef struct {
     const char *tools_json;       /* the tools the guest was given (sbx_tools_given_json()) */
 } SbxExecRecordInput;
 
-/** Record that the execution starts (status running). */
+/**
+ * Record that the execution starts (status running), after pinning the snapshot it names in the
+ * snapshot cache for @store (vm/snapshot-pin.h: kept while a record refers to it).
+ */
 gboolean sbx_exec_record_begin(SbxStore *store, const SbxExecRecordInput *in, GError **error);
+
+/**
+ * After records of @store were pruned (and at a server's start): pin the snapshots its records
+ * name (records written before pins existed have none), unpin those none of them names any
+ * longer, and remove the kept ones nobody pins (*@ret_removed, may be NULL: how many).
+ */
+gboolean sbx_exec_records_pins_sync(SbxStore *store, guint *ret_removed, GError **error);
 
 /** Record its end: the outcome, output, tool calls and approvals, in one transaction. */
 gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, GError **error);

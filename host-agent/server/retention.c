@@ -4,6 +4,8 @@
  */
 #include "server/retention.h"
 
+#include "exec/exec-record.h"
+
 struct SbxRetention {
     SbxStore *store;
     guint64 max_age_s;
@@ -14,7 +16,7 @@ struct SbxRetention {
 static void prune(SbxRetention *r)
 {
     g_autoptr(GError) error = NULL;
-    guint deleted = 0, sessions = 0;
+    guint deleted = 0, sessions = 0, snapshots = 0;
 
     if (!sbx_records_prune(r->store, r->max_age_s, r->max_count, &deleted, &sessions, &error)) {
         g_warning("records: prune failed (tried again in %d s): %s", SBX_RETENTION_PERIOD_S,
@@ -22,6 +24,13 @@ static void prune(SbxRetention *r)
     } else if (deleted > 0 || sessions > 0) {
         g_message("records: %u executions and %u sessions past retention deleted", deleted,
                   sessions);
+    }
+    g_clear_error(&error);
+    if (!sbx_exec_records_pins_sync(r->store, &snapshots, &error)) {
+        g_warning("records: pinning their snapshots failed (tried again in %d s): %s",
+                  SBX_RETENTION_PERIOD_S, error->message);
+    } else if (snapshots > 0) {
+        g_message("records: %u kept snapshots no record refers to removed", snapshots);
     }
 }
 

@@ -235,3 +235,24 @@ gboolean sbx_records_list(SbxStore *store, const SbxRecordFilter *f, GPtrArray *
     *ret = g_steal_pointer(&list);
     return TRUE;
 }
+
+gboolean sbx_records_snapshot_keys(SbxStore *store, GHashTable **ret, GError **error)
+{
+    g_autoptr(sqlite3_stmt) stmt = sbx_store_prepare(
+        store, "SELECT DISTINCT snapshot_key FROM executions WHERE snapshot_key IS NOT NULL",
+        error);
+    g_autoptr(GHashTable) keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    int rc;
+
+    if (stmt == NULL) {
+        return FALSE;
+    }
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        g_hash_table_add(keys, sbx_store_column_text(stmt, 0));
+    }
+    if (rc != SQLITE_DONE) {
+        return sbx_store_fail(store, "list the records' snapshots", error);
+    }
+    *ret = g_steal_pointer(&keys);
+    return TRUE;
+}

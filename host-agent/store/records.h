@@ -188,3 +188,36 @@ char *sbx_record_to_json(const SbxRecord *rec);
  */
 char *sbx_record_to_json_full(const SbxRecord *rec, const GPtrArray *calls,
                               const GPtrArray *approvals);
+
+/* The portable form's format (sbx_record_to_portable_json()): bumped when its fields change. */
+#define SBX_RECORD_PORTABLE_FORMAT "sbx-record-1"
+
+/* A portable record: five texts at SBX_RECORD_TEXT_MAX (code, args, kwargs, result, error),
+ * both outputs as base64, and up to SBX_RECORD_CALLS_MAX calls whose inputs and results are
+ * what a tool answered (bounded by the session's 4 MiB frames, most far smaller): 64 MiB holds
+ * any record the store keeps but the most extreme, and bounds what a bundle makes us parse. */
+#define SBX_RECORD_PORTABLE_MAX (64 * 1024 * 1024)
+
+/**
+ * @rec with its tool calls and approvals (either may be NULL: none) in the portable form, a
+ * new string: every field, output as base64, JSON fields as strings holding their text (so
+ * nothing is lost, whatever the output's bytes or the JSON's depth). For bundles (replay/).
+ */
+char *sbx_record_to_portable_json(const SbxRecord *rec, const GPtrArray *calls,
+                                  const GPtrArray *approvals);
+
+/**
+ * Parse @len bytes of @text, a record in the portable form (untrusted: from another machine):
+ * every field present with its type, texts within SBX_RECORD_TEXT_MAX, JSON fields valid JSON,
+ * output within SBX_RECORD_OUTPUT_MAX, at most SBX_RECORD_CALLS_MAX calls and approvals.
+ * *@ret_rec, *@ret_calls (SbxRecordCall *) and *@ret_approvals (SbxRecordApproval *) are the
+ * caller's; FALSE with SBX_STORE_ERROR_INVALID saying which field is wrong.
+ */
+gboolean sbx_record_from_json(const char *text, gsize len, SbxRecord **ret_rec,
+                              GPtrArray **ret_calls, GPtrArray **ret_approvals, GError **error);
+
+/**
+ * The snapshot keys the records of @store name (each once; a set of strings, the caller's):
+ * what the snapshot collection must keep for replays (vm/snapshot-pin.h, docs/snapshot.md).
+ */
+gboolean sbx_records_snapshot_keys(SbxStore *store, GHashTable **ret, GError **error);

@@ -33,6 +33,8 @@
 #include "protocol/message.h"
 #include "qemu.h"
 #include "ramfile.h"
+#include "snapshot-pin.h"
+#include "snapshot-private.h"
 #include "snapshot-verify.h"
 #include "tsc.h"
 #include "vm-private.h"
@@ -95,6 +97,12 @@ static gboolean current_inputs(const SbxProfile *profile, const SbxImage *image,
                                 recipe);
     out->image_dir = g_strdup(image->dir);
     return TRUE;
+}
+
+gboolean sbx_snapshot_current_inputs(const SbxProfile *profile, const SbxImage *image,
+                                     SbxSnapshotInputs *out, GError **error)
+{
+    return current_inputs(profile, image, NULL, out, error);
 }
 
 /* ---- open ---------------------------------------------------------------------------------- */
@@ -501,7 +509,7 @@ static gboolean make_in(const SbxProfile *profile, const SbxImage *image,
            g_file_set_contents_full(inputs_path, json, -1, G_FILE_SET_CONTENTS_NONE, 0600, error);
 }
 
-static void rm_rf(const char *dir)
+void sbx_snapshot_rm_rf(const char *dir)
 {
     g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
     const char *name;
@@ -522,7 +530,7 @@ static void remove_stale(const char *cache)
     while (d && (name = g_dir_read_name(d))) {
         if (g_str_has_prefix(name, ".tmp-")) {
             g_autofree char *path = g_build_filename(cache, name, NULL);
-            rm_rf(path);
+            sbx_snapshot_rm_rf(path);
         }
     }
 }
@@ -531,7 +539,7 @@ static void remove_stale(const char *cache)
  * The cache lock (flock @how, LOCK_EX or LOCK_SH, on <cache>/.lock), waited for at most
  * LOCK_WAIT_MS; fd or -1.
  */
-static int lock_cache(const char *cache, int how, GError **error)
+int sbx_snapshot_lock_cache(const char *cache, int how, GError **error)
 {
     g_autofree char *path = g_build_filename(cache, ".lock", NULL);
     gint64 deadline = g_get_monotonic_time() + (gint64)LOCK_WAIT_MS * 1000;
@@ -559,7 +567,7 @@ static gboolean make(const SbxProfile *profile, const SbxImage *image,
 {
     g_autofree char *tmp = g_build_filename(cache, ".tmp-XXXXXX", NULL);
     g_autofree char *done = g_build_filename(dir, "inputs.json", NULL);
-    int lock = lock_cache(cache, LOCK_EX, error);
+    int lock = sbx_snapshot_lock_cache(cache, LOCK_EX, error);
     gboolean ok = TRUE;
 
     if (lock < 0)
@@ -579,7 +587,7 @@ static gboolean make(const SbxProfile *profile, const SbxImage *image,
         ok = sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "cannot rename %s to %s: %s", tmp, dir,
                          g_strerror(errno));
     if (!ok)
-        rm_rf(tmp);
+        sbx_snapshot_rm_rf(tmp);
     if (ok)
         sbx_snapshot_collect(cache, inputs);
 out:
@@ -591,7 +599,7 @@ out:
 static SbxSnapshot *open_locked(const char *cache, const char *dir,
                                 const SbxSnapshotInputs *current, GError **error)
 {
-    int lock = lock_cache(cache, LOCK_SH, error);
+    int lock = sbx_snapshot_lock_cache(cache, LOCK_SH, error);
     SbxSnapshot *snap;
 
     if (lock < 0)
@@ -631,6 +639,41 @@ static gboolean superseded(const char *dir, const SbxSnapshotInputs *current)
     return old;
 }
 
+/*
+ * Mark the superseded snapshot in @dir kept for the records that name it (snapshot-pin.h): its
+ * last unpin removes it. Its RAM file is compressed at rest once nobody has it open (@fd: its
+ * inputs.json); if that fails it stays as it is, which costs disk, not a replay.
+ */
+static void keep_for_records(const char *dir, int fd)
+{
+    g_autofree char *mark = g_build_filename(dir, SBX_SNAPSHOT_KEPT_MARK, NULL);
+    g_autofree char *ram = g_build_filename(dir, "ram", NULL);
+
+    if (!g_file_test(mark, G_FILE_TEST_EXISTS))
+        g_file_set_contents(mark, "", 0, NULL);
+    if (g_file_test(ram, G_FILE_TEST_IS_REGULAR) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+        sbx_snapshot_ram_compress(dir, NULL);
+}
+
+/* The RAM file of the snapshot in @dir back from ram.zst if a collection compressed it (a kept
+ * snapshot a replay or a make wants again), under the cache lock. */
+static gboolean ensure_ram(const char *cache, const char *dir, GError **error)
+{
+    g_autofree char *zst = g_build_filename(dir, SBX_SNAPSHOT_RAM_ZST, NULL);
+    g_autofree char *ram = g_build_filename(dir, "ram", NULL);
+    gboolean ok = TRUE;
+    int lock;
+
+    if (!g_file_test(zst, G_FILE_TEST_IS_REGULAR))
+        return TRUE;
+    if ((lock = sbx_snapshot_lock_cache(cache, LOCK_EX, error)) < 0)
+        return FALSE;
+    if (!g_file_test(ram, G_FILE_TEST_IS_REGULAR)) /* else another process did it meanwhile */
+        ok = sbx_snapshot_ram_decompress(dir, error);
+    close(lock);
+    return ok;
+}
+
 guint sbx_snapshot_collect(const char *cache, const SbxSnapshotInputs *current)
 {
     g_autoptr(GDir) d = g_dir_open(cache, 0, NULL);
@@ -647,8 +690,11 @@ guint sbx_snapshot_collect(const char *cache, const SbxSnapshotInputs *current)
         fd = open(inputs, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             continue;
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* nobody has it open */
-            rm_rf(dir);
+        if (sbx_snapshot_pinned(cache, name)) {
+            keep_for_records(dir, fd);
+        } else if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* nobody has it open */
+            sbx_snapshot_rm_rf(dir);
+            sbx_snapshot_pins_remove(cache, name);
             removed++;
         }
         close(fd);
@@ -676,12 +722,48 @@ SbxSnapshot *sbx_snapshot_ensure(const SbxProfile *profile, const SbxImage *imag
         made = make(profile, image, &current, cache, dir, opts, error);
         if (made)
             snap = open_locked(cache, dir, &current, error);
-    } else {
+    } else if (ensure_ram(cache, dir, error)) {
         snap = open_locked(cache, dir, &current, error);
     }
     if (snap)
         snap->made = made;
     sbx_snapshot_inputs_clear(&current);
+    return snap;
+}
+
+SbxSnapshot *sbx_snapshot_find_kept(const char *cache, const char *record_id, const char *key,
+                                    const SbxProfile *profile, const SbxImage *image,
+                                    GError **error)
+{
+    g_autofree char *c = cache != NULL ? g_strdup(cache) : sbx_paths_snapshot_dir();
+    g_autofree char *dir = NULL, *done = NULL;
+    SbxSnapshotInputs current;
+    SbxSnapshot *snap;
+
+    if (key == NULL) {
+        sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "record %s names no snapshot", record_id);
+        return NULL;
+    }
+    /* A key is a sha256 in hex (never a path: it may come from another machine's record). */
+    if (strlen(key) != 64 || strspn(key, "0123456789abcdef") != 64) {
+        sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT, "record %s names no valid snapshot key",
+                    record_id);
+        return NULL;
+    }
+    dir = g_build_filename(c, key, NULL);
+    done = g_build_filename(dir, "inputs.json", NULL);
+    if (!g_file_test(done, G_FILE_TEST_IS_REGULAR)) {
+        sbx_vm_fail(error, SBX_VM_ERROR_SNAPSHOT,
+                    "snapshot %s of record %s is gone (collected or never made here)", key,
+                    record_id);
+        return NULL;
+    }
+    if (!ensure_ram(c, dir, error) || !current_inputs(profile, image, c, &current, error))
+        return NULL;
+    snap = open_locked(c, dir, &current, error);
+    sbx_snapshot_inputs_clear(&current);
+    if (snap == NULL)
+        g_prefix_error(error, "the snapshot of record %s: ", record_id);
     return snap;
 }
 

@@ -105,6 +105,14 @@ gboolean sbx_snapshot_inputs_check(const SbxSnapshotInputs *recorded,
 /** The recipe for @profile: the snapshot-layout argv with placeholders, one per line. */
 char *sbx_snapshot_recipe(const SbxProfile *profile, SbxAccel accel, guint tsc_khz);
 
+/**
+ * The inputs a snapshot of @profile + @image made on this machine (this QEMU, accelerator and
+ * TSC) has; clear *@out with sbx_snapshot_inputs_clear(). For tests and for checking a snapshot
+ * from elsewhere (a bundle, replay/) before anything starts.
+ */
+gboolean sbx_snapshot_current_inputs(const SbxProfile *profile, const SbxImage *image,
+                                     SbxSnapshotInputs *out, GError **error);
+
 /** inputs.json text and back (FALSE + SBX_VM_ERROR_SNAPSHOT on a bad file). */
 char *sbx_snapshot_inputs_to_json(const SbxSnapshotInputs *in);
 gboolean sbx_snapshot_inputs_from_json(const char *text, gsize len, SbxSnapshotInputs *out,

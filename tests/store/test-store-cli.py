@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`sandbox tenant` and `sandbox records` on a temporary database: the key printed once and
 working as stored (its hash), list/remove/rotate-key, quotas (the session ones too) and set,
-usage errors (2), refusals (1), and records list/show/prune/sessions/session (rows written with
+usage errors (2), refusals (1), and records list/show/prune/sessions/session/export (rows written with
 Python's sqlite3, as the server would). Usage: test-store-cli.py
 SANDBOX_BINARY"""
 import hashlib
@@ -140,6 +140,11 @@ with tempfile.TemporaryDirectory(prefix="sbx-store-cli-") as tmp:
     expect(["records", "show", "nope", *d], 1, "no record")
     expect(["records", "show", *d], 2, "one ID")
     expect(["records", "frob", *d], 2, "unknown subcommand")
+    bundle = os.path.join(tmp, "x.bundle")
+    expect(["records", "export", "nope", *d], 2, "an ID and a FILE")
+    expect(["records", "export", "nope", bundle, *d], 1, "no record")
+    if os.path.exists(bundle):
+        failures.append("records export of no record left a file")
 
     expect(["tenant", "remove", "alice", *d], 0, "removed")
     expect(["tenant", "remove", "alice", *d], 1, "no tenant")
