@@ -1,18 +1,23 @@
 /*
- * `sandbox replay [--live --tools FILE] [--json] [--db PATH] ID`: run a recorded execution
- * again on its snapshot with its seed, clock reads and recorded tool results, and say whether
- * it did the same (docs/cli.md, docs/replay.md). Exit 0 identical, 1 diverged, 2 cannot replay.
+ * `sandbox replay [--live --tools FILE] [--json] [--db PATH] ID | --bundle FILE`: run a
+ * recorded execution again on its snapshot with its seed, clock reads and recorded tool
+ * results, and say whether it did the same (docs/cli.md, docs/replay.md). Exit 0 identical, 1
+ * diverged, 2 cannot replay. A bundle (`sandbox records export`) brings its record, snapshot,
+ * image and profile: no store is read.
  *
  * The record and its machine are found first (replay/replay.c), so that whatever is missing is
  * said before a VM starts; the execution core runs the replay; replay/verdict.c compares.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/json-builder.h"
+#include "base/paths.h"
 #include "cli/cli.h"
 #include "cli/out.h"
 #include "cli/store-open.h"
+#include "replay/bundle.h"
 #include "replay/replay.h"
 #include "tools.h"
 
@@ -30,8 +35,10 @@ typedef struct {
     gboolean live;
     char *tools_path;
     char *db;
-    char *id;
+    char *bundle_path;
+    char *id; /* the record's (a bundle's, once open) */
     /* running */
+    SbxBundle *bundle; /* --bundle's, unpacked in the state directory until the end */
     SbxReplayMachine machine;
     SbxReplayRun *run;
     SbxOut *out;
@@ -113,6 +120,10 @@ static gboolean parse_options(ReplayCtx *ctx, int argc, char **argv, GError **er
         {"json", 0, 0, G_OPTION_ARG_NONE, &ctx->json, "Print the verdict as one JSON object", NULL},
         {"db", 0, 0, G_OPTION_ARG_FILENAME, &ctx->db,
          "The store (default: sandbox.db in the state directory)", "PATH"},
+        {"bundle", 0, 0, G_OPTION_ARG_FILENAME, &ctx->bundle_path,
+         "Replay the execution of this bundle (sandbox records export) instead of a record of "
+         "the store",
+         "FILE"},
         G_OPTION_ENTRY_NULL,
     };
     g_autoptr(GOptionContext) oc =
@@ -124,9 +135,11 @@ static gboolean parse_options(ReplayCtx *ctx, int argc, char **argv, GError **er
     if (!g_option_context_parse(oc, &argc, &argv, error)) {
         return FALSE;
     }
-    if (argc != 2) {
+    if (argc != (ctx->bundle_path != NULL ? 1 : 2)) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
-                    "expected one execution id; see `sandbox replay --help`");
+                    ctx->bundle_path != NULL
+                        ? "--bundle names the execution: no id with it"
+                        : "expected one execution id; see `sandbox replay --help`");
         return FALSE;
     }
     if (ctx->tools_path != NULL && !ctx->live) {
@@ -134,7 +147,7 @@ static gboolean parse_options(ReplayCtx *ctx, int argc, char **argv, GError **er
                     "--tools is for --live: a replay answers tool calls from the record");
         return FALSE;
     }
-    ctx->id = g_strdup(argv[1]);
+    ctx->id = g_strdup(ctx->bundle_path != NULL ? ctx->bundle_path : argv[1]);
     return TRUE;
 }
 
@@ -149,6 +162,71 @@ static SbxTools *live_tools(SbxReplay *replay, gpointer data, GError **error)
     return live != NULL ? sbx_replay_tools(replay, live, error) : NULL;
 }
 
+/* The chain of a record of the store (an execution of a session: those before it too). */
+static gboolean load_from_store(ReplayCtx *ctx, GPtrArray **ret_chain, GError **error)
+{
+    g_autoptr(SbxStore) store = sbx_cli_store_open(VERB, ctx->db);
+
+    if (store == NULL) {
+        g_set_error(error, SBX_REPLAY_ERROR, SBX_REPLAY_ERROR_RECORD, "the store cannot be opened");
+        return FALSE;
+    }
+    return sbx_replay_load_chain(store, NULL, ctx->id, ret_chain, error);
+}
+
+/* The bundle's one record, unpacked into the state directory with its machine. */
+static gboolean load_from_bundle(ReplayCtx *ctx, GPtrArray **ret_chain, GError **error)
+{
+    g_autofree char *state = sbx_paths_state_dir();
+    SbxRecord *rec = NULL;
+    GPtrArray *calls = NULL;
+
+    if (g_mkdir_with_parents(state, 0700) != 0 ||
+        !sbx_bundle_open(ctx->bundle_path, state, &ctx->bundle, error)) {
+        if (error != NULL && *error == NULL) {
+            g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "%s: %s", state,
+                        g_strerror(errno));
+        }
+        return FALSE;
+    }
+    sbx_bundle_take_record(ctx->bundle, &rec, &calls);
+    g_free(ctx->id);
+    ctx->id = g_strdup(rec->id);
+    SbxReplay *r = sbx_replay_new(rec, calls, error);
+    if (r == NULL) {
+        return FALSE;
+    }
+    *ret_chain = g_ptr_array_new_with_free_func((GDestroyNotify)sbx_replay_free);
+    g_ptr_array_add(*ret_chain, r);
+    return TRUE;
+}
+
+/*
+ * Where the bundle's machine is: its profile and snapshot as unpacked; its image this host's own
+ * when that is the record's, else the bundle's, placed where the VM's jail can read it.
+ */
+static gboolean bundle_place(ReplayCtx *ctx, const SbxReplay *target, SbxReplayPlace *place,
+                             GError **error)
+{
+    g_autoptr(SbxProfile) profile = sbx_profile_load(sbx_bundle_profile_path(ctx->bundle), error);
+    g_autoptr(SbxImage) local = profile != NULL ? sbx_image_open_for(profile, NULL) : NULL;
+
+    if (profile == NULL) {
+        return FALSE;
+    }
+    place->profile_path = sbx_bundle_profile_path(ctx->bundle);
+    place->snapshot_dir = sbx_bundle_snapshot_dir(ctx->bundle);
+    if (local != NULL && strcmp(local->hash, sbx_replay_record(target)->image_id) == 0) {
+        return TRUE; /* place->image_dir NULL: the profile's, this host's */
+    }
+    g_autofree char *images = sbx_paths_images_dir();
+    if (!sbx_bundle_place_image(ctx->bundle, images, error)) {
+        return FALSE;
+    }
+    place->image_dir = sbx_bundle_image_dir(ctx->bundle);
+    return TRUE;
+}
+
 static int replay_start(SbxCli *cli, int argc, char **argv)
 {
     g_autoptr(GError) error = NULL;
@@ -160,17 +238,19 @@ static int replay_start(SbxCli *cli, int argc, char **argv)
         fprintf(stderr, VERB ": %s\n", error->message);
         return SBX_EXIT_USAGE;
     }
-    g_autoptr(SbxStore) store = sbx_cli_store_open(VERB, ctx->db);
-    if (store == NULL) {
-        return REPLAY_EXIT_CANNOT;
-    }
-    if (!sbx_replay_load_chain(store, NULL, ctx->id, &chain, &error)) {
+    gboolean ok = ctx->bundle_path != NULL ? load_from_bundle(ctx, &chain, &error)
+                                           : load_from_store(ctx, &chain, &error);
+    if (!ok) {
         gboolean not_replayable =
             g_error_matches(error, SBX_REPLAY_ERROR, SBX_REPLAY_ERROR_NOT_REPLAYABLE);
         return cannot(ctx, not_replayable ? "not_replayable" : "cannot_replay", error->message);
     }
     const SbxReplay *target = g_ptr_array_index(chain, chain->len - 1);
-    if (!sbx_replay_machine(target, NULL, NULL, NULL, &ctx->machine, &error)) {
+    SbxReplayPlace place = {0};
+    if (ctx->bundle != NULL && !bundle_place(ctx, target, &place, &error)) {
+        return cannot(ctx, "cannot_replay", error->message);
+    }
+    if (!sbx_replay_machine(target, ctx->bundle != NULL ? &place : NULL, &ctx->machine, &error)) {
         return cannot(ctx, "cannot_replay", error->message);
     }
     ctx->out = sbx_out_new();
@@ -192,9 +272,11 @@ static void replay_cleanup(SbxCli *cli)
     }
     sbx_replay_run_free(ctx->run); /* its VM killed and reaped */
     sbx_replay_machine_clear(&ctx->machine);
-    sbx_out_free(ctx->out); /* last: what is queued is written first (bounded) */
+    sbx_bundle_free(ctx->bundle); /* after the VM: its files were the VM's */
+    sbx_out_free(ctx->out);       /* last: what is queued is written first (bounded) */
     g_free(ctx->tools_path);
     g_free(ctx->db);
+    g_free(ctx->bundle_path);
     g_free(ctx->id);
     g_free(ctx);
     replay_ctx = NULL;

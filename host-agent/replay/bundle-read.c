@@ -20,6 +20,7 @@
 
 #include "protocol/json.h"
 #include "protocol/limits.h"
+#include "vm/image.h"
 #include "vm/snapshot.h"
 
 /* Members: a record, a manifest, 4 snapshot files, 4 image files and a profile are 11; twice
@@ -65,6 +66,7 @@ struct SbxBundle {
     char *image_dir;
     char *profile_path;
     char *qemu_version;
+    char *image_id; /* the manifest's (checked against the record's) */
 };
 
 typedef struct {
@@ -479,8 +481,10 @@ static gboolean open_in(SbxBundle *b, const char *path, GError **error)
         ok = invalid(error, path, "the record is missing");
     ok = ok && read_record(b, error) && check_record(b, &m, members, path, error) &&
          check_snapshot_key(b, path, error);
-    if (ok)
+    if (ok) {
         b->qemu_version = g_steal_pointer(&m.qemu_version);
+        b->image_id = g_steal_pointer(&m.image_id);
+    }
     manifest_clear(&m);
     return ok;
 }
@@ -532,6 +536,63 @@ const char *sbx_bundle_qemu_version(const SbxBundle *b)
     return b->qemu_version;
 }
 
+/* @dir and its files readable by all (an image's: nothing in it is secret), @dir itself too. */
+static gboolean open_to_all(const char *dir, GError **error)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, error);
+    const char *name;
+
+    if (d == NULL || chmod(dir, 0755) < 0) {
+        if (d != NULL)
+            g_set_error(error, SBX_BUNDLE_ERROR, SBX_BUNDLE_ERROR_IO, "chmod %s: %s", dir,
+                        g_strerror(errno));
+        return FALSE;
+    }
+    while ((name = g_dir_read_name(d)) != NULL) {
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        if (chmod(path, 0644) < 0) {
+            g_set_error(error, SBX_BUNDLE_ERROR, SBX_BUNDLE_ERROR_IO, "chmod %s: %s", path,
+                        g_strerror(errno));
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+gboolean sbx_bundle_place_image(SbxBundle *b, const char *images_dir, GError **error)
+{
+    g_autofree char *target = NULL;
+    g_autofree char *image_id = NULL;
+
+    image_id = g_strdup(b->image_id);
+    target = g_strdup_printf("%s/bundle-%s", images_dir, image_id);
+    g_autoptr(SbxImage) there = sbx_image_open(target, NULL);
+    if (there != NULL && strcmp(there->hash, image_id) == 0) {
+        g_free(b->image_dir);
+        b->image_dir = g_steal_pointer(&target); /* placed by an earlier bundle */
+        return TRUE;
+    }
+    if (there != NULL || g_file_test(target, G_FILE_TEST_EXISTS)) {
+        g_set_error(error, SBX_BUNDLE_ERROR, SBX_BUNDLE_ERROR_IO,
+                    "%s exists and is not image %s: remove it", target, image_id);
+        return FALSE;
+    }
+    if (g_mkdir_with_parents(images_dir, 0755) < 0 || rename(b->image_dir, target) < 0) {
+        g_set_error(error, SBX_BUNDLE_ERROR, SBX_BUNDLE_ERROR_IO, "place the image in %s: %s",
+                    target, g_strerror(errno));
+        return FALSE;
+    }
+    g_free(b->image_dir);
+    b->image_dir = g_steal_pointer(&target);
+    return open_to_all(b->image_dir, error);
+}
+
+void sbx_bundle_take_record(SbxBundle *b, SbxRecord **ret_rec, GPtrArray **ret_calls)
+{
+    *ret_rec = g_steal_pointer(&b->rec);
+    *ret_calls = g_steal_pointer(&b->calls);
+}
+
 void sbx_bundle_free(SbxBundle *b)
 {
     if (b == NULL)
@@ -548,5 +609,6 @@ void sbx_bundle_free(SbxBundle *b)
     g_free(b->image_dir);
     g_free(b->profile_path);
     g_free(b->qemu_version);
+    g_free(b->image_id);
     g_free(b);
 }

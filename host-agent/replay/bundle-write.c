@@ -257,6 +257,31 @@ static gboolean write_file(const char *path, const SbxRecord *rec, const char *r
     return ok;
 }
 
+/*
+ * A bundle carries one record: an execution of a session replays after its session's
+ * executions before it (replay.h), which the bundle does not carry. The first of its session
+ * needs none.
+ */
+static gboolean first_of_session(SbxStore *store, const SbxRecord *rec, GError **error)
+{
+    g_autoptr(GPtrArray) first = NULL;
+    SbxRecordFilter f = {.session_id = rec->session_id, .limit = 1, .oldest_first = TRUE};
+
+    if (rec->session_id == NULL)
+        return TRUE;
+    if (!sbx_records_list(store, &f, &first, error))
+        return FALSE;
+    if (first->len > 0 && strcmp(((SbxRecord *)first->pdata[0])->id, rec->id) != 0) {
+        g_set_error(error, SBX_BUNDLE_ERROR, SBX_BUNDLE_ERROR_INVALID,
+                    "record %s is an execution of session %s after others: a bundle carries one "
+                    "execution, and its replay needs those before it (replay it here: sandbox "
+                    "replay %s)",
+                    rec->id, rec->session_id, rec->id);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean sbx_bundle_export(SbxStore *store, const char *tenant_id, const char *id, const char *path,
                            GError **error)
 {
@@ -269,7 +294,7 @@ gboolean sbx_bundle_export(SbxStore *store, const char *tenant_id, const char *i
 
     if (!sbx_records_get(store, tenant_id, id, &rec, error) ||
         !sbx_records_get_calls(store, tenant_id, id, &calls, &approvals, error) ||
-        !find_inputs(rec, &profile, &image, &snap, error))
+        !first_of_session(store, rec, error) || !find_inputs(rec, &profile, &image, &snap, error))
         return FALSE;
     json = sbx_record_to_portable_json(rec, calls, approvals);
     return write_file(path, rec, json, snap, image, profile, error);

@@ -50,6 +50,21 @@ const SbxRecord *sbx_bundle_record(const SbxBundle *bundle);
 const GPtrArray *sbx_bundle_calls(const SbxBundle *bundle);
 const GPtrArray *sbx_bundle_approvals(const SbxBundle *bundle);
 
+/**
+ * Place the bundle's image where a VM's jail (another uid) can read it, kept for later bundles
+ * of it: @images_dir/bundle-IMAGE_ID (moved there, or found there from an earlier bundle; an
+ * image's files are not secret). The bundle's private directory cannot be: only its owner
+ * passes. sbx_bundle_image_dir() says where it is after this. For a machine whose own image is
+ * the record's, there is no need: use that one.
+ */
+gboolean sbx_bundle_place_image(SbxBundle *bundle, const char *images_dir, GError **error);
+
+/**
+ * Take the record and its tool calls out of @bundle (for a replay, which owns them): the
+ * bundle's record and calls are NULL after this.
+ */
+void sbx_bundle_take_record(SbxBundle *bundle, SbxRecord **ret_rec, GPtrArray **ret_calls);
+
 /** The unpacked snapshot directory, image directory and profile file. */
 const char *sbx_bundle_snapshot_dir(const SbxBundle *bundle);
 const char *sbx_bundle_image_dir(const SbxBundle *bundle);

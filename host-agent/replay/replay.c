@@ -6,10 +6,10 @@
 
 #include <string.h>
 
-#include "base/paths.h"
 #include "protocol/json.h"
 #include "protocol/limits.h"
 #include "store/records.h"
+#include "vm/snapshot-pin.h"
 
 G_DEFINE_QUARK(sbx - replay - error - quark, sbx_replay_error)
 
@@ -269,22 +269,25 @@ static gboolean machine_error(GError **error, GError *cause, const char *fmt, ..
     return FALSE;
 }
 
-gboolean sbx_replay_machine(const SbxReplay *r, const char *profiles_dir, const char *image_dir,
-                            const char *snapshot_dir, SbxReplayMachine *ret, GError **error)
+gboolean sbx_replay_machine(const SbxReplay *r, const SbxReplayPlace *place, SbxReplayMachine *ret,
+                            GError **error)
 {
+    static const SbxReplayPlace here = {0};
     const SbxRecord *rec = r->record;
     SbxReplayMachine m = {0};
     GError *cause = NULL;
 
+    place = place != NULL ? place : &here;
     if (rec->profile == NULL || rec->image_id == NULL) {
         return machine_error(error, NULL, "record %s names no profile or image", rec->id);
     }
-    m.profile = sbx_profile_load_named(profiles_dir, rec->profile, &cause);
+    m.profile = place->profile_path != NULL ? sbx_profile_load(place->profile_path, &cause)
+                                            : sbx_profile_load_named(NULL, rec->profile, &cause);
     if (m.profile == NULL) {
         return machine_error(error, cause, "the profile %s of record %s", rec->profile, rec->id);
     }
-    m.image = image_dir != NULL ? sbx_image_open(image_dir, &cause)
-                                : sbx_image_open_for(m.profile, &cause);
+    m.image = place->image_dir != NULL ? sbx_image_open(place->image_dir, &cause)
+                                       : sbx_image_open_for(m.profile, &cause);
     if (m.image == NULL) {
         sbx_replay_machine_clear(&m);
         return machine_error(error, cause, "the image of record %s", rec->id);
@@ -295,22 +298,15 @@ gboolean sbx_replay_machine(const SbxReplay *r, const char *profiles_dir, const 
         sbx_replay_machine_clear(&m);
         return FALSE;
     }
-    if (rec->snapshot_key != NULL) {
-        g_autofree char *cache = snapshot_dir != NULL ? NULL : sbx_paths_snapshot_dir();
-        g_autofree char *dir =
-            g_build_filename(snapshot_dir != NULL ? snapshot_dir : cache, rec->snapshot_key, NULL);
-        if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-            sbx_replay_machine_clear(&m);
-            return machine_error(error, NULL,
-                                 "the snapshot %s of record %s is gone (collected, or never made "
-                                 "on this host)",
-                                 rec->snapshot_key, rec->id);
-        }
-        m.snapshot = sbx_snapshot_open(dir, m.profile, m.image, &cause);
-        if (m.snapshot == NULL) {
-            sbx_replay_machine_clear(&m);
-            return machine_error(error, cause, "the snapshot of record %s", rec->id);
-        }
+    if (place->snapshot_dir != NULL) {
+        m.snapshot = sbx_snapshot_open(place->snapshot_dir, m.profile, m.image, &cause);
+    } else if (rec->snapshot_key != NULL) {
+        m.snapshot =
+            sbx_snapshot_find_kept(NULL, rec->id, rec->snapshot_key, m.profile, m.image, &cause);
+    }
+    if (m.snapshot == NULL && cause != NULL) {
+        sbx_replay_machine_clear(&m);
+        return machine_error(error, cause, "cannot replay");
     }
     *ret = m;
     return TRUE;

@@ -77,15 +77,21 @@ typedef struct {
 
 void sbx_replay_machine_clear(SbxReplayMachine *m);
 
+/* Where the record's machine is, when not where this host keeps it (a bundle's). */
+typedef struct {
+    const char *profile_path; /* NULL: the record's profile by name, installed */
+    const char *image_dir;    /* NULL: the image that profile runs */
+    const char *snapshot_dir; /* NULL: the record's snapshot kept in the snapshot cache */
+} SbxReplayPlace;
+
 /**
- * The record's machine: its profile by name (from @profiles_dir; NULL: the installed ones), its
- * image (@image_dir; NULL: the profile's) with the recorded image id, its snapshot by key in
- * @snapshot_dir (NULL: the snapshot cache) made by this QEMU. Anything missing or different is
+ * The record's machine: its profile, its image with the recorded image id, its snapshot (by key
+ * in the cache, decompressed if kept compressed: vm/snapshot-pin.h) made by this QEMU, found at
+ * @place (NULL: where this host keeps them). Anything missing or different is
  * SBX_REPLAY_ERROR_MACHINE naming it, before any QEMU starts.
  */
-gboolean sbx_replay_machine(const SbxReplay *replay, const char *profiles_dir,
-                            const char *image_dir, const char *snapshot_dir, SbxReplayMachine *ret,
-                            GError **error);
+gboolean sbx_replay_machine(const SbxReplay *replay, const SbxReplayPlace *place,
+                            SbxReplayMachine *ret, GError **error);
 
 /* One difference between the record and the replay. Strings owned. */
 typedef struct {

@@ -170,7 +170,7 @@ void sbx_http_replay(HttpFront *front, SoupServerMessage *msg, const SbxTenant *
     r->tenant_id = g_strdup(tenant->id);
     r->catalog = g_strdup(sbx_replay_record(target)->catalog);
     r->live = live;
-    if (!sbx_replay_machine(target, NULL, NULL, NULL, &r->machine, &error)) {
+    if (!sbx_replay_machine(target, NULL, &r->machine, &error)) {
         replay_free(r);
         refuse(msg, error);
         return;

@@ -82,6 +82,7 @@ static const Field record_fields[] = {
     B("has_replayable", has_replayable),
     B("replayable", replayable),
     S("not_replayable", not_replayable),
+    J("tools", tools_json),
 };
 
 #undef S
