@@ -6,8 +6,7 @@ directory (the build tree's snapshot cache); `sandbox records export ID FILE` wr
 then, in a fresh empty SANDBOX_STATE_DIR with SANDBOX_SNAPSHOT_DIR pointed at an empty cache
 (neither the original's database nor its snapshots are there), `sandbox replay --bundle FILE`
 must exit 0 and print `identical`, and leave no unpacked bundle behind in the state directory.
-Exit 77 without the guest image, and until `sandbox replay --bundle` exists (issue 16: the
-replay core lands beside this)."""
+Exit 77 without the guest image."""
 import json
 import os
 import subprocess
@@ -65,9 +64,6 @@ def main():
         os.mkdir(cache, 0o700)
         there = dict(os.environ, SANDBOX_STATE_DIR=fresh, SANDBOX_SNAPSHOT_DIR=cache)
         rc, out, err = sandbox(there, "replay", "--bundle", bundle)
-        if rc == 2 and ("unknown" in err or "Usage" in err or "--bundle" in err):
-            print("skip: `sandbox replay --bundle` is not there yet:", err.strip()[:200])
-            return 77
         check(rc == 0, f"replay --bundle: rc {rc}", out + err)
         check("identical" in out, "replay --bundle prints identical", out)
         left = [n for n in os.listdir(fresh) if n.startswith("bundle-")]
