@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -98,6 +99,12 @@ def snapshot_dir(c):
     return json.loads(out)["snapshot_dir"] if rc == 0 else None
 
 
+def copy_sparse(src, dst):
+    """A file copied with its holes (the snapshot's ram is sparse) and its mode."""
+    subprocess.run(["cp", "--sparse=always", "--preserve=mode", src, dst], check=True,
+                   timeout=120)
+
+
 def broken_snapshot(c):
     rid = record(c)
     rc, out, err = c.call(["records", "show", rid, "--json"])
@@ -110,11 +117,7 @@ def broken_snapshot(c):
     os.mkdir(private, 0o700)
     # A copy of the one snapshot, sparse like the original; the shared cache is only read.
     copy = os.path.join(private, key)
-    shutil.copytree(os.path.join(shared, key), copy,
-                    copy_function=lambda s, d: shutil.copy2(s, d) if not s.endswith("ram")
-                    else os.system(f"cp --sparse=always '{s}' '{d}'"))
-    for name in os.listdir(copy):
-        os.chmod(os.path.join(copy, name), 0o600)
+    shutil.copytree(os.path.join(shared, key), copy, copy_function=copy_sparse)
     env = {"SANDBOX_SNAPSHOT_DIR": private}
     rc, v, text = replay(c, rid, env)
     if not check(rc == 0 and v.get("verdict") == "identical",
