@@ -276,13 +276,17 @@ def units_of(programs):
 
 def listed_in_doc():
     """The program files docs/replay-corpus.md lists as not replayable (its section of that
-    name: the first backquoted file name of each list item)."""
+    name: the backquoted file names that open a list item, before its first ": ")."""
     try:
         text = open(DOC).read()
     except OSError:
         return set()
     m = re.search(r"^## Not replayable\n(.*?)(?=^## |\Z)", text, re.S | re.M)
-    return set(re.findall(r"^- `([^`]+)`", m.group(1), re.M)) if m else set()
+    if not m:
+        return set()
+    items = re.split(r"^- ", m.group(1), flags=re.M)[1:]
+    heads = [item.split(": ", 1)[0] for item in items]
+    return {f for h in heads for f in re.findall(r"`([\w.-]+\.(?:js|ts|py))`", h)}
 
 
 def main():
