@@ -11,9 +11,10 @@
 #include "cli/cli.h"
 
 static const SbxCliVerb *const verbs[] = {
-    &sbx_cli_verb_run,     &sbx_cli_verb_serve, &sbx_cli_verb_tools,   &sbx_cli_verb_approvals,
-    &sbx_cli_verb_approve, &sbx_cli_verb_deny,  &sbx_cli_verb_session, &sbx_cli_verb_tenant,
-    &sbx_cli_verb_records, &sbx_cli_verb_mcp,   &sbx_cli_verb_version, &sbx_cli_verb_paths,
+    &sbx_cli_verb_run,     &sbx_cli_verb_serve,  &sbx_cli_verb_tools,   &sbx_cli_verb_approvals,
+    &sbx_cli_verb_approve, &sbx_cli_verb_deny,   &sbx_cli_verb_session, &sbx_cli_verb_tenant,
+    &sbx_cli_verb_records, &sbx_cli_verb_replay, &sbx_cli_verb_mcp,     &sbx_cli_verb_version,
+    &sbx_cli_verb_paths,
 };
 
 void sbx_cli_quit(SbxCli *cli, int exit_code)

@@ -60,6 +60,9 @@ extern const SbxCliVerb sbx_cli_verb_tenant;
 /** `sandbox records list|show` (cli/records.c). */
 extern const SbxCliVerb sbx_cli_verb_records;
 
+/** `sandbox replay ID` (cli/replay.c). */
+extern const SbxCliVerb sbx_cli_verb_replay;
+
 /** `sandbox version` (also `sandbox --version`) and `sandbox paths` (cli/paths.c). */
 extern const SbxCliVerb sbx_cli_verb_version;
 extern const SbxCliVerb sbx_cli_verb_paths;

@@ -183,6 +183,30 @@ static char *clock_log_json(const guint64 *log, gsize n)
     return g_string_free(out, FALSE);
 }
 
+/* Why the host cannot replay the execution although its guest could, or NULL. */
+static const char *host_not_replayable(const SbxExecRecordInput *in)
+{
+    const SbxRunResult *res = in->result;
+
+    if (res->tool_calls_dropped > 0) {
+        return "more tool calls than a record keeps (1024)";
+    }
+    for (guint i = 0; res->tool_calls != NULL && i < res->tool_calls->len; i++) {
+        const SbxToolRecord *t = g_ptr_array_index(res->tool_calls, i);
+        if (t->result_dropped) {
+            return "a tool result larger than the record keeps";
+        }
+    }
+    if (in->info->not_replayable != NULL) {
+        return in->info->not_replayable;
+    }
+    if (in->files_in) {
+        return "files were put into the workspace (a record keeps their names and digests, not "
+               "their contents)";
+    }
+    return NULL;
+}
+
 /*
  * What a replay needs (docs/protocol.md, "Replay") into @r: the seed, the clock log, and
  * whether the run can be replayed. Only the guest's own word makes it replayable; every other
@@ -203,8 +227,13 @@ static void fill_replay(SbxRecord *r, const SbxExecRecordInput *in, char **seed,
     if (res->clock_log != NULL) {
         r->clock_log_json = *clock = clock_log_json(res->clock_log, res->n_clock_log);
     }
-    r->replayable = res->replayable && r->seed_hex != NULL;
+    const char *host_why = host_not_replayable(in);
+    r->replayable = res->replayable && r->seed_hex != NULL && host_why == NULL;
     if (r->replayable) {
+        return;
+    }
+    if (res->replayable && host_why != NULL) {
+        r->not_replayable = (char *)host_why;
         return;
     }
     r->not_replayable =
@@ -235,6 +264,7 @@ gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, G
         r.guest_clock_ms = in->given->time_us / 1000;
     }
     fill_replay(&r, in, &seed, &clock);
+    r.tools_json = (char *)in->tools_json;
     for (guint i = 0; i < n; i++) {
         fill_call(&calls[i], g_ptr_array_index(tc, i), in->ns);
         n_approvals += fill_approval(&approvals[n_approvals], &calls[i]);
@@ -253,4 +283,61 @@ gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, G
         explicit_bzero(seed, strlen(seed));
     }
     return ok;
+}
+
+/* @len bytes of @data, NUL-terminated (as a record read from the store holds them). */
+static char *bytes_copy(const char *data, gsize len)
+{
+    char *copy = g_malloc(len + 1);
+
+    if (len > 0) {
+        memcpy(copy, data, len);
+    }
+    copy[len] = '\0';
+    return copy;
+}
+
+SbxRecord *sbx_exec_record_view(const SbxExecRecordInput *in, GPtrArray **ret_calls)
+{
+    SbxRecord r = {0};
+    char *err = NULL;
+    SbxRecord *out = g_new0(SbxRecord, 1);
+    const GPtrArray *tc = in->result != NULL ? in->result->tool_calls : NULL;
+
+    fill_begin(&r, in);
+    fill_outcome(&r, in, &err);
+    out->id = g_strdup(r.id);
+    out->status = g_strdup(r.status);
+    out->has_exit_code = r.has_exit_code;
+    out->exit_code = r.exit_code;
+    out->result_json = g_strdup(r.result_json);
+    out->error_json = err;
+    out->duration_ms = r.duration_ms;
+    out->stdout_truncated = r.stdout_truncated;
+    out->stderr_truncated = r.stderr_truncated;
+    out->stdout_len = MIN(r.stdout_len, (gsize)SBX_RECORD_OUTPUT_MAX);
+    out->stderr_len = MIN(r.stderr_len, (gsize)SBX_RECORD_OUTPUT_MAX);
+    out->stdout_truncated |= out->stdout_len < r.stdout_len;
+    out->stderr_truncated |= out->stderr_len < r.stderr_len;
+    out->stdout_data = bytes_copy(r.stdout_data, out->stdout_len);
+    out->stderr_data = bytes_copy(r.stderr_data, out->stderr_len);
+    *ret_calls = g_ptr_array_new_with_free_func((GDestroyNotify)sbx_record_call_free);
+    for (guint i = 0; tc != NULL && i < tc->len; i++) {
+        SbxRecordCall c = {0};
+        SbxRecordCall *copy = g_new0(SbxRecordCall, 1);
+        fill_call(&c, g_ptr_array_index(tc, i), in->ns);
+        *copy = (SbxRecordCall){
+            .seq = i,
+            .call_id = c.call_id,
+            .provider = g_strdup(c.provider),
+            .tool = g_strdup(c.tool),
+            .input_json = g_strdup(c.input_json),
+            .ok = c.ok,
+            .result_json = g_strdup(c.result_json),
+            .error_json = c.error_json, /* fill_call's copy */
+            .duration_ms = c.duration_ms,
+        };
+        g_ptr_array_add(*ret_calls, copy);
+    }
+    return out;
 }

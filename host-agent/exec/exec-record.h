@@ -31,6 +31,8 @@ typedef struct {
     const SbxNamespace *ns;
     const SbxSessionGiven *given; /* NULL: nothing was sent to the guest */
     const char *files_json;       /* the `files` object without contents, or NULL: none */
+    gboolean files_in;            /* files were put into the workspace before the execute */
+    const char *tools_json;       /* the tools the guest was given (sbx_tools_given_json()) */
 } SbxExecRecordInput;
 
 /** Record that the execution starts (status running). */
@@ -38,3 +40,10 @@ gboolean sbx_exec_record_begin(SbxStore *store, const SbxExecRecordInput *in, GE
 
 /** Record its end: the outcome, output, tool calls and approvals, in one transaction. */
 gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, GError **error);
+
+/**
+ * The outcome of the execution as its record would hold it (status, exit code, result, error,
+ * output cut at the record's cap and flagged), and its tool calls (*@ret_calls: SbxRecordCall*)
+ * with their answers: what a replay compares with the record. Owned by the caller.
+ */
+SbxRecord *sbx_exec_record_view(const SbxExecRecordInput *in, GPtrArray **ret_calls);

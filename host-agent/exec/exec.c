@@ -34,6 +34,7 @@ struct SbxExec {
     gboolean collect_output;
     gboolean keep;
     SbxExecFiles *files; /* with_files; else NULL */
+    gsize n_files_in;    /* files put in before the execute */
     guint8 seed[SBX_SEED_BYTES];
     gboolean has_seed;  /* a replay's seed: else the session makes a fresh one */
     guint64 *clock_log; /* a replay's clock log, or NULL */
@@ -79,7 +80,7 @@ struct SbxExec {
 /* ---- the record --------------------------------------------------------------------------- */
 
 static void record_input(const SbxExec *exec, SbxExecRecordInput *in, SbxSessionGiven *given,
-                         const char *files_json)
+                         const char *files_json, const char *tools_json)
 {
     *in = (SbxExecRecordInput){
         .id = exec->id,
@@ -101,7 +102,21 @@ static void record_input(const SbxExec *exec, SbxExecRecordInput *in, SbxSession
         .ns = sbx_tools_namespace(exec->tools),
         .given = exec->session != NULL && sbx_session_given(exec->session, given) ? given : NULL,
         .files_json = files_json,
+        .files_in = exec->files != NULL && exec->n_files_in > 0,
+        .tools_json = tools_json,
     };
+}
+
+SbxRecord *sbx_exec_outcome_record(const SbxExec *exec, GPtrArray **ret_calls)
+{
+    SbxExecRecordInput in;
+    SbxSessionGiven given;
+
+    g_return_val_if_fail(exec->reported, NULL);
+    record_input(exec, &in, &given, NULL, NULL);
+    SbxRecord *r = sbx_exec_record_view(&in, ret_calls);
+    explicit_bzero(&given, sizeof(given));
+    return r;
 }
 
 /* Keep the first failure: the front end warns about it; the execution goes on regardless. */
@@ -119,7 +134,7 @@ static void record_begin(SbxExec *exec)
     SbxSessionGiven given;
     GError *error = NULL;
 
-    record_input(exec, &in, &given, NULL);
+    record_input(exec, &in, &given, NULL, NULL);
     exec->record_begun = sbx_exec_record_begin(exec->store, &in, &error);
     if (!exec->record_begun) {
         record_failed(exec, error);
@@ -136,7 +151,8 @@ static void record_finish(SbxExec *exec)
         record_begin(exec); /* ended before its start (an abort), or the begin failed */
     }
     g_autofree char *files = sbx_exec_files_json_of(exec, FALSE);
-    record_input(exec, &in, &given, files);
+    g_autofree char *tools = exec->tools != NULL ? sbx_tools_given_json(exec->tools) : NULL;
+    record_input(exec, &in, &given, files, tools);
     if (exec->record_begun && !sbx_exec_record_finish(exec->store, &in, &error)) {
         record_failed(exec, error);
     }
@@ -490,6 +506,7 @@ SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource 
     exec->collect_output = req->collect_output;
     exec->keep = req->keep;
     exec->files = req->with_files ? sbx_exec_files_new(req->files, req->n_files) : NULL;
+    exec->n_files_in = req->n_files;
     g_assert(req->n_clock_log <= SBX_CLOCK_READS_MAX);
     if (req->seed != NULL) {
         memcpy(exec->seed, req->seed, sizeof(exec->seed));
@@ -527,6 +544,7 @@ void sbx_exec_set_record(SbxExec *exec, SbxStore *store, const SbxExecRecordInfo
     exec->info.catalog = g_strdup(info->catalog);
     exec->info.session_id = g_strdup(info->session_id);
     exec->info.created_at_ms = info->created_at_ms;
+    exec->info.not_replayable = g_strdup(info->not_replayable);
     if (!exec->collect_output) {
         for (int i = 0; i < SBX_STREAM__COUNT; i++) {
             exec->kept[i] = g_byte_array_new();
@@ -713,6 +731,7 @@ void sbx_exec_free(SbxExec *exec)
     g_free((char *)exec->info.image_id);
     g_free((char *)exec->info.catalog);
     g_free((char *)exec->info.session_id);
+    g_free((char *)exec->info.not_replayable);
     for (int i = 0; i < SBX_STREAM__COUNT; i++) {
         if (exec->kept[i] != NULL) {
             g_byte_array_unref(exec->kept[i]);

@@ -22,6 +22,7 @@
 #include "protocol/message.h"
 #include "session.h"
 #include "store/db.h"
+#include "store/records.h"
 #include "tools.h"
 
 typedef struct SbxExec SbxExec;
@@ -78,9 +79,10 @@ typedef struct {
     const char *profile;      /* the machine profile's name */
     const char *snapshot_key; /* NULL: a cold boot */
     const char *image_id;
-    const char *catalog;    /* the tool catalog an API request named, or NULL */
-    const char *session_id; /* the session it runs in (store/sessions.h), or NULL: none */
-    gint64 created_at_ms;   /* when the front end took the request (unix ms); 0: at the start */
+    const char *catalog;        /* the tool catalog an API request named, or NULL */
+    const char *session_id;     /* the session it runs in (store/sessions.h), or NULL: none */
+    gint64 created_at_ms;       /* when the front end took the request (unix ms); 0: at the start */
+    const char *not_replayable; /* the front end's reason a replay cannot redo it, or NULL */
 } SbxExecRecordInfo;
 
 /**
@@ -150,6 +152,14 @@ const SbxExecFiles *sbx_exec_files(const SbxExec *exec);
  * collected), or NULL without with_files. Caller frees.
  */
 char *sbx_exec_files_json_of(const SbxExec *exec, gboolean with_content);
+
+/**
+ * Once done: the outcome as the execution's record holds it (store/records.h: status, exit code,
+ * result, error, output cut at the record's cap) and its tool calls with their answers
+ * (*@ret_calls, SbxRecordCall*), whether or not it is recorded: what a replay compares.
+ * Caller frees both.
+ */
+SbxRecord *sbx_exec_outcome_record(const SbxExec *exec, GPtrArray **ret_calls);
 
 /** The VM, once acquired (its console, its PIDs), else NULL. */
 SbxVm *sbx_exec_vm(const SbxExec *exec);

@@ -628,6 +628,11 @@ void sbx_http_exec_route(HttpFront *front, SoupServerMessage *msg, const SbxTena
     const char *method = soup_server_message_get_method(msg);
     gint wait_s = -1;
 
+    if (strcmp(rest, "/replay") == 0) {
+        sbx_http_is(msg, "POST") ? sbx_http_replay(front, msg, tenant, id, query)
+                                 : sbx_http_reply_method(msg, "POST");
+        return;
+    }
     /* The path, the method, then the parameters, and only then whether it exists: the same
      * request gets the same error for any id. */
     if (!is_object && !is_cancel && strcmp(rest, "/events") != 0) {

@@ -112,6 +112,7 @@ typedef struct {
     guint mcp_sweep;
     GList *mcp_held;          /* the initialize POSTs waiting for their catalog's listing */
     GHashTable *mcp_listings; /* catalog name -> its current listing (http-mcp-listing.c) */
+    GList *replays;           /* the replays running (http-replay.c) */
 } HttpFront;
 
 /* http.c, for the other files */
@@ -154,6 +155,12 @@ HttpExec *sbx_http_exec_start(HttpFront *front, const SbxTenant *tenant, const S
 void sbx_http_exec_watch(HttpExec *e, const SbxHttpExecWatch *watch, gpointer data);
 /** End @e now, cancelled for @why (nothing if it has ended). */
 void sbx_http_exec_cancel(HttpExec *e, const char *why);
+/* http-replay.c */
+/** POST /v1/executions/{@id}/replay of @tenant: the verdict once the replay ended. */
+void sbx_http_replay(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,
+                     const char *id, GHashTable *query);
+/** Stop and forget every replay (the front end's end). */
+void sbx_http_replays_free(HttpFront *front);
 /** @prefix and @n_bytes random bytes in hex: an id that is unique, not secret. */
 char *sbx_http_random_id(const char *prefix, gsize n_bytes);
 /** The tools of @catalog (NULL: none) from the operator's catalogs. */

@@ -667,6 +667,7 @@ void sbx_http_front_free(SbxHttpFront *pub)
     sbx_http_front_close(pub);
     sbx_approvals_set_notify(sbx_server_approvals(front->srv), NULL, NULL);
     sbx_http_mcp_free(front);
+    sbx_http_replays_free(front);
     sbx_http_exec_free_all(front);
     soup_server_disconnect(front->soup);
     for (GList *l = front->conns; l != NULL; l = l->next) {

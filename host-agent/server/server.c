@@ -394,6 +394,10 @@ SbxServerJob *sbx_server_submit(SbxServer *srv, const SbxServerRequest *req, Sbx
             .created_at_ms = req->created_at_ms,
         };
         info.session_id = req->session != NULL ? sbx_server_session_id(req->session) : NULL;
+        if (req->session != NULL && sbx_server_session_files_changed(req->session)) {
+            info.not_replayable = "files of its session were put or deleted before it (a record "
+                                  "keeps no file contents)";
+        }
         sbx_exec_set_record(job->exec, srv->store, &info);
     }
     srv->jobs = g_list_prepend(srv->jobs, job);

@@ -200,6 +200,9 @@ static gboolean start(SbxServerSession *session, OpKind kind, const char *path, 
                     "the file is larger than %u MiB", SBX_SESSION_FILE_MAX >> 20);
         return FALSE;
     }
+    if (kind == OP_PUT || kind == OP_DELETE) {
+        sbx_server_session_mark_files_changed(session); /* even if it fails half way */
+    }
     FileOp *op = g_new0(FileOp, 1);
     op->session = sbx_server_session_ref(session);
     op->kind = kind;

@@ -47,6 +47,7 @@ struct SbxServerSession {
     char *current_execution; /* the job's execution id, while one runs */
     gboolean running;        /* a job submitted and not done */
     gboolean file_op;        /* a file operation asked for the channel and is not done */
+    gboolean files_changed;  /* a file was put or deleted from outside: replays cannot redo it */
     ChannelWaiter *waiter;   /* that operation, until it has the channel */
     void (*channel_abort)(gpointer data); /* and once it has it: how to stop it */
     gpointer channel_abort_data;
@@ -534,6 +535,16 @@ void sbx_server_session_channel_done(SbxServerSession *s, gboolean broken, const
         return;
     }
     settle(s);
+}
+
+void sbx_server_session_mark_files_changed(SbxServerSession *s)
+{
+    s->files_changed = TRUE;
+}
+
+gboolean sbx_server_session_files_changed(const SbxServerSession *s)
+{
+    return s->files_changed;
 }
 
 const char *sbx_server_session_id(const SbxServerSession *s)

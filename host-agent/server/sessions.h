@@ -127,6 +127,13 @@ gboolean sbx_server_session_with_channel(SbxServerSession *session,
 void sbx_server_session_channel_done(SbxServerSession *session, gboolean broken, const char *why);
 
 const char *sbx_server_session_id(const SbxServerSession *session);
+
+/*
+ * A file of the workspace was put or deleted from outside an execution: the executions after it
+ * cannot be replayed (a record keeps no file contents; docs/replay.md).
+ */
+void sbx_server_session_mark_files_changed(SbxServerSession *session);
+gboolean sbx_server_session_files_changed(const SbxServerSession *session);
 const char *sbx_server_session_tenant(const SbxServerSession *session); /* NULL: local */
 SbxServerSessionState sbx_server_session_state(const SbxServerSession *session);
 const char *sbx_server_session_state_name(const SbxServerSession *session);

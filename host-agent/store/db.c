@@ -140,6 +140,10 @@ static const char *const migrations[] = {
     "ALTER TABLE executions ADD COLUMN replayable INTEGER;"
     "ALTER TABLE executions ADD COLUMN not_replayable TEXT;"
     "PRAGMA user_version = 5;",
+    /* 5 -> 6: the tools the guest was given (their real names and descriptions, in the
+     * catalog's order): a replay gives the same namespace (docs/replay.md). */
+    "ALTER TABLE executions ADD COLUMN tools_json TEXT;"
+    "PRAGMA user_version = 6;",
 };
 
 G_STATIC_ASSERT(G_N_ELEMENTS(migrations) == SBX_STORE_SCHEMA_VERSION);

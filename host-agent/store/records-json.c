@@ -82,6 +82,7 @@ static void append_record(GString *out, const SbxRecord *r)
         g_string_append(out, ",\"replayable\":null");
     }
     append_str(out, "not_replayable", r->not_replayable);
+    append_raw(out, "tools", r->tools_json);
 }
 
 static void append_call(GString *out, const SbxRecordCall *c)

@@ -80,6 +80,10 @@ typedef struct {
     gboolean has_replayable;
     gboolean replayable;
     char *not_replayable;
+    /* The tools the guest was given, for a replay's namespace (written at the finish): a JSON
+     * array of {"provider", "tools": [{"name", "description"?}]} with real names, in the
+     * catalog's order; NULL: recorded before schema 6 (a replay then gives no tools). */
+    char *tools_json;
 } SbxRecord;
 
 typedef struct {

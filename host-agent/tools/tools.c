@@ -7,6 +7,7 @@
 
 #include "provider.h"
 #include "tools-error.h"
+#include "tools-private.h"
 
 typedef struct Start Start;
 
@@ -21,6 +22,7 @@ struct SbxTools {
     GPtrArray *warnings;     /* char*, NULL-terminated */
     SbxApprovals *approvals; /* or NULL: approvals cannot be asked for */
     char *origin;            /* who makes the calls, for the approvals list */
+    SbxToolsReplay *replay;  /* a replay's: calls answered from the record (tools-replay.c) */
 };
 
 /*
@@ -82,7 +84,8 @@ static void build_decls(SbxTools *t)
  * @listing_only: build only the providers whose tools must be discovered (MCP), so that listing
  * the namespace reads no host secret and starts nothing else; calls then fail.
  */
-static SbxTools *tools_new(SbxCatalog *catalog, gboolean listing_only, GError **error)
+static SbxTools *tools_new(SbxCatalog *catalog, gboolean listing_only, SbxToolsReplay *replay,
+                           GError **error)
 {
     g_autoptr(SbxTools) t = g_new0(SbxTools, 1);
     t->catalog = catalog;
@@ -91,10 +94,11 @@ static SbxTools *tools_new(SbxCatalog *catalog, gboolean listing_only, GError **
         g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)sbx_provider_free);
     t->warnings = g_ptr_array_new_with_free_func(g_free);
     g_ptr_array_add(t->warnings, NULL);
+    t->replay = replay;
     if (!sbx_catalog_build_namespace(t->catalog, t->ns, error)) {
         return NULL;
     }
-    for (gsize i = 0; i < catalog->n_providers; i++) {
+    for (gsize i = 0; replay == NULL && i < catalog->n_providers; i++) {
         if (listing_only && catalog->providers[i].kind != SBX_PROVIDER_MCP) {
             continue;
         }
@@ -110,12 +114,27 @@ static SbxTools *tools_new(SbxCatalog *catalog, gboolean listing_only, GError **
 
 SbxTools *sbx_tools_new(SbxCatalog *catalog, GError **error)
 {
-    return tools_new(catalog, FALSE, error);
+    return tools_new(catalog, FALSE, NULL, error);
 }
 
 SbxTools *sbx_tools_new_listing(SbxCatalog *catalog, GError **error)
 {
-    return tools_new(catalog, TRUE, error);
+    return tools_new(catalog, TRUE, NULL, error);
+}
+
+SbxTools *sbx_tools_new_answering(SbxCatalog *catalog, SbxToolsReplay *replay, GError **error)
+{
+    return tools_new(catalog, FALSE, replay, error); /* @replay is the tools' from the start */
+}
+
+SbxToolsReplay *sbx_tools_replay_of(const SbxTools *tools)
+{
+    return tools->replay;
+}
+
+void sbx_tools_in_flight_add(SbxTools *tools, int delta)
+{
+    tools->in_flight += delta;
 }
 
 void sbx_tools_set_approvals(SbxTools *tools, SbxApprovals *approvals, const char *origin)
@@ -148,6 +167,7 @@ void sbx_tools_free(SbxTools *tools)
     g_hash_table_destroy(tools->providers);
     sbx_namespace_free(tools->ns);
     sbx_catalog_free(tools->catalog);
+    sbx_tools_replay_free(tools->replay);
     g_free(tools);
 }
 
@@ -491,6 +511,14 @@ void sbx_tools_call_async(SbxTools *tools, const char *provider_ident, const cha
     const char *prov_real = NULL, *tool_real = NULL;
 
     g_task_set_source_tag(task, sbx_tools_call_async);
+    if (tools->replay != NULL) {
+        /* the record's names: real ones when the guest's resolve, else the guest's */
+        prov_real = provider_ident;
+        tool_real = tool_ident;
+        sbx_namespace_resolve(tools->ns, provider_ident, tool_ident, &prov_real, &tool_real);
+        sbx_tools_replay_answer(tools, tools->replay, task, prov_real, tool_real, input_json);
+        return;
+    }
     if (!sbx_namespace_resolve(tools->ns, provider_ident, tool_ident, &prov_real, &tool_real)) {
         g_task_return_new_error(task, SBX_TOOL_ERROR, SBX_ERR_TOOL, "unknown tool %.*s.%.*s",
                                 SBX_NAME_MAX, provider_ident, SBX_NAME_MAX, tool_ident);

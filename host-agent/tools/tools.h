@@ -98,3 +98,42 @@ char *sbx_tools_call_policy(GAsyncResult *result);
 
 /** Calls started and not yet completed (processes not yet reaped). */
 guint sbx_tools_in_flight(const SbxTools *tools);
+
+/*
+ * Replay (docs/replay.md): a record keeps the tools the guest was given and every call with its
+ * answer; a replay's tools give the guest the same namespace and answer each call from the
+ * record, in the order the guest makes them, without any provider.
+ */
+
+/** The tools the guest is given, for a record: sbx_tools_new_replay()'s @given_json. */
+char *sbx_tools_given_json(const SbxTools *tools);
+
+/* One recorded call, with real names (the guest's when they did not resolve). */
+typedef struct {
+    char *provider;
+    char *tool;
+    char *input_json;  /* compact JSON */
+    gboolean ok;       /* answered with result_json */
+    char *result_json; /* when ok */
+    char *error_json;  /* when answered with an error ({code, message, ...}); NULL and !ok:
+                          never answered (the execution ended first) */
+} SbxToolsRecordedCall;
+
+void sbx_tools_recorded_call_free(SbxToolsRecordedCall *call);
+
+typedef struct SbxToolsReplay SbxToolsReplay;
+
+/** The record's calls (SbxToolsRecordedCall*, in the order made; the array is taken). */
+SbxToolsReplay *sbx_tools_replay_new(GPtrArray *calls);
+void sbx_tools_replay_free(SbxToolsReplay *replay);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(SbxToolsReplay, sbx_tools_replay_free)
+
+/**
+ * The tools of a replay: the namespace of @given_json (a record's tools; NULL: none) and calls
+ * answered by @replay (taken, also on failure). A call that is not the record's next one (another
+ * tool, another input, one too many) is answered with a replay_divergence error and noted.
+ */
+SbxTools *sbx_tools_new_replay(const char *given_json, SbxToolsReplay *replay, GError **error);
+
+/** Whether a call of the replay was not the record's next one (the verdict says which). */
+gboolean sbx_tools_replay_diverged(const SbxTools *tools);
