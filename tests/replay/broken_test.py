@@ -83,6 +83,7 @@ def broken_tool_result(c):
                    (broken, rid, seq))
     db.close()
     rc, v, text = replay(c, rid)
+    print(f"the changed record's replay: exit {rc}: {text.strip()[:800]}")
     d = v.get("divergence") or {}
     check(rc == 1 and v.get("verdict") == "diverged",
           f"a changed tool result: exit 1, diverged: rc {rc} {text[-1500:]!r}")
@@ -131,6 +132,7 @@ def broken_snapshot(c):
         f.seek(4096 + 17)
         f.write(bytes([byte[0] ^ 0x01]))
     rc, v, text = replay(c, rid, env)
+    print(f"the replay on the changed snapshot: exit {rc}: {text.strip()[:800]}")
     check((rc == 2 and v.get("verdict") == "cannot_replay") or
           (rc == 1 and v.get("verdict") == "diverged"),
           f"a changed snapshot: exit 2 (cannot replay) or 1 (diverged): rc {rc} {text[-1500:]!r}")
