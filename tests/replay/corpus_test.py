@@ -315,7 +315,7 @@ def main():
         programs = [p for p in programs if p["file"] in args.only]
     units = [u for i, u in enumerate(units_of(programs)) if i % n == k - 1]
     c = Corpus(os.path.abspath(args.sandbox), args.by_hand)
-    verdicts = []  # (file, verdict, detail)
+    verdicts = []  # (file, verdict, detail, group)
     try:
         for unit in units:
             try:
@@ -326,12 +326,12 @@ def main():
                     recorded = [(unit[0], rid, report)]
                 for prog, rid, report in recorded:
                     verdict, detail = replay(c, prog, rid, report)
-                    verdicts.append((prog["file"], verdict, detail))
+                    verdicts.append((prog["file"], verdict, detail, prog["group"]))
                     print(f"{verdict:15} {prog['file']} {rid or ''} {detail}"[:2000], flush=True)
             except RuntimeError as e:  # a run that hung or broke: its unit's rest cannot
                 done = {v[0] for v in verdicts}
                 for prog in (p for p in unit if p["file"] not in done):
-                    verdicts.append((prog["file"], "cannot_replay", str(e)))
+                    verdicts.append((prog["file"], "cannot_replay", str(e), prog["group"]))
                     print(f"{'cannot_replay':15} {prog['file']} {e}"[:2000], flush=True)
     finally:
         c.close()
@@ -339,16 +339,19 @@ def main():
 
 
 def summarize(c, verdicts, by_hand):
+    kinds = ("identical", "not_replayable", "diverged", "cannot_replay")
     total = len(verdicts)
-    count = {v: sum(1 for _, x, _ in verdicts if x == v)
-             for v in ("identical", "not_replayable", "diverged", "cannot_replay")}
+    for group in sorted({g for *_, g in verdicts}):
+        of = [v for _, v, _, g in verdicts if g == group]
+        print(f"  {group:11} {len(of):3}: " + ", ".join(f"{of.count(k)} {k}" for k in kinds))
+    count = {k: sum(1 for _, v, _, _ in verdicts if v == k) for k in kinds}
     print(f"{total} programs{' (replayed by hand)' if by_hand else ''}: " +
           ", ".join(f"{n} {v}" for v, n in count.items()))
     failures = list(c.problems)
-    failures += [f"{f} diverged: {d}" for f, v, d in verdicts if v == "diverged"]
+    failures += [f"{f} diverged: {d}" for f, v, d, _ in verdicts if v == "diverged"]
     listed = listed_in_doc()
     failures += [f"{f} is not replayable ({d}) but docs/replay-corpus.md does not list it"
-                 for f, v, d in verdicts if v == "not_replayable" and f not in listed]
+                 for f, v, d, _ in verdicts if v == "not_replayable" and f not in listed]
     if total and count["identical"] < IDENTICAL_SHARE_MIN * total:
         failures.append(f"{count['identical']} of {total} identical: below "
                         f"{IDENTICAL_SHARE_MIN:.0%}")
