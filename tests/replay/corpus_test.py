@@ -16,6 +16,7 @@ record's seed and clock log through `sandbox run --seed --clock-log` with the pr
 then stdout, stderr, status, exit code, result, error, truncation and the tool calls compared
 here. The tools are called again (they answer by their input alone). A session's programs cannot
 be replayed this way (a run starts from the snapshot, not from the session's state).
+--only FILE: only these programs (and the other programs of a session one of them is in).
 
 Everything runs in a private scratch dir (state dir: the records; runtime dir: the VMs; the
 socket of the `sandbox serve` a session needs); the snapshot cache is the build's, shared. The
@@ -141,7 +142,8 @@ def replay(c, prog, rid, report):
     try:
         v = json.loads(out)
     except ValueError:
-        return "cannot_replay", f"sandbox replay printed no JSON (rc {rc}): {out[:300]!r} {err[-600:]!r}"
+        return "cannot_replay", (f"sandbox replay printed no JSON (rc {rc}): {out[:300]!r} "
+                                 f"{err[-600:]!r}")
     verdict = v.get("verdict")
     expected_rc = {"identical": 0, "diverged": 1, "not_replayable": 2, "cannot_replay": 2}
     if verdict not in expected_rc:
@@ -167,7 +169,8 @@ def calls_of(report):
 def first_difference(a, b):
     if isinstance(a, str) and isinstance(b, str):
         i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        return f"at char {i}: recorded {a[max(0, i - 40):i + 80]!r}, replayed {b[max(0, i - 40):i + 80]!r}"
+        lo, hi = max(0, i - 40), i + 80
+        return f"at char {i}: recorded {a[lo:hi]!r}, replayed {b[lo:hi]!r}"
     return f"recorded {json.dumps(a)[:600]}, replayed {json.dumps(b)[:600]}"
 
 
@@ -203,7 +206,7 @@ class Serve:
 
     def __init__(self, c):
         self.c = c
-        os.makedirs(os.path.dirname(c.sock), mode=0o700)
+        os.makedirs(os.path.dirname(c.sock), mode=0o700, exist_ok=True)
         self.log = open(os.path.join(c.scratch, "serve.log"), "w+")
         self.proc = subprocess.Popen([c.sandbox, "serve", "--socket", c.sock, "--pool", "1",
                                       "--prestart", "0"], env=c.env, stdout=self.log,
@@ -311,8 +314,9 @@ def main():
         print("FAIL: corpus.json and programs/ differ:",
               sorted(set(listed) ^ set(os.listdir(PROGRAMS))))
         return 1
-    if args.only:
-        programs = [p for p in programs if p["file"] in args.only]
+    if args.only:  # a session's program comes with the rest of its session
+        sessions = {p.get("session") for p in programs if p["file"] in args.only} - {None}
+        programs = [p for p in programs if p["file"] in args.only or p.get("session") in sessions]
     units = [u for i, u in enumerate(units_of(programs)) if i % n == k - 1]
     c = Corpus(os.path.abspath(args.sandbox), args.by_hand)
     verdicts = []  # (file, verdict, detail, group)
@@ -328,7 +332,8 @@ def main():
                     verdict, detail = replay(c, prog, rid, report)
                     verdicts.append((prog["file"], verdict, detail, prog["group"]))
                     print(f"{verdict:15} {prog['file']} {rid or ''} {detail}"[:2000], flush=True)
-            except RuntimeError as e:  # a run that hung or broke: its unit's rest cannot
+            except (RuntimeError, OSError, ValueError) as e:
+                # A run that hung or broke: the rest of its unit (a session) is not replayed.
                 done = {v[0] for v in verdicts}
                 for prog in (p for p in unit if p["file"] not in done):
                     verdicts.append((prog["file"], "cannot_replay", str(e), prog["group"]))
