@@ -3,7 +3,7 @@
 recorded (`sandbox run --json`, or `sandbox session exec --json` for a session's programs) and
 then replayed from its record (`sandbox replay --json ID`); the verdicts are counted.
 
-Usage: corpus_test.py SANDBOX [--shard K/N] [--by-hand] [--only FILE]...
+Usage: corpus_test.py SANDBOX [--shard K/N] [--by-hand] [--only FILE]... [--summary-json]
 
 Fails if a replay diverged, if fewer than 99% of the programs replayed identically, if a
 program reported not replayable is not listed in docs/replay-corpus.md, or if a recorded run is
@@ -298,6 +298,8 @@ def main():
     ap.add_argument("--shard", default="1/1")
     ap.add_argument("--by-hand", action="store_true")
     ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--summary-json", action="store_true",
+                    help="end with the counts as one JSON line (scripts/bench)")
     args = ap.parse_args()
     k, n = (int(x) for x in args.shard.split("/"))
     if not 1 <= k <= n:
@@ -340,10 +342,10 @@ def main():
                     print(f"{'cannot_replay':15} {prog['file']} {e}"[:2000], flush=True)
     finally:
         c.close()
-    return summarize(c, verdicts, args.by_hand)
+    return summarize(c, verdicts, args.by_hand, args.summary_json)
 
 
-def summarize(c, verdicts, by_hand):
+def summarize(c, verdicts, by_hand, summary_json=False):
     kinds = ("identical", "not_replayable", "diverged", "cannot_replay")
     total = len(verdicts)
     for group in sorted({g for *_, g in verdicts}):
@@ -362,6 +364,8 @@ def summarize(c, verdicts, by_hand):
                         f"{IDENTICAL_SHARE_MIN:.0%}")
     for f in failures:
         print("FAIL:", f)
+    if summary_json:
+        print(json.dumps(count))
     return 1 if failures else 0
 
 
