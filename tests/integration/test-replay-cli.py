@@ -17,6 +17,8 @@ Checked:
                (calc.add): recorded {"result":43}, replayed {"result":42}`, --json with every
                difference; --live without --tools: no tool, no call (`tool calls`), and every
                other difference on an `also:` line;
+  cannot       another image in the record: exit 2, `the image differs`; a damaged seed:
+               --json "cannot_replay";
   not replayable  a Python program that starts a thread: exit 2, `not replayable:` and why;
                --json verdict "not_replayable" with the reason;
   snapshot gone   SANDBOX_SNAPSHOT_DIR pointing to an empty dir of the scratch dir (the build's
@@ -185,11 +187,8 @@ def identical_and_diverged(s):
     rc, out, err = s.replay(py.get("id", "?"))
     check(rc == 0 and out == "identical\n", "a Python record with a tool call: identical",
           (rc, out, err))
-    with sqlite3.connect(s.db, timeout=30) as c:
-        n = c.execute("UPDATE tool_calls SET result_json = ? WHERE execution_id = ?",
-                      ('{"result":43}', py.get("id"))).rowcount
-    c.close()
-    check(n == 1, "the record's tool result changed in sandbox.db")
+    store_update(s, "UPDATE tool_calls SET result_json = ? WHERE execution_id = ?",
+                 ('{"result":43}', py.get("id")))
     rc, out, err = s.replay(py.get("id", "?"))
     lines = out.splitlines()
     check(rc == 1 and lines[:1] == ["diverged"] and len(lines) == 2 and
@@ -242,6 +241,24 @@ def identical_and_diverged(s):
           (rc, out, err))
     rc, out, err = s.replay("--db", s.db, js.get("id", "?"))
     check(rc == 0 and out == "identical\n", "--db: the store named", (rc, out, err))
+    # what this host cannot replay: another image, a damaged record
+    store_update(s, "UPDATE executions SET image_id = ? WHERE id = ?", ("0" * 64, py.get("id")))
+    rc, out, err = s.replay(py.get("id", "?"))
+    check(rc == 2 and f"record {py.get('id')} ran on image {'0' * 64}, this host has" in err and
+          "the image differs" in err, "another image: exit 2, the image differs", (rc, out, err))
+    store_update(s, "UPDATE executions SET seed_hex = ? WHERE id = ?", ("zz", js.get("id")))
+    rc, out, err = s.replay("--json", js.get("id", "?"))
+    obj = json_of(out, "--json, a damaged seed")
+    check(rc == 2 and obj.get("verdict") == "cannot_replay" and
+          "its seed is not 64 hex digits" in obj.get("reason", ""),
+          "a damaged seed: exit 2, cannot_replay", (rc, out, err))
+
+
+def store_update(s, sql, args):
+    with sqlite3.connect(s.db, timeout=30) as c:
+        n = c.execute(sql, args).rowcount
+    c.close()
+    check(n == 1, f"sandbox.db changed: {sql}", n)
 
 
 def records_show(s, rid):
