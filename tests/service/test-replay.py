@@ -10,11 +10,13 @@ python3-requests, every body against openapi.json (api.conforms):
                calls the catalog again: 200 with `differences` []; another tenant's record and a
                missing id are 404 not_found; ?live=maybe and an unknown parameter 400
                bad_request; GET and DELETE 405 with `Allow: POST`;
-  not replayable  a Python program that starts a thread: 409 not_replayable, the reason said;
+  not replayable  a Python program that starts a thread, one given files in its request, one
+               still running: 409 not_replayable, the reason said;
   damaged      the record's stdout changed in sandbox.db (the server running; WAL): 200
                diverged, divergence.what "stdout" with both sides; a tool result changed: the
                replay answers from the record (divergence stdout, 43 against 42), ?live=true
-               calls the tool again (divergence "tool result", every difference listed);
+               calls the tool again (divergence "tool result", every difference listed); a
+               damaged seed: 409 cannot_replay;
   bounds       a tenant's second replay while its first runs: 429 rate_limited, Retry-After;
                a third tenant's while two run: 429; the replays' VMs (QEMUs below the server
                that its pools do not name) are gone once they answered;
@@ -219,6 +221,10 @@ def not_replayable(srv, ka):
                        "t.start()\nt.join()\nprint('joined')"})
     err_is(replay(srv, ka, ex.get("id")), 409, "not_replayable", "a record that started a thread",
            says="a thread was started")
+    ex = run(srv, ka, {"language": "python", "code": "print(open('in.txt').read())",
+                       "files": [{"path": "in.txt", "content": "given\n"}]})
+    err_is(replay(srv, ka, ex.get("id")), 409, "not_replayable",
+           "a record whose request gave files", says="files were put into the workspace")
 
 
 def damaged(srv, ka, db):
@@ -245,6 +251,10 @@ def damaged(srv, ka, db):
           d.get("recorded") == '{"result":43}' and d.get("replayed") == '{"result":42}',
           "?live=true: the tool answered 42 again, the record says 43", d)
     check(body.get("differences") == [d], "?live=true: every difference (only that one)", body)
+    n = store_update(db, "UPDATE executions SET seed_hex = ? WHERE id = ?", ("zz", IDS["js"]))
+    check(n == 1, "the JavaScript record's seed damaged in the store")
+    err_is(replay(srv, ka, IDS["js"]), 409, "cannot_replay", "a record whose seed is damaged",
+           says="its seed is not 64 hex digits")
 
 
 def bounds(srv, ka, kc, kd):
@@ -295,7 +305,7 @@ def client_gone(srv, ka):
     check(gone and time.monotonic() - start < 5,
           "a replay whose client went away: its VM is gone before the replay would end",
           (vms, time.monotonic() - start))
-    r = replay(srv, ka, IDS["js"])
+    r = replay(srv, ka, IDS["py"])
     check(r.status_code == 200, "the tenant may replay again (the gone one is forgotten)",
           r.text[:300])
 
