@@ -24,6 +24,7 @@ Checked:
   snapshot gone   SANDBOX_SNAPSHOT_DIR pointing to an empty dir of the scratch dir (the build's
                cache is never touched): exit 2 naming the snapshot as gone; --json
                "cannot_replay";
+  interrupted  SIGINT while a replay runs: exit 130 at once, no verdict, its VM gone;
   session      through `sandbox serve` and `sandbox session`: `x = random.random()` then
                `print(x)`, the second replayed (after the first, on one VM): exit 0 identical;
                a file put into the session, the next execution: exit 2 not replayable;
@@ -261,6 +262,29 @@ def store_update(s, sql, args):
     check(n == 1, f"sandbox.db changed: {sql}", n)
 
 
+def interrupted(s):
+    """SIGINT while a replay runs: exit 130 at once, its VM gone."""
+    ex = s.run("python", "import time\ntime.sleep(12)\nprint('slept')")
+    p = subprocess.Popen([SANDBOX, "replay", ex.get("id", "?")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=s.env(), cwd=TOP, start_new_session=True)
+    s.started.add(p.pid)
+    time.sleep(3)
+    vms = [q for q in procs.descendants(p.pid) if procs.alive(q)]
+    check(vms, "the replay's VM runs below the CLI", vms)
+    start = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    check(p.returncode == 130 and time.monotonic() - start < 8 and b"identical" not in out,
+          "SIGINT: exit 130 before the replay would end, no verdict",
+          (p.returncode, time.monotonic() - start, out, err))
+    check(not [q for q in vms if procs.alive(q)], "its VM is gone", vms)
+    s.no_vm_left("an interrupted replay")
+
+
 def records_show(s, rid):
     rc, out, err = s.sandbox("records", "show", rid, "--json")
     check(rc == 0, f"records show {rid}", err)
@@ -351,7 +375,8 @@ def main():
         return 77
     s = Scratch()
     try:
-        for fn in (usage, missing, identical_and_diverged, not_replayable, session):
+        for fn in (usage, missing, identical_and_diverged, not_replayable, interrupted,
+                   session):
             print(f"-- {fn.__name__}", flush=True)
             try:
                 fn(s)
