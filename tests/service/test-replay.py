@@ -26,7 +26,8 @@ python3-requests, every body against openapi.json (api.conforms):
                the first on one VM, `identical`; the first's stdout changed in the store: the
                second's replay diverges at "execution 1 of its session (ID)"; a file PUT into
                the session: the next execution's record is 409 not_replayable, saying why.
-The server is stopped with SIGTERM at the end; none of its processes may be left. Exit 77
+The server is stopped with SIGTERM while a replay runs: it exits 0 at once and the replay's
+VM goes with it; none of its processes may be left. Exit 77
 only when the guest image or the bridge is not built."""
 import json
 import os
@@ -372,9 +373,27 @@ def body(tmp, servers):
     section(bounds, srv, keys["a"], keys["c"], keys["d"])
     section(client_gone, srv, keys["a"])
     section(session, srv, keys["a"], db)
+    section(shutdown, srv, keys["a"])
+
+
+def shutdown(srv, ka):
+    """SIGTERM with a replay running: the server exits 0, the replay's VM with it."""
+    ex_id = run(srv, ka, {"language": "python", "code": SLEEPER}).get("id")
+    before = api.descendants(srv.proc.pid)
+    bg = Background(lambda: replay(srv, ka, ex_id))
+    time.sleep(3)
+    vms = replay_vms(srv, before)
+    check(vms, "the replay's VM runs", vms)
     srv.track()
+    start = time.monotonic()
     rc = srv.stop()
-    check(rc == 0, "SIGTERM: the server exits 0", rc)
+    check(rc == 0 and time.monotonic() - start < 8, "SIGTERM with a replay running: exit 0, "
+          "before the replay would end", (rc, time.monotonic() - start))
+    check(api.wait_until(lambda: not any(api.alive(p) for p in vms), 10),
+          "the replay's VM is gone with the server", [p for p in vms if api.alive(p)])
+    bg.join(60)
+    check(bg.answer is None or bg.answer.status_code != 200,
+          "the replay's client got no verdict", bg.answer and bg.answer.text[:300])
 
 
 def main():
