@@ -16,7 +16,8 @@ Checked:
                --live --tools calls calc again: `first divergence: tool result at call 1
                (calc.add): recorded {"result":43}, replayed {"result":42}`, --json with every
                difference; --live without --tools: no tool, no call (`tool calls`), and every
-               other difference on an `also:` line;
+               other difference on an `also:` line; a result changed in sandbox.db: the
+               divergence `result`, `where` null;
   cannot       another image in the record: exit 2, `the image differs`; a damaged seed:
                --json "cannot_replay";
   not replayable  a Python program that starts a thread: exit 2, `not replayable:` and why;
@@ -242,6 +243,16 @@ def identical_and_diverged(s):
           (rc, out, err))
     rc, out, err = s.replay("--db", s.db, js.get("id", "?"))
     check(rc == 0 and out == "identical\n", "--db: the store named", (rc, out, err))
+    # a value compared whole: no place in it
+    store_update(s, "UPDATE executions SET result_json = ? WHERE id = ?", ("[1,2]", js.get("id")))
+    rc, out, err = s.replay("--json", js.get("id", "?"))
+    d = json_of(out, "--json, a changed result").get("divergence") or {}
+    check(rc == 1 and d.get("what") == "result" and d.get("where", "") is None and
+          d.get("recorded") == "[1,2]" and json.loads(d.get("replayed") or "0") == js.get("result"),
+          "a changed result: divergence result, where null, both values", (rc, out, err))
+    rc, out, err = s.replay(js.get("id", "?"))
+    check(rc == 1 and out.startswith("diverged\nfirst divergence: result: recorded [1,2], "
+                                     "replayed ["), "the same in words", (rc, out, err))
     # what this host cannot replay: another image, a damaged record
     store_update(s, "UPDATE executions SET image_id = ? WHERE id = ?", ("0" * 64, py.get("id")))
     rc, out, err = s.replay(py.get("id", "?"))
