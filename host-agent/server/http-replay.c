@@ -123,7 +123,7 @@ static gboolean get_live(SoupServerMessage *msg, GHashTable *query, gboolean *re
     if (v == NULL || *ret || strcmp(v, "false") == 0) {
         return TRUE;
     }
-    sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "invalid_request",
+    sbx_http_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "bad_request",
                          "live: expected true or false");
     return FALSE;
 }

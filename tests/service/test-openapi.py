@@ -66,6 +66,8 @@ EXPECTED = {  # path -> method -> statuses (docs/api.md)
     "/v1/executions/{id}": {"get": {"200", "400", "401", "404", "500"}},
     "/v1/executions/{id}/cancel": {"post": {"202", "401", "404", "409", "500"}},
     "/v1/executions/{id}/events": {"get": {"200", "401", "404", "500"}},
+    "/v1/executions/{id}/replay": {"post": {"200", "400", "401", "404", "409", "429", "500",
+                                            "503"}},
     "/v1/approvals": {"get": {"200", "401", "500"}},
     "/v1/approvals/{id}": {"post": {"200", "400", "401", "404", "413", "415", "500"}},
     "/v1/sessions": {"post": {"201", "400", "401", "409", "413", "429", "500", "503"},
@@ -85,7 +87,7 @@ EXPECTED = {  # path -> method -> statuses (docs/api.md)
 NO_RETRY_AFTER = {("post", "/v1/sessions")}
 ERROR_CODES = {"bad_request", "unauthorized", "not_found", "method_not_allowed", "conflict",
                "payload_too_large", "unsupported_media_type", "rate_limited", "unavailable",
-               "internal", "guest_failed", "workspace_full"}
+               "internal", "guest_failed", "workspace_full", "not_replayable", "cannot_replay"}
 
 
 def deref(doc, node):
@@ -160,6 +162,19 @@ def contents(doc):
     check(set(files["put"]["requestBody"]["content"]) == {"application/octet-stream"},
           "a file's PUT: its bytes")
     check("content" not in files["delete"]["responses"]["204"], "a file's DELETE: 204, no body")
+    replay = doc["paths"]["/v1/executions/{id}/replay"]["post"]
+    live = [deref(doc, q) for q in replay.get("parameters", [])]
+    check([q.get("name") for q in live] == ["live"] and
+          live[0].get("schema", {}).get("enum") == ["true", "false"] and
+          "requestBody" not in replay, "replay: no body, the one parameter live=true|false", live)
+    verdict = deref(doc, replay["responses"]["200"]["content"]["application/json"]["schema"])
+    check(verdict.get("properties", {}).get("verdict", {}).get("enum") == ["identical",
+                                                                          "diverged"] and
+          {"divergence", "differences"} <= set(verdict.get("properties", {})) and
+          set(verdict.get("required", [])) == {"id", "verdict", "duration_ms",
+                                               "recorded_duration_ms"},
+          "replay: 200 a verdict, identical or diverged, its divergence and differences",
+          verdict)
     schemas = doc["components"]["schemas"]
     codes = set(schemas["Error"]["properties"]["error"]["properties"]["code"]["enum"])
     check(codes == ERROR_CODES, "the error codes", codes)
