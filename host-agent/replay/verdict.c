@@ -96,7 +96,7 @@ static void compare_calls(GPtrArray *diffs, const GPtrArray *rec, const GPtrArra
     if (rec->len != rep->len) {
         g_autofree char *a = g_strdup_printf("%u calls", rec->len);
         g_autofree char *b = g_strdup_printf("%u calls", rep->len);
-        add(diffs, "tool calls", g_strdup_printf("after call %u", n), a, b);
+        add(diffs, "tool calls", NULL, a, b);
     }
 }
 

@@ -4,7 +4,9 @@
  * ?live=true its tool calls reach the record's catalog again and the answer lists every change.
  * The tenant's own records only: another's is 404, like a missing one.
  */
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "replay/replay.h"
 #include "server/http-private.h"
@@ -21,15 +23,26 @@ typedef struct {
     HttpFront *front;
     SoupServerMessage *msg;
     gulong finished_handler;
+    GSource *hangup; /* watches the client's socket while the answer waits */
     char *tenant_id;
-    char *catalog; /* the record's, for ?live */
+    char *catalog;   /* the record's, for ?live */
+    char **catalogs; /* the tenant's, when the replay was asked for */
     gboolean live;
     SbxReplayMachine machine;
     SbxReplayRun *run;
 } HttpReplay;
 
+static void stop_watching(HttpReplay *r)
+{
+    if (r->hangup != NULL) {
+        g_source_destroy(r->hangup);
+        g_clear_pointer(&r->hangup, g_source_unref);
+    }
+}
+
 static void replay_free(HttpReplay *r)
 {
+    stop_watching(r);
     if (r->msg != NULL) {
         g_signal_handler_disconnect(r->msg, r->finished_handler);
         g_object_unref(r->msg);
@@ -38,6 +51,7 @@ static void replay_free(HttpReplay *r)
     sbx_replay_machine_clear(&r->machine);
     g_free(r->tenant_id);
     g_free(r->catalog);
+    g_strfreev(r->catalogs);
     g_free(r);
 }
 
@@ -56,6 +70,7 @@ static void on_done(SbxReplayRun *run, gpointer data)
         forget(r); /* the client went away: nothing to answer */
         return;
     }
+    stop_watching(r);
     if (failure != NULL) {
         sbx_http_reply_error(r->msg, SOUP_STATUS_CONFLICT, "cannot_replay", failure);
     } else {
@@ -78,11 +93,57 @@ static void on_finished(SoupServerMessage *msg, gpointer data)
     sbx_replay_run_abort(r->run, "the client went away");
 }
 
+/*
+ * The client's socket became readable while its answer waits: the request was read whole and the
+ * connection takes one request (http.c), so that is its end (or bytes that are not ours: then
+ * the watch stops). libsoup does not see a paused message's client go: without this a replay
+ * whose client left would run to its end, its VM and the tenant's replay held.
+ */
+static gboolean on_client_readable(GSocket *sock, GIOCondition cond, gpointer data)
+{
+    HttpReplay *r = data;
+    char byte;
+    (void)cond;
+
+    ssize_t n = recv(g_socket_get_fd(sock), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        return G_SOURCE_CONTINUE;
+    }
+    g_clear_pointer(&r->hangup, g_source_unref);
+    if (n == 0 || n < 0) {
+        sbx_replay_run_abort(r->run, "the client went away"); /* its answer then fails */
+    }
+    return G_SOURCE_REMOVE;
+}
+
+static void watch_client(HttpReplay *r)
+{
+    GSocket *sock = soup_server_message_get_socket(r->msg);
+
+    if (sock == NULL) {
+        return;
+    }
+    r->hangup = g_socket_create_source(sock, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+    g_source_set_callback(r->hangup, G_SOURCE_FUNC(on_client_readable), r, NULL);
+    g_source_attach(r->hangup, NULL);
+}
+
 /* ?live: the record's catalog, called again. */
 static SbxTools *live_tools(SbxReplay *replay, gpointer data, GError **error)
 {
     HttpReplay *r = data;
-    SbxTools *live = sbx_http_load_tools(r->front, r->catalog, error);
+    SbxTools *live = NULL;
+
+    /* As a new execution: only a catalog the tenant may still use (docs/api.md). */
+    if (r->catalog != NULL &&
+        (r->catalogs == NULL || !g_strv_contains((const char *const *)r->catalogs, r->catalog))) {
+        g_set_error(error, SBX_REPLAY_ERROR, SBX_REPLAY_ERROR_MACHINE,
+                    "catalog %s is not one this tenant may use any more: a live replay calls its "
+                    "tools",
+                    r->catalog);
+        return NULL;
+    }
+    live = sbx_http_load_tools(r->front, r->catalog, error);
 
     return live != NULL ? sbx_replay_tools(replay, live, error) : NULL;
 }
@@ -169,6 +230,7 @@ void sbx_http_replay(HttpFront *front, SoupServerMessage *msg, const SbxTenant *
     r->front = front;
     r->tenant_id = g_strdup(tenant->id);
     r->catalog = g_strdup(sbx_replay_record(target)->catalog);
+    r->catalogs = g_strdupv(tenant->catalogs);
     r->live = live;
     if (!sbx_replay_machine(target, NULL, &r->machine, &error)) {
         replay_free(r);
@@ -180,6 +242,7 @@ void sbx_http_replay(HttpFront *front, SoupServerMessage *msg, const SbxTenant *
     r->run = sbx_replay_run_new(g_steal_pointer(&chain), &r->machine, live ? live_tools : NULL, r);
     front->replays = g_list_prepend(front->replays, r);
     soup_server_message_pause(msg);
+    watch_client(r);
     sbx_replay_run_start(r->run, on_done, r);
 }
 

@@ -218,7 +218,7 @@ def identical_and_diverged(s):
           "--json --live: every difference (that one)", (rc, out, err))
     rc, out, err = s.replay("--live", py.get("id", "?"))
     lines = out.splitlines()
-    check(rc == 1 and lines[:2] == ["diverged", "first divergence: tool calls at after call 0: "
+    check(rc == 1 and lines[:2] == ["diverged", "first divergence: tool calls: "
                                     "recorded 1 calls, replayed 0 calls"] and
           "also: status: recorded ok, replayed error" in lines and
           "also: exit code: recorded 0, replayed 1" in lines,
