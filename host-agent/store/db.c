@@ -140,6 +140,14 @@ static const char *const migrations[] = {
     "ALTER TABLE executions ADD COLUMN replayable INTEGER;"
     "ALTER TABLE executions ADD COLUMN not_replayable TEXT;"
     "PRAGMA user_version = 5;",
+    /* 5 -> 6: */
+    /* the replay logs of a run killed without its done (docs/protocol.md, "Replay"): the
+     * order of its asynchronous deliveries (timers, tool results), and whether its logs are
+     * open (it was killed after their last entries: a replay waits past their ends) */
+    "ALTER TABLE executions ADD COLUMN event_log_json TEXT;"
+    "ALTER TABLE executions ADD COLUMN log_open INTEGER;"
+    /* end of the replay logs' part of 5 -> 6 */
+    "PRAGMA user_version = 6;",
 };
 
 G_STATIC_ASSERT(G_N_ELEMENTS(migrations) == SBX_STORE_SCHEMA_VERSION);
