@@ -7,6 +7,7 @@ tools.calc.add(a=1, b=2) is tools.calc.add({"a": 1, "b": 2}).
 import asyncio
 import threading
 
+import sbx_replay
 from sbx_channel import ChannelClosed
 from sbx_json import HoldsBigInts, SerializationError, check, convert
 
@@ -88,6 +89,7 @@ class Tool:
         if self._runner.finished:
             raise ToolError(f"{self._provider}.{self._name}: the execution that made this call "
                             "is over", "tool_error")
+        sbx_replay.flush()  # what the program read goes out before the call
         if not self._runner.channel.call(self._head(value), deliver):
             raise SerializationError(f"input of {self._provider}.{self._name} is too large "
                                      "(a message is at most 4 MiB)")
@@ -108,7 +110,10 @@ class Tool:
             if not future.done():
                 future.set_result(msg)
 
-        self._send(value, lambda msg: loop.call_soon_threadsafe(settle, msg))
+        # Handed to the coroutine in the order recorded, in a replay (sbx_replay.deliver).
+        ev = sbx_replay.call_event()
+        self._send(value, lambda msg: loop.call_soon_threadsafe(
+            sbx_replay.deliver, ev, lambda: settle(msg)))
         return _outcome(await future, self)
 
 
