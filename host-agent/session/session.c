@@ -96,7 +96,8 @@ struct SbxSession {
      * the first reason it is not replayable (the runner's, or a bound passed), or NULL. */
     GArray *clock_stream; /* guint64 */
     GArray *event_stream; /* guint64 */
-    gboolean logs_came;   /* a replay_log came */
+    gboolean logs_came;   /* a clock log came (a replay_log, or the done's) */
+    gboolean events_came; /* a replay_log came (or the run was killed: the logs are open) */
     char *log_reason;
 };
 
@@ -251,9 +252,15 @@ static void append_log(SbxSession *s, GArray *to, const uint64_t *v, size_t n, g
     g_array_append_vals(to, v, (guint)n);
 }
 
+/* Non-NULL even when empty (an empty GArray may have no data: g_memdup2() would say NULL). */
 static guint64 *log_copy(const GArray *a)
 {
-    return g_memdup2(a->data, MAX(a->len, 1) * sizeof(guint64));
+    guint64 *copy = g_new0(guint64, MAX(a->len, 1));
+
+    if (a->len > 0) {
+        memcpy(copy, a->data, a->len * sizeof(guint64));
+    }
+    return copy;
 }
 
 /* The logs that came into the result (which owns copies). */
@@ -264,11 +271,13 @@ static void take_logs(SbxSession *s)
     g_clear_pointer(&r->clock_log, g_free);
     g_clear_pointer(&r->event_log, g_free);
     r->n_clock_log = r->n_event_log = 0;
-    if (s->logs_came || s->clock_stream->len > 0) {
+    if (s->logs_came || s->events_came || s->clock_stream->len > 0) {
         r->clock_log = log_copy(s->clock_stream);
         r->n_clock_log = s->clock_stream->len;
     }
-    if (s->logs_came) {
+    /* Only a runner that streams (replay_log) has an event log: an older one's record has
+     * none, and its replay delivers as things come. */
+    if (s->events_came) {
         r->event_log = log_copy(s->event_stream);
         r->n_event_log = s->event_stream->len;
     }
@@ -291,7 +300,7 @@ static void settle_killed(SbxSession *s)
 {
     SbxRunResult *r = &s->result;
 
-    s->logs_came = TRUE; /* empty logs are logs: the program read nothing it showed */
+    s->logs_came = s->events_came = TRUE; /* empty logs are logs: nothing read was shown */
     take_logs(s);
     r->log_open = TRUE;
     r->replayable = s->log_reason == NULL;
@@ -677,6 +686,7 @@ static void handle_done(SbxSession *s, SbxDone *m)
     /* An older runner sends its whole clock log in the done, a newer one streams it
      * (replay_log) and sends none there: appended, both give the whole log. */
     if (m->clock_log != NULL) {
+        s->logs_came = TRUE; /* even empty: the program read no clock */
         append_log(s, s->clock_stream, m->clock_log, m->n_clock_log, SBX_CLOCK_READS_MAX,
                    "clock reads");
     }
@@ -701,7 +711,7 @@ static void handle_replay_log(SbxSession *s, const SbxReplayLog *m)
     if (!check_id(s, m->id, SBX_MSG_REPLAY_LOG)) {
         return;
     }
-    s->logs_came = TRUE;
+    s->logs_came = s->events_came = TRUE;
     if (m->clock != NULL) {
         append_log(s, s->clock_stream, m->clock, m->n_clock, SBX_CLOCK_READS_MAX, "clock reads");
     }
@@ -964,7 +974,7 @@ static void prepare(SbxSession *s, const SbxRunRequest *req)
     s->exec_start_us = 0;
     g_array_set_size(s->clock_stream, 0);
     g_array_set_size(s->event_stream, 0);
-    s->logs_came = FALSE;
+    s->logs_came = s->events_came = FALSE;
     g_clear_pointer(&s->log_reason, g_free);
     s->language = req->language;
     s->collect = req->collect_output;

@@ -779,16 +779,23 @@ static void test_timeout_keeps_streamed_logs(void **state)
 static void script_logs_then_done(FakeGuest *g)
 {
     const char *status = g->data;
+    const char *tail = "[3]";
 
     if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
         return;
     }
-    send_replay_log(g, ",\"clock\":[1,2],\"events\":[4,3]");
-    char *json =
-        g_strdup_printf("{\"type\":\"done\",\"id\":\"%s\",\"status\":\"%s\",\"exit_code\":0,"
-                        "\"duration_ms\":1,\"output_truncated\":false%s}",
-                        g->execute.execute.id, status,
-                        strcmp(status, "ok") == 0 ? ",\"clock_log\":[3],\"replayable\":true" : "");
+    if (strcmp(status, "ok-empty") == 0) {
+        status = "ok"; /* no read, nothing streamed: the done's empty log is the log */
+        tail = "[]";
+    } else {
+        send_replay_log(g, ",\"clock\":[1,2],\"events\":[4,3]");
+    }
+    char *json = g_strdup_printf(
+        "{\"type\":\"done\",\"id\":\"%s\",\"status\":\"%s\",\"exit_code\":0,"
+        "\"duration_ms\":1,\"output_truncated\":false%s%s%s}",
+        g->execute.execute.id, status, strcmp(status, "ok") == 0 ? ",\"clock_log\":" : "",
+        strcmp(status, "ok") == 0 ? tail : "",
+        strcmp(status, "ok") == 0 ? ",\"replayable\":true" : "");
     fake_guest_send_json(g, json);
     g_free(json);
 }
@@ -821,6 +828,17 @@ static void test_done_after_streamed_logs(void **state)
     assert_int_equal(r->n_clock_log, 2);
     assert_int_equal(r->n_event_log, 2);
     assert_true(r->log_open && r->replayable);
+    harness_free(h, FALSE);
+
+    /* Nothing streamed, an empty clock log in the done: an empty log, replayable. */
+    h = harness_new(NULL);
+    harness_start(h, script_logs_then_done, "ok-empty", &req);
+    harness_wait_done(h, 1, 10000);
+    r = h->result;
+    assert_non_null(r->clock_log);
+    assert_int_equal(r->n_clock_log, 0);
+    assert_true(r->replayable);
+    assert_null(r->event_log);
     harness_free(h, FALSE);
 
     /* An exit without the runner's done (status error): not replayable, as before. */
