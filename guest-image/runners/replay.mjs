@@ -436,7 +436,7 @@ function release(s) {
     const h = held.shift();
     if (held.length === 0)
         r.held.delete(ev);
-    if (h.owner?.[CLEARED]) {
+    if (h.owner !== undefined && cleared.has(h.owner)) {
         release(s);
         return;
     }
@@ -461,8 +461,9 @@ export function stuck() {
     return new ReplayDivergence(why);
 }
 
-const TIMER = Symbol('sbx.timer');
-const CLEARED = Symbol('sbx.cleared');
+// Timers the program cleared (a held firing of one is dropped). A set beside them: a property
+// on node's Timeout objects would change their shape, and node's own code that reads them.
+const cleared = new WeakSet();
 
 function wrapTimer(name, clearName) {
     const set = realTimers[name];
@@ -476,7 +477,6 @@ function wrapTimer(name, clearName) {
         timer = set(function (...args) {
             return deliver(ev, () => callback.apply(this, args), timer);
         }, ...rest);
-        timer[TIMER] = ev;
         return timer;
     } }[name];
     for (const key of Reflect.ownKeys(set))
@@ -484,8 +484,8 @@ function wrapTimer(name, clearName) {
             Object.defineProperty(wrapped, key, Object.getOwnPropertyDescriptor(set, key));
     define(globalThis, name, wrapped);
     define(globalThis, clearName, { [clearName](timer) {
-        if (timer !== null && typeof timer === 'object' && TIMER in timer)
-            timer[CLEARED] = true;
+        if (timer !== null && typeof timer === 'object' && current !== null)
+            cleared.add(timer);
         return clear(timer);
     } }[clearName]);
 }

@@ -222,12 +222,17 @@ def wait_forever():
 sink = None
 
 
-def flush():
-    """Send what is new of the logs now (before an output, a call, the done; a batch full)."""
+def take_log():
+    """What is new of the running execution's logs, as a replay_log message, or None."""
     s = current
-    if s is None or sink is None:
+    return s.take_log() if s is not None else None
+
+
+def flush():
+    """Send what is new of the logs now (before an output, the done; a batch full)."""
+    if sink is None:
         return
-    m = s.take_log()
+    m = take_log()
     if m is not None:
         sink(m)
 
