@@ -369,10 +369,10 @@ export function flush() {
         sink(m);
 }
 
-// Every event of a call's result: 2 * k + 1 for the execution's k-th call (from 1); 0 outside
-// an execution.
+// The event of the result of a call made now: {s: the execution, ev: 2 * k + 1 for its k-th
+// call (from 1)}; null outside an execution.
 export function callEvent() {
-    return current === null ? 0 : 2 * ++current.calls + 1;
+    return current === null ? null : { s: current, ev: 2 * ++current.calls + 1 };
 }
 
 function logEvent(s, ev) {
@@ -382,13 +382,13 @@ function logEvent(s, ev) {
         mark(`too many events (more than ${EVENT_LOG_MAX})`);
 }
 
-// The delivery @ev happens now: @run() does it. Logged in a record; in a replay done at its
-// turn, held until then, or a divergence (thrown) when the log has it no more. @owner: the
-// timer (one held firing at most each; a cleared timer's is dropped).
-export function deliver(ev, run, owner) {
-    const s = current;
-    if (s === null || ev === 0)
-        return run(); // outside the execution that made it: as it comes
+// The delivery @tag ({s, ev}: the event ev of the execution s) happens now: @run() does it.
+// Logged in a record; in a replay done at its turn, held until then, or never when the log has
+// it no more. @owner: the timer (one held firing at most each; a cleared timer's is dropped).
+export function deliver(tag, run, owner) {
+    if (tag === null || tag.s !== current)
+        return run(); // outside the execution that made it (a session's earlier one): as it comes
+    const { s, ev } = tag;
     const r = s.order;
     if (r === null) {
         logEvent(s, ev);
@@ -472,10 +472,10 @@ function wrapTimer(name, clearName) {
         const s = current;
         if (s === null || typeof callback !== 'function')
             return set(callback, ...rest);
-        const ev = 2 * ++s.timers;
+        const tag = { s, ev: 2 * ++s.timers };
         let timer = null;
         timer = set(function (...args) {
-            return deliver(ev, () => callback.apply(this, args), timer);
+            return deliver(tag, () => callback.apply(this, args), timer);
         }, ...rest);
         return timer;
     } }[name];

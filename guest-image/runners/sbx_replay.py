@@ -238,12 +238,13 @@ def flush():
 
 
 def call_event():
-    """The event of the result of a call made now: 2 * k + 1 for the execution's k-th call."""
+    """The event of the result of a call made now: (the execution, 2 * k + 1 for its k-th
+    call), or None outside an execution."""
     s = current
     if s is None:
-        return 0
+        return None
     s.calls += 1
-    return 2 * s.calls + 1
+    return s, 2 * s.calls + 1
 
 
 def _log_event(s, ev):
@@ -254,13 +255,14 @@ def _log_event(s, ev):
         s.mark(f"too many events (more than {EVENT_LOG_MAX})")
 
 
-def deliver(ev, run, owner=None):
-    """The delivery @ev happens now (on the event loop): @run() does it. Logged in a record; in
-    a replay done at its turn, or held till then, or never (the log has it no more: the original
-    ended before it came). @owner: a timer's handle (a cancelled one's held firing is dropped)."""
-    s = current
-    if s is None or ev == 0:
-        return run()  # outside the execution that made it: as it comes
+def deliver(tag, run, owner=None):
+    """The delivery @tag ((s, ev): the event ev of the execution s) happens now, on the event
+    loop: @run() does it. Logged in a record; in a replay done at its turn, or held till then,
+    or never (the log has it no more: the original ended before it came). @owner: a timer's
+    handle (a cancelled one's held firing is dropped)."""
+    if tag is None or tag[0] is not current:
+        return run()  # outside the execution that made it (a session's earlier one): as it comes
+    s, ev = tag
     r = s.order
     if r is None:
         _log_event(s, ev)
@@ -312,12 +314,12 @@ def _call_at(self, when, callback, *args, context=None):
     if s is None:
         return _real_call_at(self, when, callback, *args, context=context)
     s.timers += 1
-    ev = 2 * s.timers
+    tag = (s, 2 * s.timers)
     box = []
 
     def fire(*a):
         ctx = contextvars.copy_context()
-        deliver(ev, lambda: ctx.run(callback, *a), box[0] if box else None)
+        deliver(tag, lambda: ctx.run(callback, *a), box[0] if box else None)
     handle = _real_call_at(self, when, fire, *args, context=context)
     box.append(handle)
     return handle

@@ -113,9 +113,9 @@ class Tool:
                 future.set_result(msg)
 
         # Handed to the coroutine in the order recorded, in a replay (sbx_replay.deliver).
-        ev = sbx_replay.call_event()
+        tag = sbx_replay.call_event()
         self._send(value, lambda msg: loop.call_soon_threadsafe(
-            sbx_replay.deliver, ev, lambda: settle(msg)))
+            sbx_replay.deliver, tag, lambda: settle(msg)))
         return _outcome(await future, self)
 
 

@@ -812,12 +812,33 @@ def check_event_order(runners, language):
     check("recorded" in msg["error"]["message"], "the divergence says why", done)
 
 
+def check_session_events(runners, language):
+    """A session's timer of an earlier cell that fires during a later one is not the later
+    cell's event: each cell's log has its own timers only, counted from 1."""
+    cells = {"javascript": ["setTimeout(() => {}, 300);\n1",
+                            "await new Promise((r) => setTimeout(r, 800));\n2"],
+             "python": ["import asyncio\nasyncio.get_running_loop().call_later(0.3, print, '')\n"
+                        "await asyncio.sleep(0)\n1",
+                        "await asyncio.sleep(0.8)\n2"]}[language]
+
+    def body(s):
+        s.value(cells[0], seed=SEED_A)
+        done, msg = s.cell(cells[1], seed=SEED_A)
+        check(msg["status"] == "ok", "the second cell", done)
+        events = [v for m in s.logs for v in m.get("events", [])]
+        check(events == [2], "its own timer only", f"{events} {s.logs}")
+
+    session(runners, language, body)
+
+
 def test_js_event_order(runners):
     check_event_order(runners, "javascript")
+    check_session_events(runners, "javascript")
 
 
 def test_python_event_order(runners):
     check_event_order(runners, "python")
+    check_session_events(runners, "python")
 
 
 SHOW_THEN_HANG = {
