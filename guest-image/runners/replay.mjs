@@ -615,10 +615,11 @@ function orderOf(log) {
 
 // The execution of @x starts: its generator from its seed, its clock log (or the one it
 // replays), its event order (or the one it keeps), Math.random seeded from it. @quiet: a
-// rehearsal, whose logs go nowhere.
+// rehearsal, whose logs go nowhere. An execute without a seed (an older host, which would not
+// know replay_log) is not replayable: its logs go in the done only, as before.
 export function begin(x, quiet = false) {
     const seed = seedOf(x.seed);
-    current = { id: x.id, quiet, drbg: seed === null ? null : new Drbg(seed), log: [], sent: 0,
+    current = { id: x.id, quiet: quiet || seed === null, drbg: seed === null ? null : new Drbg(seed), log: [], sent: 0,
         replay: logOf(x.clock_log), events: [], eventsSent: 0, order: orderOf(logOf(x.event_log)),
         logOpen: x.log_open === true, timers: 0, calls: 0, reasonSent: false,
         reason: seed === null ? 'the execute had no seed' : null, divergence: null };

@@ -126,7 +126,11 @@ class State:
             self.reason = why[:REASON_MAX]
 
     def take_log(self):
-        """The entries not sent yet (and the reason, once) as a replay_log message, or None."""
+        """The entries not sent yet (and the reason, once) as a replay_log message, or None.
+        None always for an execute without a seed (an older host, which would not know
+        replay_log): not replayable, its logs go in the done only, as before."""
+        if self.drbg is None:
+            return None
         with self.lock:
             reason = self.reason is not None and not self.reason_sent
             if len(self.log) == self.sent and len(self.events) == self.events_sent and \
