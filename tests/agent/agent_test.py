@@ -1140,6 +1140,20 @@ def test_runner_violation(agent):
             f"body = {fake!r}\n"
             "os.write(3, struct.pack('>I', len(body)) + body)\ntime.sleep(5)")
     expect_error(h.run(code, "python"), "protocol_error")
+    # A replay_log is forwarded under our id; a malformed one fails the execution.
+    log = json.dumps({"type": "replay_log", "id": "other", "clock": [7], "events": [2]}).encode()
+    code = ("import os, struct\n"
+            f"body = {log!r}\n"
+            "os.write(3, struct.pack('>I', len(body)) + body)\n1")
+    r = h.run(code, "python")
+    check(r.status == "ok" and any(m["id"] == r.id and m.get("clock") == [7] and
+                                   m.get("events") == [2] for m in r.logs),
+          "a replay_log forwarded as ours", f"{r.summary()} {r.logs}")
+    bad = json.dumps({"type": "replay_log", "id": "x", "events": [-1]}).encode()
+    code = ("import os, struct, time\n"
+            f"body = {bad!r}\n"
+            "os.write(3, struct.pack('>I', len(body)) + body)\ntime.sleep(5)")
+    expect_error(h.run(code, "python"), "protocol_error")
     # A call id used twice.
     call = json.dumps({"type": "tool_call", "id": "x", "call_id": 5, "provider": "calc",
                        "tool": "add", "input": {"a": 1, "b": 1}}).encode()
