@@ -386,8 +386,10 @@ function logEvent(s, ev) {
 // Logged in a record; in a replay done at its turn, held until then, or never when the log has
 // it no more. @owner: the timer (one held firing at most each; a cleared timer's is dropped).
 export function deliver(tag, run, owner) {
-    if (tag === null || tag.s !== current)
-        return run(); // outside the execution that made it (a session's earlier one): as it comes
+    // Outside the execution that made it (a session's earlier one), or after its program ended
+    // (the runner is only sending the done): as it comes, not logged.
+    if (tag === null || tag.s !== current || tag.s.ending)
+        return run();
     const { s, ev } = tag;
     const r = s.order;
     if (r === null) {
@@ -448,8 +450,16 @@ function release(s) {
     }
 }
 
-// Nothing is left to run while deliveries are held: the one the log has next never came. The
-// divergence's error, or null when nothing is held.
+// The program's value is settled: what is delivered from now on (while the runner flushes and
+// sends the done) is not the program's to order, and a replay need not deliver it before its
+// own end.
+export function ending() {
+    if (current !== null)
+        current.ending = true;
+}
+
+// Nothing is left to run, and the log has deliveries still to come: they never came. The
+// divergence's error, or null when none is missing.
 export function stuck() {
     const s = current;
     const r = s?.order;
@@ -619,9 +629,10 @@ function orderOf(log) {
 // know replay_log) is not replayable: its logs go in the done only, as before.
 export function begin(x, quiet = false) {
     const seed = seedOf(x.seed);
-    current = { id: x.id, quiet: quiet || seed === null, drbg: seed === null ? null : new Drbg(seed), log: [], sent: 0,
+    current = { id: x.id, quiet: quiet || seed === null,
+        drbg: seed === null ? null : new Drbg(seed), log: [], sent: 0,
         replay: logOf(x.clock_log), events: [], eventsSent: 0, order: orderOf(logOf(x.event_log)),
-        logOpen: x.log_open === true, timers: 0, calls: 0, reasonSent: false,
+        logOpen: x.log_open === true, timers: 0, calls: 0, reasonSent: false, ending: false,
         reason: seed === null ? 'the execute had no seed' : null, divergence: null };
     reseedMathRandom();
 }

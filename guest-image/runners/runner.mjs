@@ -275,6 +275,7 @@ async function finish(done, json) {
     if (exe === null || exe.finished)
         return;
     exe.finished = true;
+    replay.ending();
     // A promise rejected without a handler surfaces after the microtasks: let it, and let it
     // turn a success into the error node itself would have died of.
     await new Promise((resolve) => replay.realTimers.setImmediate(resolve));

@@ -13,7 +13,11 @@ guest-image/runners/README.md, "Randomness and the clock"; docs/protocol.md, "Re
   goes through one function that logs the value it returns, in microseconds, or, in a replay,
   returns the logged values in order. The runner's own timing (asyncio's loop.time: timers keep
   their real timing) reads the real clock. CPU time (time.process_time, os.times) is not a
-  reading of the time and is not logged.
+  reading of the time and is not logged. datetime's classes are C types that cannot be
+  patched, nor replaced in the datetime module (C extensions such as pandas subclass them at
+  import and refuse a Python base): the program's own code gets a view of the module whose
+  `datetime` and `date` are subclasses that read the clock here (an import by __main__ only);
+  libraries see the real module, and their datetime.now() is not logged.
 - The order of asynchronous deliveries: each asyncio timer firing (loop.call_at and so
   call_later: asyncio.sleep, wait_for's and timeout()'s deadlines) and each tool result handed
   to a coroutine (tools.x.y.aio) is an event, logged in order: 2 * n for the execution's n-th
@@ -25,11 +29,7 @@ guest-image/runners/README.md, "Randomness and the clock"; docs/protocol.md, "Re
 - The logs go out as they grow (replay_log, before each output, each tool call and the done,
   and every BATCH_MAX entries), so a run killed later keeps what it read before anything it
   showed. With execute.log_open (the recorded run was killed there) a read or an event past
-  the logs' ends waits forever instead of diverging: the replay is killed the same way. datetime's classes are C types that cannot be
-  patched, nor replaced in the datetime module (C extensions such as pandas subclass them at
-  import and refuse a Python base): the program's own code gets a view of the module whose
-  `datetime` and `date` are subclasses that read the clock here (an import by __main__ only);
-  libraries see the real module, and their datetime.now() is not logged.
+  the logs' ends waits forever instead of diverging: the replay is killed the same way.
 - What cannot be made deterministic, detected where cheap: a thread or a process started, a
   read of /dev/urandom or /dev/random through open(). The first reason is kept; the done says
   replayable: false with it.

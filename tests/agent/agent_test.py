@@ -443,7 +443,8 @@ def test_replay(agent):
               c.summary())
         # A read before an output goes out in a replay_log, forwarded under our id; the done
         # has the rest; both together replay the output.
-        shown = ("const t = Date.now();\nconsole.log(t);\nDate.now() - t" if language == "javascript"
+        shown = ("const t = Date.now();\nconsole.log(t);\nDate.now() - t"
+                 if language == "javascript"
                  else "import time\nt = time.time()\nprint(t)\ntime.time() - t")
         e = h.run(shown, language, seed=seed)
         clock = [v for m in e.logs for v in m.get("clock", [])]
