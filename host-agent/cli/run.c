@@ -408,17 +408,6 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     if (try_serve(ctx)) {
         return -1;
     }
-    g_autoptr(SbxTools) tools = sbx_tools_new(g_steal_pointer(&ctx->catalog), &error);
-    if (tools == NULL) {
-        fprintf(stderr, "sandbox run: %s\n", error->message);
-        return SBX_EXIT_USAGE;
-    }
-    /* Approvals are asked on the terminal; without one, such calls are denied at once. */
-    ctx->approvals = sbx_approvals_new();
-    ctx->prompt = sbx_prompt_new(ctx->approvals);
-    if (ctx->prompt != NULL) {
-        sbx_tools_set_approvals(tools, ctx->approvals, NULL);
-    }
     const char *profile = ctx->profile_name != NULL ? ctx->profile_name
                           : ctx->cold               ? RUN_PROFILE_DEFAULT_COLD
                                                     : RUN_PROFILE_DEFAULT;
@@ -432,6 +421,19 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     if (ctx->image == NULL || (!ctx->cold && ctx->snapshot == NULL)) {
         print_failure(ctx, error->message);
         return SBX_EXIT_SANDBOX;
+    }
+    /* Made once the snapshot is there (making one takes a while, and its failure is the
+     * sandbox's, not the catalog's, which load_user_inputs() checked). */
+    g_autoptr(SbxTools) tools = sbx_tools_new(g_steal_pointer(&ctx->catalog), &error);
+    if (tools == NULL) {
+        fprintf(stderr, "sandbox run: %s\n", error->message);
+        return SBX_EXIT_USAGE;
+    }
+    /* Approvals are asked on the terminal; without one, such calls are denied at once. */
+    ctx->approvals = sbx_approvals_new();
+    ctx->prompt = sbx_prompt_new(ctx->approvals);
+    if (ctx->prompt != NULL) {
+        sbx_tools_set_approvals(tools, ctx->approvals, NULL);
     }
     static const SbxExecSink sink = {
         .output = on_output,
