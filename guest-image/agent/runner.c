@@ -1,8 +1,8 @@
 /*
  * The runner channel: fd 3 of the runner, the same framing and messages as the host
- * connection. The runner sends tool_call (any number) and one done; we send it execute and
- * tool_result. The runner runs user code, so it is as untrusted as the code: anything off the
- * protocol fails the execution (protocol_error) instead of reaching the host.
+ * connection. The runner sends tool_call and replay_log (any number) and one done; we send it
+ * execute and tool_result. The runner runs user code, so it is as untrusted as the code: anything
+ * off the protocol fails the execution (protocol_error) instead of reaching the host.
  */
 #include <errno.h>
 #include <poll.h>
@@ -100,6 +100,28 @@ static void on_tool_call(Agent *a, SbxMsg *msg)
     }
 }
 
+/*
+ * The next entries of the runner's replay logs (docs/protocol.md, "Replay"): checked by the
+ * decoder, forwarded as they are under our id; the host keeps them and bounds their total.
+ */
+static void on_replay_log(Agent *a, SbxMsg *msg)
+{
+    Exec *e = a->exec;
+    SbxReplayLog *l = &msg->replay_log;
+
+    if (e->have_done) {
+        exec_fail(a, SBX_ERR_PROTOCOL, "runner: replay_log after done");
+        return;
+    }
+    free(l->id);
+    l->id = strdup(e->id);
+    if (!l->id) {
+        exec_fail(a, SBX_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    conn_send(a, msg);
+}
+
 static void on_done(Agent *a, SbxMsg *msg)
 {
     Exec *e = a->exec;
@@ -130,6 +152,9 @@ static void dispatch(Agent *a, SbxMsg *msg)
         break;
     case SBX_MSG_DONE:
         on_done(a, msg);
+        break;
+    case SBX_MSG_REPLAY_LOG:
+        on_replay_log(a, msg);
         break;
     case SBX_MSG_PONG:
         /* A pre-started runner answers our ping once warm, before it reads its execute: the

@@ -9,10 +9,22 @@
 //   node:crypto and of globalThis.crypto) read the stream; Math.random is a xoshiro128** (53-bit
 //   doubles, like V8's own) seeded from it, as V8 seeds its own from the system otherwise.
 // - The clock: every read of the time (Date.now, new Date(), Date(), performance.now,
-//   process.hrtime and hrtime.bigint) logs the value it returns, in microseconds, or in a
-//   replay returns the logged values in order. The values returned are those of the log in both
-//   cases (microsecond resolution), so a record and its replay see the same numbers. Timers
-//   (setTimeout, setInterval) keep their real timing: node's timers read libuv's clock.
+//   process.hrtime and hrtime.bigint, process.uptime) logs the value it returns, in
+//   microseconds, or in a replay returns the logged values in order. The values returned are
+//   those of the log in both cases (microsecond resolution), so a record and its replay see the
+//   same numbers. Timers keep their real timing (node's timers read libuv's clock).
+// - The order of asynchronous deliveries: each firing of a timer the program set (the global
+//   setTimeout, setInterval, setImmediate) and each tool result handed to it is an event,
+//   logged in the order they happen (2 * n for the n-th timer of the execution, 2 * k + 1 for
+//   its k-th tool call's result). In a replay (execute.event_log) a delivery that comes before
+//   its turn is held until every event logged before it was delivered; one the log does not
+//   have (any more) is never delivered: the original ended before it came. A replay that ends
+//   before delivering every logged event, or is left with nothing to run but held deliveries,
+//   diverged.
+// - The logs go out as they grow (replay_log, before each output, each tool call and the
+//   done, and every BATCH_MAX entries): a run killed later keeps what it read before anything
+//   it showed. With execute.log_open (the recorded run was killed there), a read or an event
+//   past the logs' ends waits forever instead of diverging: the replay is killed the same way.
 // - What cannot be made deterministic, detected where cheap: worker_threads' Worker, every
 //   child_process function, and fs opening /dev/urandom or /dev/random. The first reason is
 //   kept; the done says replayable: false with it.
@@ -26,6 +38,11 @@ const SEED_BYTES = 32; // SBX_SEED_BYTES
 // SBX_CLOCK_READS_MAX (host-agent/protocol/limits.h): past it the log stops, and the execution
 // is not replayable.
 export const CLOCK_READS_MAX = 100000;
+// SBX_EVENT_LOG_MAX: past it the event log stops, and the execution is not replayable.
+export const EVENT_LOG_MAX = 131072;
+// SBX_REPLAY_LOG_BATCH_MAX: unsent entries of either log that make a replay_log go out at
+// once, so that a frame stays small.
+const BATCH_MAX = 4096;
 // SBX_REASON_MAX: the receiver cuts the reason at this many bytes; keep it shorter.
 const REASON_MAX = 1000;
 // Bytes made per refill: 128 SHA-256 blocks, a few thousand Math.random() reseeds or uuids.
@@ -48,6 +65,13 @@ const real = {
     dateNow: RealDate.now,
     perfNow: performance.now.bind(performance),
     hrtimeBigint: process.hrtime.bigint,
+    uptime: process.uptime,
+};
+// The timers as node made them: the runner's own use, and what the program's go through.
+export const realTimers = {
+    setTimeout: globalThis.setTimeout, setInterval: globalThis.setInterval,
+    setImmediate: globalThis.setImmediate, clearTimeout: globalThis.clearTimeout,
+    clearInterval: globalThis.clearInterval, clearImmediate: globalThis.clearImmediate,
 };
 // Outside an execution, or in one without a seed: the kernel's generator, as before (not
 // OpenSSL's, whose state a snapshot would share: docs/snapshot.md, "Fresh identity"). Opened
@@ -239,21 +263,38 @@ function read(realUs) {
         return realUs();
     if (s.replay !== null) {
         if (s.log.length >= s.replay.length) {
+            if (s.logOpen)
+                waitForever();
             const why = `clock read ${s.log.length + 1} is past the end of the recorded log ` +
                 `(${s.replay.length} reads)`;
             s.divergence ??= why;
             throw new ReplayDivergence(why);
         }
         const v = s.replay[s.log.length];
-        s.log.push(v);
+        push(s, s.log, v, s.sent);
         return v;
     }
     const v = realUs();
     if (s.log.length < CLOCK_READS_MAX)
-        s.log.push(v);
+        push(s, s.log, v, s.sent);
     else
         mark(`too many clock reads (more than ${CLOCK_READS_MAX})`);
     return v;
+}
+
+// @v onto @log (the clock's or the events', @sent of it sent): a batch full goes out.
+function push(s, log, v, sent) {
+    log.push(v);
+    if (log.length - sent >= BATCH_MAX)
+        flush();
+}
+
+// The recorded run was killed here (log_open): so is this one, by its own timeout. The thread
+// blocks (no callback, no output, nothing more happens), as the original's did not go on.
+const blocker = new Int32Array(new SharedArrayBuffer(4));
+function waitForever() {
+    for (;;)
+        Atomics.wait(blocker, 0, 0);
 }
 
 const wallUs = () => real.dateNow() * 1000;
@@ -288,6 +329,176 @@ function hrtime(previous) {
     return [s, ns];
 }
 hrtime.bigint = () => BigInt(read(monoUs)) * 1000n;
+
+// ---- the order of deliveries -------------------------------------------------------------
+
+// Where replay_log messages go (the runner's channel), set once by the runner.
+let sink = null;
+export function setSink(f) {
+    sink = f;
+}
+
+// The entries not sent yet (and the reason, once) as a replay_log message, or null: nothing new.
+export function takeLog() {
+    const s = current;
+    if (s === null || s.quiet)
+        return null;
+    const reason = s.reason !== null && !s.reasonSent;
+    if (s.log.length === s.sent && s.events.length === s.eventsSent && !reason)
+        return null;
+    const m = { type: 'replay_log', id: s.id };
+    if (s.log.length > s.sent) {
+        m.clock = s.log.slice(s.sent);
+        s.sent = s.log.length;
+    }
+    if (s.events.length > s.eventsSent) {
+        m.events = s.events.slice(s.eventsSent);
+        s.eventsSent = s.events.length;
+    }
+    if (reason) {
+        m.not_replayable = s.reason;
+        s.reasonSent = true;
+    }
+    return m;
+}
+
+// Send what is new of the logs now (before an output, a call, the done; a batch full).
+export function flush() {
+    const m = takeLog();
+    if (m !== null && sink !== null)
+        sink(m);
+}
+
+// The event of the result of a call made now: {s: the execution, ev: 2 * k + 1 for its k-th
+// call (from 1)}; null outside an execution.
+export function callEvent() {
+    return current === null ? null : { s: current, ev: 2 * ++current.calls + 1 };
+}
+
+function logEvent(s, ev) {
+    if (s.events.length < EVENT_LOG_MAX)
+        push(s, s.events, ev, s.eventsSent);
+    else
+        mark(`too many events (more than ${EVENT_LOG_MAX})`);
+}
+
+// The delivery @tag ({s, ev}: the event ev of the execution s) happens now: @run() does it.
+// Logged in a record; in a replay done at its turn, held until then, or never when the log has
+// it no more. @owner: the timer (one held firing at most each; a cleared timer's is dropped).
+export function deliver(tag, run, owner) {
+    // Outside the execution that made it (a session's earlier one), or after its program ended
+    // (the runner is only sending the done): as it comes, not logged.
+    if (tag === null || tag.s !== current || tag.s.ending)
+        return run();
+    const { s, ev } = tag;
+    const r = s.order;
+    if (r === null) {
+        logEvent(s, ev);
+        return run();
+    }
+    if (r.pos < r.log.length && r.log[r.pos] === ev) {
+        take(s, r, ev);
+        return run();
+    }
+    let held = r.held.get(ev);
+    const waiting = held?.length ?? 0;
+    if ((r.left.get(ev) ?? 0) > waiting) {
+        if (owner !== undefined && held?.some((h) => h.owner === owner))
+            return undefined; // an interval's next firing while one is held: that one will do
+        if (held === undefined)
+            r.held.set(ev, held = []);
+        held.push({ run, owner });
+        return undefined;
+    }
+    // Not in what is left of the log: the original ended (or was killed) before it came, so it
+    // is never delivered. Killed (log_open): the process stays (a timer keeps the loop alive)
+    // until the replay is killed the same way.
+    if (s.logOpen)
+        r.parked ??= realTimers.setInterval(() => {}, 2 ** 30);
+    return undefined;
+}
+
+function take(s, r, ev) {
+    s.events.push(ev);
+    r.pos++;
+    r.left.set(ev, r.left.get(ev) - 1);
+    if (r.pos < r.log.length && r.held.has(r.log[r.pos]))
+        realTimers.setImmediate(release, s); // after this delivery's microtasks
+}
+
+// The next event in the log was held: deliver it now.
+function release(s) {
+    const r = s.order;
+    if (current !== s || r.pos >= r.log.length)
+        return;
+    const ev = r.log[r.pos];
+    const held = r.held.get(ev);
+    if (held === undefined)
+        return;
+    const h = held.shift();
+    if (held.length === 0)
+        r.held.delete(ev);
+    if (h.owner !== undefined && cleared.has(h.owner)) {
+        release(s);
+        return;
+    }
+    take(s, r, ev);
+    try {
+        h.run();
+    } catch (e) {
+        process.nextTick(() => { throw e; }); // as the timer's own throw: uncaught
+    }
+}
+
+// The program's value is settled: what is delivered from now on (while the runner flushes and
+// sends the done) is not the program's to order, and a replay need not deliver it before its
+// own end.
+export function ending() {
+    if (current !== null)
+        current.ending = true;
+}
+
+// Nothing is left to run, and the log has deliveries still to come: they never came. The
+// divergence's error, or null when none is missing.
+export function stuck() {
+    const s = current;
+    const r = s?.order;
+    if (!r || r.pos >= r.log.length || s.logOpen)
+        return null;
+    const why = `the recorded event ${r.log[r.pos]} (delivery ${r.pos + 1} of ` +
+        `${r.log.length}) never came: nothing is left to run`;
+    s.divergence ??= why;
+    return new ReplayDivergence(why);
+}
+
+// Timers the program cleared (a held firing of one is dropped). A set beside them: a property
+// on node's Timeout objects would change their shape, and node's own code that reads them.
+const cleared = new WeakSet();
+
+function wrapTimer(name, clearName) {
+    const set = realTimers[name];
+    const clear = realTimers[clearName];
+    const wrapped = { [name](callback, ...rest) {
+        const s = current;
+        if (s === null || typeof callback !== 'function')
+            return set(callback, ...rest);
+        const tag = { s, ev: 2 * ++s.timers };
+        let timer = null;
+        timer = set(function (...args) {
+            return deliver(tag, () => callback.apply(this, args), timer);
+        }, ...rest);
+        return timer;
+    } }[name];
+    for (const key of Reflect.ownKeys(set))
+        if (!['length', 'name', 'prototype'].includes(key))
+            Object.defineProperty(wrapped, key, Object.getOwnPropertyDescriptor(set, key));
+    define(globalThis, name, wrapped);
+    define(globalThis, clearName, { [clearName](timer) {
+        if (timer !== null && typeof timer === 'object' && current !== null)
+            cleared.add(timer);
+        return clear(timer);
+    } }[clearName]);
+}
 
 // ---- what cannot be replayed --------------------------------------------------------------
 
@@ -360,6 +571,11 @@ export function install() {
     define(globalThis, 'Date', SbxDate);
     define(performance, 'now', { now() { return read(perfUs) / 1000; } }.now);
     define(process, 'hrtime', hrtime);
+    define(process, 'uptime', { uptime() { return read(() => Math.round(real.uptime() * 1e6)) /
+        1e6; } }.uptime);
+    wrapTimer('setTimeout', 'clearTimeout');
+    wrapTimer('setInterval', 'clearInterval');
+    wrapTimer('setImmediate', 'clearImmediate');
     for (const [name, f] of Object.entries({ randomBytes, randomFillSync, randomFill, randomInt,
         randomUUID, pseudoRandomBytes: randomBytes, prng: randomBytes,
         rng: randomBytes }))
@@ -390,28 +606,54 @@ function seedOf(text) {
     return seed.length === SEED_BYTES ? seed : null;
 }
 
+function logOf(v) {
+    if (v === undefined || v === null)
+        return null;
+    // The agent checked it: anything else diverges at its first use.
+    return Array.isArray(v) && v.every((e) => Number.isSafeInteger(e) && e >= 0) ? v : [];
+}
+
+// A replay's event order: the log, where it is, and how many of each event are left.
+function orderOf(log) {
+    if (log === null)
+        return null;
+    const left = new Map();
+    for (const ev of log)
+        left.set(ev, (left.get(ev) ?? 0) + 1);
+    return { log, pos: 0, left, held: new Map() };
+}
+
 // The execution of @x starts: its generator from its seed, its clock log (or the one it
-// replays), Math.random seeded from it.
-export function begin(x) {
+// replays), its event order (or the one it keeps), Math.random seeded from it. @quiet: a
+// rehearsal, whose logs go nowhere. An execute without a seed (an older host, which would not
+// know replay_log) is not replayable: its logs go in the done only, as before.
+export function begin(x, quiet = false) {
     const seed = seedOf(x.seed);
-    let replay = x.clock_log ?? null;
-    if (replay !== null && !(Array.isArray(replay) &&
-        replay.every((v) => Number.isSafeInteger(v) && v >= 0)))
-        replay = []; // the agent checked it: anything else diverges at its first read
-    current = { drbg: seed === null ? null : new Drbg(seed), log: [], replay,
+    current = { id: x.id, quiet: quiet || seed === null,
+        drbg: seed === null ? null : new Drbg(seed), log: [], sent: 0,
+        replay: logOf(x.clock_log), events: [], eventsSent: 0, order: orderOf(logOf(x.event_log)),
+        logOpen: x.log_open === true, timers: 0, calls: 0, reasonSent: false, ending: false,
         reason: seed === null ? 'the execute had no seed' : null, divergence: null };
     reseedMathRandom();
 }
 
-// The execution is over: the done's replay members (docs/protocol.md, "Replay"), and the
-// divergence, if any (a message); the real sources back.
+// The execution is over: the done's replay members (docs/protocol.md, "Replay": the clock
+// reads not sent yet, the verdict), what else of the logs is new (a replay_log to send before
+// the done, or null), and the divergence, if any (a message); the real sources back.
 export function end() {
     const s = current;
-    current = null;
     if (s === null)
-        return { fields: {}, divergence: null };
-    const fields = { clock_log: s.log, replayable: s.reason === null };
+        return { fields: {}, tail: null, divergence: null };
+    const clock = s.log.slice(s.sent);
+    s.sent = s.log.length;
+    const r = s.order;
+    if (r !== null && r.pos < r.log.length && !s.logOpen)
+        s.divergence ??= `the replay ended after ${r.pos} of the ${r.log.length} recorded ` +
+            'deliveries (timers, tool results)';
+    const tail = takeLog();
+    current = null;
+    const fields = { clock_log: clock, replayable: s.reason === null };
     if (s.reason !== null)
         fields.not_replayable = s.reason;
-    return { fields, divergence: s.divergence };
+    return { fields, tail, divergence: s.divergence };
 }

@@ -82,7 +82,7 @@ function callTool(provider, tool, input, site) {
         return Promise.reject(new SerializationError(
             `input of ${provider}.${tool} is too large (a message is at most ${FRAME_MAX} bytes)`));
     return new Promise((resolve, reject) => {
-        const call = { provider, tool, text, resolve, reject, site };
+        const call = { provider, tool, text, resolve, reject, site, ev: replay.callEvent() };
         if (full)
             queued.push(call);
         else
@@ -101,7 +101,21 @@ function sendCall(call, frame) {
     if (!channel)
         openChannel();
     channel.ref(true);
-    channel.send(frame ?? callFrame(callId, call.provider, call.tool, call.text));
+    frame ??= callFrame(callId, call.provider, call.tool, call.text);
+    // What the program read before the call goes first (replay.mjs), in the same write.
+    const log = replay.takeLog();
+    channel.send(log === null ? frame : Buffer.concat([encode(log), frame]));
+}
+
+// A replay_log (replay.mjs) out now, before whatever the runner sends next.
+function sendLog(msg) {
+    const frame = encode(msg);
+    if (frame === null)
+        return; // cannot be: a batch is at most a few thousand integers
+    if (channel)
+        channel.send(frame);
+    else
+        writeFrameSync(CHANNEL_FD, frame);
 }
 
 function settle(msg) {
@@ -113,10 +127,9 @@ function settle(msg) {
         sendCall(queued.shift());
     if (pending.size === 0)
         channel.ref(false);
-    if (msg.ok)
-        call.resolve(msg.result);
-    else
-        call.reject(toolError(msg.error, call.site));
+    // In the order recorded, in a replay (replay.mjs): maybe held till its turn.
+    replay.deliver(call.ev, () => (msg.ok ? call.resolve(msg.result)
+        : call.reject(toolError(msg.error, call.site))));
 }
 
 // A session's calls still waiting when its execute ended: nobody will answer them now (the
@@ -262,15 +275,18 @@ async function finish(done, json) {
     if (exe === null || exe.finished)
         return;
     exe.finished = true;
+    replay.ending();
     // A promise rejected without a handler surfaces after the microtasks: let it, and let it
     // turn a success into the error node itself would have died of.
-    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => replay.realTimers.setImmediate(resolve));
     if ('uncaught' in exe && done.status === 'ok') {
         done = doneMessage('error', 1, { error: describe(exe.uncaught) });
         json = undefined;
     }
     await Promise.all([flush(process.stdout), flush(process.stderr)]);
-    const { fields, divergence } = replay.end();
+    const { fields, tail, divergence } = replay.end();
+    if (tail !== null && exe.deliver === deliver)
+        sendLog(tail); // the events and reason not sent yet; the clock's go in the done
     if (divergence !== null) {
         // Even when the program caught the ReplayDivergence: the replay went elsewhere.
         done = doneMessage('error', 1, { error: { code: 'replay_divergence',
@@ -320,7 +336,8 @@ process.on('unhandledRejection', onUncaught);
 // Nothing left to run, yet the code has not finished: it awaits something that never settles.
 process.on('beforeExit', () => {
     if (current !== null && !current.finished)
-        fail(new Error('the code awaits a promise that can never settle (nothing is left to run)'));
+        fail(replay.stuck() ??
+            new Error('the code awaits a promise that can never settle (nothing is left to run)'));
 });
 
 // --- rehearsals, then wait for the execute ------------------------------------------------
@@ -460,7 +477,7 @@ async function keepAfter(frame) {
 // Start the execution of @msg; its done goes to @handOver(frame, exitCode).
 function execute(msg, handOver) {
     current = { id: msg.id, finished: false, deliver: handOver, keep: msg.keep === true };
-    replay.begin(msg);
+    replay.begin(msg, handOver !== deliver);
     run(msg).then(succeed, fail);
 }
 
@@ -468,6 +485,15 @@ function execute(msg, handOver) {
 // execute (where finishing it would run V8's module code for the first time: ~1 ms of TCG).
 async function main() {
     replay.install();
+    replay.setSink(sendLog);
+    // What the program read goes out before anything it shows (replay.mjs).
+    for (const stream of [process.stdout, process.stderr]) {
+        const write = stream.write;
+        stream.write = function (...args) {
+            replay.flush();
+            return write.apply(this, args);
+        };
+    }
     await warmUp();
     await serve();
 }

@@ -355,6 +355,7 @@ def main():
     sbx_replay.install()
     warm_up()
     channel = Channel(3)
+    sbx_replay.sink = lambda m: channel.send(encode(m))
     try:
         execute = wait_for_execute(channel)
     except (ChannelClosed, OSError, ValueError):
@@ -377,6 +378,10 @@ def main():
                                  error, replay)
         runner.finished = True
         flush()
+        # The events and the reason not sent yet; the clock's tail is in the done.
+        tail = replay.take_log() if replay is not None else None
+        if tail is not None:
+            channel.send(encode(tail))
         channel.send(frame)
         if execute.get("keep") is not True:
             os._exit(code)

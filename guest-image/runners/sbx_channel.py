@@ -134,14 +134,17 @@ class Channel:
         for deliver in waiting:
             deliver(over)
 
-    def call(self, head, deliver):
-        """Send a tool_call (@head without call_id) whose result goes to @deliver(message).
-        Returns False if the frame is too large."""
+    def call(self, head, deliver, before=None):
+        """Send a tool_call (@head without call_id) whose result goes to @deliver(message),
+        after the frame @before (a replay_log: in the same write). Returns False if the frame
+        is too large."""
         with self._send_lock:
             if self._closed:
                 raise ChannelClosed()
             if len(self._waiting) < CALLS_IN_FLIGHT_MAX:
-                return self._send_call(head, deliver)
+                return self._send_call(head, deliver, before)
+            if before:
+                self._sock.sendall(before)
             # Ids go out in increasing order (the agent requires it): a queued call takes its
             # id when it is sent; its size is checked now, with the widest id.
             if encode(dict(head, call_id=CALL_ID_MAX)) is None:
@@ -149,13 +152,16 @@ class Channel:
             self._queued.append((head, deliver))
             return True
 
-    def _send_call(self, head, deliver):
-        """Send @head with the next call id (under the send lock); False if too large."""
+    def _send_call(self, head, deliver, before=None):
+        """Send @head with the next call id (under the send lock), after @before if any; False
+        if too large (@before is sent all the same)."""
         call_id = self._next_id
         frame = encode(dict(head, call_id=call_id))
         if frame is None:
+            if before:
+                self._sock.sendall(before)
             return False
         self._next_id += 1
         self._waiting[call_id] = deliver
-        self._sock.sendall(frame)
+        self._sock.sendall(before + frame if before else frame)
         return True

@@ -12,16 +12,30 @@ guest-image/runners/README.md, "Randomness and the clock"; docs/protocol.md, "Re
 - The clock: every read of the time (time.time & co., datetime.now/utcnow/today, date.today)
   goes through one function that logs the value it returns, in microseconds, or, in a replay,
   returns the logged values in order. The runner's own timing (asyncio's loop.time: timers keep
-  their real timing) reads the real clock. datetime's classes are C types that cannot be
+  their real timing) reads the real clock. CPU time (time.process_time, os.times) is not a
+  reading of the time and is not logged. datetime's classes are C types that cannot be
   patched, nor replaced in the datetime module (C extensions such as pandas subclass them at
   import and refuse a Python base): the program's own code gets a view of the module whose
   `datetime` and `date` are subclasses that read the clock here (an import by __main__ only);
   libraries see the real module, and their datetime.now() is not logged.
+- The order of asynchronous deliveries: each asyncio timer firing (loop.call_at and so
+  call_later: asyncio.sleep, wait_for's and timeout()'s deadlines) and each tool result handed
+  to a coroutine (tools.x.y.aio) is an event, logged in order: 2 * n for the execution's n-th
+  timer, 2 * k + 1 for its k-th tool call's result. A blocking tool call (tools.x.y()) stops
+  everything till its result: no event. In a replay (execute.event_log) a delivery that comes
+  before its turn is held until every event logged before it was delivered; one the log does
+  not have (any more) is never delivered (the original ended before it came); a replay that
+  ends before delivering every logged event diverged.
+- The logs go out as they grow (replay_log, before each output, each tool call and the done,
+  and every BATCH_MAX entries), so a run killed later keeps what it read before anything it
+  showed. With execute.log_open (the recorded run was killed there) a read or an event past
+  the logs' ends waits forever instead of diverging: the replay is killed the same way.
 - What cannot be made deterministic, detected where cheap: a thread or a process started, a
   read of /dev/urandom or /dev/random through open(). The first reason is kept; the done says
   replayable: false with it.
 """
 import builtins
+import contextvars
 import datetime
 import hashlib
 import io
@@ -36,6 +50,11 @@ SEED_BYTES = 32  # SBX_SEED_BYTES
 # SBX_CLOCK_READS_MAX (host-agent/protocol/limits.h): past it the log stops, and the execution
 # is not replayable.
 CLOCK_READS_MAX = 100000
+# SBX_EVENT_LOG_MAX: past it the event log stops, and the execution is not replayable.
+EVENT_LOG_MAX = 131072
+# SBX_REPLAY_LOG_BATCH_MAX: unsent entries of either log that make a replay_log go out at once,
+# so that a frame stays small.
+BATCH_MAX = 4096
 # SBX_REASON_MAX: the reason is cut at this many bytes by the receiver; keep it shorter.
 REASON_MAX = 1000
 # Bytes made per refill of the pool: 32 SHA-256 blocks, cheap to make and enough for the usual
@@ -71,24 +90,70 @@ class Drbg:
         return b"".join(out)
 
 
-class State:
-    """One execution's: its generator, its clock log (or the log it replays), its verdict."""
+class Order:
+    """A replay's order of deliveries: the log, where it is, how many of each event are left,
+    and the deliveries held till their turn (event -> [(run, owner)])."""
 
-    def __init__(self, seed=None, replay=None):
+    def __init__(self, log):
+        self.log, self.pos, self.left, self.held = log, 0, {}, {}
+        for ev in log:
+            self.left[ev] = self.left.get(ev, 0) + 1
+
+
+class State:
+    """One execution's: its generator, its clock log (or the log it replays), its event log
+    (or the order it keeps), its verdict."""
+
+    def __init__(self, seed=None, replay=None, exec_id="", events=None, log_open=False):
         self.drbg = Drbg(seed) if seed is not None else None
+        self.id = exec_id
         self.log = []
+        self.sent = 0  # entries of log sent in replay_log messages
         self.replay = replay  # a list of ints: the reads to return, in order
-        self.overflow = False
+        self.events = []
+        self.events_sent = 0
+        self.order = Order(events) if events is not None else None
+        self.log_open = log_open
+        self.timers = self.calls = 0
+        self.overflow = self.events_overflow = False
         self.reason = None if seed is not None else "the execute had no seed"
+        self.reason_sent = False
         self.divergence = None
+        self.lock = threading.Lock()  # take_log: the main thread's and a batch's
 
     def mark(self, why):
         if self.reason is None:
             self.reason = why[:REASON_MAX]
 
+    def take_log(self):
+        """The entries not sent yet (and the reason, once) as a replay_log message, or None.
+        None always for an execute without a seed (an older host, which would not know
+        replay_log): not replayable, its logs go in the done only, as before."""
+        if self.drbg is None:
+            return None
+        with self.lock:
+            reason = self.reason is not None and not self.reason_sent
+            if len(self.log) == self.sent and len(self.events) == self.events_sent and \
+                    not reason:
+                return None
+            m = {"type": "replay_log", "id": self.id}
+            if len(self.log) > self.sent:
+                m["clock"] = self.log[self.sent:]
+                self.sent = len(self.log)
+            if len(self.events) > self.events_sent:
+                m["events"] = self.events[self.events_sent:]
+                self.events_sent = len(self.events)
+            if reason:
+                m["not_replayable"] = self.reason
+                self.reason_sent = True
+            return m
+
     def report(self):
-        """The done's members of a replay (docs/protocol.md, "Replay")."""
-        fields = {"clock_log": self.log, "replayable": self.reason is None}
+        """The done's members of a replay (docs/protocol.md, "Replay"): the clock reads not
+        sent yet (the rest went in replay_log messages), the verdict."""
+        with self.lock:
+            fields = {"clock_log": self.log[self.sent:], "replayable": self.reason is None}
+            self.sent = len(self.log)
         if self.reason is not None:
             fields["not_replayable"] = self.reason
         return fields
@@ -103,7 +168,7 @@ _real = {
     "perf_counter_ns": time.perf_counter_ns, "localtime": time.localtime,
     "gmtime": time.gmtime, "ctime": time.ctime, "strftime": time.strftime,
     "open": builtins.open, "os_open": os.open, "thread_start": threading.Thread.start,
-    "random_seed": random.Random.seed,
+    "random_seed": random.Random.seed, "sleep": time.sleep,
 }
 
 
@@ -124,20 +189,158 @@ def read(real_us):
         return real_us()
     if s.replay is not None:
         if len(s.log) >= len(s.replay):
+            if s.log_open:
+                wait_forever()
             why = (f"clock read {len(s.log) + 1} is past the end of the recorded log "
                    f"({len(s.replay)} reads)")
             s.divergence = s.divergence or why
             raise ReplayDivergence(why)
         v = s.replay[len(s.log)]
-        s.log.append(v)
+        _push(s.log, v, s.sent)
         return v
     v = real_us()
     if len(s.log) < CLOCK_READS_MAX:
-        s.log.append(v)
+        _push(s.log, v, s.sent)
     elif not s.overflow:
         s.overflow = True
         s.mark(f"too many clock reads (more than {CLOCK_READS_MAX})")
     return v
+
+
+def _push(log, v, sent):
+    log.append(v)
+    if len(log) - sent >= BATCH_MAX:
+        flush()
+
+
+def wait_forever():
+    """The recorded run was killed here (log_open): so is this one, by its own timeout. The
+    thread sleeps (nothing more happens), as the original did not go on."""
+    while True:
+        _real["sleep"](3600)
+
+
+# ---- the order of deliveries ------------------------------------------------------------------
+
+# Where replay_log messages go (a function of the message; the runner's channel).
+sink = None
+
+
+def take_log():
+    """What is new of the running execution's logs, as a replay_log message, or None."""
+    s = current
+    return s.take_log() if s is not None else None
+
+
+def flush():
+    """Send what is new of the logs now (before an output, the done; a batch full)."""
+    if sink is None:
+        return
+    m = take_log()
+    if m is not None:
+        sink(m)
+
+
+def call_event():
+    """The event of the result of a call made now: (the execution, 2 * k + 1 for its k-th
+    call), or None outside an execution."""
+    s = current
+    if s is None:
+        return None
+    s.calls += 1
+    return s, 2 * s.calls + 1
+
+
+def _log_event(s, ev):
+    if len(s.events) < EVENT_LOG_MAX:
+        _push(s.events, ev, s.events_sent)
+    elif not s.events_overflow:
+        s.events_overflow = True
+        s.mark(f"too many events (more than {EVENT_LOG_MAX})")
+
+
+def deliver(tag, run, owner=None):
+    """The delivery @tag ((s, ev): the event ev of the execution s) happens now, on the event
+    loop: @run() does it. Logged in a record; in a replay done at its turn, or held till then,
+    or never (the log has it no more: the original ended before it came). @owner: a timer's
+    handle (a cancelled one's held firing is dropped)."""
+    if tag is None or tag[0] is not current:
+        return run()  # outside the execution that made it (a session's earlier one): as it comes
+    s, ev = tag
+    r = s.order
+    if r is None:
+        _log_event(s, ev)
+        return run()
+    if r.pos < len(r.log) and r.log[r.pos] == ev:
+        _take(s, r, ev)
+        return run()
+    held = r.held.setdefault(ev, [])
+    if r.left.get(ev, 0) > len(held):
+        held.append((run, owner))
+    elif not held:
+        del r.held[ev]
+    return None
+
+
+def _take(s, r, ev):
+    s.events.append(ev)
+    r.pos += 1
+    r.left[ev] -= 1
+    if r.pos < len(r.log) and r.log[r.pos] in r.held:
+        import asyncio
+        asyncio.get_running_loop().call_soon(_release, s)  # after this delivery's callbacks
+
+
+def _release(s):
+    r = s.order
+    if current is not s or r.pos >= len(r.log):
+        return
+    ev = r.log[r.pos]
+    held = r.held.get(ev)
+    if not held:
+        return
+    run, owner = held.pop(0)
+    if not held:
+        del r.held[ev]
+    if owner is not None and owner.cancelled():
+        _release(s)
+        return
+    _take(s, r, ev)
+    run()
+
+
+_real_call_at = None
+
+
+def _call_at(self, when, callback, *args, context=None):
+    """asyncio's loop.call_at (call_later's too): the firing is an event (deliver)."""
+    s = current
+    if s is None:
+        return _real_call_at(self, when, callback, *args, context=context)
+    s.timers += 1
+    tag = (s, 2 * s.timers)
+    box = []
+
+    def fire(*a):
+        ctx = contextvars.copy_context()
+        deliver(tag, lambda: ctx.run(callback, *a), box[0] if box else None)
+    handle = _real_call_at(self, when, fire, *args, context=context)
+    box.append(handle)
+    return handle
+
+
+class _Shown(io.TextIOWrapper):
+    """sys.stdout and sys.stderr: what the program read goes out before what it shows."""
+
+    def write(self, text):
+        if current is not None:
+            flush()
+        return super().write(text)
+
+
+def _shown(stream):
+    return _Shown(stream.buffer, encoding=stream.encoding, errors=stream.errors,
+                  line_buffering=stream.line_buffering, write_through=True)
 
 
 def _wall_us():
@@ -309,7 +512,14 @@ def install():
         _wrap_process(os, name, f"os.{name}")
     # asyncio's loop times its timers with time.monotonic: the real one, never logged.
     import asyncio.base_events
+    global _real_call_at
     asyncio.base_events.BaseEventLoop.time = lambda self: _real["monotonic_ns"]() / 1e9
+    _real_call_at = asyncio.base_events.BaseEventLoop.call_at
+    asyncio.base_events.BaseEventLoop.call_at = _call_at
+    if sys.stdout is not None and hasattr(sys.stdout, "buffer"):
+        sys.stdout = _shown(sys.stdout)
+    if sys.stderr is not None and hasattr(sys.stderr, "buffer"):
+        sys.stderr = _shown(sys.stderr)
 
 
 class _DatetimeView(types.ModuleType):
@@ -341,16 +551,22 @@ def _child(real):
     return _execute_child
 
 
+def _log_of(v):
+    if v is None:
+        return None
+    if isinstance(v, list) and all(type(e) is int and e >= 0 for e in v):
+        return v
+    return []  # the agent checked it: a runner handed anything else diverges at once
+
+
 def begin(execute):
     """The execution of @execute starts: its generator from its seed, its clock log (or the
-    one it replays); random's and numpy's global generators seeded from it."""
+    one it replays), its event log (or the order it keeps); random's and numpy's global
+    generators seeded from it."""
     global current
     seed = _seed_of(execute.get("seed"))
-    replay = execute.get("clock_log")
-    if replay is not None and not (isinstance(replay, list) and
-                                   all(type(v) is int and v >= 0 for v in replay)):
-        replay = []  # the agent checked it: a runner handed anything else diverges at once
-    current = State(seed, replay)
+    current = State(seed, _log_of(execute.get("clock_log")), execute.get("id") or "",
+                    _log_of(execute.get("event_log")), execute.get("log_open") is True)
     random.seed()
     numpy = sys.modules.get("numpy")
     if numpy is not None:
@@ -362,9 +578,14 @@ def begin(execute):
 
 
 def end():
-    """The execution is over: its state (for the done), and the real sources back."""
+    """The execution is over: its state (for the done: report(), and take_log() for what else
+    is new of its logs), and the real sources back."""
     global current
     s, current = current, None
+    r = s.order if s is not None else None
+    if r is not None and r.pos < len(r.log) and not s.log_open and s.divergence is None:
+        s.divergence = (f"the replay ended after {r.pos} of the {len(r.log)} recorded "
+                        "deliveries (timers, tool results)")
     return s
 
 

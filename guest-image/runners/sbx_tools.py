@@ -7,7 +7,8 @@ tools.calc.add(a=1, b=2) is tools.calc.add({"a": 1, "b": 2}).
 import asyncio
 import threading
 
-from sbx_channel import ChannelClosed
+import sbx_replay
+from sbx_channel import ChannelClosed, encode
 from sbx_json import HoldsBigInts, SerializationError, check, convert
 
 
@@ -88,7 +89,10 @@ class Tool:
         if self._runner.finished:
             raise ToolError(f"{self._provider}.{self._name}: the execution that made this call "
                             "is over", "tool_error")
-        if not self._runner.channel.call(self._head(value), deliver):
+        # What the program read goes out before the call, in the same write.
+        log = sbx_replay.take_log()
+        if not self._runner.channel.call(self._head(value), deliver,
+                                         encode(log) if log is not None else None):
             raise SerializationError(f"input of {self._provider}.{self._name} is too large "
                                      "(a message is at most 4 MiB)")
 
@@ -108,7 +112,10 @@ class Tool:
             if not future.done():
                 future.set_result(msg)
 
-        self._send(value, lambda msg: loop.call_soon_threadsafe(settle, msg))
+        # Handed to the coroutine in the order recorded, in a replay (sbx_replay.deliver).
+        tag = sbx_replay.call_event()
+        self._send(value, lambda msg: loop.call_soon_threadsafe(
+            sbx_replay.deliver, tag, lambda: settle(msg)))
         return _outcome(await future, self)
 
 

@@ -1,6 +1,6 @@
 /*
- * `sandbox run --seed HEX --clock-log FILE`: the replay inputs parsed and checked
- * (run-replay.h).
+ * `sandbox run --seed HEX --clock-log FILE --event-log FILE`: the replay inputs parsed and
+ * checked (run-replay.h).
  */
 #include "cli/run-replay.h"
 
@@ -51,7 +51,9 @@ static gboolean reads_of(const cJSON *arr, guint64 **ret, gsize *ret_n)
     return TRUE;
 }
 
-gboolean sbx_cli_clock_log_read(const char *path, guint64 **ret, gsize *ret_n, GError **error)
+/* A JSON array of at most @max integers 0..2^53-1 in @path, for the option @opt ("--x"). */
+static gboolean log_read(const char *opt, const char *what, gsize max, const char *path,
+                         guint64 **ret, gsize *ret_n, GError **error)
 {
     g_autoptr(GFile) file = g_file_new_for_commandline_arg(path);
     g_autoptr(GFileInfo) info = g_file_query_info(file, G_FILE_ATTRIBUTE_STANDARD_SIZE,
@@ -60,29 +62,39 @@ gboolean sbx_cli_clock_log_read(const char *path, guint64 **ret, gsize *ret_n, G
     gsize len = 0;
 
     if (info == NULL) {
-        g_prefix_error(error, "--clock-log: ");
+        g_prefix_error(error, "%s: ", opt);
         return FALSE;
     }
     if (g_file_info_get_size(info) > SBX_CLI_CLOCK_LOG_FILE_MAX) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "--clock-log: %s is larger than %u bytes", path, SBX_CLI_CLOCK_LOG_FILE_MAX);
+                    "%s: %s is larger than %u bytes", opt, path, SBX_CLI_CLOCK_LOG_FILE_MAX);
         return FALSE;
     }
     if (!g_file_load_contents(file, NULL, &text, &len, NULL, error)) {
-        g_prefix_error(error, "--clock-log: ");
+        g_prefix_error(error, "%s: ", opt);
         return FALSE;
     }
     cJSON *v = len <= SBX_CLI_CLOCK_LOG_FILE_MAX
                    ? sbx_json_parse(text, len, SBX_JSON_DEPTH_MAX, NULL)
                    : NULL;
-    gboolean ok = v != NULL && cJSON_IsArray(v) && cJSON_GetArraySize(v) <= SBX_CLOCK_READS_MAX &&
+    gboolean ok = v != NULL && cJSON_IsArray(v) && (gsize)cJSON_GetArraySize(v) <= max &&
                   reads_of(v, ret, ret_n);
     cJSON_Delete(v);
     if (!ok) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "--clock-log: %s is not a JSON array of at most %d integers 0..2^53-1 (a "
-                    "record's clock_log)",
-                    path, SBX_CLOCK_READS_MAX);
+                    "%s: %s is not a JSON array of at most %zu integers 0..2^53-1 (a record's "
+                    "%s)",
+                    opt, path, max, what);
     }
     return ok;
+}
+
+gboolean sbx_cli_clock_log_read(const char *path, guint64 **ret, gsize *ret_n, GError **error)
+{
+    return log_read("--clock-log", "clock_log", SBX_CLOCK_READS_MAX, path, ret, ret_n, error);
+}
+
+gboolean sbx_cli_event_log_read(const char *path, guint64 **ret, gsize *ret_n, GError **error)
+{
+    return log_read("--event-log", "event_log", SBX_EVENT_LOG_MAX, path, ret, ret_n, error);
 }

@@ -59,6 +59,10 @@ typedef struct {
     guint8 seed[SBX_SEED_BYTES]; /* --seed, parsed */
     guint64 *clock_log;          /* --clock-log's reads, or NULL */
     gsize n_clock_log;
+    char *event_log_path; /* --event-log FILE */
+    guint64 *event_log;   /* --event-log's entries, or NULL */
+    gsize n_event_log;
+    gboolean log_open; /* --log-open */
     /* inputs */
     char *file;
     char *code;
@@ -240,6 +244,11 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
          "HEX"},
         {"clock-log", 0, 0, G_OPTION_ARG_FILENAME, &ctx->clock_log_path,
          "Replay these clock reads (a record's clock_log, a JSON array) to the program", "FILE"},
+        {"event-log", 0, 0, G_OPTION_ARG_FILENAME, &ctx->event_log_path,
+         "Deliver timers and tool results in this order (a record's event_log, a JSON array)",
+         "FILE"},
+        {"log-open", 0, 0, G_OPTION_ARG_NONE, &ctx->log_open,
+         "The replayed run was killed (a record's log_open): past the logs' ends, wait", NULL},
         {"json", 0, 0, G_OPTION_ARG_NONE, &ctx->json, "Print one JSON object at the end", NULL},
         {"debug", 0, 0, G_OPTION_ARG_NONE, &ctx->debug, "Show the guest console and timings", NULL},
         {"cold", 0, 0, G_OPTION_ARG_NONE, &ctx->cold,
@@ -267,6 +276,10 @@ static gboolean parse_options(RunCtx *ctx, int argc, char **argv, GError **error
     }
     if (ctx->clock_log_path != NULL &&
         !sbx_cli_clock_log_read(ctx->clock_log_path, &ctx->clock_log, &ctx->n_clock_log, error)) {
+        return FALSE;
+    }
+    if (ctx->event_log_path != NULL &&
+        !sbx_cli_event_log_read(ctx->event_log_path, &ctx->event_log, &ctx->n_event_log, error)) {
         return FALSE;
     }
     return sbx_cli_parse_timeout(ctx->timeout_opt, &ctx->timeout_ms, error) &&
@@ -328,7 +341,7 @@ static SbxSnapshot *ensure_snapshot(RunCtx *ctx, GError **error)
  * (the pool holds restored VMs) nor --debug (the guest console is the server's), nor with
  * files (--put, --files-out): the socket's messages do not carry them (a server's VM takes
  * files through a session: `sandbox session put/get`), nor with a replay's inputs (--seed,
- * --clock-log), which they do not carry either.
+ * --clock-log, --event-log, --log-open), which they do not carry either.
  */
 static gboolean try_serve(RunCtx *ctx)
 {
@@ -347,7 +360,8 @@ static gboolean try_serve(RunCtx *ctx)
     };
 
     return !ctx->cold && !ctx->debug && !ctx->no_serve && !with_files(ctx) &&
-           ctx->seed_opt == NULL && ctx->clock_log == NULL && sbx_serve_client_try(ctx->cli, &req);
+           ctx->seed_opt == NULL && ctx->clock_log == NULL && ctx->event_log == NULL &&
+           !ctx->log_open && sbx_serve_client_try(ctx->cli, &req);
 }
 
 /*
@@ -394,17 +408,6 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     if (try_serve(ctx)) {
         return -1;
     }
-    g_autoptr(SbxTools) tools = sbx_tools_new(g_steal_pointer(&ctx->catalog), &error);
-    if (tools == NULL) {
-        fprintf(stderr, "sandbox run: %s\n", error->message);
-        return SBX_EXIT_USAGE;
-    }
-    /* Approvals are asked on the terminal; without one, such calls are denied at once. */
-    ctx->approvals = sbx_approvals_new();
-    ctx->prompt = sbx_prompt_new(ctx->approvals);
-    if (ctx->prompt != NULL) {
-        sbx_tools_set_approvals(tools, ctx->approvals, NULL);
-    }
     const char *profile = ctx->profile_name != NULL ? ctx->profile_name
                           : ctx->cold               ? RUN_PROFILE_DEFAULT_COLD
                                                     : RUN_PROFILE_DEFAULT;
@@ -418,6 +421,19 @@ static int run_start(SbxCli *cli, int argc, char **argv)
     if (ctx->image == NULL || (!ctx->cold && ctx->snapshot == NULL)) {
         print_failure(ctx, error->message);
         return SBX_EXIT_SANDBOX;
+    }
+    /* Made once the snapshot is there (making one takes a while, and its failure is the
+     * sandbox's, not the catalog's, which load_user_inputs() checked). */
+    g_autoptr(SbxTools) tools = sbx_tools_new(g_steal_pointer(&ctx->catalog), &error);
+    if (tools == NULL) {
+        fprintf(stderr, "sandbox run: %s\n", error->message);
+        return SBX_EXIT_USAGE;
+    }
+    /* Approvals are asked on the terminal; without one, such calls are denied at once. */
+    ctx->approvals = sbx_approvals_new();
+    ctx->prompt = sbx_prompt_new(ctx->approvals);
+    if (ctx->prompt != NULL) {
+        sbx_tools_set_approvals(tools, ctx->approvals, NULL);
     }
     static const SbxExecSink sink = {
         .output = on_output,
@@ -440,6 +456,9 @@ static int run_start(SbxCli *cli, int argc, char **argv)
         .seed = ctx->seed_opt != NULL ? ctx->seed : NULL,
         .clock_log = ctx->clock_log,
         .n_clock_log = ctx->n_clock_log,
+        .event_log = ctx->event_log,
+        .n_event_log = ctx->n_event_log,
+        .log_open = ctx->log_open,
     };
     SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
     ctx->exec = sbx_exec_new(&req, g_steal_pointer(&tools), src, &sink, ctx);
@@ -487,6 +506,8 @@ static void run_cleanup(SbxCli *cli)
     g_free(ctx->seed_opt);
     g_free(ctx->clock_log_path);
     g_free(ctx->clock_log);
+    g_free(ctx->event_log_path);
+    g_free(ctx->event_log);
     g_free(ctx);
     run_ctx = NULL;
 }

@@ -189,8 +189,8 @@ static char *hex(const guint8 *bytes, gsize len)
     return g_string_free(out, FALSE);
 }
 
-/* The clock log as a JSON array of integers (each at most 2^53-1: the decoder checked). */
-static char *clock_log_json(const guint64 *log, gsize n)
+/* A log as a JSON array of integers (each at most 2^53-1: the decoder checked). */
+static char *log_json(const guint64 *log, gsize n)
 {
     GString *out = g_string_sized_new(2 + n * 17);
 
@@ -231,7 +231,8 @@ static const char *host_not_replayable(const SbxExecRecordInput *in)
  * whether the run can be replayed. Only the guest's own word makes it replayable; every other
  * end (no execution, no runner's done) is not, with a reason. Strings into @seed and @clock.
  */
-static void fill_replay(SbxRecord *r, const SbxExecRecordInput *in, char **seed, char **clock)
+static void fill_replay(SbxRecord *r, const SbxExecRecordInput *in, char **seed, char **clock,
+                        char **events)
 {
     const SbxRunResult *res = in->result;
 
@@ -244,8 +245,13 @@ static void fill_replay(SbxRecord *r, const SbxExecRecordInput *in, char **seed,
         return;
     }
     if (res->clock_log != NULL) {
-        r->clock_log_json = *clock = clock_log_json(res->clock_log, res->n_clock_log);
+        r->clock_log_json = *clock = log_json(res->clock_log, res->n_clock_log);
     }
+    if (res->event_log != NULL) {
+        r->event_log_json = *events = log_json(res->event_log, res->n_event_log);
+    }
+    r->has_log_open = TRUE;
+    r->log_open = res->log_open;
     const char *host_why = host_not_replayable(in);
     r->replayable = res->replayable && r->seed_hex != NULL && host_why == NULL;
     if (r->replayable) {
@@ -259,13 +265,14 @@ static void fill_replay(SbxRecord *r, const SbxExecRecordInput *in, char **seed,
         res->not_replayable != NULL
             ? res->not_replayable
             : (char *)"the guest reported no clock log (the program ended without the runner's "
-                      "done: an exit, a crash, a kill, a timeout, or an older guest)";
+                      "done, and not by a kill: an exit, a broken protocol, or an older guest)";
 }
 
 gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, GError **error)
 {
     g_autofree char *seed = NULL;
     g_autofree char *clock = NULL;
+    g_autofree char *events = NULL;
     SbxRecord r = {0};
     g_autofree char *err_json = NULL;
     g_autofree char *entropy = NULL;
@@ -282,7 +289,7 @@ gboolean sbx_exec_record_finish(SbxStore *store, const SbxExecRecordInput *in, G
         r.entropy_hex = entropy = hex(in->given->entropy, in->given->entropy_len);
         r.guest_clock_ms = in->given->time_us / 1000;
     }
-    fill_replay(&r, in, &seed, &clock);
+    fill_replay(&r, in, &seed, &clock, &events);
     r.tools_json = (char *)in->tools_json;
     for (guint i = 0; i < n; i++) {
         fill_call(&calls[i], g_ptr_array_index(tc, i), in->ns);

@@ -39,6 +39,9 @@ struct SbxExec {
     gboolean has_seed;  /* a replay's seed: else the session makes a fresh one */
     guint64 *clock_log; /* a replay's clock log, or NULL */
     gsize n_clock_log;
+    guint64 *event_log; /* a replay's event log, or NULL */
+    gsize n_event_log;
+    gboolean log_open;
     /* where events go */
     const SbxExecSink *sink;
     gpointer sink_data;
@@ -375,6 +378,9 @@ static void run(SbxExec *exec)
         .seed = exec->has_seed ? exec->seed : NULL,
         .clock_log = exec->clock_log,
         .n_clock_log = exec->n_clock_log,
+        .event_log = exec->event_log,
+        .n_event_log = exec->n_event_log,
+        .log_open = exec->log_open,
     };
 
     sbx_session_set_callbacks(exec->session,
@@ -508,6 +514,7 @@ SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource 
     exec->files = req->with_files ? sbx_exec_files_new(req->files, req->n_files) : NULL;
     exec->n_files_in = req->n_files;
     g_assert(req->n_clock_log <= SBX_CLOCK_READS_MAX);
+    g_assert(req->n_event_log <= SBX_EVENT_LOG_MAX);
     if (req->seed != NULL) {
         memcpy(exec->seed, req->seed, sizeof(exec->seed));
         exec->has_seed = TRUE;
@@ -516,6 +523,11 @@ SbxExec *sbx_exec_new(const SbxExecRequest *req, SbxTools *tools, SbxExecSource 
         exec->clock_log = g_memdup2(req->clock_log, MAX(req->n_clock_log, 1) * sizeof(guint64));
         exec->n_clock_log = req->n_clock_log;
     }
+    if (req->event_log != NULL) {
+        exec->event_log = g_memdup2(req->event_log, MAX(req->n_event_log, 1) * sizeof(guint64));
+        exec->n_event_log = req->n_event_log;
+    }
+    exec->log_open = req->log_open;
     exec->tools = tools;
     exec->src = src;
     exec->sink = sink;
@@ -722,6 +734,7 @@ void sbx_exec_free(SbxExec *exec)
     g_free(exec->args_json);
     g_free(exec->kwargs_json);
     g_free(exec->clock_log);
+    g_free(exec->event_log);
     explicit_bzero(exec->seed, sizeof(exec->seed));
     g_free(exec->record_error);
     g_free((char *)exec->info.tenant_id);

@@ -51,6 +51,12 @@ typedef struct {
     const guint8 *seed;
     const guint64 *clock_log;
     gsize n_clock_log;
+    /* A replay's order of asynchronous deliveries (a record's event_log: NULL, none; else
+     * n_event_log entries, at most SBX_EVENT_LOG_MAX; copied), and its log_open: the original
+     * was killed after its logs' last entries, so the replay waits past their ends. */
+    const guint64 *event_log;
+    gsize n_event_log;
+    gboolean log_open;
 } SbxExecRequest;
 
 /* Where the events go. Every member is optional except done. */

@@ -66,6 +66,22 @@
  */
 #define SBX_CLOCK_READS_MAX 100000
 
+/*
+ * Asynchronous deliveries in one execution's event log (replay_log.events, execute.event_log):
+ * each timer callback fired and each tool result delivered, in order. 131072 = twice
+ * SBX_SESSION_CALLS_MAX (65536 tool calls in one execution), so the results of the most calls
+ * allowed fit with as many timer firings; the runners' encodings are small integers (about 7
+ * digits), so a full log is ~1 MB of JSON and a replay's execute with a full clock log (~1.7 MB)
+ * beside it still fits a frame. Past it the execution is not replayable ("too many events").
+ */
+#define SBX_EVENT_LOG_MAX 131072
+
+/*
+ * Entries of one replay_log message (clock and events each): the runners flush at 4096; the
+ * cap keeps one frame's decoding small (~70 KB of JSON at most per array).
+ */
+#define SBX_REPLAY_LOG_BATCH_MAX 4096
+
 /* Why an execution is not replayable (done.not_replayable): a sentence; longer is cut. */
 #define SBX_REASON_MAX 1024
 

@@ -224,19 +224,21 @@ static const cJSON *get_json(Dec *d, const cJSON *o, const char *key, Presence p
 }
 
 /*
- * A clock log: an array of at most SBX_CLOCK_READS_MAX integers 0..2^53-1 (microseconds).
- * Present, even empty, is non-NULL. The array's size is checked before anything is allocated.
+ * A log of @key: an array of at most @max integers 0..2^53-1 (clock reads in microseconds, or
+ * events). Present, even empty, is non-NULL. The array's size is checked before anything is
+ * allocated.
  */
-static void get_clock_log(Dec *d, const cJSON *o, uint64_t **out, size_t *n_out)
+static void get_log(Dec *d, const cJSON *o, const char *key, size_t max, uint64_t **out,
+                    size_t *n_out)
 {
-    const cJSON *arr = member(d, o, "clock_log", OPTIONAL);
+    const cJSON *arr = member(d, o, key, OPTIONAL);
     const cJSON *c;
     size_t n = 0;
 
     if (!arr)
         return;
-    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > SBX_CLOCK_READS_MAX) {
-        fail(d, "clock_log", "expected an array of at most %d integers", SBX_CLOCK_READS_MAX);
+    if (!cJSON_IsArray(arr) || (size_t)cJSON_GetArraySize(arr) > max) {
+        fail(d, key, "expected an array of at most %zu integers", max);
         return;
     }
     *out = check_alloc(d, calloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof(**out)));
@@ -247,12 +249,17 @@ static void get_clock_log(Dec *d, const cJSON *o, uint64_t **out, size_t *n_out)
         int64_t v;
 
         if (!sbx_json_int64(c, &v) || v < 0 || (uint64_t)v > SBX_JSON_INT_MAX) {
-            fail(d, "clock_log", "expected integers 0..%llu", SBX_JSON_INT_MAX);
+            fail(d, key, "expected integers 0..%llu", SBX_JSON_INT_MAX);
             return;
         }
         (*out)[n++] = (uint64_t)v;
     }
     *n_out = n;
+}
+
+static void get_clock_log(Dec *d, const cJSON *o, uint64_t **out, size_t *n_out)
+{
+    get_log(d, o, "clock_log", SBX_CLOCK_READS_MAX, out, n_out);
 }
 
 static void get_error(Dec *d, const cJSON *o, const char *key, Presence p, SbxError *e, bool *has)
@@ -402,6 +409,17 @@ static void decode_execute(Dec *d, const cJSON *o, SbxExecute *m)
         get_base64(d, o, "seed", SBX_SEED_BYTES, SBX_SEED_BYTES, &m->seed, &n);
     }
     get_clock_log(d, o, &m->clock_log, &m->n_clock_log);
+    get_log(d, o, "event_log", SBX_EVENT_LOG_MAX, &m->event_log, &m->n_event_log);
+    if (member(d, o, "log_open", OPTIONAL))
+        get_bool(d, o, "log_open", &m->log_open);
+}
+
+static void decode_replay_log(Dec *d, const cJSON *o, SbxReplayLog *m)
+{
+    get_id(d, o, "id", &m->id);
+    get_log(d, o, "clock", SBX_REPLAY_LOG_BATCH_MAX, &m->clock, &m->n_clock);
+    get_log(d, o, "events", SBX_REPLAY_LOG_BATCH_MAX, &m->events, &m->n_events);
+    get_text(d, o, "not_replayable", OPTIONAL, SBX_REASON_MAX, &m->not_replayable);
 }
 
 static void decode_output(Dec *d, const cJSON *o, SbxOutput *m)
@@ -612,6 +630,8 @@ static void decode_body(Dec *d, const cJSON *o, SbxMsg *m)
         return decode_file(d, o, &m->file);
     case SBX_MSG_FILE_RESULT:
         return decode_file_result(d, o, &m->file_result);
+    case SBX_MSG_REPLAY_LOG:
+        return decode_replay_log(d, o, &m->replay_log);
     default:
         return;
     }

@@ -182,14 +182,14 @@ static void put_json(Enc *e, cJSON *o, const char *key, const char *json, Presen
     free(text);
 }
 
-/* A clock log (NULL: absent): at most SBX_CLOCK_READS_MAX integers 0..2^53-1. */
-static void put_clock_log(Enc *e, cJSON *o, const uint64_t *log, size_t n)
+/* A log (NULL: absent) as @key: at most @max integers 0..2^53-1. */
+static void put_log(Enc *e, cJSON *o, const char *key, const uint64_t *log, size_t n, size_t max)
 {
     cJSON *arr;
 
     if (e->err || !log)
         return;
-    if (n > SBX_CLOCK_READS_MAX) {
+    if (n > max) {
         invalid(e);
         return;
     }
@@ -204,7 +204,13 @@ static void put_clock_log(Enc *e, cJSON *o, const uint64_t *log, size_t n)
         snprintf(buf, sizeof(buf), "%" PRIu64, log[i]);
         add_to_array(e, arr, cJSON_CreateRaw(buf));
     }
-    add(e, o, "clock_log", arr);
+    add(e, o, key, arr);
+}
+
+/* A clock log (NULL: absent): at most SBX_CLOCK_READS_MAX integers 0..2^53-1. */
+static void put_clock_log(Enc *e, cJSON *o, const uint64_t *log, size_t n)
+{
+    put_log(e, o, "clock_log", log, n, SBX_CLOCK_READS_MAX);
 }
 
 static void put_error(Enc *e, cJSON *o, const char *key, const SbxError *err)
@@ -293,6 +299,17 @@ static void encode_execute(Enc *e, cJSON *o, const SbxExecute *m)
     if (m->seed)
         put_base64(e, o, "seed", m->seed, SBX_SEED_BYTES, SBX_SEED_BYTES, SBX_SEED_BYTES);
     put_clock_log(e, o, m->clock_log, m->n_clock_log);
+    put_log(e, o, "event_log", m->event_log, m->n_event_log, SBX_EVENT_LOG_MAX);
+    if (m->log_open)
+        put_bool(e, o, "log_open", true);
+}
+
+static void encode_replay_log(Enc *e, cJSON *o, const SbxReplayLog *m)
+{
+    put_id(e, o, "id", m->id);
+    put_log(e, o, "clock", m->clock, m->n_clock, SBX_REPLAY_LOG_BATCH_MAX);
+    put_log(e, o, "events", m->events, m->n_events, SBX_REPLAY_LOG_BATCH_MAX);
+    put_text(e, o, "not_replayable", m->not_replayable, OPTIONAL, SBX_REASON_MAX);
 }
 
 static void encode_output(Enc *e, cJSON *o, const SbxOutput *m)
@@ -444,6 +461,8 @@ static void encode_body(Enc *e, cJSON *o, const SbxMsg *m)
         return encode_file(e, o, &m->file);
     case SBX_MSG_FILE_RESULT:
         return encode_file_result(e, o, &m->file_result);
+    case SBX_MSG_REPLAY_LOG:
+        return encode_replay_log(e, o, &m->replay_log);
     default:
         return invalid(e);
     }

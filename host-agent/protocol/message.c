@@ -23,6 +23,7 @@ static const char *const type_names[SBX_MSG__COUNT] = {
     [SBX_MSG_ERROR] = "error",
     [SBX_MSG_FILE] = "file",
     [SBX_MSG_FILE_RESULT] = "file_result",
+    [SBX_MSG_REPLAY_LOG] = "replay_log",
 };
 
 static const char *const file_op_names[SBX_FILE_OP__COUNT] = {
@@ -268,6 +269,7 @@ static void execute_clear(SbxExecute *m)
     free(m->entropy);
     free(m->seed);
     free(m->clock_log);
+    free(m->event_log);
     free(m->id);
     free(m->code);
     free(m->entry);
@@ -351,6 +353,12 @@ void sbx_msg_clear(SbxMsg *msg)
         free(msg->done.clock_log);
         free(msg->done.not_replayable);
         error_clear(&msg->done.error);
+        break;
+    case SBX_MSG_REPLAY_LOG:
+        free(msg->replay_log.id);
+        free(msg->replay_log.clock);
+        free(msg->replay_log.events);
+        free(msg->replay_log.not_replayable);
         break;
     case SBX_MSG_ERROR:
         free(msg->error.message);

@@ -33,6 +33,7 @@ typedef enum {
     SBX_MSG_ERROR,       /* either way: fatal protocol error, sender closes after it */
     SBX_MSG_FILE,        /* host -> guest: a step of a workspace file operation */
     SBX_MSG_FILE_RESULT, /* guest -> host: its answer */
+    SBX_MSG_REPLAY_LOG,  /* guest -> host (and runner -> agent): a replay log's next entries */
     SBX_MSG__COUNT
 } SbxMsgType;
 
@@ -132,6 +133,13 @@ typedef struct {
      * a record, not a replay. Non-NULL even when empty (n_clock_log 0): every read diverges. */
     uint64_t *clock_log;
     size_t n_clock_log; /* at most SBX_CLOCK_READS_MAX */
+    /* Optional: a replay's recorded order of asynchronous deliveries (timers fired, tool
+     * results delivered; runner-defined integers), NULL = absent: they come as they come. */
+    uint64_t *event_log;
+    size_t n_event_log; /* at most SBX_EVENT_LOG_MAX */
+    /* The recorded execution was killed after its logs' last entries: a replay waits (never
+     * returns) past their ends instead of diverging. */
+    bool log_open;
 } SbxExecute;
 
 typedef struct {
@@ -185,6 +193,21 @@ typedef struct {
     bool replayable;
     char *not_replayable; /* text, cut at SBX_REASON_MAX */
 } SbxDone;
+
+/*
+ * The next entries of an execution's replay logs (docs/protocol.md, "Replay"), sent before
+ * each output, tool call and done, so that a run killed later keeps what it read before
+ * anything it showed. Each array is absent (NULL) or 0..SBX_REPLAY_LOG_BATCH_MAX integers
+ * 0..2^53-1; not_replayable: the runner's first reason, once.
+ */
+typedef struct {
+    char *id;
+    uint64_t *clock; /* clock reads, in order */
+    size_t n_clock;
+    uint64_t *events; /* asynchronous deliveries, in order (runner-defined integers) */
+    size_t n_events;
+    char *not_replayable; /* text, cut at SBX_REASON_MAX */
+} SbxReplayLog;
 
 typedef struct {
     uint32_t seq;
@@ -264,6 +287,7 @@ typedef struct {
         SbxErrorMsg error;
         SbxFile file;
         SbxFileResult file_result;
+        SbxReplayLog replay_log;
     };
 } SbxMsg;
 

@@ -13,8 +13,8 @@
 
 G_DEFINE_QUARK(sbx - replay - error - quark, sbx_replay_error)
 
-/* A clock log is a flat array of integers. */
-#define CLOCK_LOG_DEPTH 2
+/* A clock or event log is a flat array of integers. */
+#define LOG_DEPTH 2
 
 struct SbxReplay {
     SbxRecord *record;
@@ -23,6 +23,8 @@ struct SbxReplay {
     guint8 seed[SBX_SEED_BYTES];
     guint64 *clock_log;
     gsize n_clock_log;
+    guint64 *event_log; /* NULL: the record has none (an older runner: delivered as they come) */
+    gsize n_event_log;
     gboolean live; /* the live tools answer, not the record */
 };
 
@@ -36,6 +38,7 @@ void sbx_replay_free(SbxReplay *r)
         g_ptr_array_unref(r->calls);
     }
     g_free(r->clock_log);
+    g_free(r->event_log);
     explicit_bzero(r->seed, sizeof(r->seed));
     g_free(r);
 }
@@ -78,32 +81,46 @@ static gboolean read_seed(SbxReplay *r, GError **error)
     return TRUE;
 }
 
-static gboolean read_clock_log(SbxReplay *r, GError **error)
+/* The log @text (a JSON array of at most @max integers 0..2^53-1) into *@ret, *@ret_n. */
+static gboolean read_log(SbxReplay *r, const char *what, const char *text, gsize max, guint64 **ret,
+                         gsize *ret_n, GError **error)
 {
-    const char *text = r->record->clock_log_json != NULL ? r->record->clock_log_json : "[]";
     g_autofree char *why = NULL;
-    cJSON *arr = sbx_json_parse(text, strlen(text), CLOCK_LOG_DEPTH, &why);
+    cJSON *arr = sbx_json_parse(text, strlen(text), LOG_DEPTH, &why);
     int n = cJSON_GetArraySize(arr);
     gsize i = 0;
+    g_autofree char *bad = g_strdup_printf("its %s is not an array of integers", what);
 
-    if (!cJSON_IsArray(arr) || n > SBX_CLOCK_READS_MAX) {
+    if (!cJSON_IsArray(arr) || (gsize)n > max) {
         cJSON_Delete(arr);
-        return damaged(error, r->record->id, "its clock log is not an array of integers");
+        return damaged(error, r->record->id, bad);
     }
-    r->clock_log = g_new0(guint64, MAX(n, 1));
+    g_autofree guint64 *log = g_new0(guint64, MAX(n, 1));
     const cJSON *v;
     cJSON_ArrayForEach(v, arr)
     {
         int64_t x = -1;
         if (!sbx_json_int64(v, &x) || x < 0 || (guint64)x > SBX_JSON_INT_MAX) {
             cJSON_Delete(arr);
-            return damaged(error, r->record->id, "its clock log is not an array of integers");
+            return damaged(error, r->record->id, bad);
         }
-        r->clock_log[i++] = (guint64)x;
+        log[i++] = (guint64)x;
     }
-    r->n_clock_log = i;
     cJSON_Delete(arr);
+    *ret = g_steal_pointer(&log);
+    *ret_n = i;
     return TRUE;
+}
+
+static gboolean read_logs(SbxReplay *r, GError **error)
+{
+    const SbxRecord *rec = r->record;
+
+    return read_log(r, "clock log", rec->clock_log_json != NULL ? rec->clock_log_json : "[]",
+                    SBX_CLOCK_READS_MAX, &r->clock_log, &r->n_clock_log, error) &&
+           (rec->event_log_json == NULL ||
+            read_log(r, "event log", rec->event_log_json, SBX_EVENT_LOG_MAX, &r->event_log,
+                     &r->n_event_log, error));
 }
 
 SbxReplay *sbx_replay_new(SbxRecord *record, GPtrArray *calls, GError **error)
@@ -124,7 +141,7 @@ SbxReplay *sbx_replay_new(SbxRecord *record, GPtrArray *calls, GError **error)
         damaged(error, record->id, "its language is unknown");
         return NULL;
     }
-    if (!read_seed(r, error) || !read_clock_log(r, error)) {
+    if (!read_seed(r, error) || !read_logs(r, error)) {
         return NULL;
     }
     return g_steal_pointer(&r);
@@ -217,6 +234,9 @@ void sbx_replay_request(const SbxReplay *r, SbxExecRequest *req)
         .seed = r->seed,
         .clock_log = r->clock_log,
         .n_clock_log = r->n_clock_log,
+        .event_log = r->event_log,
+        .n_event_log = r->n_event_log,
+        .log_open = rec->has_log_open && rec->log_open,
     };
 }
 

@@ -98,6 +98,7 @@ void sbx_run_result_clear(SbxRunResult *result)
 {
     g_free(result->result_json);
     g_free(result->clock_log);
+    g_free(result->event_log);
     g_free(result->not_replayable);
     sbx_error_clear(&result->error);
     for (int i = 0; i < SBX_STREAM__COUNT; i++) {

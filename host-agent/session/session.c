@@ -92,6 +92,13 @@ struct SbxSession {
     SbxMsg data_msg;  /* a message whose announced data frame is due (on_data), or zeroed */
     gpointer file_op; /* files.c's operation in progress, or NULL */
     GDestroyNotify file_op_free;
+    /* The execution's replay logs as they come (replay_log, then the done's clock_log), and
+     * the first reason it is not replayable (the runner's, or a bound passed), or NULL. */
+    GArray *clock_stream; /* guint64 */
+    GArray *event_stream; /* guint64 */
+    gboolean logs_came;   /* a clock log came (a replay_log, or the done's) */
+    gboolean events_came; /* a replay_log came (or the run was killed: the logs are open) */
+    char *log_reason;
 };
 
 /* (Re)arm the session's timer on the thread-default main context (where the channel is). */
@@ -230,6 +237,77 @@ static void send_cancel(SbxSession *s)
     }
 }
 
+/* ---- replay logs -------------------------------------------------------------------------- */
+
+/* Append @n entries to @to, at most @max in all: past it, none more, and the reason. */
+static void append_log(SbxSession *s, GArray *to, const uint64_t *v, size_t n, guint max,
+                       const char *what)
+{
+    if (n > max - MIN(to->len, max)) {
+        if (s->log_reason == NULL) {
+            s->log_reason = g_strdup_printf("too many %s (more than %u)", what, max);
+        }
+        return;
+    }
+    g_array_append_vals(to, v, (guint)n);
+}
+
+/* Non-NULL even when empty (an empty GArray may have no data: g_memdup2() would say NULL). */
+static guint64 *log_copy(const GArray *a)
+{
+    guint64 *copy = g_new0(guint64, MAX(a->len, 1));
+
+    if (a->len > 0) {
+        memcpy(copy, a->data, a->len * sizeof(guint64));
+    }
+    return copy;
+}
+
+/* The logs that came into the result (which owns copies). */
+static void take_logs(SbxSession *s)
+{
+    SbxRunResult *r = &s->result;
+
+    g_clear_pointer(&r->clock_log, g_free);
+    g_clear_pointer(&r->event_log, g_free);
+    r->n_clock_log = r->n_event_log = 0;
+    if (s->logs_came || s->events_came || s->clock_stream->len > 0) {
+        r->clock_log = log_copy(s->clock_stream);
+        r->n_clock_log = s->clock_stream->len;
+    }
+    /* Only a runner that streams (replay_log) has an event log: an older one's record has
+     * none, and its replay delivers as things come. */
+    if (s->events_came) {
+        r->event_log = log_copy(s->event_stream);
+        r->n_event_log = s->event_stream->len;
+    }
+}
+
+/* How a run ends when something killed it: no runner's done can come. */
+static gboolean killed_status(SbxStatus status)
+{
+    return status == SBX_STATUS_TIMEOUT || status == SBX_STATUS_MEMORY_LIMIT ||
+           status == SBX_STATUS_CRASH || status == SBX_STATUS_TERMINATED ||
+           status == SBX_STATUS_CANCELLED;
+}
+
+/*
+ * A run killed after it started: its logs are what it streamed before (whatever it read
+ * before anything it showed), open at their ends, and replayable unless the runner said why
+ * not (docs/protocol.md, "Replay").
+ */
+static void settle_killed(SbxSession *s)
+{
+    SbxRunResult *r = &s->result;
+
+    s->logs_came = s->events_came = TRUE; /* empty logs are logs: nothing read was shown */
+    take_logs(s);
+    r->log_open = TRUE;
+    r->replayable = s->log_reason == NULL;
+    g_free(r->not_replayable);
+    r->not_replayable = g_strdup(s->log_reason);
+}
+
 static void end_with(SbxSession *s, SbxStatus status, SbxErrorCode code, gboolean cancel,
                      const char *fmt, ...) G_GNUC_PRINTF(5, 6);
 
@@ -256,6 +334,11 @@ static void end_with(SbxSession *s, SbxStatus status, SbxErrorCode code, gboolea
     }
     sbx_error_clear(&s->result.error);
     sbx_error_copy(&s->result.error, &err);
+    if (killed_status(status) && s->state == ST_RUNNING && !s->result.protocol_violation) {
+        settle_killed(s);
+    } else {
+        take_logs(s);
+    }
     if (cancel) {
         send_cancel(s);
     }
@@ -593,15 +676,51 @@ static void handle_done(SbxSession *s, SbxDone *m)
     }
     r->output_truncated = r->output_truncated || m->output_truncated;
     r->kept = m->kept && s->keep;
-    if (m->clock_log != NULL) {
-        r->clock_log = g_memdup2(m->clock_log, MAX(m->n_clock_log, 1) * sizeof(*m->clock_log));
-        r->n_clock_log = m->n_clock_log;
-    }
-    /* Replayable only when the guest says so, with a clock log: anything else is not. */
-    r->replayable = m->has_replayable && m->replayable && m->clock_log != NULL;
-    r->not_replayable = g_strdup(m->not_replayable);
     r->vm_reusable = TRUE;
+    if (!m->has_replayable && killed_status(m->status) && s->state == ST_RUNNING) {
+        /* The agent's done for a runner killed before its own (memory, a signal, cancel). */
+        settle_killed(s);
+        finish(s, ST_IDLE);
+        return;
+    }
+    /* An older runner sends its whole clock log in the done, a newer one streams it
+     * (replay_log) and sends none there: appended, both give the whole log. */
+    if (m->clock_log != NULL) {
+        s->logs_came = TRUE; /* even empty: the program read no clock */
+        append_log(s, s->clock_stream, m->clock_log, m->n_clock_log, SBX_CLOCK_READS_MAX,
+                   "clock reads");
+    }
+    take_logs(s);
+    /* Replayable only when the runner says so, with a clock log, within the bounds. */
+    const char *reason = m->not_replayable != NULL ? m->not_replayable : s->log_reason;
+    r->replayable = m->has_replayable && m->replayable && r->clock_log != NULL && reason == NULL;
+    if (!r->replayable) {
+        r->not_replayable = g_strdup(reason);
+    }
     finish(s, ST_IDLE);
+}
+
+/* The next entries of the running execution's replay logs (bounded in total: append_log). */
+static void handle_replay_log(SbxSession *s, const SbxReplayLog *m)
+{
+    if (s->state != ST_RUNNING) {
+        violation(s, "replay_log %s",
+                  s->state == ST_EXECUTE_SENT ? "before started" : "unexpected");
+        return;
+    }
+    if (!check_id(s, m->id, SBX_MSG_REPLAY_LOG)) {
+        return;
+    }
+    s->logs_came = s->events_came = TRUE;
+    if (m->clock != NULL) {
+        append_log(s, s->clock_stream, m->clock, m->n_clock, SBX_CLOCK_READS_MAX, "clock reads");
+    }
+    if (m->events != NULL) {
+        append_log(s, s->event_stream, m->events, m->n_events, SBX_EVENT_LOG_MAX, "events");
+    }
+    if (m->not_replayable != NULL && s->log_reason == NULL) {
+        s->log_reason = g_strdup(m->not_replayable);
+    }
 }
 
 static void handle_guest_error(SbxSession *s, const SbxErrorMsg *m)
@@ -682,6 +801,9 @@ static void dispatch(SbxSession *s, SbxMsg *msg)
         break;
     case SBX_MSG_DONE:
         handle_done(s, &msg->done);
+        break;
+    case SBX_MSG_REPLAY_LOG:
+        handle_replay_log(s, &msg->replay_log);
         break;
     case SBX_MSG_PING:
         handle_ping(s, &msg->ping);
@@ -809,6 +931,8 @@ SbxSession *sbx_session_new(int fd, const SbxSessionCallbacks *callbacks, gpoint
     s->user_data = user_data;
     s->in_flight = g_hash_table_new_full(NULL, NULL, NULL, g_free);
     s->seen = g_hash_table_new(NULL, NULL);
+    s->clock_stream = g_array_new(FALSE, FALSE, sizeof(guint64));
+    s->event_stream = g_array_new(FALSE, FALSE, sizeof(guint64));
     return s;
 }
 
@@ -827,6 +951,9 @@ void sbx_session_free(SbxSession *session)
     sbx_channel_free(session->channel);
     g_hash_table_destroy(session->in_flight);
     g_hash_table_destroy(session->seen);
+    g_array_unref(session->clock_stream);
+    g_array_unref(session->event_stream);
+    g_free(session->log_reason);
     free(session->execute_frame);
     sbx_run_result_clear(&session->result);
     g_free(session);
@@ -845,6 +972,10 @@ static void prepare(SbxSession *s, const SbxRunRequest *req)
     }
     s->record_bytes = 0;
     s->exec_start_us = 0;
+    g_array_set_size(s->clock_stream, 0);
+    g_array_set_size(s->event_stream, 0);
+    s->logs_came = s->events_came = FALSE;
+    g_clear_pointer(&s->log_reason, g_free);
     s->language = req->language;
     s->collect = req->collect_output;
     s->output_limit = req->output_limit != 0 ? req->output_limit : SBX_SESSION_OUTPUT_LIMIT_DEFAULT;
@@ -894,6 +1025,9 @@ static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, gboolean
     /* The encoder takes the log as it is (it only reads it). */
     e->clock_log = (uint64_t *)req->clock_log;
     e->n_clock_log = req->n_clock_log;
+    e->event_log = (uint64_t *)req->event_log;
+    e->n_event_log = req->n_event_log;
+    e->log_open = req->log_open;
     if (refresh) {
         int r = fill_random(entropy, sizeof(entropy));
         if (r < 0) {

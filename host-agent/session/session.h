@@ -99,10 +99,18 @@ typedef struct {
     gboolean kept; /* a keep run's done said its runner (and its state) is still there */
     /* What a replay needs, as the guest reported it in its done (docs/protocol.md, "Replay";
      * untrusted: checked for shape and bounds only). clock_log: the program's clock reads in
-     * order (NULL: none reported, e.g. no runner's done); replayable FALSE with a reason, or
-     * without one when the guest said nothing (not_replayable NULL). */
+     * order, from its replay_log messages and its done (NULL: none reported); replayable FALSE
+     * with a reason, or without one when the guest said nothing (not_replayable NULL). */
     guint64 *clock_log;
     gsize n_clock_log; /* at most SBX_CLOCK_READS_MAX */
+    /* The order of the asynchronous deliveries (timers fired, tool results delivered:
+     * runner-defined integers), from the guest's replay_log messages; NULL: none came. */
+    guint64 *event_log;
+    gsize n_event_log; /* at most SBX_EVENT_LOG_MAX */
+    /* The run was killed (timeout, memory_limit, crash, cancelled, terminated) without the
+     * runner's done: its logs are those streamed before the kill, and a replay waits past
+     * their ends instead of diverging (docs/protocol.md, "Replay"). */
+    gboolean log_open;
     gboolean replayable;
     char *not_replayable;
     GByteArray *collected[SBX_STREAM__COUNT]; /* when collect_output; else NULL */
@@ -150,6 +158,10 @@ typedef struct {
     /* A replay's clock reads (SbxRunResult.clock_log of the record), or NULL: not a replay. */
     const guint64 *clock_log;
     gsize n_clock_log;
+    /* A replay's order of deliveries (SbxRunResult.event_log of the record), or NULL. */
+    const guint64 *event_log;
+    gsize n_event_log;
+    gboolean log_open; /* the record's log_open: past the logs' ends the replay waits */
 } SbxRunRequest;
 
 /*

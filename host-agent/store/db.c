@@ -140,8 +140,13 @@ static const char *const migrations[] = {
     "ALTER TABLE executions ADD COLUMN replayable INTEGER;"
     "ALTER TABLE executions ADD COLUMN not_replayable TEXT;"
     "PRAGMA user_version = 5;",
-    /* 5 -> 6: the tools the guest was given (their real names and descriptions, in the
-     * catalog's order): a replay gives the same namespace (docs/replay.md). */
+    /* 5 -> 6: the replay logs of a run killed without its done (docs/protocol.md, "Replay"): the
+     * order of its asynchronous deliveries (timers, tool results), and whether its logs are
+     * open (it was killed after their last entries: a replay waits past their ends) */
+    "ALTER TABLE executions ADD COLUMN event_log_json TEXT;"
+    "ALTER TABLE executions ADD COLUMN log_open INTEGER;"
+    /* the tools the guest was given (their real names and descriptions, in the catalog's
+     * order): a replay gives the same namespace (docs/replay.md) */
     "ALTER TABLE executions ADD COLUMN tools_json TEXT;"
     "PRAGMA user_version = 6;",
 };

@@ -82,6 +82,12 @@ static void append_record(GString *out, const SbxRecord *r)
         g_string_append(out, ",\"replayable\":null");
     }
     append_str(out, "not_replayable", r->not_replayable);
+    append_raw(out, "event_log", r->event_log_json);
+    if (r->has_log_open) {
+        g_string_append_printf(out, ",\"log_open\":%s", r->log_open ? "true" : "false");
+    } else {
+        g_string_append(out, ",\"log_open\":null");
+    }
     append_raw(out, "tools", r->tools_json);
 }
 

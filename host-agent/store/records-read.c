@@ -9,17 +9,19 @@
 #include "store-private.h"
 
 /* The columns read_row() reads, in order; a list reads the same with the large ones NULL. */
-#define RECORD_COLUMNS(code, args, result, error, out, err, kwargs, files, clock, tools)           \
+#define RECORD_COLUMNS(code, args, result, error, out, err, kwargs, files, clock, events, tools)   \
     "id, tenant_id, front_end, language, " code ", code_sha256, entry, " args ", profile,"         \
     " snapshot_key, image_id, timeout_ms, output_limit, status, exit_code, " result ", " error     \
     ", " out ", " err ", stdout_truncated, stderr_truncated, created_at, started_at,"              \
     " finished_at, boot_ms, duration_ms, entropy_hex, guest_clock_ms, catalog, "                   \
-    "session_id, " kwargs ", " files ", seed_hex, " clock ", replayable, not_replayable, " tools
+    "session_id, " kwargs ", " files ", seed_hex, " clock ", replayable, not_replayable, " events  \
+    ", log_open, " tools
 #define ALL_COLUMNS                                                                                \
     RECORD_COLUMNS("code", "args_json", "result_json", "error_json", "stdout", "stderr",           \
-                   "kwargs_json", "files_json", "clock_log_json", "tools_json")
+                   "kwargs_json", "files_json", "clock_log_json", "event_log_json", "tools_json")
 #define LIST_COLUMNS                                                                               \
-    RECORD_COLUMNS("NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL")
+    RECORD_COLUMNS("NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", "NULL", \
+                   "NULL")
 
 /* Column @i as bytes (NUL-terminated in memory), its length in *@len. */
 static char *column_bytes(sqlite3_stmt *stmt, int i, gsize *len)
@@ -74,7 +76,10 @@ static SbxRecord *read_row(sqlite3_stmt *stmt)
     r->has_replayable = sqlite3_column_type(stmt, 34) != SQLITE_NULL;
     r->replayable = sqlite3_column_int(stmt, 34) != 0;
     r->not_replayable = sbx_store_column_text(stmt, 35);
-    r->tools_json = sbx_store_column_text(stmt, 36);
+    r->event_log_json = sbx_store_column_text(stmt, 36);
+    r->has_log_open = sqlite3_column_type(stmt, 37) != SQLITE_NULL;
+    r->log_open = sqlite3_column_int(stmt, 37) != 0;
+    r->tools_json = sbx_store_column_text(stmt, 38);
     return r;
 }
 

@@ -25,12 +25,13 @@ void sbx_record_free(SbxRecord *r)
     if (r == NULL) {
         return;
     }
-    char **strings[] = {
-        &r->id,          &r->tenant_id,   &r->front_end,      &r->language,       &r->code,
-        &r->code_sha256, &r->entry,       &r->args_json,      &r->profile,        &r->snapshot_key,
-        &r->image_id,    &r->status,      &r->result_json,    &r->error_json,     &r->stdout_data,
-        &r->stderr_data, &r->entropy_hex, &r->catalog,        &r->session_id,     &r->kwargs_json,
-        &r->files_json,  &r->seed_hex,    &r->clock_log_json, &r->not_replayable, &r->tools_json};
+    char **strings[] = {&r->id,          &r->tenant_id,     &r->front_end,      &r->language,
+                        &r->code,        &r->code_sha256,   &r->entry,          &r->args_json,
+                        &r->profile,     &r->snapshot_key,  &r->image_id,       &r->status,
+                        &r->result_json, &r->error_json,    &r->stdout_data,    &r->stderr_data,
+                        &r->entropy_hex, &r->catalog,       &r->session_id,     &r->kwargs_json,
+                        &r->files_json,  &r->seed_hex,      &r->clock_log_json, &r->not_replayable,
+                        &r->tools_json,  &r->event_log_json};
     for (gsize i = 0; i < G_N_ELEMENTS(strings); i++) {
         g_free(*strings[i]);
     }
@@ -206,6 +207,7 @@ static gboolean check_finish(const SbxRecord *r, gsize n_calls, gsize n_approval
            check_text("entropy_hex", r->entropy_hex, TRUE, error) &&
            check_text("seed_hex", r->seed_hex, TRUE, error) &&
            check_json("clock_log_json", r->clock_log_json, error) &&
+           check_json("event_log_json", r->event_log_json, error) &&
            check_text("not_replayable", r->not_replayable, TRUE, error) &&
            check_json("tools_json", r->tools_json, error);
 }
@@ -254,7 +256,8 @@ static gboolean update_outcome(SbxStore *store, const SbxRecord *r, GError **err
         " boot_ms = COALESCE(?12, boot_ms), duration_ms = ?13,"
         " entropy_hex = COALESCE(?14, entropy_hex), guest_clock_ms = COALESCE(?15, guest_clock_ms),"
         " files_json = ?16, seed_hex = ?17, clock_log_json = ?18, replayable = ?19,"
-        " not_replayable = ?20, tools_json = ?21 WHERE id = ?1",
+        " not_replayable = ?20, event_log_json = ?21, log_open = ?22, tools_json = ?23"
+        " WHERE id = ?1",
         error);
     if (stmt == NULL) {
         return FALSE;
@@ -281,7 +284,11 @@ static gboolean update_outcome(SbxStore *store, const SbxRecord *r, GError **err
         sqlite3_bind_int(stmt, 19, r->replayable);
     }
     sbx_store_bind_text(stmt, 20, r->not_replayable);
-    sbx_store_bind_text(stmt, 21, r->tools_json);
+    sbx_store_bind_text(stmt, 21, r->event_log_json);
+    if (r->has_log_open) {
+        sqlite3_bind_int(stmt, 22, r->log_open);
+    }
+    sbx_store_bind_text(stmt, 23, r->tools_json);
     if (!sbx_store_step_done(store, stmt, error)) {
         return FALSE;
     }

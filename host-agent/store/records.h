@@ -80,6 +80,12 @@ typedef struct {
     gboolean has_replayable;
     gboolean replayable;
     char *not_replayable;
+    /* The order of its asynchronous deliveries (a JSON array of integers, at most
+     * SBX_EVENT_LOG_MAX; NULL: none reported), and log_open: it was killed after its logs'
+     * last entries (has_log_open FALSE: unknown, recorded before schema 6). */
+    char *event_log_json;
+    gboolean has_log_open;
+    gboolean log_open;
     /* The tools the guest was given, for a replay's namespace (written at the finish): a JSON
      * array of {"provider", "tools": [{"name", "description"?}]} with real names, in the
      * catalog's order; NULL: recorded before schema 6 (a replay then gives no tools). */

@@ -205,6 +205,9 @@ class Host:
                 if answer is not None:
                     self.send(dict({"type": "tool_result", "id": exec_id,
                                     "call_id": msg["call_id"]}, **answer))
+            elif t == "replay_log":
+                check(r.done is None, "replay_log before done", repr(msg))
+                r.logs.append(msg)
             elif t == "done":
                 r.done = msg
                 return r
@@ -219,6 +222,7 @@ class Result:
         self.output = []
         self.calls = []
         self.messages = []
+        self.logs = []  # replay_log messages
         self.done = None
 
     def stream(self, name):
@@ -437,6 +441,19 @@ def test_replay(agent):
         c = h.run(code, language, seed=seed, clock_log=[])
         check(c.done["error"]["code"] == "replay_divergence", f"{language}: a divergence",
               c.summary())
+        # A read before an output goes out in a replay_log, forwarded under our id; the done
+        # has the rest; both together replay the output.
+        shown = ("const t = Date.now();\nconsole.log(t);\nDate.now() - t"
+                 if language == "javascript"
+                 else "import time\nt = time.time()\nprint(t)\ntime.time() - t")
+        e = h.run(shown, language, seed=seed)
+        clock = [v for m in e.logs for v in m.get("clock", [])]
+        check(len(clock) == 1 and all(m["id"] == e.id for m in e.logs) and
+              len(e.done["clock_log"]) == 1, f"{language}: the read before the output streamed",
+              f"{e.summary()} {e.logs}")
+        f = h.run(shown, language, seed=seed, clock_log=clock + e.done["clock_log"])
+        check(f.stdout == e.stdout and f.done["result"] == e.done["result"],
+              f"{language}: the streamed log replays", f"{e.summary()}\n{f.summary()}")
         exit_code = "process.exit(0)" if language == "javascript" else "import sys\nsys.exit(0)"
         d = h.run(exit_code, language, seed=seed)
         check(d.done["status"] == "ok" and "replayable" not in d.done and
@@ -1122,6 +1139,20 @@ def test_runner_violation(agent):
                        "duration_ms": 0, "output_truncated": False}).encode()
     code = ("import os, struct, time\n"
             f"body = {fake!r}\n"
+            "os.write(3, struct.pack('>I', len(body)) + body)\ntime.sleep(5)")
+    expect_error(h.run(code, "python"), "protocol_error")
+    # A replay_log is forwarded under our id; a malformed one fails the execution.
+    log = json.dumps({"type": "replay_log", "id": "other", "clock": [7], "events": [2]}).encode()
+    code = ("import os, struct\n"
+            f"body = {log!r}\n"
+            "os.write(3, struct.pack('>I', len(body)) + body)\n1")
+    r = h.run(code, "python")
+    check(r.status == "ok" and any(m["id"] == r.id and m.get("clock") == [7] and
+                                   m.get("events") == [2] for m in r.logs),
+          "a replay_log forwarded as ours", f"{r.summary()} {r.logs}")
+    bad = json.dumps({"type": "replay_log", "id": "x", "events": [-1]}).encode()
+    code = ("import os, struct, time\n"
+            f"body = {bad!r}\n"
             "os.write(3, struct.pack('>I', len(body)) + body)\ntime.sleep(5)")
     expect_error(h.run(code, "python"), "protocol_error")
     # A call id used twice.

@@ -20,6 +20,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 NODE = os.environ.get("SBX_TEST_NODE", "/usr/bin/node")
 PYTHON = os.environ.get("SBX_TEST_PYTHON", "/usr/bin/python3")
@@ -98,18 +99,28 @@ class Runner:
             execute = json.dumps(dict({"type": "execute", "id": "x1", "tools": []}, **execute))
         self.sock.sendall(frame(execute))
         calls = []
+        self.logs = []  # the replay_log messages, read
+        self.order = []  # the types of the messages, in order
         while True:
             text = self.recv()
             msg = read_raw(text)
+            self.order.append(msg["type"])
             if msg["type"] == "done":
                 return text, calls
-            check(msg["type"] == "tool_call", "a tool_call or the done", text[:2000])
+            if msg["type"] == "replay_log":
+                self.logs.append(json.loads(text))
+                continue
+            check(msg["type"] == "tool_call", "a tool_call, a replay_log or the done",
+                  text[:2000])
             calls.append(text)
             answer = (answers or {}).get(msg["tool"])
             check(answer is not None, f"an answer for {msg['tool']}", text[:2000])
             fields = answer(msg) if callable(answer) else f'"ok":true,"result":{answer}'
-            self.sock.sendall(frame(f'{{"type":"tool_result","id":"x1",'
-                                    f'"call_id":{msg["call_id"]},{fields}}}'))
+            try:
+                self.sock.sendall(frame(f'{{"type":"tool_result","id":"x1",'
+                                        f'"call_id":{msg["call_id"]},{fields}}}'))
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # a late answer: the runner finished and exited (its done is there)
 
     def close(self):
         """Close the channel (the JS runner waits for that after its done) and reap."""
@@ -156,17 +167,29 @@ def session(runners, language, body):
         s.close()
 
 
-def run(runners, language, execute, answers=None):
-    """One execution in a runner of its own: (done text, the done read raw, the call texts)."""
+def run(runners, language, execute, answers=None, logs=None):
+    """One execution in a runner of its own: (done text, the done read raw, the call texts).
+    @logs: a list that gets the replay_log messages sent before the done."""
     r = Runner(runners, language)
     try:
         execute = dict(execute, language=language) if isinstance(execute, dict) else execute
         done, calls = r.run(execute, answers)
+        if logs is not None:
+            logs.extend(r.logs)
     except (Failure, OSError) as e:
         raise Failure(f"{e}\n--- runner output ---\n{r.log()}")
     finally:
         r.close()
     return done, read_raw(done), calls
+
+
+def whole_logs(done, logs):
+    """The done as a dict, its clock_log the whole log (the replay_logs' reads, then the
+    done's), and event_log the replay_logs' events, as the host puts them together."""
+    d = json.loads(done)
+    d["clock_log"] = [v for m in logs for v in m.get("clock", [])] + d.get("clock_log", [])
+    d["event_log"] = [v for m in logs for v in m.get("events", [])]
+    return d
 
 
 def result_text(done):
@@ -601,10 +624,11 @@ print(t)
 t"""
 
 
-def replay_run(runners, language, code, **fields):
-    done, msg, _ = run(runners, language, dict({"code": code}, **fields))
+def replay_run(runners, language, code, answers=None, **fields):
+    logs = []
+    done, msg, _ = run(runners, language, dict({"code": code}, **fields), answers, logs)
     expect_ok(done, msg)
-    return json.loads(done)
+    return whole_logs(done, logs)
 
 
 def check_seeded(runners, language, code):
@@ -730,6 +754,154 @@ def test_clock_log_limit(runners):
         check(len(msg["clock_log"]) == 100000 and msg["replayable"] is False and
               "too many clock reads" in msg["not_replayable"], f"{language}: the log's limit",
               str(msg)[:500])
+
+
+# ---- the order of deliveries and open logs (docs/protocol.md, "Replay") ----------------------
+
+RACE = {
+    "javascript": """const r = await Promise.race([tools.calc.slow({}).then(() => 'tool'),
+    new Promise((res) => setTimeout(() => res('timer'), 150))]);
+console.log(r);
+r""",
+    "python": """import asyncio
+async def timer():
+    await asyncio.sleep(0.15)
+    return 'timer'
+async def tool():
+    await tools.calc.slow.aio({})
+    return 'tool'
+done, _ = await asyncio.wait([asyncio.ensure_future(tool()), asyncio.ensure_future(timer())],
+                             return_when=asyncio.FIRST_COMPLETED)
+r = done.pop().result()
+print(r)
+r""",
+}
+
+
+def slow_answer(delay):
+    """A tool answer given after @delay seconds."""
+    def answer(msg):
+        time.sleep(delay)
+        return '"ok":true,"result":1'
+    return answer
+
+
+def check_event_order(runners, language):
+    """A timer racing a tool result: each run logs which came first (2: the first timer, 3: the
+    first call's result); a replay given that order takes the recorded branch even when the
+    other delivery comes first in real time; a replay that delivers fewer events diverges."""
+    code = RACE[language]
+    run_ = lambda answers, **f: replay_run(runners, language, code, answers=answers,  # noqa
+                                           seed=SEED_A, tools=tools("slow"), **f)
+    timer = run_({"slow": slow_answer(0.6)})
+    check(timer["result"] == "timer" and timer["event_log"][:1] == [2], "the timer first", timer)
+    tool = run_({"slow": '1'})
+    check(tool["result"] == "tool" and tool["event_log"][:1] == [3], "the tool first", tool)
+    # Replayed with the other real order: the recorded branch, and the same event log.
+    again = run_({"slow": '1'}, event_log=timer["event_log"], clock_log=timer["clock_log"])
+    check(again["result"] == "timer" and again["event_log"] == timer["event_log"],
+          "the timer's branch, though the tool answered first", again)
+    again = run_({"slow": slow_answer(0.6)}, event_log=tool["event_log"],
+                 clock_log=tool["clock_log"])
+    check(again["result"] == "tool" and again["event_log"] == tool["event_log"],
+          "the tool's branch, though the timer fired first", again)
+    done, msg, _ = run(runners, language, {"code": code, "seed": SEED_A, "tools": tools("slow"),
+                                          "event_log": tool["event_log"] + [2, 2]},
+                       {"slow": '1'})
+    expect_error(done, msg, "replay_divergence", type_="ReplayDivergence")
+    check("recorded" in msg["error"]["message"], "the divergence says why", done)
+
+
+def check_session_events(runners, language):
+    """A session's timer of an earlier cell that fires during a later one is not the later
+    cell's event: each cell's log has its own timers only, counted from 1."""
+    cells = {"javascript": ["setTimeout(() => {}, 300);\n1",
+                            "await new Promise((r) => setTimeout(r, 800));\n2"],
+             "python": ["import asyncio\nasyncio.get_running_loop().call_later(0.3, print, '')\n"
+                        "await asyncio.sleep(0)\n1",
+                        "await asyncio.sleep(0.8)\n2"]}[language]
+
+    def body(s):
+        s.value(cells[0], seed=SEED_A)
+        done, msg = s.cell(cells[1], seed=SEED_A)
+        check(msg["status"] == "ok", "the second cell", done)
+        events = [v for m in s.logs for v in m.get("events", [])]
+        check(events == [2], "its own timer only", f"{events} {s.logs}")
+
+    session(runners, language, body)
+
+
+def test_js_event_order(runners):
+    check_event_order(runners, "javascript")
+    check_session_events(runners, "javascript")
+
+
+def test_python_event_order(runners):
+    check_event_order(runners, "python")
+    check_session_events(runners, "python")
+
+
+SHOW_THEN_HANG = {
+    "javascript": "const t = Date.now();\nconsole.log(String(t));\n"
+                  "await new Promise(() => setInterval(() => {}, 1000));",
+    "python": "import time\nt = time.time_ns()\nprint(t // 1000, flush=True)\n"
+              "import asyncio\nawait asyncio.Event().wait()",
+}
+
+
+def check_log_open(runners, language):
+    """The clock read before an output reaches the channel before it, though the run never
+    ends; replayed with log_open, a read or an event past the logs' ends waits (no done)
+    instead of diverging."""
+    r = Runner(runners, language)
+    try:
+        x = {"type": "execute", "id": "x1", "tools": [], "language": language,
+             "code": SHOW_THEN_HANG[language], "seed": SEED_A}
+        r.sock.sendall(frame(json.dumps(x)))
+        msg = json.loads(r.recv())
+        check(msg["type"] == "replay_log" and len(msg.get("clock", [])) == 1,
+              "the read goes out before the output", msg)
+        # JavaScript shows milliseconds, Python microseconds (the log's unit).
+        shown = str(msg["clock"][0] // (1000 if language == "javascript" else 1))
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline and shown not in r.log():
+            time.sleep(0.05)
+        check(shown in r.log(), "the output shows the read", r.log())
+    finally:
+        r.proc.kill()
+        r.proc.wait()
+        r.close()
+    waits = {"javascript": ["Date.now();\n1", "await new Promise((r) => setTimeout(r, 5));\n1"],
+             "python": ["import time\ntime.time()\n1",
+                        "import asyncio\nawait asyncio.sleep(0.005)\n1"]}[language]
+    for code in waits:
+        r = Runner(runners, language)
+        try:
+            x = {"type": "execute", "id": "x1", "tools": [], "language": language, "code": code,
+                 "seed": SEED_A, "clock_log": [], "event_log": [], "log_open": True}
+            r.sock.sendall(frame(json.dumps(x)))
+            r.sock.settimeout(1.5)
+            try:
+                got = r.recv()
+            except socket.timeout:
+                got = None
+            check(got is None, f"log_open: {code!r} waits", got)
+        finally:
+            r.proc.kill()
+            r.proc.wait()
+            r.close()
+    # Without log_open, the event past the end is the divergence (the run ended short of it
+    # never happens: the timer's promise never settles).
+    done, msg, _ = run(runners, language, {"code": waits[0], "seed": SEED_A, "clock_log": []})
+    expect_error(done, msg, "replay_divergence", type_="ReplayDivergence")
+
+
+def test_js_log_open(runners):
+    check_log_open(runners, "javascript")
+
+
+def test_python_log_open(runners):
+    check_log_open(runners, "python")
 
 
 TESTS = {name[5:]: fn for name, fn in list(globals().items()) if name.startswith("test_")}

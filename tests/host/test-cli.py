@@ -82,6 +82,20 @@ with tempfile.TemporaryDirectory(prefix="sbx-cli-") as tmp:
     # for want of an image.
     expect(["run", "--entry", "f_$", "--args", "[" * 31 + "]" * 31, "--kwargs", '{"a":1e400}',
             py], 125, env=dict(no_image, SANDBOX_SERVE_SOCKET=os.path.join(tmp, "none.sock")))
+    # A replay's logs (docs/cli.md): JSON arrays of integers 0..2^53-1, bounded.
+    logs = {"bad": "[1, -2]", "obj": "{}", "big": "[9007199254740992]"}
+    for name, text in logs.items():
+        path = os.path.join(tmp, f"log-{name}.json")
+        with open(path, "w") as f:
+            f.write(text)
+        expect(["run", "--clock-log", path, js], 2, "--clock-log: ")
+        expect(["run", "--event-log", path, js], 2, "--event-log: ")
+    too_many = os.path.join(tmp, "log-too-many.json")
+    with open(too_many, "w") as f:
+        f.write("[" + ",".join(["1"] * 131073) + "]")
+    expect(["run", "--event-log", too_many, js], 2, "at most 131072 integers")
+    expect(["run", "--event-log", os.path.join(tmp, "none.json"), js], 2, "--event-log: ")
+    expect(["run", "--help"], 0, "--log-open")
     expect(["run", "--tools", bad_catalog, js], 2, 'providers.p.kind: unsupported provider kind')
     expect(["run", "--tools", os.path.join(tmp, "none.json"), js], 2, "none.json")
 

@@ -335,12 +335,17 @@ static void guest_replayable(FakeGuest *g)
     if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
         return;
     }
-    fake_guest_done_replay(g, "\"clock_log\":[5,1800000000000123],\"replayable\":true");
+    g_autofree char *log =
+        g_strdup_printf("{\"type\":\"replay_log\",\"id\":\"%s\",\"clock\":[5],\"events\":[3,2]}",
+                        g->execute.execute.id);
+    fake_guest_send_json(g, log);
+    fake_guest_done_replay(g, "\"clock_log\":[1800000000000123],\"replayable\":true");
 }
 
 /*
- * A replay's inputs through the core (SbxExecRequest.seed, .clock_log): the execute carries
- * them, and the record keeps the seed, the guest's clock log and its verdict.
+ * A replay's inputs through the core (SbxExecRequest.seed, .clock_log, .event_log, .log_open):
+ * the execute carries them, and the record keeps the seed, the guest's clock log (streamed and
+ * the done's), its event log, log_open and its verdict.
  */
 static void test_record_replay_inputs(void **state)
 {
@@ -348,6 +353,7 @@ static void test_record_replay_inputs(void **state)
     TmpStore *t = tmp_store_new();
     guint8 seed[SBX_SEED_BYTES];
     guint64 reads[] = {5, 1800000000000123};
+    guint64 events[] = {3, 2};
 
     memset(seed, 0xab, sizeof(seed));
     SbxExecRequest req = {.language = SBX_LANG_PYTHON,
@@ -355,7 +361,10 @@ static void test_record_replay_inputs(void **state)
                           .timeout_ms = 10000,
                           .seed = seed,
                           .clock_log = reads,
-                          .n_clock_log = 2};
+                          .n_clock_log = 2,
+                          .event_log = events,
+                          .n_event_log = 2,
+                          .log_open = TRUE};
     Run *run = run_new(guest_replayable, NULL, &req);
     sbx_exec_set_record(run->exec, t->store, &record_info);
     sbx_exec_start(run->exec);
@@ -365,11 +374,15 @@ static void test_record_replay_inputs(void **state)
     assert_memory_equal(x->seed, seed, SBX_SEED_BYTES);
     assert_int_equal(x->n_clock_log, 2);
     assert_true(x->clock_log[0] == 5 && x->clock_log[1] == 1800000000000123ull);
+    assert_int_equal(x->n_event_log, 2);
+    assert_true(x->event_log[0] == 3 && x->log_open);
     g_autoptr(SbxRecord) r = record_of(t, run, NULL, NULL);
     assert_string_equal(r->status, "ok");
     g_autofree char *hex = hex_of(seed, sizeof(seed));
     assert_string_equal(r->seed_hex, hex);
     assert_string_equal(r->clock_log_json, "[5,1800000000000123]");
+    assert_string_equal(r->event_log_json, "[3,2]");
+    assert_true(r->has_log_open && !r->log_open);
     assert_true(r->has_replayable && r->replayable);
     assert_null(r->not_replayable);
     run_free(run);

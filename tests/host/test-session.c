@@ -705,6 +705,214 @@ static void test_timeout(void **state)
     harness_free(h, FALSE);
 }
 
+/* A replay_log of the running execution: @body is its members after the id. */
+static void send_replay_log(FakeGuest *g, const char *body)
+{
+    char *json =
+        g_strdup_printf("{\"type\":\"replay_log\",\"id\":\"%s\"%s}", g->execute.execute.id, body);
+    fake_guest_send_json(g, json);
+    g_free(json);
+}
+
+/* Logs streamed, an output, more logs, then silence till the kill (data: a reason to send). */
+static void script_logs_then_silent(FakeGuest *g)
+{
+    const char *reason = g->data;
+
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
+        return;
+    }
+    send_replay_log(g, ",\"clock\":[5,6],\"events\":[2]");
+    fake_guest_output(g, SBX_STREAM_STDOUT, "6");
+    send_replay_log(g, ",\"clock\":[7]");
+    if (reason != NULL) {
+        char *body = g_strdup_printf(",\"not_replayable\":\"%s\"", reason);
+        send_replay_log(g, body);
+        g_free(body);
+    }
+    fake_guest_recv_keep(g); /* the cancel, or EOF */
+}
+
+/*
+ * A run killed by the host's timeout keeps the logs it streamed (replay_log), open at their
+ * ends, and is replayable unless the runner said why not; the replay's event log and log_open
+ * go out in the execute.
+ */
+static void test_timeout_keeps_streamed_logs(void **state)
+{
+    (void)state;
+    guint64 events[] = {3};
+    SbxRunRequest req = {.language = SBX_LANG_JAVASCRIPT,
+                         .code = "x",
+                         .timeout_ms = 400,
+                         .collect_output = TRUE,
+                         .event_log = events,
+                         .n_event_log = 1,
+                         .log_open = TRUE};
+
+    for (int with_reason = 0; with_reason <= 1; with_reason++) {
+        Harness *h = harness_new(NULL);
+        harness_start(h, script_logs_then_silent, with_reason ? "a thread was started" : NULL,
+                      &req);
+        harness_wait_done(h, 1, 10000);
+        const SbxExecute *e = &h->guest->execute.execute;
+        assert_int_equal(e->n_event_log, 1);
+        assert_true(e->event_log[0] == 3 && e->log_open);
+        const SbxRunResult *r = h->result;
+        assert_int_equal(r->status, SBX_STATUS_TIMEOUT);
+        assert_int_equal(r->n_clock_log, 3);
+        assert_true(r->clock_log[0] == 5 && r->clock_log[1] == 6 && r->clock_log[2] == 7);
+        assert_int_equal(r->n_event_log, 1);
+        assert_true(r->event_log[0] == 2);
+        assert_true(r->log_open);
+        assert_int_equal(r->replayable, !with_reason);
+        if (with_reason) {
+            assert_string_equal(r->not_replayable, "a thread was started");
+        } else {
+            assert_null(r->not_replayable);
+        }
+        harness_free(h, FALSE);
+    }
+}
+
+/* Streamed logs, then the runner's done with the clock's tail: the whole log, not open. */
+static void script_logs_then_done(FakeGuest *g)
+{
+    const char *status = g->data;
+    const char *tail = "[3]";
+
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
+        return;
+    }
+    if (strcmp(status, "ok-empty") == 0) {
+        status = "ok"; /* no read, nothing streamed: the done's empty log is the log */
+        tail = "[]";
+    } else {
+        send_replay_log(g, ",\"clock\":[1,2],\"events\":[4,3]");
+    }
+    char *json = g_strdup_printf(
+        "{\"type\":\"done\",\"id\":\"%s\",\"status\":\"%s\",\"exit_code\":0,"
+        "\"duration_ms\":1,\"output_truncated\":false%s%s%s}",
+        g->execute.execute.id, status, strcmp(status, "ok") == 0 ? ",\"clock_log\":" : "",
+        strcmp(status, "ok") == 0 ? tail : "",
+        strcmp(status, "ok") == 0 ? ",\"replayable\":true" : "");
+    fake_guest_send_json(g, json);
+    g_free(json);
+}
+
+static void test_done_after_streamed_logs(void **state)
+{
+    (void)state;
+    SbxRunRequest req = {.language = SBX_LANG_PYTHON, .code = "x"};
+
+    /* The runner's done: the streamed reads and the done's tail, in order. */
+    Harness *h = harness_new(NULL);
+    harness_start(h, script_logs_then_done, "ok", &req);
+    harness_wait_done(h, 1, 10000);
+    const SbxRunResult *r = h->result;
+    assert_int_equal(r->status, SBX_STATUS_OK);
+    assert_int_equal(r->n_clock_log, 3);
+    assert_true(r->clock_log[0] == 1 && r->clock_log[1] == 2 && r->clock_log[2] == 3);
+    assert_int_equal(r->n_event_log, 2);
+    assert_true(r->event_log[0] == 4 && r->event_log[1] == 3);
+    assert_false(r->log_open);
+    assert_true(r->replayable);
+    harness_free(h, FALSE);
+
+    /* The agent's done for a runner the kernel killed (memory): the streamed logs, open. */
+    h = harness_new(NULL);
+    harness_start(h, script_logs_then_done, "memory_limit", &req);
+    harness_wait_done(h, 1, 10000);
+    r = h->result;
+    assert_int_equal(r->status, SBX_STATUS_MEMORY_LIMIT);
+    assert_int_equal(r->n_clock_log, 2);
+    assert_int_equal(r->n_event_log, 2);
+    assert_true(r->log_open && r->replayable);
+    harness_free(h, FALSE);
+
+    /* Nothing streamed, an empty clock log in the done: an empty log, replayable. */
+    h = harness_new(NULL);
+    harness_start(h, script_logs_then_done, "ok-empty", &req);
+    harness_wait_done(h, 1, 10000);
+    r = h->result;
+    assert_non_null(r->clock_log);
+    assert_int_equal(r->n_clock_log, 0);
+    assert_true(r->replayable);
+    assert_null(r->event_log);
+    harness_free(h, FALSE);
+
+    /* An exit without the runner's done (status error): not replayable, as before. */
+    h = harness_new(NULL);
+    harness_start(h, script_logs_then_done, "error", &req);
+    harness_wait_done(h, 1, 10000);
+    assert_false(h->result->replayable);
+    assert_false(h->result->log_open);
+    harness_free(h, FALSE);
+}
+
+/* More clock reads than SBX_CLOCK_READS_MAX over several replay_logs, then an ok done. */
+static void script_too_many_reads(FakeGuest *g)
+{
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
+        return;
+    }
+    GString *body = g_string_new(",\"clock\":[");
+    for (int i = 0; i < SBX_REPLAY_LOG_BATCH_MAX; i++) {
+        g_string_append_printf(body, "%s%d", i ? "," : "", i);
+    }
+    g_string_append_c(body, ']');
+    for (int n = 0; n * SBX_REPLAY_LOG_BATCH_MAX <= SBX_CLOCK_READS_MAX; n++) {
+        send_replay_log(g, body->str);
+    }
+    g_string_free(body, TRUE);
+    char *json =
+        g_strdup_printf("{\"type\":\"done\",\"id\":\"%s\",\"status\":\"ok\",\"exit_code\":0,"
+                        "\"duration_ms\":1,\"output_truncated\":false,\"replayable\":true}",
+                        g->execute.execute.id);
+    fake_guest_send_json(g, json);
+    g_free(json);
+}
+
+static void test_replay_log_bounds(void **state)
+{
+    (void)state;
+    SbxRunRequest req = {.language = SBX_LANG_PYTHON, .code = "x"};
+    Harness *h = harness_new(NULL);
+
+    harness_start(h, script_too_many_reads, NULL, &req);
+    harness_wait_done(h, 1, 10000);
+    assert_int_equal(h->result->status, SBX_STATUS_OK);
+    assert_true(h->result->n_clock_log <= SBX_CLOCK_READS_MAX);
+    assert_false(h->result->replayable);
+    assert_non_null(strstr(h->result->not_replayable, "too many clock reads"));
+    harness_free(h, FALSE);
+}
+
+/* A malformed replay_log is a breach: the run ends (crash), not replayable. */
+static void script_bad_replay_log(FakeGuest *g)
+{
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
+        return;
+    }
+    send_replay_log(g, ",\"clock\":[1,-1]");
+    fake_guest_recv_keep(g);
+}
+
+static void test_bad_replay_log(void **state)
+{
+    (void)state;
+    SbxRunRequest req = {.language = SBX_LANG_PYTHON, .code = "x", .timeout_ms = 5000};
+    Harness *h = harness_new(NULL);
+
+    harness_start(h, script_bad_replay_log, NULL, &req);
+    harness_wait_done(h, 1, 10000);
+    assert_int_equal(h->result->status, SBX_STATUS_CRASH);
+    assert_true(h->result->protocol_violation);
+    assert_false(h->result->replayable);
+    assert_false(h->result->log_open);
+    harness_free(h, FALSE);
+}
+
 /*
  * A timeout after the output reached the limit: no done says whether the guest cut it, and it
  * stops sending at the limit, so the report says truncated; below the limit it does not.
@@ -862,6 +1070,10 @@ int main(void)
         cmocka_unit_test(test_done_twice),
         cmocka_unit_test(test_output_after_done),
         cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_timeout_keeps_streamed_logs),
+        cmocka_unit_test(test_done_after_streamed_logs),
+        cmocka_unit_test(test_replay_log_bounds),
+        cmocka_unit_test(test_bad_replay_log),
         cmocka_unit_test(test_timeout_at_output_limit),
         cmocka_unit_test(test_timeout_sends_cancel),
         cmocka_unit_test(test_abort),

@@ -595,6 +595,120 @@ def replay_language(sbx, language):
         shutil.rmtree(state, ignore_errors=True)
 
 
+def write_json(state, name, value):
+    path = os.path.join(state, name)
+    with open(path, "w") as f:
+        json.dump(value, f)
+    return path
+
+
+def replay_args(state, rec, log_open=False):
+    """sandbox run's options that replay the record @rec."""
+    args = ["--seed", rec["seed"], "--clock-log", write_json(state, "clock.json", rec["clock_log"])]
+    if rec.get("event_log") is not None:
+        args += ["--event-log", write_json(state, "events.json", rec["event_log"])]
+    return args + (["--log-open"] if log_open else [])
+
+
+TIMEOUT_PROGRAMS = {
+    "javascript": """const t = Date.now();
+console.log(String(t % 100000));
+await new Promise(() => setInterval(() => {}, 1000));""",
+    "python": """import asyncio, time
+t = time.time_ns() // 1000
+print(t % 100000, flush=True)
+await asyncio.sleep(3600)""",
+}
+
+
+def replay_timeout(sbx, language):
+    """A run killed by its timeout after it printed a clock-derived value keeps the clock read
+    it made before (streamed before the output), its record says so (log_open, replayable), and
+    the same run replayed with its seed, logs and --log-open prints the same and times out the
+    same way."""
+    state = tempfile.mkdtemp(prefix="sbx-replay-state-")
+    env = {"SANDBOX_STATE_DIR": state}
+    try:
+        code = TIMEOUT_PROGRAMS[language]
+        first = sbx.run(code, language, "--timeout", "8", env_extra=env)
+        check(first["status"] == "timeout" and first["stdout"].strip().isdigit(),
+              "the run prints, then times out", json.dumps(first)[:3000])
+        rec = records_show(sbx, env, first["id"])
+        check(len(rec.get("clock_log") or []) >= 1 and rec.get("log_open") is True and
+              rec.get("replayable") is True, "the record keeps the streamed read, open",
+              json.dumps(rec)[:3000])
+        again = sbx.run(code, language, "--timeout", "8", *replay_args(state, rec, True),
+                        env_extra=env)
+        check(again["status"] == "timeout" and again["stdout"] == first["stdout"],
+              "replayed: the same output, and the same timeout",
+              f"{json.dumps(first)[:1500]}\n{json.dumps(again)[:1500]}")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def test_replay_timeout_js(sbx):
+    replay_timeout(sbx, "javascript")
+
+
+def test_replay_timeout_python(sbx):
+    replay_timeout(sbx, "python")
+
+
+TIMER_RACE_PROGRAMS = {
+    "javascript": """const r = await Promise.race([tools.calc.sleep({}).then(() => 'tool'),
+    new Promise((res) => setTimeout(() => res('timer'), 2000))]);
+console.log(r);
+r""",
+    "python": """import asyncio
+async def timer():
+    await asyncio.sleep(2)
+    return 'timer'
+async def tool():
+    await tools.calc.sleep.aio({})
+    return 'tool'
+done, _ = await asyncio.wait([asyncio.ensure_future(tool()), asyncio.ensure_future(timer())],
+                             return_when=asyncio.FIRST_COMPLETED)
+r = done.pop().result()
+print(r)
+r""",
+}
+
+
+def replay_timer_race(sbx, language):
+    """A timer racing a tool result: which came first is in the record's event_log, and a
+    replay takes the recorded branch even when the other comes first in real time (the tool
+    answers at once in the replay of a run where the timer won, and late in the other)."""
+    state = tempfile.mkdtemp(prefix="sbx-replay-state-")
+    try:
+        code = TIMER_RACE_PROGRAMS[language]
+        for slow, fast, branch in [("8000", "0", "timer"), ("0", "8000", "tool")]:
+            env = {"SANDBOX_STATE_DIR": state, "CALC_SLEEP_MS": slow}
+            first = sbx.run(code, language, "--tools", TOOLS, "--timeout", "60", env_extra=env)
+            expect_ok(first)
+            check(first["result"] == branch, f"the {branch} first", json.dumps(first)[:3000])
+            rec = records_show(sbx, env, first["id"])
+            check(isinstance(rec.get("event_log"), list) and rec.get("replayable") is True and
+                  rec.get("log_open") is False, "the record keeps the event order",
+                  json.dumps(rec)[:3000])
+            env["CALC_SLEEP_MS"] = fast
+            again = sbx.run(code, language, "--tools", TOOLS, "--timeout", "60",
+                            *replay_args(state, rec), env_extra=env)
+            expect_ok(again)
+            check(again["result"] == branch and again["stdout"] == first["stdout"],
+                  f"replayed: the {branch}'s branch though the other came first",
+                  f"{json.dumps(first)[:1500]}\n{json.dumps(again)[:1500]}")
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def test_replay_timer_race_js(sbx):
+    replay_timer_race(sbx, "javascript")
+
+
+def test_replay_timer_race_python(sbx):
+    replay_timer_race(sbx, "python")
+
+
 def test_replay_js(sbx):
     replay_language(sbx, "javascript")
 

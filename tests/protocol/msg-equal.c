@@ -44,7 +44,9 @@ static bool execute_eq(const SbxExecute *a, const SbxExecute *b)
         a->time_us != b->time_us ||
         !bytes_eq(a->entropy, a->entropy_len, b->entropy, b->entropy_len) ||
         !bytes_eq(a->seed, a->seed ? SBX_SEED_BYTES : 0, b->seed, b->seed ? SBX_SEED_BYTES : 0) ||
-        !clock_log_eq(a->clock_log, a->n_clock_log, b->clock_log, b->n_clock_log))
+        !clock_log_eq(a->clock_log, a->n_clock_log, b->clock_log, b->n_clock_log) ||
+        !clock_log_eq(a->event_log, a->n_event_log, b->event_log, b->n_event_log) ||
+        a->log_open != b->log_open)
         return false;
     for (size_t i = 0; i < a->n_tools; i++)
         if (!str_eq(a->tools[i].provider, b->tools[i].provider) ||
@@ -141,6 +143,13 @@ bool test_msg_equal(const SbxMsg *a, const SbxMsg *b)
         return file_eq(&a->file, &b->file);
     case SBX_MSG_FILE_RESULT:
         return file_result_eq(&a->file_result, &b->file_result);
+    case SBX_MSG_REPLAY_LOG:
+        return str_eq(a->replay_log.id, b->replay_log.id) &&
+               clock_log_eq(a->replay_log.clock, a->replay_log.n_clock, b->replay_log.clock,
+                            b->replay_log.n_clock) &&
+               clock_log_eq(a->replay_log.events, a->replay_log.n_events, b->replay_log.events,
+                            b->replay_log.n_events) &&
+               str_eq(a->replay_log.not_replayable, b->replay_log.not_replayable);
     default:
         return false;
     }

@@ -503,6 +503,57 @@ static void test_replay_members(void **state)
     assert_int_equal(sbx_msg_encode(&d, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
 }
 
+/* replay_log: the next entries of the logs, either array absent or empty, a reason once; an
+ * execute's event log and log_open. Bounds: a batch, an event log, integers of 2^53-1. */
+static void test_replay_log(void **state)
+{
+    uint64_t reads[] = {1800000000000123, 9007199254740991ull};
+    uint64_t events[] = {2, 3, 7};
+    uint64_t none[1] = {0};
+    SbxMsg l = {
+        .type = SBX_MSG_REPLAY_LOG,
+        .replay_log = {.id = "e", .clock = reads, .n_clock = 2, .events = events, .n_events = 3}};
+    SbxMsg x = {.type = SBX_MSG_EXECUTE,
+                .execute = {.id = "e",
+                            .language = SBX_LANG_JAVASCRIPT,
+                            .code = "",
+                            .event_log = events,
+                            .n_event_log = 3,
+                            .log_open = true}};
+    char *json;
+
+    (void)state;
+    json = round_trip(&l);
+    assert_non_null(strstr(json, "\"clock\":[1800000000000123,9007199254740991],"
+                                 "\"events\":[2,3,7]"));
+    free(json);
+    l.replay_log.clock = NULL;
+    l.replay_log.events = none;
+    l.replay_log.n_events = 0;
+    l.replay_log.not_replayable = "too many clock reads (more than 100000)";
+    json = round_trip(&l);
+    assert_null(strstr(json, "\"clock\""));
+    assert_non_null(strstr(json, "\"events\":[],\"not_replayable\":\"too many"));
+    free(json);
+    json = round_trip(&x);
+    assert_non_null(strstr(json, "\"event_log\":[2,3,7],\"log_open\":true"));
+    free(json);
+    x.execute.log_open = false;
+    x.execute.event_log = NULL;
+    json = round_trip(&x);
+    assert_null(strstr(json, "event_log"));
+    assert_null(strstr(json, "log_open"));
+    free(json);
+    l.replay_log.n_events = SBX_REPLAY_LOG_BATCH_MAX + 1;
+    assert_int_equal(sbx_msg_encode(&l, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+    x.execute.event_log = events;
+    x.execute.n_event_log = SBX_EVENT_LOG_MAX + 1;
+    assert_int_equal(sbx_msg_encode(&x, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+    events[0] = 9007199254740992ull;
+    x.execute.n_event_log = 3;
+    assert_int_equal(sbx_msg_encode(&x, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
+}
+
 static void test_ping_pong_error(void **state)
 {
     SbxMsg ping = {.type = SBX_MSG_PING, .ping = {.seq = 0}};
@@ -737,6 +788,7 @@ int main(void)
         cmocka_unit_test(test_tool_result),
         cmocka_unit_test(test_done),
         cmocka_unit_test(test_replay_members),
+        cmocka_unit_test(test_replay_log),
         cmocka_unit_test(test_ping_pong_error),
         cmocka_unit_test(test_encode_truncates_error_text),
         cmocka_unit_test(test_encode_refuses),

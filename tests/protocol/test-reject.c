@@ -284,6 +284,44 @@ static void test_replay_members(void **state)
 #undef D
 }
 
+/* replay_log: arrays of bounded integers, at most a batch each; a text reason; our id. */
+static void test_replay_log(void **state)
+{
+#define L "{\"type\":\"replay_log\",\"id\":\"e\","
+#define X "{\"type\":\"execute\",\"id\":\"e\",\"language\":\"python\",\"code\":\"\",\"tools\":[],"
+    SbxMsg m;
+    char *big;
+    size_t n = 0;
+
+    (void)state;
+    expect_reject("{\"type\":\"replay_log\"}", "replay_log.id: missing");
+    expect_reject(L "\"clock\":{}}", "replay_log.clock: expected an array of at most 4096");
+    expect_reject(L "\"clock\":[1,-1]}", "replay_log.clock: expected integers 0..");
+    expect_reject(L "\"events\":[2.5]}", "replay_log.events: expected integers 0..");
+    expect_reject(L "\"events\":[9007199254740992]}", "replay_log.events: expected integers 0..");
+    expect_reject(L "\"events\":\"1\"}", "replay_log.events: expected an array of at most");
+    expect_reject(L "\"not_replayable\":false}", "replay_log.not_replayable: expected a string");
+    expect_reject(X "\"event_log\":[-3]}", "execute.event_log: expected integers 0..");
+    expect_reject(X "\"log_open\":1}", "execute.log_open: expected true or false");
+    big = malloc(sizeof(L) + 2 * (SBX_REPLAY_LOG_BATCH_MAX + 1) + 32);
+    assert_non_null(big);
+    n = (size_t)sprintf(big, "%s\"events\":[", L);
+    for (int i = 0; i <= SBX_REPLAY_LOG_BATCH_MAX; i++)
+        n += (size_t)sprintf(big + n, "%s7", i ? "," : "");
+    strcpy(big + n, "]}");
+    expect_reject(big, "replay_log.events: expected an array of at most 4096 integers");
+    big[n - 2] = ']';
+    big[n - 1] = '}';
+    big[n] = '\0';
+    assert_int_equal(sbx_msg_decode(big, strlen(big), &m, NULL), 0);
+    assert_int_equal(m.replay_log.n_events, SBX_REPLAY_LOG_BATCH_MAX);
+    assert_null(m.replay_log.clock);
+    sbx_msg_clear(&m);
+    free(big);
+#undef L
+#undef X
+}
+
 static char *hello_with_entropy(const char *b64)
 {
     char *s = NULL;
@@ -719,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_integer_forms),
         cmocka_unit_test(test_bad_base64),
         cmocka_unit_test(test_replay_members),
+        cmocka_unit_test(test_replay_log),
         cmocka_unit_test(test_entropy_size),
         cmocka_unit_test(test_output_size),
         cmocka_unit_test(test_oversize_strings),

@@ -124,6 +124,8 @@ static void downgrade_to_5(SbxStore *s)
 {
     assert_int_equal(sqlite3_exec(s->db,
                                   "ALTER TABLE executions DROP COLUMN tools_json;"
+                                  "ALTER TABLE executions DROP COLUMN event_log_json;"
+                                  "ALTER TABLE executions DROP COLUMN log_open;"
                                   "PRAGMA user_version = 5;",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
@@ -309,7 +311,7 @@ static void test_migrate_from_4(void **state)
 
 /* A database of schema 5 (before records kept the tools given) is migrated at open: its
  * records read back without tools; new ones keep theirs, JSON or nothing. */
-static void test_migrate_from_5(void **state)
+static void test_migrate_from_5_tools(void **state)
 {
     StoreFixture *f = *state;
     SbxStore *s = open_ok(f->path);
@@ -341,6 +343,57 @@ static void test_migrate_from_5(void **state)
     g_autoptr(GError) error = NULL;
     assert_false(sbx_records_finish(s, &bad, NULL, 0, NULL, 0, &error));
     assert_non_null(strstr(error->message, "tools_json"));
+    sbx_store_close(s);
+}
+
+/*
+ * A database of schema 5 (before the event log) is migrated at open: its records kept with no
+ * event log and log_open unknown (null); a new record keeps both, and the JSON form shows them
+ * (docs/service.md, "Records").
+ */
+static void test_migrate_from_5(void **state)
+{
+    StoreFixture *f = *state;
+    SbxStore *s = open_ok(f->path);
+    SbxRecord old = store_fixture_record("old-5", NULL, 1000);
+
+    begin_ok(s, &old);
+    old.status = "ok";
+    finish_ok(s, &old, NULL, 0, NULL, 0);
+    downgrade_to_5(s);
+    sbx_store_close(s);
+
+    s = open_ok(f->path);
+    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-5");
+    assert_null(kept->event_log_json);
+    assert_false(kept->has_log_open);
+    g_autofree char *old_json = sbx_record_to_json(kept);
+    assert_non_null(strstr(old_json, "\"event_log\":null,\"log_open\":null"));
+
+    SbxRecord r = store_fixture_record("new-6", NULL, 2000);
+    begin_ok(s, &r);
+    r.status = "timeout";
+    r.clock_log_json = "[1800000000000123]";
+    r.event_log_json = "[3,2,5]";
+    r.has_replayable = TRUE;
+    r.replayable = TRUE;
+    r.has_log_open = TRUE;
+    r.log_open = TRUE;
+    finish_ok(s, &r, NULL, 0, NULL, 0);
+    g_autoptr(SbxRecord) got = get_ok(s, NULL, "new-6");
+    assert_string_equal(got->event_log_json, "[3,2,5]");
+    assert_true(got->has_log_open && got->log_open);
+    g_autofree char *json = sbx_record_to_json(got);
+    assert_non_null(strstr(json, "\"event_log\":[3,2,5],\"log_open\":true"));
+    /* JSON or nothing: an event log that is not JSON is refused at the finish */
+    SbxRecord bad = store_fixture_record("bad-6", NULL, 3000);
+    begin_ok(s, &bad);
+    bad.status = "ok";
+    bad.event_log_json = "[1,";
+    g_autoptr(GError) error = NULL;
+    assert_false(sbx_records_finish(s, &bad, NULL, 0, NULL, 0, &error));
+    assert_non_null(strstr(error->message, "event_log_json"));
     sbx_store_close(s);
 }
 
@@ -861,6 +914,7 @@ int main(void)
         T(test_migrate_from_2),
         T(test_migrate_from_4),
         T(test_migrate_from_5),
+        T(test_migrate_from_5_tools),
         T(test_not_a_database),
         T(test_default_path),
         T(test_interrupted_at_open),
