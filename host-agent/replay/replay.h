@@ -147,6 +147,9 @@ void sbx_replay_run_start(SbxReplayRun *run, SbxReplayRunDone done, gpointer dat
 /** End it now (a signal, a client gone): done reports @why as its failure. */
 void sbx_replay_run_abort(SbxReplayRun *run, const char *why);
 
+/** Whether it ended (its VM is gone; done is on its way from the loop). */
+gboolean sbx_replay_run_finished(const SbxReplayRun *run);
+
 /** The differences of the first execution that differs, or of the last (empty: identical). */
 const GPtrArray *sbx_replay_run_diffs(const SbxReplayRun *run);
 

@@ -178,6 +178,11 @@ void sbx_replay_run_abort(SbxReplayRun *run, const char *why)
     fail(run, "%s", why);
 }
 
+gboolean sbx_replay_run_finished(const SbxReplayRun *run)
+{
+    return run->finished;
+}
+
 const GPtrArray *sbx_replay_run_diffs(const SbxReplayRun *run)
 {
     return run->diffs;

@@ -155,6 +155,11 @@ HttpExec *sbx_http_exec_start(HttpFront *front, const SbxTenant *tenant, const S
 void sbx_http_exec_watch(HttpExec *e, const SbxHttpExecWatch *watch, gpointer data);
 /** End @e now, cancelled for @why (nothing if it has ended). */
 void sbx_http_exec_cancel(HttpExec *e, const char *why);
+/**
+ * The socket of @msg's connection (the server accepts them itself: libsoup's own
+ * soup_server_message_get_socket() is NULL), or NULL if it is gone.
+ */
+GSocket *sbx_http_socket_of(HttpFront *front, SoupServerMessage *msg);
 /* http-replay.c */
 /** POST /v1/executions/{@id}/replay of @tenant: the verdict once the replay ended. */
 void sbx_http_replay(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant,

@@ -118,7 +118,7 @@ static gboolean on_client_readable(GSocket *sock, GIOCondition cond, gpointer da
 
 static void watch_client(HttpReplay *r)
 {
-    GSocket *sock = soup_server_message_get_socket(r->msg);
+    GSocket *sock = sbx_http_socket_of(r->front, r->msg);
 
     if (sock == NULL) {
         return;
@@ -148,20 +148,23 @@ static SbxTools *live_tools(SbxReplay *replay, gpointer data, GError **error)
     return live != NULL ? sbx_replay_tools(replay, live, error) : NULL;
 }
 
+/* Replays running (of @tenant_id; NULL: all): one that ended holds no VM, even before its
+ * done came from the loop. */
 static guint replays_of(HttpFront *front, const char *tenant_id)
 {
     guint n = 0;
 
     for (GList *l = front->replays; l != NULL; l = l->next) {
         const HttpReplay *r = l->data;
-        n += g_strcmp0(r->tenant_id, tenant_id) == 0;
+        n += (tenant_id == NULL || g_strcmp0(r->tenant_id, tenant_id) == 0) &&
+             !sbx_replay_run_finished(r->run);
     }
     return n;
 }
 
 static gboolean within_bounds(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant)
 {
-    const char *why = g_list_length(front->replays) >= SBX_HTTP_REPLAYS_MAX
+    const char *why = replays_of(front, NULL) >= SBX_HTTP_REPLAYS_MAX
                           ? "the server runs as many replays as it takes: try again later"
                       : replays_of(front, tenant->id) >= SBX_HTTP_REPLAYS_TENANT_MAX
                           ? "this tenant has a replay running: one at a time"

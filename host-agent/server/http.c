@@ -86,6 +86,13 @@ static HttpConn *conn_of(HttpFront *front, SoupServerMessage *msg)
     return NULL;
 }
 
+GSocket *sbx_http_socket_of(HttpFront *front, SoupServerMessage *msg)
+{
+    HttpConn *c = conn_of(front, msg);
+
+    return c != NULL ? c->socket : NULL;
+}
+
 /*
  * Say why the server closed a connection without an answer, at most once per 10 s: a flood of
  * slow or excess connections must not flood the log too.

@@ -231,7 +231,7 @@ def identical_and_diverged(s):
     gone = {"SANDBOX_SNAPSHOT_DIR": empty}
     key = records_show(s, js.get("id"))["snapshot_key"]
     rc, out, err = s.replay(js.get("id", "?"), env_extra=gone)
-    check(rc == 2 and f"the snapshot {key} of record {js.get('id')} is gone" in err and
+    check(rc == 2 and f"snapshot {key} of record {js.get('id')} is gone" in err and
           out == "", "its snapshot gone: exit 2, the snapshot named as gone", (rc, out, err))
     rc, out, err = s.replay("--json", js.get("id", "?"), env_extra=gone)
     obj = json_of(out, "--json, snapshot gone")
