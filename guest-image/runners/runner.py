@@ -290,7 +290,14 @@ def preload():
     numpy if the image has it: `import numpy` takes ~2.6 s under TCG, and imported here it is in
     the snapshot, so an execution's import finds it loaded (docs/measurements.md, "Python's data
     stack"). A runner spawned for an execute gets no ping and does not pay for it. numpy seeds
-    its global RandomState at import: reseeded at the execute (reseed())."""
+    its global RandomState at import: reseeded at the execute (reseed()).
+
+    Also the machine's processor name, which `platform` finds by running `uname -p` the first
+    time it is asked and then caches: pandas asks at import, and a process started during an
+    execution makes it not replayable (sbx_replay.py). Asked here, the answer is in the
+    snapshot and no execution starts that process (tests/replay: py_pandas_sample.py)."""
+    import platform
+    platform.uname().processor  # noqa: B018 (cached by platform, for every later caller)
     try:
         import numpy  # noqa: F401
     except ImportError:

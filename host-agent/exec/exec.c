@@ -341,6 +341,23 @@ static void on_done(SbxSession *s, const SbxRunResult *result, gpointer user_dat
 
 /* ---- the start ---------------------------------------------------------------------------- */
 
+/*
+ * SANDBOX_REPLAY=off: executions are not recorded for a replay (no seed: the runners draw from
+ * the kernel and log nothing for it; records say not replayable). For an operator who does not
+ * want it, and for scripts/bench to measure what recording costs. Read once.
+ */
+static gboolean replay_recording_off(void)
+{
+    static gsize once;
+    static gboolean off;
+
+    if (g_once_init_enter(&once)) {
+        off = g_strcmp0(g_getenv("SANDBOX_REPLAY"), "off") == 0;
+        g_once_init_leave(&once, 1);
+    }
+    return off;
+}
+
 static void run(SbxExec *exec)
 {
     /* Collected output goes into the result (the report), and to the sink's collected_output
@@ -376,6 +393,7 @@ static void run(SbxExec *exec)
         .collect_output = exec->collect_output,
         .keep = exec->keep,
         .seed = exec->has_seed ? exec->seed : NULL,
+        .no_seed = !exec->has_seed && replay_recording_off(),
         .clock_log = exec->clock_log,
         .n_clock_log = exec->n_clock_log,
         .event_log = exec->event_log,

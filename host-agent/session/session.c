@@ -999,6 +999,21 @@ static void keep_given(SbxSession *s, const uint8_t *entropy, gsize len, gint64 
  * @refresh: the hello was before this run (a handshake ahead, or an earlier execution), maybe
  * long ago: the execute carries the clock and fresh entropy again (applied before the code runs).
  */
+/* The execute's seed: a replay's, or fresh from the kernel's generator. */
+static gboolean seed_of(const SbxRunRequest *req, uint8_t seed[SBX_SEED_BYTES], GError **error)
+{
+    if (req->seed != NULL) {
+        memcpy(seed, req->seed, SBX_SEED_BYTES);
+        return TRUE;
+    }
+    int r = fill_random(seed, SBX_SEED_BYTES);
+    if (r < 0) {
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s", g_strerror(-r));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, gboolean refresh,
                                GError **error)
 {
@@ -1009,19 +1024,15 @@ static gboolean encode_execute(SbxSession *s, const SbxRunRequest *req, gboolean
 
     /* A fresh seed from the kernel's generator (a replay brings its record's): the runners'
      * randomness all derives from it (docs/protocol.md, "Replay"). */
-    if (req->seed != NULL) {
-        memcpy(seed, req->seed, sizeof(seed));
-    } else {
-        int r = fill_random(seed, sizeof(seed));
-        if (r < 0) {
-            g_set_error(error, G_IO_ERROR, g_io_error_from_errno(-r), "getrandom: %s",
-                        g_strerror(-r));
+    s->given.has_seed = FALSE;
+    if (!req->no_seed) {
+        if (!seed_of(req, seed, error)) {
             return FALSE;
         }
+        e->seed = seed;
+        memcpy(s->given.seed, seed, sizeof(seed));
+        s->given.has_seed = TRUE;
     }
-    e->seed = seed;
-    memcpy(s->given.seed, seed, sizeof(seed));
-    s->given.has_seed = TRUE;
     /* The encoder takes the log as it is (it only reads it). */
     e->clock_log = (uint64_t *)req->clock_log;
     e->n_clock_log = req->n_clock_log;

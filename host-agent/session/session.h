@@ -155,6 +155,9 @@ typedef struct {
     gboolean collect_output; /* keep output (up to the cap) in SbxRunResult.collected */
     /* The runners' seed, SBX_SEED_BYTES (a replay's: the record's), or NULL: a fresh one. */
     const guint8 *seed;
+    /* No seed at all (SANDBOX_REPLAY=off, exec.h): the runners draw from the kernel and log
+     * nothing for a replay; the record says it is not replayable. */
+    gboolean no_seed;
     /* A replay's clock reads (SbxRunResult.clock_log of the record), or NULL: not a replay. */
     const guint64 *clock_log;
     gsize n_clock_log;

@@ -95,10 +95,10 @@ class Scratch:
             raise RuntimeError(f"sandbox {' '.join(args)} did not end within {timeout} s")
         return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
-    def run(self, lang, code, *extra):
+    def run(self, lang, code, *extra, env_extra=None):
         """A `sandbox run --json` that ended ok: its report."""
         rc, out, err = self.sandbox("run", "--lang", lang, "--json", *extra, "-",
-                                    stdin=code.encode())
+                                    stdin=code.encode(), env_extra=env_extra)
         rep = json.loads(out) if out.strip().startswith("{") else {}
         check(rc == 0 and rep.get("status") == "ok", f"sandbox run {lang} ran ok",
               (rc, out[-1500:], err[-1500:]))
@@ -317,6 +317,15 @@ def not_replayable(s):
     check(rc == 2 and obj.get("verdict") == "not_replayable" and
           "a thread was started" in obj.get("reason", ""),
           "--json: not_replayable with the reason", (rc, out, err))
+    # SANDBOX_REPLAY=off: no seed went to the guest, so the record is not replayable
+    off = s.run("javascript", "console.log(Math.random())", env_extra={"SANDBOX_REPLAY": "off"})
+    rec = records_show(s, off.get("id", "?"))
+    check(rec.get("seed") is None and rec.get("replayable") is False and
+          "no seed" in (rec.get("not_replayable") or ""),
+          "SANDBOX_REPLAY=off: recorded without a seed, not replayable", rec)
+    rc, out, err = s.replay(off.get("id", "?"))
+    check(rc == 2 and "no seed" in err, "SANDBOX_REPLAY=off: the replay says why not",
+          (rc, out, err))
 
 
 def session(s):
