@@ -282,13 +282,31 @@ def deliver(tag, run, owner=None):
     return None
 
 
+# Loop turns a held delivery waits, once its turn came, for the program to do what the one
+# before it set off (the callbacks it made ready). In the recorded run the next one came later,
+# while the loop waited; a program that keeps callbacks ready for ever gets it after these.
+RELEASE_TURNS_MAX = 1000
+
+
 def _take(s, r, ev):
     s.events.append(ev)
     r.pos += 1
     r.left[ev] -= 1
     if r.pos < len(r.log) and r.log[r.pos] in r.held:
         import asyncio
-        asyncio.get_running_loop().call_soon(_release, s)  # after this delivery's callbacks
+        asyncio.get_running_loop().call_soon(_release_when_idle, s, 0)
+
+
+def _release_when_idle(s, turns):
+    """The next held delivery, once the loop has nothing else ready (asyncio's _ready queue):
+    what this delivery set off (a task woken, and the tasks it wakes) runs first, as it did when
+    the next one came later (asyncio.wait(FIRST_COMPLETED) sees one done, not two)."""
+    import asyncio
+    loop = asyncio.get_running_loop()
+    if loop._ready and turns < RELEASE_TURNS_MAX:
+        loop.call_soon(_release_when_idle, s, turns + 1)
+        return
+    _release(s)
 
 
 def _release(s):
@@ -310,6 +328,18 @@ def _release(s):
 
 
 _real_call_at = None
+_real_as_completed = None
+
+
+def _as_completed(fs, *, timeout=None):
+    """asyncio.as_completed starts the coroutines it is given in the order of a set, by memory
+    address, which differs from run to run: started here in the order given (their tool calls
+    go out in it), then waited for as before."""
+    import asyncio
+    if asyncio.isfuture(fs) or asyncio.iscoroutine(fs):
+        return _real_as_completed(fs, timeout=timeout)  # its own TypeError
+    tasks = [asyncio.ensure_future(f) for f in dict.fromkeys(fs)]
+    return _real_as_completed(tasks, timeout=timeout)
 
 
 def _call_at(self, when, callback, *args, context=None):
@@ -516,6 +546,9 @@ def install():
     asyncio.base_events.BaseEventLoop.time = lambda self: _real["monotonic_ns"]() / 1e9
     _real_call_at = asyncio.base_events.BaseEventLoop.call_at
     asyncio.base_events.BaseEventLoop.call_at = _call_at
+    global _real_as_completed
+    _real_as_completed = asyncio.as_completed
+    asyncio.as_completed = asyncio.tasks.as_completed = _as_completed
     if sys.stdout is not None and hasattr(sys.stdout, "buffer"):
         sys.stdout = _shown(sys.stdout)
     if sys.stderr is not None and hasattr(sys.stderr, "buffer"):
