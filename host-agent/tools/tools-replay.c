@@ -197,7 +197,6 @@ static void return_recorded_error(GTask *task, const char *json)
 typedef struct {
     SbxTools *tools;
     GTask *task;
-    gulong handler;
 } Held;
 
 /* A call the original never got an answer to (its execution ended first): it waits for the
@@ -222,15 +221,16 @@ static void on_held_cancel(GCancellable *cancel, gpointer data)
 static void hold(SbxTools *tools, GTask *task)
 {
     GCancellable *cancel = g_task_get_cancellable(task);
-    Held *h = g_new0(Held, 1);
 
+    if (cancel == NULL) { /* nothing could end the wait (the exec always passes one) */
+        g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "never answered");
+        return;
+    }
+    Held *h = g_new0(Held, 1);
     h->tools = tools;
     h->task = g_object_ref(task);
     sbx_tools_in_flight_add(tools, 1);
-    if (cancel == NULL) {
-        return; /* nobody ever ends it: the exec always passes one */
-    }
-    h->handler = g_cancellable_connect(cancel, G_CALLBACK(on_held_cancel), h, NULL);
+    g_cancellable_connect(cancel, G_CALLBACK(on_held_cancel), h, NULL);
 }
 
 void sbx_tools_replay_answer(SbxTools *tools, SbxToolsReplay *r, GTask *task, const char *provider,
