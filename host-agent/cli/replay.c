@@ -174,12 +174,15 @@ static gboolean load_from_store(ReplayCtx *ctx, GPtrArray **ret_chain, GError **
     return sbx_replay_load_chain(store, NULL, ctx->id, ret_chain, error);
 }
 
-/* The bundle's one record, unpacked into the state directory with its machine. */
+/* The bundle's record (after its session's executions before it, if any), unpacked into the
+ * state directory with its machine. */
 static gboolean load_from_bundle(ReplayCtx *ctx, GPtrArray **ret_chain, GError **error)
 {
     g_autofree char *state = sbx_paths_state_dir();
-    SbxRecord *rec = NULL;
-    GPtrArray *calls = NULL;
+    g_autoptr(GPtrArray) chain = g_ptr_array_new_with_free_func((GDestroyNotify)sbx_replay_free);
+    g_autoptr(GPtrArray) before = NULL, before_calls = NULL;
+    g_autoptr(SbxRecord) rec = NULL;
+    g_autoptr(GPtrArray) calls = NULL;
 
     if (g_mkdir_with_parents(state, 0700) != 0 ||
         !sbx_bundle_open(ctx->bundle_path, state, &ctx->bundle, error)) {
@@ -189,15 +192,26 @@ static gboolean load_from_bundle(ReplayCtx *ctx, GPtrArray **ret_chain, GError *
         }
         return FALSE;
     }
+    sbx_bundle_take_session(ctx->bundle, &before, &before_calls);
     sbx_bundle_take_record(ctx->bundle, &rec, &calls);
     g_free(ctx->id);
     ctx->id = g_strdup(rec->id);
-    SbxReplay *r = sbx_replay_new(rec, calls, error);
+    /* each replay takes its record and calls; what is left on a failure goes with the arrays */
+    for (guint i = 1; before->len > 0; i++) {
+        SbxRecord *b_rec = g_ptr_array_steal_index(before, 0);
+        SbxReplay *r = sbx_replay_new(b_rec, g_ptr_array_steal_index(before_calls, 0), error);
+        if (r == NULL) {
+            g_prefix_error(error, "execution %u of its session: ", i);
+            return FALSE;
+        }
+        g_ptr_array_add(chain, r);
+    }
+    SbxReplay *r = sbx_replay_new(g_steal_pointer(&rec), g_steal_pointer(&calls), error);
     if (r == NULL) {
         return FALSE;
     }
-    *ret_chain = g_ptr_array_new_with_free_func((GDestroyNotify)sbx_replay_free);
-    g_ptr_array_add(*ret_chain, r);
+    g_ptr_array_add(chain, r);
+    *ret_chain = g_steal_pointer(&chain);
     return TRUE;
 }
 

@@ -66,7 +66,9 @@ struct SbxBundle {
     char *image_dir;
     char *profile_path;
     char *qemu_version;
-    char *image_id; /* the manifest's (checked against the record's) */
+    char *image_id;           /* the manifest's (checked against the record's) */
+    GPtrArray *session_recs;  /* SbxRecord*: its session's executions before it, oldest first */
+    GPtrArray *session_calls; /* GPtrArray* of SbxRecordCall*, theirs */
 };
 
 typedef struct {
@@ -109,6 +111,8 @@ static guint64 member_max(const char *name)
         return BUNDLE_MANIFEST_MAX;
     if (g_str_equal(name, SBX_BUNDLE_RECORD))
         return SBX_RECORD_PORTABLE_MAX;
+    if (g_str_equal(name, SBX_BUNDLE_SESSION))
+        return SBX_BUNDLE_SESSION_MAX;
     if (base == NULL || !plain_name(base))
         return 0;
     if (g_str_has_prefix(name, "snapshot/")) {
@@ -467,6 +471,40 @@ static gboolean read_record(SbxBundle *b, GError **error)
            sbx_record_from_json(text, len, &b->rec, &b->calls, &b->approvals, error);
 }
 
+/* session.jsonl, if there: the executions of the record's session before it. */
+static gboolean read_session(SbxBundle *b, const char *bundle, GError **error)
+{
+    g_autofree char *path = g_build_filename(b->dir, SBX_BUNDLE_SESSION, NULL);
+    g_autofree char *text = NULL;
+    gsize len = 0;
+
+    b->session_recs = g_ptr_array_new_with_free_func((GDestroyNotify)sbx_record_free);
+    b->session_calls = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
+    if (!g_file_test(path, G_FILE_TEST_EXISTS))
+        return TRUE;
+    if (b->rec->session_id == NULL)
+        return invalid(error, bundle, "executions of a session, but the record is of none");
+    if (!g_file_get_contents(path, &text, &len, error))
+        return FALSE;
+    for (char *line = text, *end; line < text + len; line = end + 1) {
+        SbxRecord *rec = NULL;
+        GPtrArray *calls = NULL, *approvals = NULL;
+        end = memchr(line, '\n', text + len - line);
+        if (end == NULL)
+            return invalid(error, bundle, "session.jsonl does not end with a newline");
+        if (b->session_recs->len == SBX_BUNDLE_SESSION_RECORDS_MAX)
+            return invalid(error, bundle, "too many executions of the session");
+        if (!sbx_record_from_json(line, (gsize)(end - line), &rec, &calls, &approvals, error))
+            return FALSE;
+        g_ptr_array_unref(approvals);
+        g_ptr_array_add(b->session_recs, rec);
+        g_ptr_array_add(b->session_calls, calls);
+        if (g_strcmp0(rec->session_id, b->rec->session_id) != 0)
+            return invalid(error, bundle, "an execution of another session");
+    }
+    return TRUE;
+}
+
 static gboolean open_in(SbxBundle *b, const char *path, GError **error)
 {
     g_autoptr(GHashTable) members =
@@ -480,7 +518,7 @@ static gboolean open_in(SbxBundle *b, const char *path, GError **error)
     if (ok && !g_hash_table_contains(members, SBX_BUNDLE_RECORD))
         ok = invalid(error, path, "the record is missing");
     ok = ok && read_record(b, error) && check_record(b, &m, members, path, error) &&
-         check_snapshot_key(b, path, error);
+         check_snapshot_key(b, path, error) && read_session(b, path, error);
     if (ok) {
         b->qemu_version = g_steal_pointer(&m.qemu_version);
         b->image_id = g_steal_pointer(&m.image_id);
@@ -587,6 +625,12 @@ gboolean sbx_bundle_place_image(SbxBundle *b, const char *images_dir, GError **e
     return open_to_all(b->image_dir, error);
 }
 
+void sbx_bundle_take_session(SbxBundle *b, GPtrArray **ret_records, GPtrArray **ret_calls)
+{
+    *ret_records = g_steal_pointer(&b->session_recs);
+    *ret_calls = g_steal_pointer(&b->session_calls);
+}
+
 void sbx_bundle_take_record(SbxBundle *b, SbxRecord **ret_rec, GPtrArray **ret_calls)
 {
     *ret_rec = g_steal_pointer(&b->rec);
@@ -610,5 +654,9 @@ void sbx_bundle_free(SbxBundle *b)
     g_free(b->profile_path);
     g_free(b->qemu_version);
     g_free(b->image_id);
+    if (b->session_recs != NULL)
+        g_ptr_array_unref(b->session_recs);
+    if (b->session_calls != NULL)
+        g_ptr_array_unref(b->session_calls);
     g_free(b);
 }

@@ -136,13 +136,17 @@ static gboolean add_in(Writer *w, const char *folder, const char *path, GError *
 }
 
 /* The members: record, snapshot, image, profile. */
-static gboolean add_members(Writer *w, const char *record_json, SbxSnapshot *snap,
-                            const SbxImage *image, const SbxProfile *profile, GError **error)
+static gboolean add_members(Writer *w, const char *record_json, const char *session_jsonl,
+                            SbxSnapshot *snap, const SbxImage *image, const SbxProfile *profile,
+                            GError **error)
 {
     const char *snapshot_files[] = SBX_BUNDLE_SNAPSHOT_FILES;
     g_autofree char *image_manifest = g_build_filename(image->dir, "manifest.json", NULL);
 
     if (!add_bytes(w, SBX_BUNDLE_RECORD, record_json, strlen(record_json), error))
+        return FALSE;
+    if (session_jsonl != NULL &&
+        !add_bytes(w, SBX_BUNDLE_SESSION, session_jsonl, strlen(session_jsonl), error))
         return FALSE;
     for (gsize i = 0; i < G_N_ELEMENTS(snapshot_files); i++) {
         g_autofree char *path = g_build_filename(sbx_snapshot_dir(snap), snapshot_files[i], NULL);
@@ -179,8 +183,9 @@ static char *manifest_json(Writer *w, const SbxRecord *rec, const SbxSnapshot *s
 }
 
 /* Write the bundle into @fd (a temporary file beside the destination). */
-static gboolean write_to(int fd, const SbxRecord *rec, const char *record_json, SbxSnapshot *snap,
-                         const SbxImage *image, const SbxProfile *profile, GError **error)
+static gboolean write_to(int fd, const SbxRecord *rec, const char *record_json,
+                         const char *session_jsonl, SbxSnapshot *snap, const SbxImage *image,
+                         const SbxProfile *profile, GError **error)
 {
     Writer w = {.a = archive_write_new()};
     g_autofree char *manifest = NULL;
@@ -194,7 +199,7 @@ static gboolean write_to(int fd, const SbxRecord *rec, const char *record_json, 
               ARCHIVE_OK &&
           archive_write_open_fd(w.a, fd) == ARCHIVE_OK) ||
          archive_fail(&w, "cannot start", error);
-    ok = ok && add_members(&w, record_json, snap, image, profile, error);
+    ok = ok && add_members(&w, record_json, session_jsonl, snap, image, profile, error);
     if (ok) {
         manifest = manifest_json(&w, rec, snap);
         ok = add_bytes(&w, SBX_BUNDLE_MANIFEST, manifest, strlen(manifest), error);
@@ -235,8 +240,8 @@ static gboolean find_inputs(const SbxRecord *rec, SbxProfile **ret_profile, SbxI
 }
 
 static gboolean write_file(const char *path, const SbxRecord *rec, const char *record_json,
-                           SbxSnapshot *snap, const SbxImage *image, const SbxProfile *profile,
-                           GError **error)
+                           const char *session_jsonl, SbxSnapshot *snap, const SbxImage *image,
+                           const SbxProfile *profile, GError **error)
 {
     g_autofree char *tmp = g_strconcat(path, ".tmp-XXXXXX", NULL);
     int fd = g_mkstemp_full(tmp, O_RDWR | O_CLOEXEC, 0600);
@@ -245,7 +250,7 @@ static gboolean write_file(const char *path, const SbxRecord *rec, const char *r
     if (fd < 0)
         return sbx_bundle_fail(error, SBX_BUNDLE_ERROR_IO, "cannot create %s: %s", tmp,
                                g_strerror(errno));
-    ok = write_to(fd, rec, record_json, snap, image, profile, error);
+    ok = write_to(fd, rec, record_json, session_jsonl, snap, image, profile, error);
     if (ok && fsync(fd) < 0)
         ok = sbx_bundle_fail(error, SBX_BUNDLE_ERROR_IO, "%s: %s", tmp, g_strerror(errno));
     close(fd);
@@ -258,27 +263,47 @@ static gboolean write_file(const char *path, const SbxRecord *rec, const char *r
 }
 
 /*
- * A bundle carries one record: an execution of a session replays after its session's
- * executions before it (replay.h), which the bundle does not carry. The first of its session
- * needs none.
+ * The executions of @rec's session before it, oldest first, one portable record a line (the
+ * portable form escapes every newline): its replay runs them first (replay.h). NULL in
+ * *@ret: not a session's, or the first of it.
  */
-static gboolean first_of_session(SbxStore *store, const SbxRecord *rec, GError **error)
+static gboolean session_before(SbxStore *store, const char *tenant_id, const SbxRecord *rec,
+                               char **ret, GError **error)
 {
-    g_autoptr(GPtrArray) first = NULL;
-    SbxRecordFilter f = {.session_id = rec->session_id, .limit = 1, .oldest_first = TRUE};
+    g_autoptr(GPtrArray) list = NULL;
+    g_autoptr(GString) out = g_string_new(NULL);
+    SbxRecordFilter f = {.tenant_id = tenant_id,
+                         .session_id = rec->session_id,
+                         .limit = SBX_BUNDLE_SESSION_RECORDS_MAX + 1,
+                         .oldest_first = TRUE};
+    guint i;
 
+    *ret = NULL;
     if (rec->session_id == NULL)
         return TRUE;
-    if (!sbx_records_list(store, &f, &first, error))
+    if (!sbx_records_list(store, &f, &list, error))
         return FALSE;
-    if (first->len > 0 && strcmp(((SbxRecord *)first->pdata[0])->id, rec->id) != 0) {
-        g_set_error(error, SBX_BUNDLE_ERROR, SBX_BUNDLE_ERROR_INVALID,
-                    "record %s is an execution of session %s after others: a bundle carries one "
-                    "execution, and its replay needs those before it (replay it here: sandbox "
-                    "replay %s)",
-                    rec->id, rec->session_id, rec->id);
-        return FALSE;
+    for (i = 0; i < list->len && strcmp(((SbxRecord *)list->pdata[i])->id, rec->id) != 0; i++) {
+        const char *id = ((SbxRecord *)list->pdata[i])->id;
+        g_autoptr(SbxRecord) before = NULL;
+        g_autoptr(GPtrArray) calls = NULL, approvals = NULL;
+        if (!sbx_records_get(store, tenant_id, id, &before, error) ||
+            !sbx_records_get_calls(store, tenant_id, id, &calls, &approvals, error))
+            return FALSE;
+        g_autofree char *json = sbx_record_to_portable_json(before, calls, approvals);
+        g_string_append(out, json);
+        g_string_append_c(out, '\n');
+        if (out->len > SBX_BUNDLE_SESSION_MAX)
+            return sbx_bundle_fail(error, SBX_BUNDLE_ERROR_INVALID,
+                                   "record %s: its session's executions before it are more than "
+                                   "a bundle carries (%d MiB)",
+                                   rec->id, SBX_BUNDLE_SESSION_MAX >> 20);
     }
+    if (i == list->len)
+        return sbx_bundle_fail(error, SBX_BUNDLE_ERROR_INVALID,
+                               "record %s: more than %d executions of its session before it",
+                               rec->id, SBX_BUNDLE_SESSION_RECORDS_MAX);
+    *ret = i > 0 ? g_string_free(g_steal_pointer(&out), FALSE) : NULL;
     return TRUE;
 }
 
@@ -291,11 +316,13 @@ gboolean sbx_bundle_export(SbxStore *store, const char *tenant_id, const char *i
     g_autoptr(SbxImage) image = NULL;
     g_autoptr(SbxSnapshot) snap = NULL;
     g_autofree char *json = NULL;
+    g_autofree char *session = NULL;
 
     if (!sbx_records_get(store, tenant_id, id, &rec, error) ||
         !sbx_records_get_calls(store, tenant_id, id, &calls, &approvals, error) ||
-        !first_of_session(store, rec, error) || !find_inputs(rec, &profile, &image, &snap, error))
+        !session_before(store, tenant_id, rec, &session, error) ||
+        !find_inputs(rec, &profile, &image, &snap, error))
         return FALSE;
     json = sbx_record_to_portable_json(rec, calls, approvals);
-    return write_file(path, rec, json, snap, image, profile, error);
+    return write_file(path, rec, json, session, snap, image, profile, error);
 }

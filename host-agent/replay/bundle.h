@@ -5,6 +5,8 @@
  * zstd-compressed (libarchive), of:
  *   record.json             the record, its tool calls and approvals (store/records.h,
  *                           sbx_record_to_portable_json(): every field, nothing lost)
+ *   session.jsonl           (an execution of a session after others) those executions, oldest
+ *                           first, a portable record a line: its replay runs them first
  *   snapshot/NAME           the snapshot's files (inputs.json, state.bin, ram, digests)
  *   image/NAME              the image's manifest.json, kernel, initramfs.cpio, rootfs.erofs
  *   profile/NAME.json       the profile file
@@ -64,6 +66,14 @@ gboolean sbx_bundle_place_image(SbxBundle *bundle, const char *images_dir, GErro
  * bundle's record and calls are NULL after this.
  */
 void sbx_bundle_take_record(SbxBundle *bundle, SbxRecord **ret_rec, GPtrArray **ret_calls);
+
+/**
+ * Take the executions of the record's session before it out of @bundle (an execution of a
+ * session replays after them, replay.h): *@ret_records (SbxRecord*, oldest first, empty when
+ * the record is of no session or the first of it) and *@ret_calls (for each, its GPtrArray of
+ * SbxRecordCall*). NULL after this.
+ */
+void sbx_bundle_take_session(SbxBundle *bundle, GPtrArray **ret_records, GPtrArray **ret_calls);
 
 /** The unpacked snapshot directory, image directory and profile file. */
 const char *sbx_bundle_snapshot_dir(const SbxBundle *bundle);

@@ -83,6 +83,9 @@ static const Field record_fields[] = {
     B("replayable", replayable),
     S("not_replayable", not_replayable),
     J("tools", tools_json),
+    J("event_log", event_log_json),
+    B("has_log_open", has_log_open),
+    B("log_open", log_open),
 };
 
 #undef S

@@ -139,6 +139,10 @@ static void record_execution(Fixture *f)
     r.files_json = "{\"in\":[]}";
     r.seed_hex = "abcdef";
     r.clock_log_json = "[1,2,3]";
+    r.event_log_json = "[3,2]";
+    r.has_log_open = TRUE;
+    r.log_open = TRUE;
+    r.tools_json = "[{\"provider\":\"p\",\"tools\":[{\"name\":\"t\"}]}]";
     r.has_replayable = TRUE;
     r.replayable = TRUE;
     SbxRecordCall calls[] = {
@@ -235,7 +239,9 @@ static void same_record(const SbxRecord *a, const SbxRecord *b)
                         a->files_json,
                         a->seed_hex,
                         a->clock_log_json,
-                        a->not_replayable};
+                        a->not_replayable,
+                        a->event_log_json,
+                        a->tools_json};
     const char *sb[] = {b->id,
                         b->tenant_id,
                         b->front_end,
@@ -257,15 +263,17 @@ static void same_record(const SbxRecord *a, const SbxRecord *b)
                         b->files_json,
                         b->seed_hex,
                         b->clock_log_json,
-                        b->not_replayable};
+                        b->not_replayable,
+                        b->event_log_json,
+                        b->tools_json};
     gint64 na[] = {a->timeout_ms,       a->output_limit,     a->has_exit_code, a->exit_code,
                    a->stdout_truncated, a->stderr_truncated, a->created_at_ms, a->started_at_ms,
                    a->finished_at_ms,   a->boot_ms,          a->duration_ms,   a->guest_clock_ms,
-                   a->has_replayable,   a->replayable};
+                   a->has_replayable,   a->replayable,       a->has_log_open,  a->log_open};
     gint64 nb[] = {b->timeout_ms,       b->output_limit,     b->has_exit_code, b->exit_code,
                    b->stdout_truncated, b->stderr_truncated, b->created_at_ms, b->started_at_ms,
                    b->finished_at_ms,   b->boot_ms,          b->duration_ms,   b->guest_clock_ms,
-                   b->has_replayable,   b->replayable};
+                   b->has_replayable,   b->replayable,       b->has_log_open,  b->log_open};
 
     for (gsize i = 0; i < G_N_ELEMENTS(sa); i++)
         same_str(sa[i], sb[i]);
@@ -365,6 +373,9 @@ static void test_round_trip(void **state)
     const SbxRecord *got = sbx_bundle_record(b);
     assert_string_equal(got->seed_hex, "abcdef");
     assert_string_equal(got->clock_log_json, "[1,2,3]");
+    assert_string_equal(got->event_log_json, "[3,2]");
+    assert_true(got->has_log_open && got->log_open);
+    assert_non_null(strstr(got->tools_json, "\"provider\":\"p\""));
     assert_string_equal(got->files_json, "{\"in\":[]}");
     assert_string_equal(got->result_json, "{\"x\":12345678901234567890}");
     assert_int_equal(got->stdout_len, sizeof(out_bytes) - 1);
@@ -400,6 +411,65 @@ static void test_round_trip(void **state)
 
     g_clear_pointer(&b, sbx_bundle_free);
     assert_true(empty_dir(fresh));
+}
+
+/* Execution @id of session se-1, on the fixture's snapshot. */
+static void record_in_session(Fixture *f, const char *id, gint64 created_ms)
+{
+    g_autoptr(GError) error = NULL;
+    SbxRecord r = {
+        .id = (char *)id,
+        .front_end = "serve",
+        .language = "python",
+        .code = "print(x)",
+        .profile = "q35",
+        .snapshot_key = f->key,
+        .image_id = "img-1",
+        .session_id = "se-1",
+        .created_at_ms = created_ms,
+    };
+    assert_true(sbx_records_begin(f->store, &r, &error));
+    r.status = "ok";
+    r.seed_hex = "00";
+    r.clock_log_json = "[]";
+    r.has_replayable = r.replayable = TRUE;
+    assert_true(sbx_records_finish(f->store, &r, NULL, 0, NULL, 0, &error));
+}
+
+/* An execution of a session after others carries them (session.jsonl), oldest first; the first
+ * of its session carries none. */
+static void test_session(void **state)
+{
+    Fixture *f = *state;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(SbxBundle) b = NULL;
+    g_autofree char *fresh = g_build_filename(f->top, "fresh-state", NULL);
+    GPtrArray *recs = NULL, *calls = NULL;
+
+    record_in_session(f, "s-1", 1700000001000);
+    record_in_session(f, "s-2", 1700000002000);
+    record_in_session(f, "s-3", 1700000003000);
+    if (!sbx_bundle_export(f->store, NULL, "s-3", f->bundle, &error))
+        fail_msg("export: %s", error->message);
+    if (!sbx_bundle_open(f->bundle, fresh, &b, &error))
+        fail_msg("open: %s", error->message);
+    sbx_bundle_take_session(b, &recs, &calls);
+    assert_int_equal(recs->len, 2);
+    assert_int_equal(calls->len, 2);
+    assert_string_equal(((SbxRecord *)recs->pdata[0])->id, "s-1");
+    assert_string_equal(((SbxRecord *)recs->pdata[1])->id, "s-2");
+    assert_string_equal(((SbxRecord *)recs->pdata[1])->code, "print(x)");
+    assert_string_equal(sbx_bundle_record(b)->id, "s-3");
+    g_ptr_array_unref(recs);
+    g_ptr_array_unref(calls);
+    g_clear_pointer(&b, sbx_bundle_free);
+    /* the first of its session: nothing before it */
+    assert_true(sbx_bundle_export(f->store, NULL, "s-1", f->bundle, &error));
+    assert_true(sbx_bundle_open(f->bundle, fresh, &b, &error));
+    sbx_bundle_take_session(b, &recs, &calls);
+    assert_int_equal(recs->len, 0);
+    g_ptr_array_unref(recs);
+    g_ptr_array_unref(calls);
 }
 
 /* A kept snapshot compressed at rest (ram.zst): the export finds it decompressed, the same. */
@@ -568,6 +638,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_export_gone, setup, teardown),
         cmocka_unit_test_setup_teardown(test_export_compressed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_bundles, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
