@@ -77,7 +77,8 @@ class Scratch:
 
     def env(self, **extra):
         env = dict(os.environ, SANDBOX_STATE_DIR=self.state, XDG_RUNTIME_DIR=self.rt,
-                   TMPDIR=self.rt, SANDBOX_SERVE_SOCKET=self.sock, **extra)
+                   TMPDIR=self.rt, SANDBOX_SERVE_SOCKET=self.sock)
+        env.update(extra)
         env.setdefault("SANDBOX_ACCEL", "tcg")
         return env
 
@@ -375,6 +376,20 @@ def session_with(s, serve):
     rc, out, err = s.replay(second)
     check(rc == 0 and out == "identical\n",
           "a session's second execution, replayed after its first: identical", (rc, out, err))
+    # its bundle brings the first along: replayed in a fresh state dir, no snapshot cache
+    bundle = os.path.join(s.dir, "second.bundle")
+    rc, out, err = s.sandbox("records", "export", second, bundle)
+    check(rc == 0, "records export of a session's second execution", (rc, out, err))
+    fresh, cache = os.path.join(s.dir, "fresh-state"), os.path.join(s.dir, "empty-cache")
+    os.makedirs(fresh, 0o700)
+    os.makedirs(cache, 0o700)
+    rc, out, err = s.replay("--bundle", bundle,
+                            env_extra={"SANDBOX_STATE_DIR": fresh, "SANDBOX_SNAPSHOT_DIR": cache})
+    check(rc == 0 and out == "identical\n",
+          "its bundle, replayed elsewhere after the first (session.jsonl): identical",
+          (rc, out, err))
+    check(not os.listdir(fresh), "nothing unpacked is left", os.listdir(fresh))
+    os.unlink(bundle)
     local = os.path.join(s.dir, "in.txt")
     with open(local, "w") as f:
         f.write("from outside\n")
