@@ -309,47 +309,10 @@ static void test_migrate_from_4(void **state)
     sbx_store_close(s);
 }
 
-/* A database of schema 5 (before records kept the tools given) is migrated at open: its
- * records read back without tools; new ones keep theirs, JSON or nothing. */
-static void test_migrate_from_5_tools(void **state)
-{
-    StoreFixture *f = *state;
-    SbxStore *s = open_ok(f->path);
-    SbxRecord old = store_fixture_record("old-5", NULL, 1000);
-
-    begin_ok(s, &old);
-    old.status = "ok";
-    finish_ok(s, &old, NULL, 0, NULL, 0);
-    downgrade_to_5(s);
-    sbx_store_close(s);
-
-    s = open_ok(f->path);
-    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
-    g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-5");
-    assert_null(kept->tools_json);
-    SbxRecord r = store_fixture_record("new-6", NULL, 2000);
-    begin_ok(s, &r);
-    r.status = "ok";
-    r.tools_json = "[{\"provider\":\"calc\",\"tools\":[{\"name\":\"add\"}]}]";
-    finish_ok(s, &r, NULL, 0, NULL, 0);
-    g_autoptr(SbxRecord) got = get_ok(s, NULL, "new-6");
-    assert_string_equal(got->tools_json, r.tools_json);
-    g_autofree char *json = sbx_record_to_json(got);
-    assert_non_null(strstr(json, ",\"tools\":[{\"provider\":\"calc\""));
-    SbxRecord bad = store_fixture_record("bad-6", NULL, 3000);
-    begin_ok(s, &bad);
-    bad.status = "ok";
-    bad.tools_json = "[{";
-    g_autoptr(GError) error = NULL;
-    assert_false(sbx_records_finish(s, &bad, NULL, 0, NULL, 0, &error));
-    assert_non_null(strstr(error->message, "tools_json"));
-    sbx_store_close(s);
-}
-
 /*
- * A database of schema 5 (before the event log) is migrated at open: its records kept with no
- * event log and log_open unknown (null); a new record keeps both, and the JSON form shows them
- * (docs/service.md, "Records").
+ * A database of schema 5 (before the event log and the tools given) is migrated at open: its
+ * records kept with no event log, log_open unknown (null) and no tools; a new record keeps them,
+ * and the JSON form shows them (docs/service.md, "Records").
  */
 static void test_migrate_from_5(void **state)
 {
@@ -368,6 +331,7 @@ static void test_migrate_from_5(void **state)
     g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-5");
     assert_null(kept->event_log_json);
     assert_false(kept->has_log_open);
+    assert_null(kept->tools_json);
     g_autofree char *old_json = sbx_record_to_json(kept);
     assert_non_null(strstr(old_json, "\"event_log\":null,\"log_open\":null"));
 
@@ -380,20 +344,27 @@ static void test_migrate_from_5(void **state)
     r.replayable = TRUE;
     r.has_log_open = TRUE;
     r.log_open = TRUE;
+    r.tools_json = "[{\"provider\":\"calc\",\"tools\":[{\"name\":\"add\"}]}]";
     finish_ok(s, &r, NULL, 0, NULL, 0);
     g_autoptr(SbxRecord) got = get_ok(s, NULL, "new-6");
+    assert_string_equal(got->tools_json, r.tools_json);
     assert_string_equal(got->event_log_json, "[3,2,5]");
     assert_true(got->has_log_open && got->log_open);
     g_autofree char *json = sbx_record_to_json(got);
     assert_non_null(strstr(json, "\"event_log\":[3,2,5],\"log_open\":true"));
-    /* JSON or nothing: an event log that is not JSON is refused at the finish */
-    SbxRecord bad = store_fixture_record("bad-6", NULL, 3000);
-    begin_ok(s, &bad);
-    bad.status = "ok";
-    bad.event_log_json = "[1,";
-    g_autoptr(GError) error = NULL;
-    assert_false(sbx_records_finish(s, &bad, NULL, 0, NULL, 0, &error));
-    assert_non_null(strstr(error->message, "event_log_json"));
+    assert_non_null(strstr(json, ",\"tools\":[{\"provider\":\"calc\""));
+    /* JSON or nothing: an event log or tools that are not JSON are refused at the finish */
+    const char *fields[] = {"event_log_json", "tools_json"};
+    for (gsize i = 0; i < G_N_ELEMENTS(fields); i++) {
+        g_autofree char *id = g_strdup_printf("bad-6-%zu", i);
+        SbxRecord bad = store_fixture_record(id, NULL, 3000 + (gint64)i);
+        begin_ok(s, &bad);
+        bad.status = "ok";
+        *(i == 0 ? &bad.event_log_json : &bad.tools_json) = "[1,";
+        g_autoptr(GError) error = NULL;
+        assert_false(sbx_records_finish(s, &bad, NULL, 0, NULL, 0, &error));
+        assert_non_null(strstr(error->message, fields[i]));
+    }
     sbx_store_close(s);
 }
 
@@ -914,7 +885,6 @@ int main(void)
         T(test_migrate_from_2),
         T(test_migrate_from_4),
         T(test_migrate_from_5),
-        T(test_migrate_from_5_tools),
         T(test_not_a_database),
         T(test_default_path),
         T(test_interrupted_at_open),
