@@ -63,6 +63,25 @@ static void refuse_call(Agent *a, uint32_t call_id, SbxErrorCode code, const cha
     runner_send(a, &m);
 }
 
+/*
+ * A call the agent answers itself: the replay logs' entries it carried still go to the host,
+ * as a replay_log of their own (the host keeps every entry; docs/protocol.md, "Replay").
+ */
+static void forward_call_log(Agent *a, SbxToolCall *c)
+{
+    SbxMsg m = {.type = SBX_MSG_REPLAY_LOG};
+
+    if (!c->clock && !c->events && !c->not_replayable)
+        return;
+    m.replay_log.id = a->exec->id;
+    m.replay_log.clock = c->clock;
+    m.replay_log.n_clock = c->n_clock;
+    m.replay_log.events = c->events;
+    m.replay_log.n_events = c->n_events;
+    m.replay_log.not_replayable = c->not_replayable;
+    conn_send(a, &m);
+}
+
 static void on_tool_call(Agent *a, SbxMsg *msg)
 {
     Exec *e = a->exec;
@@ -80,6 +99,7 @@ static void on_tool_call(Agent *a, SbxMsg *msg)
         return;
     }
     if (r == -EBUSY) {
+        forward_call_log(a, c);
         refuse_call(a, c->call_id, SBX_ERR_TOOL,
                     "too many tool calls in flight (at most " STRINGIFY(
                         SBX_TOOL_CALLS_IN_FLIGHT_MAX) "): await some before starting more");
@@ -95,6 +115,7 @@ static void on_tool_call(Agent *a, SbxMsg *msg)
     r = conn_send(a, msg);
     if (r == -EMSGSIZE || r == -EINVAL) {
         calls_end(&e->calls, c->call_id);
+        forward_call_log(a, c);
         refuse_call(a, c->call_id, SBX_ERR_SERIALIZATION,
                     "the tool call is too large to forward (a message is at most 4 MiB)");
     }

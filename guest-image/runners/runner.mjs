@@ -90,9 +90,15 @@ function callTool(provider, tool, input, site) {
     });
 }
 
-function callFrame(callId, provider, tool, text) {
-    return encode({ type: 'tool_call', id: current.id, call_id: callId, provider, tool },
-        'input', text);
+// A tool_call's frame; @log (a replay_log, optional): its entries as the call's members.
+function callFrame(callId, provider, tool, text, log) {
+    const head = { type: 'tool_call', id: current.id, call_id: callId, provider, tool };
+    if (log) {
+        for (const k of ['clock', 'events', 'not_replayable'])
+            if (log[k] !== undefined)
+                head[k] = log[k];
+    }
+    return encode(head, 'input', text);
 }
 
 function sendCall(call, frame) {
@@ -101,10 +107,13 @@ function sendCall(call, frame) {
     if (!channel)
         openChannel();
     channel.ref(true);
-    frame ??= callFrame(callId, call.provider, call.tool, call.text);
-    // What the program read before the call goes first (replay.mjs), in the same write.
+    // What the program read before the call (replay.mjs) rides in the call's frame: one frame
+    // less a call for the agent and the host; a call too large for both, in a frame before it.
     const log = replay.takeLog();
-    channel.send(log === null ? frame : Buffer.concat([encode(log), frame]));
+    const withLog = log === null ? null : callFrame(callId, call.provider, call.tool, call.text,
+        log);
+    frame ??= callFrame(callId, call.provider, call.tool, call.text);
+    channel.send(log === null ? frame : withLog ?? Buffer.concat([encode(log), frame]));
 }
 
 // A replay_log (replay.mjs) out now, before whatever the runner sends next.

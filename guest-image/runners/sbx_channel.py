@@ -134,15 +134,17 @@ class Channel:
         for deliver in waiting:
             deliver(over)
 
-    def call(self, head, deliver, before=None):
-        """Send a tool_call (@head without call_id) whose result goes to @deliver(message),
-        after the frame @before (a replay_log: in the same write). Returns False if the frame
-        is too large."""
+    def call(self, head, deliver, log=None):
+        """Send a tool_call (@head without call_id) whose result goes to @deliver(message), with
+        the replay logs' entries of @log (a replay_log message, or None) as its members (one
+        frame less a call for the agent and the host), or in a frame before it when the call
+        waits for its turn or both do not fit a frame. Returns False if the call is too large."""
+        before = encode(log) if log is not None else None
         with self._send_lock:
             if self._closed:
                 raise ChannelClosed()
             if len(self._waiting) < CALLS_IN_FLIGHT_MAX:
-                return self._send_call(head, deliver, before)
+                return self._send_call(head, deliver, log, before)
             if before:
                 self._sock.sendall(before)
             # Ids go out in increasing order (the agent requires it): a queued call takes its
@@ -152,11 +154,17 @@ class Channel:
             self._queued.append((head, deliver))
             return True
 
-    def _send_call(self, head, deliver, before=None):
-        """Send @head with the next call id (under the send lock), after @before if any; False
-        if too large (@before is sent all the same)."""
+    def _send_call(self, head, deliver, log=None, before=None):
+        """Send @head with the next call id (under the send lock), with @log's entries in it,
+        else after @before if any; False if too large (@before is sent all the same)."""
         call_id = self._next_id
-        frame = encode(dict(head, call_id=call_id))
+        frame = None
+        if log is not None:
+            frame = encode(dict(head, call_id=call_id,
+                                **{k: v for k, v in log.items() if k not in ("type", "id")}))
+            before = None if frame is not None else before
+        if frame is None:
+            frame = encode(dict(head, call_id=call_id))
         if frame is None:
             if before:
                 self._sock.sendall(before)

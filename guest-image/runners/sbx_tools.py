@@ -8,7 +8,7 @@ import asyncio
 import threading
 
 import sbx_replay
-from sbx_channel import ChannelClosed, encode
+from sbx_channel import ChannelClosed
 from sbx_json import HoldsBigInts, SerializationError, check, convert
 
 
@@ -89,10 +89,9 @@ class Tool:
         if self._runner.finished:
             raise ToolError(f"{self._provider}.{self._name}: the execution that made this call "
                             "is over", "tool_error")
-        # What the program read goes out before the call, in the same write.
+        # What the program read goes out with the call (sbx_channel.py: in its frame).
         log = sbx_replay.take_log()
-        if not self._runner.channel.call(self._head(value), deliver,
-                                         encode(log) if log is not None else None):
+        if not self._runner.channel.call(self._head(value), deliver, log):
             raise SerializationError(f"input of {self._provider}.{self._name} is too large "
                                      "(a message is at most 4 MiB)")
 

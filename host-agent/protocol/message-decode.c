@@ -440,6 +440,9 @@ static void decode_tool_call(Dec *d, const cJSON *o, SbxToolCall *m)
     get_ident(d, o, "provider", REQUIRED, &m->provider);
     get_ident(d, o, "tool", REQUIRED, &m->tool);
     get_json(d, o, "input", REQUIRED, true, &m->input_json);
+    get_log(d, o, "clock", SBX_REPLAY_LOG_BATCH_MAX, &m->clock, &m->n_clock);
+    get_log(d, o, "events", SBX_REPLAY_LOG_BATCH_MAX, &m->events, &m->n_events);
+    get_text(d, o, "not_replayable", OPTIONAL, SBX_REASON_MAX, &m->not_replayable);
 }
 
 static void decode_tool_result(Dec *d, const cJSON *o, SbxToolResult *m)

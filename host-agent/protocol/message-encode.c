@@ -326,6 +326,9 @@ static void encode_tool_call(Enc *e, cJSON *o, const SbxToolCall *m)
     put_ident(e, o, "provider", m->provider, REQUIRED);
     put_ident(e, o, "tool", m->tool, REQUIRED);
     put_json(e, o, "input", m->input_json, REQUIRED, false);
+    put_log(e, o, "clock", m->clock, m->n_clock, SBX_REPLAY_LOG_BATCH_MAX);
+    put_log(e, o, "events", m->events, m->n_events, SBX_REPLAY_LOG_BATCH_MAX);
+    put_text(e, o, "not_replayable", m->not_replayable, OPTIONAL, SBX_REASON_MAX);
 }
 
 static void encode_tool_result(Enc *e, cJSON *o, const SbxToolResult *m)

@@ -338,6 +338,9 @@ void sbx_msg_clear(SbxMsg *msg)
         free(msg->tool_call.provider);
         free(msg->tool_call.tool);
         free(msg->tool_call.input_json);
+        free(msg->tool_call.clock);
+        free(msg->tool_call.events);
+        free(msg->tool_call.not_replayable);
         break;
     case SBX_MSG_TOOL_RESULT:
         free(msg->tool_result.id);

@@ -159,6 +159,14 @@ typedef struct {
     char *provider;
     char *tool;
     char *input_json; /* any JSON value, compact */
+    /* The replay logs' entries the runner had not sent yet, as a replay_log's (SbxReplayLog):
+     * carried by the call rather than in a frame of their own before it (one frame a call
+     * less). Absent (NULL) or 0..SBX_REPLAY_LOG_BATCH_MAX integers each. */
+    uint64_t *clock;
+    size_t n_clock;
+    uint64_t *events;
+    size_t n_events;
+    char *not_replayable;
 } SbxToolCall;
 
 typedef struct {

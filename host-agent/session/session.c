@@ -621,6 +621,23 @@ static void refuse_call(SbxSession *s, guint32 call_id, SbxToolRecord *rec, cons
     answer(s, call_id, rec, g_get_monotonic_time(), NULL, &e);
 }
 
+/* The next entries of the running execution's replay logs, from a replay_log or a tool_call
+ * that carried them (bounded in total: append_log). */
+static void logs_in(SbxSession *s, const uint64_t *clock, gsize n_clock, const uint64_t *events,
+                    gsize n_events, const char *not_replayable)
+{
+    s->logs_came = s->events_came = TRUE;
+    if (clock != NULL) {
+        append_log(s, s->clock_stream, clock, n_clock, SBX_CLOCK_READS_MAX, "clock reads");
+    }
+    if (events != NULL) {
+        append_log(s, s->event_stream, events, n_events, SBX_EVENT_LOG_MAX, "events");
+    }
+    if (not_replayable != NULL && s->log_reason == NULL) {
+        s->log_reason = g_strdup(not_replayable);
+    }
+}
+
 static void handle_tool_call(SbxSession *s, const SbxToolCall *m)
 {
     if (s->state != ST_RUNNING) {
@@ -629,6 +646,9 @@ static void handle_tool_call(SbxSession *s, const SbxToolCall *m)
     }
     if (!check_id(s, m->id, SBX_MSG_TOOL_CALL)) {
         return;
+    }
+    if (m->clock != NULL || m->events != NULL || m->not_replayable != NULL) {
+        logs_in(s, m->clock, m->n_clock, m->events, m->n_events, m->not_replayable);
     }
     if (g_hash_table_contains(s->seen, GUINT_TO_POINTER(m->call_id))) {
         violation(s, "tool_call reuses call id %u", m->call_id);
@@ -700,7 +720,6 @@ static void handle_done(SbxSession *s, SbxDone *m)
     finish(s, ST_IDLE);
 }
 
-/* The next entries of the running execution's replay logs (bounded in total: append_log). */
 static void handle_replay_log(SbxSession *s, const SbxReplayLog *m)
 {
     if (s->state != ST_RUNNING) {
@@ -711,16 +730,7 @@ static void handle_replay_log(SbxSession *s, const SbxReplayLog *m)
     if (!check_id(s, m->id, SBX_MSG_REPLAY_LOG)) {
         return;
     }
-    s->logs_came = s->events_came = TRUE;
-    if (m->clock != NULL) {
-        append_log(s, s->clock_stream, m->clock, m->n_clock, SBX_CLOCK_READS_MAX, "clock reads");
-    }
-    if (m->events != NULL) {
-        append_log(s, s->event_stream, m->events, m->n_events, SBX_EVENT_LOG_MAX, "events");
-    }
-    if (m->not_replayable != NULL && s->log_reason == NULL) {
-        s->log_reason = g_strdup(m->not_replayable);
-    }
+    logs_in(s, m->clock, m->n_clock, m->events, m->n_events, m->not_replayable);
 }
 
 static void handle_guest_error(SbxSession *s, const SbxErrorMsg *m)

@@ -775,6 +775,45 @@ static void test_timeout_keeps_streamed_logs(void **state)
     }
 }
 
+/* Logs streamed, then a tool call carrying the next ones, then silence till the kill. */
+static void script_call_carries_log(FakeGuest *g)
+{
+    if (fake_guest_handshake(g, NULL) < 0 || fake_guest_started(g) < 0) {
+        return;
+    }
+    send_replay_log(g, ",\"clock\":[5,6],\"events\":[2]");
+    char *call = g_strdup_printf("{\"type\":\"tool_call\",\"id\":\"%s\",\"call_id\":1,"
+                                 "\"provider\":\"p\",\"tool\":\"t\",\"input\":{},"
+                                 "\"clock\":[7],\"events\":[4]}",
+                                 g->execute.execute.id);
+    fake_guest_send_json(g, call);
+    g_free(call);
+    while (fake_guest_recv_keep(g) != NULL) {
+        /* the call's answer, then the cancel, or EOF */
+    }
+}
+
+/* A tool_call's carried entries join the logs as a replay_log's would (one frame less a call). */
+static void test_call_carries_log(void **state)
+{
+    (void)state;
+    SbxRunRequest req = {
+        .language = SBX_LANG_JAVASCRIPT, .code = "x", .timeout_ms = 400, .collect_output = TRUE};
+    Harness *h = harness_new(NULL);
+
+    harness_start(h, script_call_carries_log, NULL, &req);
+    harness_wait_done(h, 1, 10000);
+    const SbxRunResult *r = h->result;
+    assert_int_equal(r->status, SBX_STATUS_TIMEOUT);
+    assert_int_equal(r->n_clock_log, 3);
+    assert_true(r->clock_log[0] == 5 && r->clock_log[1] == 6 && r->clock_log[2] == 7);
+    assert_int_equal(r->n_event_log, 2);
+    assert_true(r->event_log[0] == 2 && r->event_log[1] == 4);
+    assert_true(r->log_open && r->replayable);
+    assert_int_equal(r->tool_calls->len, 1);
+    harness_free(h, FALSE);
+}
+
 /* Streamed logs, then the runner's done with the clock's tail: the whole log, not open. */
 static void script_logs_then_done(FakeGuest *g)
 {
@@ -1071,6 +1110,7 @@ int main(void)
         cmocka_unit_test(test_output_after_done),
         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_timeout_keeps_streamed_logs),
+        cmocka_unit_test(test_call_carries_log),
         cmocka_unit_test(test_done_after_streamed_logs),
         cmocka_unit_test(test_replay_log_bounds),
         cmocka_unit_test(test_bad_replay_log),

@@ -403,6 +403,20 @@ static void test_tool_call(void **state)
     m.tool_call.input_json = "null";
     m.tool_call.call_id = 1;
     check_round_trip(&m);
+    /* the replay logs' entries carried by the call (docs/protocol.md, "Replay") */
+    uint64_t reads[] = {5, 9007199254740991ull};
+    uint64_t events[] = {3};
+    m.tool_call.clock = reads;
+    m.tool_call.n_clock = 2;
+    m.tool_call.events = events;
+    m.tool_call.n_events = 1;
+    m.tool_call.not_replayable = "a thread was started";
+    json = round_trip(&m);
+    assert_non_null(strstr(json, "\"clock\":[5,9007199254740991],\"events\":[3],"
+                                 "\"not_replayable\":\"a thread was started\""));
+    free(json);
+    m.tool_call.n_events = SBX_REPLAY_LOG_BATCH_MAX + 1;
+    assert_int_equal(sbx_msg_encode(&m, &(uint8_t *){NULL}, &(size_t){0}), -EINVAL);
 }
 
 static void test_tool_result(void **state)

@@ -295,6 +295,13 @@ static void test_replay_log(void **state)
 
     (void)state;
     expect_reject("{\"type\":\"replay_log\"}", "replay_log.id: missing");
+    /* the same entries carried by a tool_call */
+    expect_reject("{\"type\":\"tool_call\",\"id\":\"x\",\"call_id\":1,\"provider\":\"p\","
+                  "\"tool\":\"t\",\"input\":1,\"events\":[-1]}",
+                  "tool_call.events: expected integers");
+    expect_reject("{\"type\":\"tool_call\",\"id\":\"x\",\"call_id\":1,\"provider\":\"p\","
+                  "\"tool\":\"t\",\"input\":1,\"clock\":{}}",
+                  "tool_call.clock: expected an array of at most 4096");
     expect_reject(L "\"clock\":{}}", "replay_log.clock: expected an array of at most 4096");
     expect_reject(L "\"clock\":[1,-1]}", "replay_log.clock: expected integers 0..");
     expect_reject(L "\"events\":[2.5]}", "replay_log.events: expected integers 0..");
