@@ -115,6 +115,15 @@ class Host:
         check(msg is not None and msg["type"] == type_, f"expected {type_}", repr(msg)[:2000])
         return msg
 
+    def expect_after_output(self, type_):
+        """The next message that is not output (the protocol does not say in how many pieces
+        output comes: "spinning" and its newline may be two)."""
+        msg = self.recv()
+        while msg is not None and msg["type"] == "output":
+            msg = self.recv()
+        check(msg is not None and msg["type"] == type_, f"expected {type_}", repr(msg)[:2000])
+        return msg
+
     def expect_closed(self):
         msg = self.recv()
         check(msg is None, "expected the agent to close the connection", repr(msg)[:500])
@@ -1509,7 +1518,7 @@ def test_session_cancel(agent):
     h.expect("started")
     h.expect("output")
     h.send({"type": "cancel", "id": exec_id})
-    done = h.expect("done")
+    done = h.expect_after_output("done")
     check(done["status"] == "cancelled" and "kept" not in done, "cancelled, not kept", done)
     expect_kept(h.run("'x' in globals()", "python", keep=True), False)
     h.close()
