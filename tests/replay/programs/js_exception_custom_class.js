@@ -7,7 +7,7 @@ class QuotaError extends Error {
         this.limit = limit;
     }
 }
-const used = require('node:crypto').randomInt(100, 200);
+const used = require('node:crypto').randomInt(111, 200); // always over the limit: 11 * 10
 const { value } = await tools.corpus.lookup({ key: 'left' });
 console.log('used', used, 'limit', value * 10);
 if (used > value * 10) throw new QuotaError(used, value * 10);
