@@ -127,7 +127,10 @@ void sbx_http_reply_method(SoupServerMessage *msg, const char *allow);
 gboolean sbx_http_query_only(SoupServerMessage *msg, GHashTable *query, const char *const *allowed);
 /** Whether @msg's method is @method. */
 gboolean sbx_http_is(SoupServerMessage *msg, const char *method);
-/** Whether @tenant may start an execution now (concurrency, per minute); else answered 429. */
+/**
+ * Whether @tenant may start an execution now (concurrency, per minute: its replays count as its
+ * executions); else answered 429.
+ */
 gboolean sbx_http_within_quota(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant);
 /**
  * NULL if @tenant may start an execution now, else why not (caller frees), with the seconds
@@ -166,6 +169,8 @@ void sbx_http_replay(HttpFront *front, SoupServerMessage *msg, const SbxTenant *
                      const char *id, GHashTable *query);
 /** Stop and forget every replay (the front end's end). */
 void sbx_http_replays_free(HttpFront *front);
+/** Replays running, of @tenant_id (NULL: of every tenant). */
+guint sbx_http_replays_running(HttpFront *front, const char *tenant_id);
 /** @prefix and @n_bytes random bytes in hex: an id that is unique, not secret. */
 char *sbx_http_random_id(const char *prefix, gsize n_bytes);
 /** The tools of @catalog (NULL: none) from the operator's catalogs. */

@@ -14,7 +14,8 @@
 /*
  * Replays at once on the server, and per tenant. A replay's VM is restored from its record's
  * snapshot beside the warm pool (it is not the pool's), so these bound what replays add to the
- * server's VMs: two in all, one a tenant, keep the executions' machine theirs.
+ * server's VMs: two in all, one a tenant, keep the executions' machine theirs. Within them, a
+ * replay is one of its tenant's executions for the quotas (at once, a minute).
  */
 #define SBX_HTTP_REPLAYS_MAX 2
 #define SBX_HTTP_REPLAYS_TENANT_MAX 1
@@ -148,9 +149,8 @@ static SbxTools *live_tools(SbxReplay *replay, gpointer data, GError **error)
     return live != NULL ? sbx_replay_tools(replay, live, error) : NULL;
 }
 
-/* Replays running (of @tenant_id; NULL: all): one that ended holds no VM, even before its
- * done came from the loop. */
-static guint replays_of(HttpFront *front, const char *tenant_id)
+/* One that ended holds no VM, even before its done came from the loop. */
+guint sbx_http_replays_running(HttpFront *front, const char *tenant_id)
 {
     guint n = 0;
 
@@ -162,16 +162,17 @@ static guint replays_of(HttpFront *front, const char *tenant_id)
     return n;
 }
 
+/* The replays' own bounds, then the tenant's quotas; FALSE when answered (429, Retry-After). */
 static gboolean within_bounds(HttpFront *front, SoupServerMessage *msg, const SbxTenant *tenant)
 {
-    const char *why = replays_of(front, NULL) >= SBX_HTTP_REPLAYS_MAX
+    const char *why = sbx_http_replays_running(front, NULL) >= SBX_HTTP_REPLAYS_MAX
                           ? "the server runs as many replays as it takes: try again later"
-                      : replays_of(front, tenant->id) >= SBX_HTTP_REPLAYS_TENANT_MAX
+                      : sbx_http_replays_running(front, tenant->id) >= SBX_HTTP_REPLAYS_TENANT_MAX
                           ? "this tenant has a replay running: one at a time"
                           : NULL;
 
     if (why == NULL) {
-        return TRUE;
+        return sbx_http_within_quota(front, msg, tenant);
     }
     soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Retry-After", "5");
     sbx_http_reply_error(msg, 429, "rate_limited", why);
@@ -244,6 +245,7 @@ void sbx_http_replay(HttpFront *front, SoupServerMessage *msg, const SbxTenant *
     r->finished_handler = g_signal_connect(msg, "finished", G_CALLBACK(on_finished), r);
     r->run = sbx_replay_run_new(g_steal_pointer(&chain), &r->machine, live ? live_tools : NULL, r);
     front->replays = g_list_prepend(front->replays, r);
+    sbx_http_exec_note_start(front, tenant->id);
     soup_server_message_pause(msg);
     watch_client(r);
     sbx_replay_run_start(r->run, on_done, r);

@@ -405,7 +405,10 @@ char *sbx_http_quota_refusal(HttpFront *front, const SbxTenant *tenant, guint *r
     gint64 oldest = 0;
 
     *ret_retry_s = 1;
-    if (sbx_server_tenant_jobs(front->srv, tenant->id) >= tenant->quotas.max_concurrent) {
+    /* A replay holds a VM and runs the tenant's code as an execution does: it counts as one. */
+    if (sbx_server_tenant_jobs(front->srv, tenant->id) +
+            sbx_http_replays_running(front, tenant->id) >=
+        tenant->quotas.max_concurrent) {
         return g_strdup_printf("at most %u executions at once for this tenant",
                                tenant->quotas.max_concurrent);
     }

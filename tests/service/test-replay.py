@@ -3,7 +3,7 @@
 test-replay.py SANDBOX_BINARY
 
 Starts `sandbox serve --listen` on 127.0.0.1 with a store of its own, a catalogs dir holding
-the calc catalog (tests/integration/calc-tool) and four tenants, and checks with
+the calc catalog (tests/integration/calc-tool) and five tenants, and checks with
 python3-requests, every body against openapi.json (api.conforms):
   one-shot     a JavaScript record of Math.random()/Date.now() and a Python one with a tool call
                replay 200 `identical` (no divergence, no differences, durations); ?live=true
@@ -18,8 +18,11 @@ python3-requests, every body against openapi.json (api.conforms):
                calls the tool again (divergence "tool result", every difference listed); a
                damaged seed: 409 cannot_replay;
   bounds       a tenant's second replay while its first runs: 429 rate_limited, Retry-After;
-               a third tenant's while two run: 429; the replays' VMs (QEMUs below the server
-               that its pools do not name) are gone once they answered;
+               a third tenant's while two run: 429; an execution of a tenant allowed 1 at once
+               while its replay runs: 429; the replays' VMs (QEMUs below the server that its
+               pools do not name) are gone once they answered;
+  per minute   a tenant allowed 2 starts a minute runs one and replays it: its next replay
+               and its next execution are 429;
   client gone  a replay whose client closes its connection: its VM is gone before the replay
                would have ended;
   session      `x = random.random()` then `print(x)` in a session: the second replayed after
@@ -270,6 +273,9 @@ def bounds(srv, ka, kc, kd):
     check(r.headers.get("Retry-After", "").isdigit(), "429: Retry-After", r.headers)
     second = Background(lambda: replay(srv, kc, sleepers[1]))
     time.sleep(3)
+    r = srv.create(kc, {"language": "javascript", "code": "1"})
+    err_is(r, 429, "rate_limited", "carol's execution while her replay runs (1 at once)",
+           says="at most 1 executions at once")
     vms = replay_vms(srv, before)
     check(len(vms) >= 2, "two replays running: their QEMUs, which the pools do not name", vms)
     r = replay(srv, kd, IDS["js"], timeout=60)
@@ -283,6 +289,19 @@ def bounds(srv, ka, kc, kd):
     vms -= api.vm_pids(srv.status())  # a pool VM still starting then is not a replay's
     check(api.wait_until(lambda: not any(api.alive(p) for p in vms), 30),
           "the replays' VMs are gone once they answered", [p for p in vms if api.alive(p)])
+
+
+def per_minute(srv, ke):
+    """A replay is one of the tenant's starts of the minute, and is refused past them."""
+    ex_id = run(srv, ke, {"language": "javascript", "code": JS}).get("id")
+    verdict(replay(srv, ke, ex_id), "identical", "erin's replay, her second start of the minute")
+    r = replay(srv, ke, ex_id, timeout=60)
+    err_is(r, 429, "rate_limited", "erin's replay past 2 starts a minute",
+           says="at most 2 executions a minute")
+    check(r.headers.get("Retry-After", "").isdigit(), "429: Retry-After", r.headers)
+    err_is(srv.create(ke, {"language": "javascript", "code": "1"}), 429, "rate_limited",
+           "erin's execution after a run and a replay (2 a minute)",
+           says="at most 2 executions a minute")
 
 
 def client_gone(srv, ka):
@@ -360,8 +379,9 @@ def body(tmp, servers):
     keys = {"a": api.tenant(SANDBOX, db, "add", "alice", "--catalog", "calc",
                             "--max-sessions", "2"),
             "b": api.tenant(SANDBOX, db, "add", "bob"),
-            "c": api.tenant(SANDBOX, db, "add", "carol"),
-            "d": api.tenant(SANDBOX, db, "add", "dave")}
+            "c": api.tenant(SANDBOX, db, "add", "carol", "--max-concurrent", "1"),
+            "d": api.tenant(SANDBOX, db, "add", "dave"),
+            "e": api.tenant(SANDBOX, db, "add", "erin", "--per-minute", "2")}
     srv = api.Server(SANDBOX, tmp, db, pool=1, catalogs_dir=catalogs(tmp))
     servers.append(srv)
     why = srv.start()
@@ -371,6 +391,7 @@ def body(tmp, servers):
     section(not_replayable, srv, keys["a"])
     section(damaged, srv, keys["a"], db)
     section(bounds, srv, keys["a"], keys["c"], keys["d"])
+    section(per_minute, srv, keys["e"])
     section(client_gone, srv, keys["a"])
     section(session, srv, keys["a"], db)
     section(shutdown, srv, keys["a"])
