@@ -27,6 +27,7 @@ typedef struct {
     int limit;
     gint64 max_age_days; /* prune: 0 no bound */
     gint64 max_count;
+    gint64 max_mib;
 } RecordsOpts;
 
 /* The subcommands, in the order of their names. */
@@ -64,6 +65,8 @@ static gboolean parse(int argc, char **argv, RecordsSub sub, RecordsOpts *o, cha
          "Delete finished records created more than DAYS days ago", "DAYS"},
         {"max-count", 0, 0, G_OPTION_ARG_INT64, &o->max_count,
          "Keep only the newest N finished records", "N"},
+        {"max-mib", 0, 0, G_OPTION_ARG_INT64, &o->max_mib,
+         "Keep only the newest finished records that fit in N MiB", "N"},
         G_OPTION_ENTRY_NULL,
     };
     g_autofree char *prgname = g_strdup_printf(VERB " %s", argv[0]);
@@ -98,12 +101,13 @@ static gboolean parse(int argc, char **argv, RecordsSub sub, RecordsOpts *o, cha
                     prgname);
         return FALSE;
     }
-    if (prune &&
-        (o->max_age_days < 0 || o->max_count < 0 || o->max_age_days > SBX_RECORDS_AGE_MAX_DAYS ||
-         (o->max_age_days == 0 && o->max_count == 0))) {
+    if (prune && (o->max_age_days < 0 || o->max_count < 0 || o->max_mib < 0 ||
+                  o->max_age_days > SBX_RECORDS_AGE_MAX_DAYS || o->max_mib > SBX_RECORDS_MIB_MAX ||
+                  (o->max_age_days == 0 && o->max_count == 0 && o->max_mib == 0))) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "expected --max-age-days (1 to %d) or --max-count (1 or more), or both",
-                    SBX_RECORDS_AGE_MAX_DAYS);
+                    "expected --max-age-days (1 to %d), --max-count (1 or more) or --max-mib (1 "
+                    "to %d), or several",
+                    SBX_RECORDS_AGE_MAX_DAYS, SBX_RECORDS_MIB_MAX);
         return FALSE;
     }
     if (o->limit < 0 || o->limit > SBX_RECORDS_LIST_MAX) {
@@ -437,8 +441,8 @@ static int do_prune(SbxStore *store, const RecordsOpts *o)
     g_autoptr(GError) error = NULL;
     guint deleted = 0, sessions = 0, snapshots = 0;
 
-    if (!sbx_records_prune(store, (guint64)o->max_age_days * 86400, (guint64)o->max_count, &deleted,
-                           &sessions, &error)) {
+    if (!sbx_records_prune(store, (guint64)o->max_age_days * 86400, (guint64)o->max_count,
+                           (guint64)o->max_mib * 1024 * 1024, &deleted, &sessions, &error)) {
         return sbx_cli_store_fail(VERB, error);
     }
     /* Every time, not only when this one deleted: a server's pruning may have failed to. */
@@ -472,7 +476,7 @@ static void usage(FILE *out)
                  "       " VERB " show ID [--json]\n"
                  "       " VERB " sessions [--tenant NAME] [--status S] [--limit N] [--json]\n"
                  "       " VERB " session ID [--json]\n"
-                 "       " VERB " prune [--max-age-days DAYS] [--max-count N]\n"
+                 "       " VERB " prune [--max-age-days DAYS] [--max-count N] [--max-mib N]\n"
                  "       " VERB " export ID FILE\n"
                  "Each takes --db PATH (the store; default $SANDBOX_STATE_DIR/sandbox.db, else "
                  "$XDG_STATE_HOME/sandbox/sandbox.db). `" VERB " SUBCOMMAND --help` for more.\n");

@@ -49,6 +49,20 @@
 #define SERVE_KEEP_DAYS_DEFAULT 30
 #define SERVE_KEEP_RECORDS_DEFAULT 100000
 
+/*
+ * The bytes of finished records kept by default, in MiB (--keep-mib; docs/service.md,
+ * "Retention"): the count alone lets a tenant whose every record carries 2 MiB of output and
+ * large texts fill hundreds of GiB within a month. 4 GiB holds the default 100000 records at
+ * 40 KiB each (most are a few KiB, so the count or the age comes first for usual work), or some
+ * 2000 that each carry the 2 MiB of output, and is a small share of a host's disk beside its images
+ * and snapshots; the file holds at most about a tenth more between prunes (server/retention.h).
+ */
+#define SERVE_KEEP_MIB_DEFAULT 4096
+
+/* A retention option not given (its default then): no value a person types, so that -1 given
+ * is refused as any negative. */
+#define SERVE_KEEP_UNSET G_MININT64
+
 /* Sessions a server may hold (--max-sessions): each is a VM kept in RAM, ~200-300 MB with its
  * QEMU; 256 is already far more than a host of this size holds. */
 #define SERVE_MAX_SESSIONS_MAX 256
@@ -68,8 +82,9 @@ typedef struct {
     char *tls_key;
     char *catalogs_dir;
     char *db_path;
-    gint64 keep_days;    /* records' retention: -1 the default */
+    gint64 keep_days;    /* records' retention: SERVE_KEEP_UNSET the default */
     gint64 keep_records; /* the same */
+    gint64 keep_mib;     /* the same */
     gint max_sessions;   /* 0: SBX_SERVER_SESSIONS_MAX */
     char *socket_path;
     SbxStore *store; /* every run's record; the tenants of the HTTP API */
@@ -216,6 +231,8 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
          "Delete finished records older than DAYS (default: 30; 0: keep them)", "DAYS"},
         {"keep-records", 0, 0, G_OPTION_ARG_INT64, &srv->keep_records,
          "Keep at most N finished records, the newest (default: 100000; 0: no bound)", "N"},
+        {"keep-mib", 0, 0, G_OPTION_ARG_INT64, &srv->keep_mib,
+         "Keep at most N MiB of finished records, the newest (default: 4096; 0: no bound)", "N"},
         {"max-sessions", 0, 0, G_OPTION_ARG_INT, &srv->max_sessions,
          "Sessions open at once over all tenants (default: 16; docs/sessions.md)", "N"},
         {"no-warm-up", 0, 0, G_OPTION_ARG_NONE, &srv->no_warm_up,
@@ -235,7 +252,7 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
                     "usage: sandbox serve [--socket PATH] [--db PATH] [--listen ADDR:PORT] "
                     "[--tls-cert FILE --tls-key FILE] [--catalogs-dir DIR] [--keep-days DAYS] "
-                    "[--keep-records N] [--max-sessions N] [--pool [NAME=]N]... "
+                    "[--keep-records N] [--keep-mib N] [--max-sessions N] [--pool [NAME=]N]... "
                     "[--prestart [NAME=]N]... [--profile NAME]... [--no-warm-up] (up to %d "
                     "profiles)",
                     SBX_SERVER_PROFILES_MAX);
@@ -254,15 +271,20 @@ static gboolean parse_options(ServeCli *srv, int argc, char **argv, GError **err
         !parse_sizes(srv, "--prestart", srv->prestart_opts, SERVE_PRESTART_DEFAULT,
                      SBX_PRESTART_MAX, srv->prestarts, error))
         return FALSE;
-    if (srv->keep_days == -1) {
+    if (srv->keep_days == SERVE_KEEP_UNSET) {
         srv->keep_days = SERVE_KEEP_DAYS_DEFAULT;
     }
-    if (srv->keep_records == -1) {
+    if (srv->keep_records == SERVE_KEEP_UNSET) {
         srv->keep_records = SERVE_KEEP_RECORDS_DEFAULT;
     }
-    if (srv->keep_days < 0 || srv->keep_days > SBX_RECORDS_AGE_MAX_DAYS || srv->keep_records < 0) {
+    if (srv->keep_mib == SERVE_KEEP_UNSET) {
+        srv->keep_mib = SERVE_KEEP_MIB_DEFAULT;
+    }
+    if (srv->keep_days < 0 || srv->keep_days > SBX_RECORDS_AGE_MAX_DAYS || srv->keep_records < 0 ||
+        srv->keep_mib < 0 || srv->keep_mib > SBX_RECORDS_MIB_MAX) {
         g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-                    "--keep-days: 0 to %d; --keep-records: 0 or more", SBX_RECORDS_AGE_MAX_DAYS);
+                    "--keep-days: 0 to %d; --keep-records: 0 or more; --keep-mib: 0 to %d",
+                    SBX_RECORDS_AGE_MAX_DAYS, SBX_RECORDS_MIB_MAX);
         return FALSE;
     }
     if (srv->max_sessions < 0 || srv->max_sessions > SERVE_MAX_SESSIONS_MAX) {
@@ -304,8 +326,9 @@ static gboolean start_server(ServeCli *srv, GError **error)
         return FALSE;
     }
     config.store = srv->store;
-    srv->retention = sbx_retention_start(srv->store, (guint64)srv->keep_days * 86400,
-                                         (guint64)srv->keep_records);
+    srv->retention =
+        sbx_retention_start(srv->store, (guint64)srv->keep_days * 86400, (guint64)srv->keep_records,
+                            (guint64)srv->keep_mib * 1024 * 1024);
     srv->server = sbx_server_new(&config, error);
     if (srv->server == NULL) {
         return FALSE;
@@ -337,7 +360,7 @@ static int serve_start(SbxCli *cli, int argc, char **argv)
     ServeCli *srv = serve_ctx = g_new0(ServeCli, 1);
 
     srv->cli = cli;
-    srv->keep_days = srv->keep_records = -1; /* not given */
+    srv->keep_days = srv->keep_records = srv->keep_mib = SERVE_KEEP_UNSET;
     if (!parse_options(srv, argc, argv, &error)) {
         fprintf(stderr, "sandbox serve: %s\n", error->message);
         return SBX_EXIT_USAGE;

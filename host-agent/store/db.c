@@ -149,6 +149,42 @@ static const char *const migrations[] = {
      * order): a replay gives the same namespace (docs/replay.md) */
     "ALTER TABLE executions ADD COLUMN tools_json TEXT;"
     "PRAGMA user_version = 6;",
+    /* 6 -> 7: each record's size in bytes, for the bound on the bytes the store keeps
+     * (sbx_records_prune()): the bytes of its texts and blobs and of its tool calls' and
+     * approvals' (SBX_STORE_RECORD_SIZE when this was written, spelled out: a column added later
+     * would not exist yet in a file of this version), computed for the records there are. And
+     * an index that covers the pruning by bytes in its order, newest first, so that it reads the
+     * index alone: the column is the row's last, after the outputs, and reading it from each
+     * row would follow their overflow pages. */
+    "ALTER TABLE executions ADD COLUMN size_bytes INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE executions SET size_bytes = ifnull(length(CAST(id AS BLOB)), 0) + "
+    "ifnull(length(CAST(tenant_id AS BLOB)), 0) + ifnull(length(CAST(front_end AS BLOB)), 0) + "
+    "ifnull(length(CAST(language AS BLOB)), 0) + ifnull(length(CAST(code AS BLOB)), 0) + "
+    "ifnull(length(CAST(code_sha256 AS BLOB)), 0) + ifnull(length(CAST(entry AS BLOB)), 0) + "
+    "ifnull(length(CAST(args_json AS BLOB)), 0) + ifnull(length(CAST(profile AS BLOB)), 0) + "
+    "ifnull(length(CAST(snapshot_key AS BLOB)), 0) + ifnull(length(CAST(image_id AS BLOB)), 0) + "
+    "ifnull(length(CAST(status AS BLOB)), 0) + ifnull(length(CAST(result_json AS BLOB)), 0) + "
+    "ifnull(length(CAST(error_json AS BLOB)), 0) + ifnull(length(CAST(stdout AS BLOB)), 0) + "
+    "ifnull(length(CAST(stderr AS BLOB)), 0) + ifnull(length(CAST(entropy_hex AS BLOB)), 0) + "
+    "ifnull(length(CAST(catalog AS BLOB)), 0) + ifnull(length(CAST(session_id AS BLOB)), 0) + "
+    "ifnull(length(CAST(kwargs_json AS BLOB)), 0) + ifnull(length(CAST(files_json AS BLOB)), 0) + "
+    "ifnull(length(CAST(seed_hex AS BLOB)), 0) + ifnull(length(CAST(clock_log_json AS BLOB)), 0) + "
+    "ifnull(length(CAST(not_replayable AS BLOB)), 0) + "
+    "ifnull(length(CAST(event_log_json AS BLOB)), 0) + "
+    "ifnull(length(CAST(tools_json AS BLOB)), 0) + (SELECT ifnull(sum( "
+    "ifnull(length(CAST(t.provider AS BLOB)), 0) + ifnull(length(CAST(t.tool AS BLOB)), 0) + "
+    "ifnull(length(CAST(t.input_json AS BLOB)), 0) + "
+    "ifnull(length(CAST(t.result_json AS BLOB)), 0) + "
+    "ifnull(length(CAST(t.error_json AS BLOB)), 0) + "
+    "ifnull(length(CAST(t.policy_json AS BLOB)), 0)), 0) "
+    "FROM tool_calls t WHERE t.execution_id = executions.id) + (SELECT ifnull(sum( "
+    "ifnull(length(CAST(a.approval_id AS BLOB)), 0) + "
+    "ifnull(length(CAST(a.provider AS BLOB)), 0) + ifnull(length(CAST(a.tool AS BLOB)), 0) + "
+    "ifnull(length(CAST(a.decision AS BLOB)), 0) + "
+    "ifnull(length(CAST(a.answered_by AS BLOB)), 0)), 0) "
+    "FROM approvals a WHERE a.execution_id = executions.id);"
+    "CREATE INDEX executions_size ON executions (created_at, id, status, size_bytes);"
+    "PRAGMA user_version = 7;",
 };
 
 G_STATIC_ASSERT(G_N_ELEMENTS(migrations) == SBX_STORE_SCHEMA_VERSION);
@@ -353,7 +389,9 @@ static gboolean update_now(SbxStore *store, const char *sql, gint64 now, guint *
 /*
  * Executions left running or queued, and sessions left open, by a server that is gone:
  * interrupted, now, in one transaction. A session lives in its server's memory only, so none
- * survives the server (kill -9 included); its record must not claim it is open.
+ * survives the server (kill -9 included); its record must not claim it is open. An interrupted
+ * record is finished: its size is computed then, as sbx_records_finish() does (it counts in the
+ * bound on bytes), over its new status.
  */
 static gboolean mark_interrupted(SbxStore *store, GError **error)
 {
@@ -362,10 +400,15 @@ static gboolean mark_interrupted(SbxStore *store, GError **error)
     if (!sbx_store_begin(store, error)) {
         return FALSE;
     }
+    guint sized = 0;
     gboolean ok = update_now(store,
                              "UPDATE executions SET status = 'interrupted', finished_at = ?1"
                              " WHERE status IN ('running', 'queued')",
                              now, &store->interrupted, error) &&
+                  update_now(store,
+                             "UPDATE executions SET size_bytes = " SBX_STORE_RECORD_SIZE
+                             " WHERE status = 'interrupted' AND finished_at = ?1",
+                             now, &sized, error) &&
                   update_now(store,
                              "UPDATE sessions SET status = 'interrupted', ended_at = ?1,"
                              " reason = '" SBX_STORE_SESSION_INTERRUPTED_REASON "'"

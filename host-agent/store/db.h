@@ -20,7 +20,7 @@ typedef enum {
 } SbxStoreErrorCode;
 
 /* The schema this build writes (PRAGMA user_version); older files are migrated at open. */
-#define SBX_STORE_SCHEMA_VERSION 6
+#define SBX_STORE_SCHEMA_VERSION 7
 
 typedef struct SbxStore SbxStore;
 

@@ -376,6 +376,26 @@ static gboolean clear_calls(SbxStore *store, const char *id, GError **error)
     return sbx_store_step_done(store, calls, error) && sbx_store_step_done(store, approvals, error);
 }
 
+/* Compute the size of record @id from what is stored of it (SBX_STORE_RECORD_SIZE) into *@ret. */
+static gboolean update_size(SbxStore *store, const char *id, gint64 *ret, GError **error)
+{
+    g_autoptr(sqlite3_stmt) stmt =
+        sbx_store_prepare(store,
+                          "UPDATE executions SET size_bytes = " SBX_STORE_RECORD_SIZE
+                          " WHERE id = ?1 RETURNING size_bytes",
+                          error);
+
+    if (stmt == NULL) {
+        return FALSE;
+    }
+    sbx_store_bind_text(stmt, 1, id);
+    if (sqlite3_step(stmt) != SQLITE_ROW) {
+        return sbx_store_fail(store, "size", error);
+    }
+    *ret = sqlite3_column_int64(stmt, 0);
+    return sbx_store_step_done(store, stmt, error);
+}
+
 gboolean sbx_records_finish(SbxStore *store, const SbxRecord *r, const SbxRecordCall *calls,
                             gsize n_calls, const SbxRecordApproval *approvals, gsize n_approvals,
                             GError **error)
@@ -396,10 +416,24 @@ gboolean sbx_records_finish(SbxStore *store, const SbxRecord *r, const SbxRecord
     if (!sbx_store_begin(store, error)) {
         return FALSE;
     }
+    gint64 size = 0;
     gboolean ok = update_outcome(store, r, error) && clear_calls(store, r->id, error) &&
                   insert_calls(store, r->id, calls, n_calls, error) &&
-                  insert_approvals(store, r->id, approvals, n_approvals, error);
-    return sbx_store_end(store, ok, ok ? error : NULL);
+                  insert_approvals(store, r->id, approvals, n_approvals, error) &&
+                  update_size(store, r->id, &size, error);
+    if (!sbx_store_end(store, ok, ok ? error : NULL)) {
+        return FALSE;
+    }
+    if (store->on_finished != NULL) {
+        store->on_finished((guint64)MAX(size, 0), store->on_finished_data);
+    }
+    return TRUE;
+}
+
+void sbx_records_set_on_finished(SbxStore *store, SbxRecordsFinishedFunc func, gpointer data)
+{
+    store->on_finished = func;
+    store->on_finished_data = data;
 }
 
 /* Run a DELETE of finished records whose ?1 is @value; add what it removed to *@deleted. */
@@ -419,9 +453,14 @@ static gboolean prune_step(SbxStore *store, const char *sql, gint64 value, guint
     return TRUE;
 }
 
-/* Delete the finished records past @age_ms (0: no bound) or @count (0: no bound). */
-static gboolean prune_executions(SbxStore *store, gint64 age_ms, gint64 count, guint *deleted,
-                                 GError **error)
+/*
+ * Delete the finished records past @age_ms (0: no bound) or @count (0: no bound), then, for
+ * @bytes (0: no bound), each finished one whose size and the sizes of the finished ones newer
+ * than it sum to more than @bytes: the oldest, and only as many as the bound needs. One pass
+ * over the index executions_size (migration 6 -> 7), which holds what the sum reads.
+ */
+static gboolean prune_executions(SbxStore *store, gint64 age_ms, gint64 count, gint64 bytes,
+                                 guint *deleted, GError **error)
 {
     return (age_ms == 0 || prune_step(store,
                                       "DELETE FROM executions WHERE status NOT IN " UNFINISHED
@@ -431,7 +470,15 @@ static gboolean prune_executions(SbxStore *store, gint64 age_ms, gint64 count, g
                                      "DELETE FROM executions WHERE id IN (SELECT id FROM executions"
                                      " WHERE status NOT IN " UNFINISHED
                                      " ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?1)",
-                                     count, deleted, error));
+                                     count, deleted, error)) &&
+           (bytes == 0 ||
+            prune_step(
+                store,
+                "DELETE FROM executions WHERE id IN (SELECT id FROM (SELECT id,"
+                " sum(size_bytes) OVER (ORDER BY created_at DESC, id DESC"
+                " ROWS UNBOUNDED PRECEDING) AS kept FROM executions WHERE status NOT IN " UNFINISHED
+                ") WHERE kept > ?1)",
+                bytes, deleted, error));
 }
 
 /*
@@ -452,18 +499,19 @@ static gboolean prune_sessions(SbxStore *store, gint64 age_ms, gint64 count, gui
                                      count, deleted, error));
 }
 
-gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count,
+gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count, guint64 max_bytes,
                            guint *ret_deleted, guint *ret_sessions, GError **error)
 {
     guint deleted = 0, sessions = 0;
     /* Past 2^53 ms a bound means nothing anyway; keeps the arithmetic in gint64. */
     gint64 age_ms = (gint64)MIN(max_age_s, (guint64)G_MAXINT64 / 2000) * 1000;
     gint64 count = (gint64)MIN(max_count, (guint64)G_MAXINT64);
+    gint64 bytes = (gint64)MIN(max_bytes, (guint64)G_MAXINT64);
 
     if (!sbx_store_begin(store, error)) {
         return FALSE;
     }
-    gboolean ok = prune_executions(store, age_ms, count, &deleted, error) &&
+    gboolean ok = prune_executions(store, age_ms, count, bytes, &deleted, error) &&
                   prune_sessions(store, age_ms, count, &sessions, error);
     if (!sbx_store_end(store, ok, ok ? error : NULL)) {
         return FALSE;

@@ -28,6 +28,10 @@
 /* A retention age in days: 100 years is "keep", and ages in seconds stay far from overflow. */
 #define SBX_RECORDS_AGE_MAX_DAYS 36500
 
+/* A retention bound on bytes, in MiB (`serve --keep-mib`, `records prune --max-mib`): 2^30 MiB
+ * (1 PiB) is more than any host's disk, and the bound in bytes stays far from overflow. */
+#define SBX_RECORDS_MIB_MAX (1 << 30)
+
 /* Ids (execution, approval, call) and short names (status, front end, language): as the
  * protocol's ids (SBX_ID_MAX). */
 #define SBX_RECORD_ID_MAX 64
@@ -176,14 +180,28 @@ gboolean sbx_records_list(SbxStore *store, const SbxRecordFilter *f, GPtrArray *
 
 /**
  * Delete finished records (not running or queued) created more than @max_age_s ago, and all but
- * the newest @max_count finished ones (0: no such bound); their tool calls and approvals go
- * with them. Then, in the same transaction, session records (sessions.h) by the same rules:
- * ended sessions created more than @max_age_s ago and all but the newest @max_count ended ones,
- * each only once none of its execution records is left (an open session is never deleted).
- * *@ret_deleted and *@ret_sessions (either may be NULL): how many records and sessions.
+ * the newest @max_count finished ones, then the oldest finished ones until the sizes of those
+ * left sum to at most @max_bytes (0: no such bound, for each); their tool calls and approvals
+ * go with them. A record's size is the bytes of its texts, output, tool calls and approvals,
+ * computed when it is finished (or interrupted); a running one counts for nothing and is never
+ * deleted. Then, in the same transaction, session records (sessions.h) by the rules of age and
+ * count: ended sessions created more than @max_age_s ago and all but the newest @max_count
+ * ended ones, each only once none of its execution records is left (an open session is never
+ * deleted; a session has no size). *@ret_deleted and *@ret_sessions (either may be NULL): how
+ * many records and sessions. The file does not shrink: SQLite reuses the pages freed.
  */
-gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count,
+gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count, guint64 max_bytes,
                            guint *ret_deleted, guint *ret_sessions, GError **error);
+
+/** What sbx_records_set_on_finished() calls: @size_bytes, the size of the record finished. */
+typedef void (*SbxRecordsFinishedFunc)(guint64 size_bytes, gpointer data);
+
+/**
+ * Call @func (NULL: nothing) with @data after each sbx_records_finish() on @store that
+ * committed, in its caller's thread: how a server's retention learns how many bytes were
+ * written since it last pruned (server/retention.h). One at a time: a second replaces the first.
+ */
+void sbx_records_set_on_finished(SbxStore *store, SbxRecordsFinishedFunc func, gpointer data);
 
 /** @rec as a JSON object, a new string (fields list leaves out are null). */
 char *sbx_record_to_json(const SbxRecord *rec);

@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include "db.h"
+#include "records.h"
 
 struct SbxStore {
     sqlite3 *db;
@@ -14,9 +15,49 @@ struct SbxStore {
     guint interrupted;          /* executions marked interrupted at open */
     guint sessions_interrupted; /* sessions marked interrupted at open */
     int lock_fd; /* a server's: the exclusive lock beside the file (<path>.lock), or -1 */
+    SbxRecordsFinishedFunc on_finished; /* sbx_records_set_on_finished(), or NULL */
+    gpointer on_finished_data;
 };
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(sqlite3_stmt, sqlite3_finalize)
+
+/*
+ * A record's size in bytes (sbx_records_prune()), an SQL expression over its row of executions:
+ * the bytes of its texts and blobs and of its tool calls' and approvals' (CAST: length() of a
+ * text counts characters). Computed by SQLite over what it stored, so it is what the file holds
+ * whatever the caller handed in (an output cut at its cap, a finish called twice). Why a column
+ * and not SQLite's own accounting: the dbstat table (compiled into Debian 12's libsqlite3)
+ * counts pages per table, not per row, and reads every page of the file to do so. A column
+ * added to these tables adds its term here, and a migration recomputes the sizes.
+ */
+#define SBX_STORE_RECORD_SIZE                                                                      \
+    "( ifnull(length(CAST(id AS BLOB)), 0) + ifnull(length(CAST(tenant_id AS BLOB)), 0) + "        \
+    "ifnull(length(CAST(front_end AS BLOB)), 0) + ifnull(length(CAST(language AS BLOB)), 0) + "    \
+    "ifnull(length(CAST(code AS BLOB)), 0) + ifnull(length(CAST(code_sha256 AS BLOB)), 0) + "      \
+    "ifnull(length(CAST(entry AS BLOB)), 0) + ifnull(length(CAST(args_json AS BLOB)), 0) + "       \
+    "ifnull(length(CAST(profile AS BLOB)), 0) + ifnull(length(CAST(snapshot_key AS BLOB)), 0) + "  \
+    "ifnull(length(CAST(image_id AS BLOB)), 0) + ifnull(length(CAST(status AS BLOB)), 0) + "       \
+    "ifnull(length(CAST(result_json AS BLOB)), 0) + "                                              \
+    "ifnull(length(CAST(error_json AS BLOB)), 0) + ifnull(length(CAST(stdout AS BLOB)), 0) + "     \
+    "ifnull(length(CAST(stderr AS BLOB)), 0) + ifnull(length(CAST(entropy_hex AS BLOB)), 0) + "    \
+    "ifnull(length(CAST(catalog AS BLOB)), 0) + ifnull(length(CAST(session_id AS BLOB)), 0) + "    \
+    "ifnull(length(CAST(kwargs_json AS BLOB)), 0) + "                                              \
+    "ifnull(length(CAST(files_json AS BLOB)), 0) + ifnull(length(CAST(seed_hex AS BLOB)), 0) + "   \
+    "ifnull(length(CAST(clock_log_json AS BLOB)), 0) + "                                           \
+    "ifnull(length(CAST(not_replayable AS BLOB)), 0) + "                                           \
+    "ifnull(length(CAST(event_log_json AS BLOB)), 0) + "                                           \
+    "ifnull(length(CAST(tools_json AS BLOB)), 0) + (SELECT ifnull(sum( "                           \
+    "ifnull(length(CAST(t.provider AS BLOB)), 0) + ifnull(length(CAST(t.tool AS BLOB)), 0) + "     \
+    "ifnull(length(CAST(t.input_json AS BLOB)), 0) + "                                             \
+    "ifnull(length(CAST(t.result_json AS BLOB)), 0) + "                                            \
+    "ifnull(length(CAST(t.error_json AS BLOB)), 0) + "                                             \
+    "ifnull(length(CAST(t.policy_json AS BLOB)), 0)), 0) "                                         \
+    "FROM tool_calls t WHERE t.execution_id = executions.id) + (SELECT ifnull(sum( "               \
+    "ifnull(length(CAST(a.approval_id AS BLOB)), 0) + "                                            \
+    "ifnull(length(CAST(a.provider AS BLOB)), 0) + ifnull(length(CAST(a.tool AS BLOB)), 0) + "     \
+    "ifnull(length(CAST(a.decision AS BLOB)), 0) + "                                               \
+    "ifnull(length(CAST(a.answered_by AS BLOB)), 0)), 0) "                                         \
+    "FROM approvals a WHERE a.execution_id = executions.id))"
 
 /* The reason of a session a server's open found open (SQL text: no quote in it). */
 #define SBX_STORE_SESSION_INTERRUPTED_REASON "the server stopped while the session was open"

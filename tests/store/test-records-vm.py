@@ -6,7 +6,9 @@ list/show --json` show: code, stdout, status, a tool call under its real names, 
 guest got (64 bytes, hex). Then `sandbox serve --db` in a temp dir: one run to its end, one that
 loops; kill -9 of serve; its QEMU dies with it (PR_SET_PDEATHSIG, checked by the PID from serve's
 status); serve started again on the same database marks the looping one `interrupted` and the
-finished one is intact. Every process is tracked by PID. Exit 77 without the guest image."""
+finished one is intact. Then `sandbox serve --keep-mib 1`: runs of 400 KiB of output each; the
+server prunes the oldest as soon as a tenth of the bound was written (not at the hour), keeping
+the newest that fit in 1 MiB. Every process is tracked by PID. Exit 77 without the guest image."""
 import json
 import os
 import signal
@@ -89,9 +91,9 @@ def local_run(env):
     check(rc == 0 and len(json.loads(out2)) == 1, "SANDBOX_RECORDS=off records nothing", out2)
 
 
-def start_serve(env, sock, db, log):
+def start_serve(env, sock, db, log, *extra):
     serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, "--db", db, "--pool", "1",
-                              "--prestart", "0"], env=env, stdout=log, stderr=log)
+                              "--prestart", "0", *extra], env=env, stdout=log, stderr=log)
     ok = wait_for(lambda: serve.poll() is None and status(sock)["ready"] == 1, 180,
                   "serve's pool")
     return serve, ok
@@ -162,6 +164,44 @@ def serve_kill9(env, tmp):
         log.close()
 
 
+def serve_keep_mib(env, tmp):
+    """--keep-mib 1: each run's record holds 400 KiB of output, more than a tenth of the bound,
+    so each finish asks for a prune; two fit in 1 MiB, three do not."""
+    sock = os.path.join(tmp, "k", "sandbox.sock")
+    db = os.path.join(tmp, "keep", "sandbox.db")
+    senv = dict(env, SANDBOX_SERVE_SOCKET=sock)
+    log = open(os.path.join(tmp, "serve-keep.log"), "w+")
+    serve = None
+    try:
+        serve, ok = start_serve(senv, sock, db, log, "--keep-mib", "1")
+        if not ok:
+            return
+        ids = []
+        for i in range(3):
+            rc, out, err = sandbox(senv, "run", "--lang", "python", "--json", "-",
+                                   code=f"print('{i}' * 400 * 1024)")
+            rep = json.loads(out) if out.startswith("{") else {}
+            check(rc == 0 and rep.get("id"), f"run {i} through serve --keep-mib 1: rc {rc} {err!r}")
+            ids.append(rep.get("id"))
+
+        def left():
+            rc, out, _ = sandbox(env, "records", "list", "--json", "--db", db)
+            return [r["id"] for r in json.loads(out)] if rc == 0 else None
+        wait_for(lambda: left() == [ids[2], ids[1]], 30,
+                 "the oldest run's record pruned by bytes (the newest two kept)")
+        check(left() == [ids[2], ids[1]], "records after --keep-mib 1", left())
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+    finally:
+        if serve is not None and serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        if failures:
+            log.seek(0)
+            print("serve's log:\n" + log.read())
+        log.close()
+
+
 def main():
     if not os.path.exists(os.path.join(os.environ.get("SANDBOX_IMAGE_DIR", BUILD + "/image"),
                                        "manifest.json")):
@@ -174,6 +214,7 @@ def main():
         env.pop("SANDBOX_RECORDS", None)
         local_run(env)
         serve_kill9(env, tmp)
+        serve_keep_mib(env, tmp)
     for f in failures:
         print("FAIL:", f)
     print(f"{len(failures)} failed")

@@ -74,6 +74,51 @@ static SbxRecord *get_ok(SbxStore *s, const char *tenant, const char *id)
     return r;
 }
 
+/* The size the store keeps for record @id (its size_bytes). */
+static gint64 size_of(SbxStore *s, const char *id)
+{
+    g_autofree char *sql = g_strdup_printf("SELECT size_bytes FROM executions WHERE id = '%s'", id);
+    return query_int(s, sql);
+}
+
+/*
+ * What the size of @r finished with @calls and @approvals must be, counted here from the
+ * structs: the bytes of every text (the code's hash: 64 hex digits), of its output as kept (at
+ * most SBX_RECORD_OUTPUT_MAX a stream), of its calls' and approvals' texts.
+ */
+static gint64 expected_size(const SbxRecord *r, const SbxRecordCall *calls, gsize n_calls,
+                            const SbxRecordApproval *approvals, gsize n_approvals)
+{
+    const char *texts[] = {
+        r->id,         r->tenant_id,      r->front_end,      r->language, r->code,
+        r->entry,      r->args_json,      r->kwargs_json,    r->profile,  r->snapshot_key,
+        r->image_id,   r->catalog,        r->session_id,     r->status,   r->result_json,
+        r->error_json, r->entropy_hex,    r->files_json,     r->seed_hex, r->clock_log_json,
+        r->tools_json, r->not_replayable, r->event_log_json,
+    };
+    gint64 n = 64 + (gint64)MIN(r->stdout_len, (gsize)SBX_RECORD_OUTPUT_MAX) +
+               (gint64)MIN(r->stderr_len, (gsize)SBX_RECORD_OUTPUT_MAX);
+
+    for (gsize i = 0; i < G_N_ELEMENTS(texts); i++) {
+        n += texts[i] != NULL ? (gint64)strlen(texts[i]) : 0;
+    }
+    for (gsize i = 0; i < n_calls; i++) {
+        const char *c[] = {calls[i].provider,    calls[i].tool,       calls[i].input_json,
+                           calls[i].result_json, calls[i].error_json, calls[i].policy_json};
+        for (gsize j = 0; j < G_N_ELEMENTS(c); j++) {
+            n += c[j] != NULL ? (gint64)strlen(c[j]) : 0;
+        }
+    }
+    for (gsize i = 0; i < n_approvals; i++) {
+        const char *a[] = {approvals[i].approval_id, approvals[i].provider, approvals[i].tool,
+                           approvals[i].decision, approvals[i].answered_by};
+        for (gsize j = 0; j < G_N_ELEMENTS(a); j++) {
+            n += a[j] != NULL ? (gint64)strlen(a[j]) : 0;
+        }
+    }
+    return n;
+}
+
 static void test_open_modes(void **state)
 {
     StoreFixture *f = *state;
@@ -119,9 +164,21 @@ static void test_reopen_and_newer_schema(void **state)
     assert_non_null(strstr(error->message, "newer"));
 }
 
-/* Take the database of @s back to schema 5: what migration 5 -> 6 adds, removed. */
+/* Take the database of @s back to schema 6: what migration 6 -> 7 adds, removed. */
+static void downgrade_to_6(SbxStore *s)
+{
+    assert_int_equal(sqlite3_exec(s->db,
+                                  "DROP INDEX executions_size;"
+                                  "ALTER TABLE executions DROP COLUMN size_bytes;"
+                                  "PRAGMA user_version = 6;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+}
+
+/* Take the database of @s back to schema 5: what migrations 5 -> 6 -> 7 add, removed. */
 static void downgrade_to_5(SbxStore *s)
 {
+    downgrade_to_6(s);
     assert_int_equal(sqlite3_exec(s->db,
                                   "ALTER TABLE executions DROP COLUMN tools_json;"
                                   "ALTER TABLE executions DROP COLUMN event_log_json;"
@@ -365,6 +422,57 @@ static void test_migrate_from_5(void **state)
         assert_false(sbx_records_finish(s, &bad, NULL, 0, NULL, 0, &error));
         assert_non_null(strstr(error->message, fields[i]));
     }
+    sbx_store_close(s);
+}
+
+/*
+ * A database of schema 6 (before records had a size) is migrated at open: each record's size is
+ * computed, the one the finish computes (its texts, output, calls and approvals, in bytes), a
+ * running one's too (the server's open interrupts it), and the index pruning by size reads is
+ * made; the bound on bytes then prunes the migrated records.
+ */
+static void test_migrate_from_6(void **state)
+{
+    StoreFixture *f = *state;
+    SbxStore *s = open_ok(f->path);
+    SbxRecord old = store_fixture_record("old-6", NULL, 1000);
+    SbxRecord running = store_fixture_record("old-6-running", NULL, 500);
+    SbxRecordCall call = {.provider = "p",
+                          .tool = "t",
+                          .input_json = "{\"q\":\"\u00e9\"}",
+                          .ok = TRUE,
+                          .result_json = "[1,2]"};
+    SbxRecordApproval ap = {.approval_id = "a1",
+                            .provider = "p",
+                            .tool = "t",
+                            .decision = "approved",
+                            .answered_by = "ops",
+                            .asked_at_ms = 1};
+
+    old.code = "print('\u00e9t\u00e9')"; /* 2-byte characters: bytes, not characters, count */
+    begin_ok(s, &old);
+    old.stdout_data = "out\0put";
+    old.stdout_len = 7;
+    old.result_json = "{\"v\":\"\u00e9\"}";
+    finish_ok(s, &old, &call, 1, &ap, 1);
+    begin_ok(s, &running);
+    gint64 size = size_of(s, "old-6");
+    assert_int_equal(size, expected_size(&old, &call, 1, &ap, 1));
+    downgrade_to_6(s);
+    sbx_store_close(s);
+
+    s = open_ok(f->path); /* a server's: the running one is interrupted */
+    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    assert_int_equal(size_of(s, "old-6"), size);
+    running.status = "interrupted";
+    assert_int_equal(size_of(s, "old-6-running"), expected_size(&running, NULL, 0, NULL, 0));
+    assert_int_equal(query_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                                  " AND name = 'executions_size'"),
+                     1);
+    guint deleted = 0;
+    assert_true(sbx_records_prune(s, 0, 0, (guint64)size, &deleted, NULL, NULL));
+    assert_int_equal(deleted, 1); /* the interrupted one, older */
+    assert_int_equal(query_int(s, "SELECT count(*) FROM executions WHERE id = 'old-6'"), 1);
     sbx_store_close(s);
 }
 
@@ -800,7 +908,7 @@ static void test_prune(void **state)
         add_finished(s, id, now - 1000 + i, "ok");
     }
     assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 7);
-    assert_true(sbx_records_prune(s, 24 * 3600, 0, &deleted, NULL, NULL));
+    assert_true(sbx_records_prune(s, 24 * 3600, 0, 0, &deleted, NULL, NULL));
     assert_int_equal(deleted, 2);
     assert_int_equal(query_int(s, "SELECT count(*) FROM executions"), 6);
     assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 5); /* cascade */
@@ -808,7 +916,7 @@ static void test_prune(void **state)
     assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls WHERE execution_id LIKE 'old%'"),
                      0);
     /* By count: the newest 2 finished stay; a running one is never pruned. */
-    assert_true(sbx_records_prune(s, 0, 2, &deleted, NULL, NULL));
+    assert_true(sbx_records_prune(s, 0, 2, 0, &deleted, NULL, NULL));
     assert_int_equal(deleted, 3);
     g_autoptr(GPtrArray) left = NULL;
     assert_true(sbx_records_list(s, NULL, &left, NULL));
@@ -817,8 +925,179 @@ static void test_prune(void **state)
     assert_string_equal(((SbxRecord *)left->pdata[1])->id, "new-3");
     assert_string_equal(((SbxRecord *)left->pdata[2])->id, "old-running");
     assert_int_equal(query_int(s, "SELECT count(*) FROM approvals"), 2);
-    assert_true(sbx_records_prune(s, 0, 0, NULL, NULL, NULL)); /* no bound: nothing */
+    assert_true(sbx_records_prune(s, 0, 0, 0, NULL, NULL, NULL)); /* no bound: nothing */
     assert_int_equal(query_int(s, "SELECT count(*) FROM executions"), 3);
+}
+
+/* The hook of sbx_records_set_on_finished() in the tests: how many calls, their sizes' sum. */
+typedef struct {
+    guint calls;
+    guint64 bytes;
+} Finished;
+
+static void on_finished(guint64 size_bytes, gpointer data)
+{
+    Finished *f = data;
+    f->calls++;
+    f->bytes += size_bytes;
+}
+
+/*
+ * A record's size: 0 while it runs; at its finish, the bytes of all it keeps (texts in bytes,
+ * output as kept, calls and approvals), told to the hook; a second finish replaces it; a
+ * failed finish tells nothing.
+ */
+static void test_record_size(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    SbxRecord r = store_fixture_record("size-1", "t_00000000000000aa", 1000);
+    SbxRecordCall calls[2] = {
+        {.provider = "web",
+         .tool = "get",
+         .input_json = "{\"u\":\"\u00fc\"}",
+         .ok = TRUE,
+         .result_json = "\"\u4e16\u754c\"",
+         .policy_json = "{\"action\":\"ask\"}"},
+        {.provider = "web", .tool = "put", .input_json = "{}", .error_json = "{\"code\":1}"},
+    };
+    SbxRecordApproval ap = {.approval_id = "a-1",
+                            .provider = "web",
+                            .tool = "get",
+                            .decision = "approved",
+                            .answered_by = "ops",
+                            .asked_at_ms = 1};
+    Finished seen = {0};
+    g_autofree char *big = g_malloc0(SBX_RECORD_OUTPUT_MAX + 100);
+
+    r.code = "print('\u00e9\u4e16')";
+    r.kwargs_json = "{\"k\":\"\u00e9\"}";
+    r.catalog = "web";
+    begin_ok(s, &r);
+    assert_int_equal(size_of(s, "size-1"), 0); /* running: counts for nothing */
+    sbx_records_set_on_finished(s, on_finished, &seen);
+    r.status = "ok";
+    r.result_json = "{\"r\":\"\u00e9\"}";
+    r.stdout_data = big; /* cut at its cap: the size counts what is kept */
+    r.stdout_len = SBX_RECORD_OUTPUT_MAX + 100;
+    r.stderr_data = "e\0rr";
+    r.stderr_len = 4;
+    r.seed_hex = "0011";
+    r.clock_log_json = "[1,2]";
+    r.event_log_json = "[3]";
+    r.tools_json = "[{\"provider\":\"web\",\"tools\":[]}]";
+    r.files_json = "{\"changed\":[]}";
+    r.not_replayable = "why";
+    finish_ok(s, &r, calls, 2, &ap, 1);
+    gint64 want = expected_size(&r, calls, 2, &ap, 1);
+    assert_true(want > SBX_RECORD_OUTPUT_MAX);
+    assert_int_equal(size_of(s, "size-1"), want);
+    assert_int_equal(seen.calls, 1);
+    assert_int_equal(seen.bytes, (guint64)want);
+
+    /* Finished again, with less: the size is the second's, not a sum. */
+    r.stdout_data = "x";
+    r.stdout_len = 1;
+    finish_ok(s, &r, calls, 1, NULL, 0);
+    assert_int_equal(size_of(s, "size-1"), expected_size(&r, calls, 1, NULL, 0));
+    assert_int_equal(seen.calls, 2);
+
+    /* A finish refused, or of no record: no call. */
+    SbxRecord ghost = store_fixture_record("ghost", NULL, 0);
+    ghost.status = "ok";
+    assert_false(sbx_records_finish(s, &ghost, NULL, 0, NULL, 0, NULL));
+    assert_int_equal(seen.calls, 2);
+    sbx_records_set_on_finished(s, NULL, NULL);
+    finish_ok(s, &r, NULL, 0, NULL, 0);
+    assert_int_equal(seen.calls, 2);
+}
+
+/* Record @id finished "ok" at @created with @out_len bytes of output: its size (size_of()). */
+static gint64 add_sized(SbxStore *s, const char *id, gint64 created, gsize out_len)
+{
+    SbxRecord r = store_fixture_record(id, NULL, created);
+    g_autofree char *out = g_malloc0(out_len + 1);
+    SbxRecordCall call = {.provider = "p", .tool = "t", .input_json = "{}", .ok = TRUE};
+
+    begin_ok(s, &r);
+    r.stdout_data = out;
+    r.stdout_len = out_len;
+    finish_ok(s, &r, &call, 1, NULL, 0);
+    return size_of(s, id);
+}
+
+/* The ids of the records left, oldest first, joined by spaces. */
+static char *ids_left(SbxStore *s)
+{
+    g_autoptr(GPtrArray) all = NULL;
+    SbxRecordFilter f = {.limit = SBX_RECORDS_LIST_MAX, .oldest_first = TRUE};
+    g_autoptr(GString) out = g_string_new(NULL);
+
+    assert_true(sbx_records_list(s, &f, &all, NULL));
+    for (guint i = 0; i < all->len; i++) {
+        g_string_append_printf(out, "%s%s", i > 0 ? " " : "", ((SbxRecord *)all->pdata[i])->id);
+    }
+    g_ptr_array_set_free_func(all, (GDestroyNotify)sbx_record_free);
+    return g_string_free(g_steal_pointer(&out), FALSE);
+}
+
+/*
+ * Retention by bytes: the oldest finished records go until the finished ones' sizes sum to at
+ * most the bound, only as many as that needs (by age, not by size); a running one is never
+ * deleted and counts for nothing; calls go with theirs; with age and count in the same prune.
+ */
+static void test_prune_bytes(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    gint64 now = sbx_store_now_ms();
+    guint deleted = 0;
+    gint64 one = 0;
+
+    SbxRecord running = store_fixture_record("b-running", NULL, now - 100000);
+    running.code = "x = 1  # a long program, still running";
+    begin_ok(s, &running); /* the oldest */
+    for (int i = 0; i < 5; i++) {
+        g_autofree char *id = g_strdup_printf("b-%d", i);
+        gint64 size = add_sized(s, id, now - 50000 + i, 1000);
+        assert_true(one == 0 || size == one); /* same ids' lengths: same sizes */
+        one = size;
+    }
+    assert_true(one > 1000);
+    g_autofree char *all = ids_left(s);
+    assert_string_equal(all, "b-running b-0 b-1 b-2 b-3 b-4");
+
+    /* At the bound: nothing. */
+    assert_true(sbx_records_prune(s, 0, 0, (guint64)(5 * one), &deleted, NULL, NULL));
+    assert_int_equal(deleted, 0);
+    /* Three and a half fit: the two oldest finished go, and no more. */
+    assert_true(sbx_records_prune(s, 0, 0, (guint64)(3 * one + one / 2), &deleted, NULL, NULL));
+    assert_int_equal(deleted, 2);
+    g_autofree char *left = ids_left(s);
+    assert_string_equal(left, "b-running b-2 b-3 b-4");
+    assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 3);
+
+    /* By age, not size: a large new record keeps its place; the older small ones go first. */
+    gint64 large = add_sized(s, "b-large", now - 1000, 20000);
+    assert_true(large > 10 * one);
+    assert_true(sbx_records_prune(s, 0, 0, (guint64)(large + one), &deleted, NULL, NULL));
+    assert_int_equal(deleted, 2); /* b-2, b-3 */
+    g_autofree char *after_large = ids_left(s);
+    assert_string_equal(after_large, "b-running b-4 b-large");
+
+    /* With age and count in one prune: each bound deletes what it must. */
+    add_sized(s, "b-new", now - 500, 1000);
+    assert_true(sbx_records_prune(s, 0, 2, (guint64)(large + one), &deleted, NULL, NULL));
+    assert_int_equal(deleted, 2); /* b-4 by count, then b-large by bytes */
+    g_autofree char *both = ids_left(s);
+    assert_string_equal(both, "b-running b-new");
+
+    /* A bound below the newest one's size: every finished one goes, the running one stays. */
+    assert_true(sbx_records_prune(s, 0, 0, 1, &deleted, NULL, NULL));
+    assert_int_equal(deleted, 1);
+    g_autofree char *last = ids_left(s);
+    assert_string_equal(last, "b-running");
+    assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 0);
 }
 
 static void test_json(void **state)
@@ -885,6 +1164,7 @@ int main(void)
         T(test_migrate_from_2),
         T(test_migrate_from_4),
         T(test_migrate_from_5),
+        T(test_migrate_from_6),
         T(test_not_a_database),
         T(test_default_path),
         T(test_interrupted_at_open),
@@ -897,6 +1177,8 @@ int main(void)
         T(test_other_tenant_not_found),
         T(test_list_paging),
         T(test_prune),
+        T(test_record_size),
+        T(test_prune_bytes),
         T(test_json),
 #undef T
     };

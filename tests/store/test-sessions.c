@@ -484,7 +484,7 @@ static void test_prune(void **state)
     }
     begin_ok(s, "new-open", NULL, now);
 
-    assert_true(sbx_records_prune(s, 30 * 24 * 3600, 0, &deleted, &sessions, NULL));
+    assert_true(sbx_records_prune(s, 30 * 24 * 3600, 0, 0, &deleted, &sessions, NULL));
     assert_int_equal(deleted, 2); /* in-old-open, old-exec */
     assert_int_equal(sessions, 1);
     assert_false(has_session(s, "old-ended"));
@@ -495,7 +495,7 @@ static void test_prune(void **state)
     assert_int_equal(kept->executions, 1);
 
     /* By count: the newest 2 ended sessions stay, and those executions still name. */
-    assert_true(sbx_records_prune(s, 0, 2, &deleted, &sessions, NULL));
+    assert_true(sbx_records_prune(s, 0, 2, 0, &deleted, &sessions, NULL));
     assert_int_equal(deleted, 0);  /* new-exec is among the newest 2 finished */
     assert_int_equal(sessions, 2); /* new-0, new-1 */
     assert_false(has_session(s, "new-0"));
@@ -506,17 +506,65 @@ static void test_prune(void **state)
     assert_int_equal(count_all(s), 6);
 
     /* The session goes with its last execution record. */
-    assert_true(sbx_records_prune(s, 0, 1, &deleted, &sessions, NULL));
+    assert_true(sbx_records_prune(s, 0, 1, 0, &deleted, &sessions, NULL));
     assert_int_equal(deleted, 0);  /* one finished record left: new-exec */
     assert_int_equal(sessions, 1); /* new-2; old-with-new is past the count, new-exec names it */
     assert_false(has_session(s, "new-2"));
     assert_true(has_session(s, "old-with-new"));
-    assert_true(sbx_records_prune(s, 1, 0, &deleted, &sessions, NULL));
+    assert_true(sbx_records_prune(s, 1, 0, 0, &deleted, &sessions, NULL));
     assert_int_equal(deleted, 1); /* new-exec, 5 s old */
     assert_false(has_session(s, "old-with-new"));
     assert_true(has_session(s, "old-open") && has_session(s, "new-open"));
-    assert_true(has_session(s, "old-running"));                /* its running execution */
-    assert_true(sbx_records_prune(s, 0, 0, NULL, NULL, NULL)); /* no bound: nothing */
+    assert_true(has_session(s, "old-running"));                   /* its running execution */
+    assert_true(sbx_records_prune(s, 0, 0, 0, NULL, NULL, NULL)); /* no bound: nothing */
+}
+
+/*
+ * Retention by bytes and sessions: the bound deletes execution records only, never a running
+ * one; a session whose executions it deleted still goes by the rules of age and count alone (in
+ * the same prune), never while open.
+ */
+static void test_prune_bytes(void **state)
+{
+    StoreFixture *f = *state;
+    g_autoptr(SbxStore) s = open_ok(f->path);
+    gint64 now = sbx_store_now_ms(), day = 24 * 3600 * 1000ll;
+    guint deleted = 0, sessions = 0;
+
+    begin_ok(s, "s-old", NULL, now - 40 * day); /* ended, past 30 days; its executions recent */
+    end_ok(s, "s-old", "ended", NULL);
+    add_execution(s, "x-old-1", "s-old", now - 9000, FALSE);
+    add_execution(s, "x-old-2", "s-old", now - 8000, FALSE);
+    begin_ok(s, "s-new", NULL, now - 7000); /* ended, recent */
+    end_ok(s, "s-new", "ended", NULL);
+    add_execution(s, "x-new", "s-new", now - 6000, FALSE);
+    begin_ok(s, "s-open", NULL, now - 50 * day); /* open, old */
+    add_execution(s, "x-open-done", "s-open", now - 5000, FALSE);
+    add_execution(s, "x-open-running", "s-open", now - 4000, TRUE);
+
+    /* Bytes alone: every finished execution goes (1 byte holds none), no session. */
+    assert_true(sbx_records_prune(s, 0, 0, 1, &deleted, &sessions, NULL));
+    assert_int_equal(deleted, 4);
+    assert_int_equal(sessions, 0);
+    assert_true(has_session(s, "s-old") && has_session(s, "s-new") && has_session(s, "s-open"));
+    g_autoptr(SbxSessionRecord) open = get_ok(s, NULL, "s-open");
+    assert_int_equal(open->executions, 1); /* the running one */
+
+    /* Age with bytes, in one prune: s-old (past the age, none of its executions left) goes. */
+    add_execution(s, "x-new-2", "s-new", now - 3000, FALSE);
+    assert_true(sbx_records_prune(s, 30 * 24 * 3600, 0, 1, &deleted, &sessions, NULL));
+    assert_int_equal(deleted, 1); /* x-new-2 by bytes */
+    assert_int_equal(sessions, 1);
+    assert_false(has_session(s, "s-old"));
+    assert_true(has_session(s, "s-new"));  /* recent, and no count */
+    assert_true(has_session(s, "s-open")); /* open: never, however old */
+
+    /* Count with bytes: s-new is the newest ended one, kept; s-open stays open. */
+    assert_true(sbx_records_prune(s, 0, 1, 1, &deleted, &sessions, NULL));
+    assert_int_equal(deleted, 0);
+    assert_int_equal(sessions, 0);
+    assert_true(has_session(s, "s-new") && has_session(s, "s-open"));
+    assert_int_equal(count_all(s), 2);
 }
 
 static void test_json(void **state)
@@ -568,6 +616,7 @@ int main(void)
         T(test_interrupted_at_open),
         T(test_killed_server),
         T(test_prune),
+        T(test_prune_bytes),
         T(test_json),
 #undef T
     };

@@ -2,8 +2,8 @@
 """`sandbox tenant` and `sandbox records` on a temporary database: the key printed once and
 working as stored (its hash), list/remove/rotate-key, quotas (the session ones too) and set,
 usage errors (2), refusals (1), and records list/show/prune/sessions/session/export (rows written with
-Python's sqlite3, as the server would). Usage: test-store-cli.py
-SANDBOX_BINARY"""
+Python's sqlite3, as the server would); prune by bytes (--max-mib) and serve's retention options'
+usage errors (no VM: refused before anything starts). Usage: test-store-cli.py SANDBOX_BINARY"""
 import hashlib
 import json
 import os
@@ -170,6 +170,45 @@ with tempfile.TemporaryDirectory(prefix="sbx-store-cli-") as tmp:
     rows = json.loads(expect(["records", "list", "--json", *d], 0))
     if [r["id"] for r in rows] != ["x2"]:
         failures.append(f"records prune --max-age-days 1: {[r['id'] for r in rows]}")
+
+    # Retention by bytes, in a store of its own: records of 600 KiB each (size_bytes, as the
+    # server computes it at the finish), the oldest first; --max-mib 2 keeps the newest three
+    # (1800 KiB) and deletes only the oldest; the running one never goes and counts for nothing.
+    db3 = os.path.join(tmp, "bytes", "sandbox.db")
+    d3 = ["--db", db3]
+    expect(["records", "list", *d3], 0)  # makes the store
+    with sqlite3.connect(db3) as c:
+        for xid, status, created in [("b-run", "running", 900), ("b0", "ok", 1000),
+                                     ("b1", "error", 1001), ("b2", "ok", 1002), ("b3", "ok", 1003)]:
+            c.execute("INSERT INTO executions (id, front_end, language, code, code_sha256,"
+                      " timeout_ms, output_limit, status, created_at, size_bytes)"
+                      " VALUES (?, 'serve', 'python', '1', ?, 1000, 100, ?, ?, ?)",
+                      (xid, "0" * 64, status, created, 600 * 1024))
+    expect(["records", "prune", "--max-mib", "-1", *d3], 2, "--max-mib")
+    expect(["records", "prune", "--max-mib", str(2**30 + 1), *d3], 2, "--max-mib")
+    expect(["records", "prune", "--max-mib", "0", *d3], 2, "--max-mib")  # 0 alone: no bound
+    expect(["records", "prune", "--max-mib", "3", *d3], 0, "0 records and 0 sessions deleted")
+    expect(["records", "prune", "--max-mib", "2", *d3], 0, "1 record and 0 sessions deleted")
+    rows = json.loads(expect(["records", "list", "--json", *d3], 0))
+    if [r["id"] for r in rows] != ["b3", "b2", "b1", "b-run"]:
+        failures.append(f"records prune --max-mib 2: {[r['id'] for r in rows]}")
+    expect(["records", "prune", "--max-mib", "1", "--max-count", "3", *d3], 0,
+           "2 records and 0 sessions deleted")
+    rows = json.loads(expect(["records", "list", "--json", *d3], 0))
+    if [r["id"] for r in rows] != ["b3", "b-run"]:
+        failures.append(f"records prune --max-mib 1 --max-count 3: {[r['id'] for r in rows]}")
+    out = expect(["records", "prune", "--help", *d3], 0, "--max-mib")
+
+    # serve's retention options: values out of range are usage errors (2) before anything
+    # starts (no socket's folder made); --help names --keep-mib.
+    sock = os.path.join(tmp, "serve-usage", "sandbox.sock")
+    serve_db = os.path.join(tmp, "serve-usage", "sandbox.db")
+    for args in (["--keep-mib", "-1"], ["--keep-mib", str(2**30 + 1)], ["--keep-mib", "x"],
+                 ["--keep-days", "-1"], ["--keep-days", "36501"], ["--keep-records", "-1"]):
+        rc, out, err = run("serve", "--socket", sock, "--db", serve_db, *args)
+        if rc != 2 or args[0] not in err or os.path.exists(os.path.dirname(sock)):
+            failures.append(f"serve {' '.join(args)}: rc {rc} (want 2): {err!r}")
+    expect(["serve", "--help"], 0, "--keep-mib")
 
     # Sessions, as a server writes them, in a store of their own (the counts above stay).
     db2 = os.path.join(tmp, "sessions", "sandbox.db")
