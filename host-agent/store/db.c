@@ -21,6 +21,8 @@ G_DEFINE_QUARK(sbx - store - error - quark, sbx_store_error)
  * milliseconds; 5 s covers a loaded host without hanging a script forever.
  */
 #define STORE_BUSY_TIMEOUT_MS 5000
+/* The WAL file kept after a checkpoint (configure(): journal_size_limit), 64 MiB. */
+#define STORE_WAL_KEEP_BYTES 67108864
 
 /*
  * Migrations: entry N takes a database of user_version N to N + 1, in one transaction, and
@@ -321,6 +323,10 @@ static gboolean pragma_expect(SbxStore *store, const char *sql, const char *want
  * at any level; FULL also fsyncs the WAL at every commit, so an OS crash or a power cut loses
  * no committed record either (NORMAL would fsync only at checkpoints). One fsync per record is
  * cheap beside an execution. foreign_keys: tool calls and approvals go with their execution.
+ * journal_size_limit: a prune by bytes (retention.c) may write hundreds of MiB into the WAL in
+ * one transaction (Debian's SQLite overwrites what it deletes: secure_delete); without a limit
+ * the WAL file keeps that size after its checkpoint. 64 MiB keeps the usual commits' WAL and
+ * gives the rest back.
  */
 static gboolean configure(SbxStore *store, GError **error)
 {
@@ -329,7 +335,9 @@ static gboolean configure(SbxStore *store, GError **error)
     }
     return pragma_expect(store, "PRAGMA journal_mode=WAL", "wal", error) &&
            sbx_store_exec(store, "PRAGMA synchronous=FULL", error) &&
-           sbx_store_exec(store, "PRAGMA foreign_keys=ON", error);
+           sbx_store_exec(store, "PRAGMA foreign_keys=ON", error) &&
+           sbx_store_exec(store, "PRAGMA journal_size_limit=" G_STRINGIFY(STORE_WAL_KEEP_BYTES),
+                          error);
 }
 
 static gboolean user_version(SbxStore *store, int *ret, GError **error)
