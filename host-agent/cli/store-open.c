@@ -1,5 +1,6 @@
 /*
- * Opening the store for a verb, and its errors as exit codes (store-open.h).
+ * Opening the store for a verb, and its errors as exit codes; the store executions are recorded
+ * in (store-open.h).
  */
 #include "cli/store-open.h"
 
@@ -16,6 +17,24 @@ SbxStore *sbx_cli_store_open(const char *verb, const char *path)
 
     if (store == NULL) {
         fprintf(stderr, "%s: %s\n", verb, error->message);
+    }
+    return store;
+}
+
+SbxStore *sbx_cli_store_open_records(SbxOut *out, const char *unrecorded)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = NULL;
+    SbxStore *store;
+
+    if (g_strcmp0(g_getenv("SANDBOX_RECORDS"), "off") == 0) {
+        return NULL;
+    }
+    path = sbx_store_default_path();
+    store = sbx_store_open_client(path, &error);
+    if (store == NULL) {
+        g_autofree char *warning = g_strdup_printf("%s: %s\n", unrecorded, error->message);
+        sbx_out_text(out, SBX_STREAM_STDERR, warning);
     }
     return store;
 }
