@@ -8,12 +8,18 @@
 
 #include "cli/cli.h"
 
-SbxStore *sbx_cli_store_open(const char *verb, const char *path)
+SbxStore *sbx_cli_store_try_open(const char *path, GError **error)
 {
     g_autofree char *fallback = path == NULL ? sbx_store_default_path() : NULL;
-    g_autoptr(GError) error = NULL;
+
     /* `sandbox serve` may be using it: its running executions are not interrupted. */
-    SbxStore *store = sbx_store_open_client(path != NULL ? path : fallback, &error);
+    return sbx_store_open_client(path != NULL ? path : fallback, error);
+}
+
+SbxStore *sbx_cli_store_open(const char *verb, const char *path)
+{
+    g_autoptr(GError) error = NULL;
+    SbxStore *store = sbx_cli_store_try_open(path, &error);
 
     if (store == NULL) {
         fprintf(stderr, "%s: %s\n", verb, error->message);
@@ -24,14 +30,12 @@ SbxStore *sbx_cli_store_open(const char *verb, const char *path)
 SbxStore *sbx_cli_store_open_records(SbxOut *out, const char *unrecorded)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *path = NULL;
     SbxStore *store;
 
     if (g_strcmp0(g_getenv("SANDBOX_RECORDS"), "off") == 0) {
         return NULL;
     }
-    path = sbx_store_default_path();
-    store = sbx_store_open_client(path, &error);
+    store = sbx_cli_store_try_open(NULL, &error);
     if (store == NULL) {
         g_autofree char *warning = g_strdup_printf("%s: %s\n", unrecorded, error->message);
         sbx_out_text(out, SBX_STREAM_STDERR, warning);

@@ -12,6 +12,12 @@
 #define SBX_EXIT_STORE 1
 
 /**
+ * Open the store at @path (NULL: sbx_store_default_path()) as a client of a `sandbox serve` that
+ * may be using it; NULL with @error on failure, for the caller to report.
+ */
+SbxStore *sbx_cli_store_try_open(const char *path, GError **error);
+
+/**
  * Open the store at @path (NULL: sbx_store_default_path()); on failure print why, prefixed with
  * @verb ("sandbox tenant"), and return NULL.
  */
