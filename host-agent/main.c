@@ -1,6 +1,6 @@
 /*
- * `sandbox`: the host agent's command line. Only the verb dispatch, the main loop and the
- * signal handlers live here; each verb is one file in cli/.
+ * `sandbox`: the host agent's command line. Only the verb dispatch (and a verb's subcommand's),
+ * the main loop and the signal handlers live here; each verb is one file in cli/.
  */
 #include <gio/gio.h>
 #include <glib-unix.h>
@@ -21,6 +21,25 @@ void sbx_cli_quit(SbxCli *cli, int exit_code)
 {
     cli->exit_code = exit_code;
     g_main_loop_quit(cli->loop);
+}
+
+int sbx_cli_subcommand(const char *verb, int argc, char **argv, const char *const *names,
+                       gsize n_names, void (*usage)(FILE *out), int *ret_exit)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        *ret_exit = argc < 2 ? SBX_EXIT_USAGE : 0;
+        return -1;
+    }
+    for (gsize i = 0; i < n_names; i++) {
+        if (strcmp(argv[1], names[i]) == 0) {
+            return (int)i;
+        }
+    }
+    fprintf(stderr, "%s: unknown subcommand \"%s\"\n", verb, argv[1]);
+    usage(stderr);
+    *ret_exit = SBX_EXIT_USAGE;
+    return -1;
 }
 
 static void usage(FILE *out)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <glib.h>
+#include <stdio.h>
 
 #include "exec/outcome.h" /* the exit codes (SBX_EXIT_*) */
 
@@ -33,6 +34,15 @@ typedef struct {
 
 /** Stop the main loop; main() returns @exit_code. */
 void sbx_cli_quit(SbxCli *cli, int exit_code);
+
+/**
+ * The subcommand argv[1] names, for a verb with subcommands (@verb: "sandbox tenant"): its index
+ * in @names (@n_names of them). Otherwise -1 and *@ret_exit: 0 after --help (@usage printed on
+ * stdout), SBX_EXIT_USAGE without a subcommand or for an unknown one (why, then @usage, on
+ * stderr).
+ */
+int sbx_cli_subcommand(const char *verb, int argc, char **argv, const char *const *names,
+                       gsize n_names, void (*usage)(FILE *out), int *ret_exit);
 
 /** `sandbox run` (cli/run.c). */
 extern const SbxCliVerb sbx_cli_verb_run;

@@ -8,6 +8,7 @@
 
 #include "exec/lease.h"
 #include "files.h"
+#include "server/session-files.h"
 
 typedef struct LocalSession LocalSession;
 
@@ -228,35 +229,6 @@ void sbx_mcp_local_op_cancel(SbxMcpLocalOp *op)
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-/* What a session/files.h error means for the model (the codes of the socket's sessions). */
-static const char *file_error_code(const GError *e)
-{
-    if (e->domain != G_IO_ERROR) {
-        return "failed";
-    }
-    switch (e->code) {
-    case G_IO_ERROR_NOT_FOUND:
-        return "not_found";
-    case G_IO_ERROR_IS_DIRECTORY:
-    case G_IO_ERROR_NOT_DIRECTORY:
-    case G_IO_ERROR_PERMISSION_DENIED:
-    case G_IO_ERROR_INVALID_ARGUMENT:
-    case G_IO_ERROR_FILENAME_TOO_LONG:
-    case G_IO_ERROR_EXISTS:
-    case G_IO_ERROR_NOT_EMPTY:
-    case G_IO_ERROR_READ_ONLY:
-        return "bad_request";
-    case G_IO_ERROR_NO_SPACE:
-        return "workspace_full";
-    case G_IO_ERROR_MESSAGE_TOO_LARGE:
-        return "too_large";
-    case G_IO_ERROR_BUSY:
-        return "busy";
-    default:
-        return "failed";
-    }
-}
-
 static void on_file_done(SbxSession *channel, const SbxFileOutcome *outcome, const GError *error,
                          gpointer data)
 {
@@ -270,7 +242,8 @@ static void on_file_done(SbxSession *channel, const SbxFileOutcome *outcome, con
             g_autofree char *why = g_strdup_printf("its channel broke: %s", error->message);
             end_session(s, why);
         }
-        op_fail(op, broken ? "failed" : file_error_code(error), error->message, broken);
+        op_fail(op, broken ? "failed" : sbx_server_session_file_error_code(error), error->message,
+                broken);
         return;
     }
     gsize len = 0;
@@ -297,7 +270,7 @@ static void start_file_op(LocalSession *s)
         op->channel = channel;
         return;
     }
-    op_fail(op, error != NULL ? file_error_code(error) : "ended",
+    op_fail(op, error != NULL ? sbx_server_session_file_error_code(error) : "ended",
             error != NULL ? error->message : "the session's VM is gone", error == NULL);
 }
 

@@ -26,6 +26,7 @@
 #include "cli/mcp-local.h"
 #include "cli/out.h"
 #include "cli/serve-client.h"
+#include "cli/store-open.h"
 #include "exec/exec.h"
 #include "exec/report.h"
 #include "mcp-server/mcp-server.h"
@@ -860,23 +861,6 @@ static gboolean parse_options(McpCtx *ctx, int argc, char **argv, GError **error
     return TRUE;
 }
 
-static void open_store(McpCtx *ctx)
-{
-    g_autoptr(GError) error = NULL;
-    g_autofree char *path = NULL;
-
-    if (g_strcmp0(g_getenv("SANDBOX_RECORDS"), "off") == 0) {
-        return;
-    }
-    path = sbx_store_default_path();
-    ctx->store = sbx_store_open_client(path, &error);
-    if (ctx->store == NULL) {
-        g_autofree char *warning = g_strdup_printf(
-            "sandbox mcp: warning: executions are not recorded: %s\n", error->message);
-        sbx_out_text(ctx->out, SBX_STREAM_STDERR, warning);
-    }
-}
-
 static void read_stdin(McpCtx *ctx)
 {
     ctx->stdin_source = g_unix_fd_add(STDIN_FILENO, G_IO_IN | G_IO_HUP | G_IO_ERR, on_stdin, ctx);
@@ -937,7 +921,8 @@ static int mcp_start(SbxCli *cli, int argc, char **argv)
     }
     /* From here on stdout carries only the protocol, written without blocking the loop. */
     ctx->out = sbx_out_new();
-    open_store(ctx);
+    ctx->store =
+        sbx_cli_store_open_records(ctx->out, "sandbox mcp: warning: executions are not recorded");
     ctx->server = sbx_mcp_server_new(&server_ops, ctx, &info);
     ctx->approvals = sbx_mcp_approvals_new(ctx->server);
     if (ctx->tools_path == NULL) {

@@ -162,16 +162,13 @@ static SbxTools *live_tools(SbxReplay *replay, gpointer data, GError **error)
     return live != NULL ? sbx_replay_tools(replay, live, error) : NULL;
 }
 
-/* The chain of a record of the store (an execution of a session: those before it too). */
+/* The chain of a record of the store (an execution of a session: those before it too). A store
+ * that cannot be opened is a reason like the others: said once, by cannot() (in --json too). */
 static gboolean load_from_store(ReplayCtx *ctx, GPtrArray **ret_chain, GError **error)
 {
-    g_autoptr(SbxStore) store = sbx_cli_store_open(VERB, ctx->db);
+    g_autoptr(SbxStore) store = sbx_cli_store_try_open(ctx->db, error);
 
-    if (store == NULL) {
-        g_set_error(error, SBX_REPLAY_ERROR, SBX_REPLAY_ERROR_RECORD, "the store cannot be opened");
-        return FALSE;
-    }
-    return sbx_replay_load_chain(store, NULL, ctx->id, ret_chain, error);
+    return store != NULL && sbx_replay_load_chain(store, NULL, ctx->id, ret_chain, error);
 }
 
 /* The bundle's record (after its session's executions before it, if any), unpacked into the

@@ -19,6 +19,7 @@
 #include "cli/run-files.h"
 #include "cli/run-replay.h"
 #include "cli/serve-client.h"
+#include "cli/store-open.h"
 #include "exec/exec.h"
 #include "exec/outcome.h"
 #include "exec/report.h"
@@ -370,18 +371,8 @@ static gboolean try_serve(RunCtx *ctx)
  */
 static void set_record(RunCtx *ctx)
 {
-    g_autoptr(GError) error = NULL;
-    g_autofree char *path = NULL;
-
-    if (g_strcmp0(g_getenv("SANDBOX_RECORDS"), "off") == 0) {
-        return;
-    }
-    path = sbx_store_default_path();
-    ctx->store = sbx_store_open_client(path, &error);
+    ctx->store = sbx_cli_store_open_records(ctx->out, "sandbox: warning: this run is not recorded");
     if (ctx->store == NULL) {
-        g_autofree char *warning =
-            g_strdup_printf("sandbox: warning: this run is not recorded: %s\n", error->message);
-        sbx_out_text(ctx->out, SBX_STREAM_STDERR, warning);
         return;
     }
     SbxExecRecordInfo info = {

@@ -300,25 +300,16 @@ static void usage(FILE *out)
 
 static int tenant_start(SbxCli *cli, int argc, char **argv)
 {
-    (void)cli;
+    int rc = SBX_EXIT_USAGE;
+    int sub = sbx_cli_subcommand(VERB, argc, argv, SUB_NAMES, G_N_ELEMENTS(SUB_NAMES), usage, &rc);
 
-    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? SBX_EXIT_USAGE : 0;
-    }
-    gsize sub = 0;
-    while (sub < G_N_ELEMENTS(SUB_NAMES) && strcmp(argv[1], SUB_NAMES[sub]) != 0) {
-        sub++;
-    }
-    if (sub == G_N_ELEMENTS(SUB_NAMES)) {
-        fprintf(stderr, VERB ": unknown subcommand \"%s\"\n", argv[1]);
-        usage(stderr);
-        return SBX_EXIT_USAGE;
+    (void)cli;
+    if (sub < 0) {
+        return rc;
     }
     TenantOpts o = {0};
     g_autofree char *name = NULL;
     g_autoptr(GError) error = NULL;
-    int rc = SBX_EXIT_USAGE;
     if (!parse(argc - 1, argv + 1, (TenantSub)sub, &o, &name, &error)) {
         fprintf(stderr, VERB ": %s\n", error->message);
     } else {

@@ -245,12 +245,10 @@ gboolean sbx_server_session_delete_file(SbxServerSession *session, const char *p
     return start(session, OP_DELETE, path, NULL, func, NULL, user_data, error);
 }
 
-const char *sbx_server_session_error_code(const GError *error)
+/* The name a client reads for SBX_SERVER_SESSION_ERROR's @code. */
+static const char *code_name(int code)
 {
-    if (error->domain != SBX_SERVER_SESSION_ERROR) {
-        return "unavailable";
-    }
-    switch (error->code) {
+    switch (code) {
     case SBX_SERVER_SESSION_ERROR_NOT_FOUND:
     case SBX_SERVER_SESSION_ERROR_FILE_NOT_FOUND:
         return "not_found";
@@ -271,4 +269,14 @@ const char *sbx_server_session_error_code(const GError *error)
     default: /* FULL, START: the server's room or its VMs, not the request */
         return "unavailable";
     }
+}
+
+const char *sbx_server_session_error_code(const GError *error)
+{
+    return error->domain == SBX_SERVER_SESSION_ERROR ? code_name(error->code) : "unavailable";
+}
+
+const char *sbx_server_session_file_error_code(const GError *error)
+{
+    return code_name(error_code(error));
 }

@@ -39,6 +39,13 @@ enum {
  */
 const char *sbx_server_session_error_code(const GError *error);
 
+/**
+ * The code a client reads for an error of session/files.h (a file operation on a session's
+ * channel), as the front ends here map it: not_found, bad_request, workspace_full, too_large,
+ * busy, ended, failed. `sandbox mcp`'s own sessions (cli/mcp-local.c) answer with it too.
+ */
+const char *sbx_server_session_file_error_code(const GError *error);
+
 /* The end of a put or a get. */
 typedef struct {
     const char *path;

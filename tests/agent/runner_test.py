@@ -22,6 +22,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import programs  # noqa: E402
+
 NODE = os.environ.get("SBX_TEST_NODE", "/usr/bin/node")
 PYTHON = os.environ.get("SBX_TEST_PYTHON", "/usr/bin/python3")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -758,24 +761,6 @@ def test_clock_log_limit(runners):
 
 # ---- the order of deliveries and open logs (docs/protocol.md, "Replay") ----------------------
 
-RACE = {
-    "javascript": """const r = await Promise.race([tools.calc.slow({}).then(() => 'tool'),
-    new Promise((res) => setTimeout(() => res('timer'), 150))]);
-console.log(r);
-r""",
-    "python": """import asyncio
-async def timer():
-    await asyncio.sleep(0.15)
-    return 'timer'
-async def tool():
-    await tools.calc.slow.aio({})
-    return 'tool'
-done, _ = await asyncio.wait([asyncio.ensure_future(tool()), asyncio.ensure_future(timer())],
-                             return_when=asyncio.FIRST_COMPLETED)
-r = done.pop().result()
-print(r)
-r""",
-}
 
 
 def slow_answer(delay):
@@ -790,7 +775,7 @@ def check_event_order(runners, language):
     """A timer racing a tool result: each run logs which came first (2: the first timer, 3: the
     first call's result); a replay given that order takes the recorded branch even when the
     other delivery comes first in real time; a replay that delivers fewer events diverges."""
-    code = RACE[language]
+    code = programs.timer_race(language, "slow", 150)
     run_ = lambda answers, **f: replay_run(runners, language, code, answers=answers,  # noqa
                                            seed=SEED_A, tools=tools("slow"), **f)
     timer = run_({"slow": slow_answer(0.6)})

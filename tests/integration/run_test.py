@@ -22,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import procs  # noqa: E402
+import programs  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -654,33 +655,13 @@ def test_replay_timeout_python(sbx):
     replay_timeout(sbx, "python")
 
 
-TIMER_RACE_PROGRAMS = {
-    "javascript": """const r = await Promise.race([tools.calc.sleep({}).then(() => 'tool'),
-    new Promise((res) => setTimeout(() => res('timer'), 2000))]);
-console.log(r);
-r""",
-    "python": """import asyncio
-async def timer():
-    await asyncio.sleep(2)
-    return 'timer'
-async def tool():
-    await tools.calc.sleep.aio({})
-    return 'tool'
-done, _ = await asyncio.wait([asyncio.ensure_future(tool()), asyncio.ensure_future(timer())],
-                             return_when=asyncio.FIRST_COMPLETED)
-r = done.pop().result()
-print(r)
-r""",
-}
-
-
 def replay_timer_race(sbx, language):
     """A timer racing a tool result: which came first is in the record's event_log, and a
     replay takes the recorded branch even when the other comes first in real time (the tool
     answers at once in the replay of a run where the timer won, and late in the other)."""
     state = tempfile.mkdtemp(prefix="sbx-replay-state-")
     try:
-        code = TIMER_RACE_PROGRAMS[language]
+        code = programs.timer_race(language, "sleep", 2000)
         for slow, fast, branch in [("8000", "0", "timer"), ("0", "8000", "tool")]:
             env = {"SANDBOX_STATE_DIR": state, "CALC_SLEEP_MS": slow}
             first = sbx.run(code, language, "--tools", TOOLS, "--timeout", "60", env_extra=env)

@@ -7,7 +7,8 @@ Everything runs in a scratch dir of its own: the store (SANDBOX_STATE_DIR), the 
 Checked:
   usage        no id, `--tools` without `--live`: exit 2 with the reason;
   missing      an id with no record: exit 2, `no record "ID"`; --json {"id","verdict":
-               "cannot_replay","reason"};
+               "cannot_replay","reason"}; a store that cannot be opened: exit 2, why on one
+               line of stderr (--json: in the reason, stderr empty);
   identical    a JavaScript record of Math.random()/Date.now(): exit 0, `identical`; --json
                {"id","verdict":"identical","duration_ms","recorded_duration_ms"} and nothing
                else; a Python record with a tool call (tests/integration/tools.json): exit 0;
@@ -165,6 +166,21 @@ def missing(s):
           obj.get("verdict") == "cannot_replay" and "no record" in obj.get("reason", ""),
           "--json of a missing id: cannot_replay with the reason", (rc, out, err))
     only_keys(obj, ["id", "verdict", "reason"], "--json of a missing id")
+    # A store that cannot be opened (its directory is a file): the reason said once.
+    notdir = os.path.join(s.dir, "not-a-dir")
+    open(notdir, "w").close()
+    db = os.path.join(notdir, "sandbox.db")
+    rc, out, err = s.replay("--db", db, "x0123456789abcdef")
+    check(rc == 2 and out == "" and err.count("\n") == 1 and
+          err.startswith("sandbox replay: ") and notdir in err,
+          "a store that cannot be opened: exit 2, one line on stderr saying why", (rc, out, err))
+    rc, out, err = s.replay("--json", "--db", db, "x0123456789abcdef")
+    obj = json_of(out, "--json of a store that cannot be opened")
+    check(rc == 2 and err == "" and obj.get("verdict") == "cannot_replay" and
+          notdir in obj.get("reason", ""),
+          "--json of a store that cannot be opened: cannot_replay with the reason, no stderr",
+          (rc, out, err))
+    os.unlink(notdir)
 
 
 JS = "const v = [Math.random(), Date.now()];\nconsole.log(JSON.stringify(v));\nv"

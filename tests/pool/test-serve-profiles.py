@@ -17,12 +17,10 @@ Exit 77 (skipped) when the guest image is not built."""
 import importlib.util
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 # The helpers of test-serve.py (status, check, run, ...); its main() does not run on import.
 _spec = importlib.util.spec_from_file_location(
@@ -85,7 +83,7 @@ def usage_errors(tmp):
               f"serve {' '.join(args)}: exit 2, got {p.returncode} {p.stderr!r}")
 
 
-def body(serve, sock, rt, env):
+def body(serve, sock, rt, env, tmp):
     if not ts.wait_for(lambda: serve.poll() is None and pools_full(sock), 300,
                        "both pools full (snapshots made if missing)"):
         return
@@ -151,12 +149,7 @@ def body(serve, sock, rt, env):
     kids = ts.descendants(serve.pid)
     check(len(kids) >= 5 and set(q["running_pids"]) <= kids,
           f"serve has 3 pooled, 1 pre-started and a running QEMU: {kids}")
-    serve.send_signal(signal.SIGTERM)
-    try:
-        rc = serve.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        rc = None
-    check(rc == 0, f"serve exits 0 on SIGTERM, got {rc}")
+    ts.sigterm_exits_0(serve, 15)
     try:
         client.wait(timeout=15)
     except subprocess.TimeoutExpired:
@@ -177,27 +170,11 @@ def main():
                                        "manifest.json")):
         print("skipped: the guest image is not built")
         return 77
-    with tempfile.TemporaryDirectory(prefix="sbx-serve-profiles-") as tmp:
-        sock = os.path.join(tmp, "s", "sandbox.sock")
-        rt = os.path.join(tmp, "rt")
-        os.mkdir(rt, 0o700)
-        env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt,
-                   SANDBOX_STATE_DIR=os.path.join(tmp, "state"))
+    with tempfile.TemporaryDirectory(prefix="sbx-serve-usage-") as tmp:
         usage_errors(tmp)
-        log = open(os.path.join(tmp, "serve.log"), "w+")
-        serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, "--pool", "1", "--pool",
-                                  f"{OTHER}=2", "--prestart", "1", "--prestart", f"{DEFAULT}=0",
-                                  "--profile", DEFAULT, "--profile", OTHER],
-                                 env=env, stdout=log, stderr=log)
-        try:
-            body(serve, sock, rt, env)
-        finally:
-            if serve.poll() is None:
-                serve.kill()
-                serve.wait()
-            log.seek(0)
-            if ts.failures:
-                print("serve's log:\n" + log.read())
+    ts.with_serve("sbx-serve-profiles-", ["--pool", "1", "--pool", f"{OTHER}=2", "--prestart", "1",
+                                          "--prestart", f"{DEFAULT}=0", "--profile", DEFAULT,
+                                          "--profile", OTHER], body)
     for f in ts.failures:
         print("FAIL:", f)
     print(f"{ts.checks[0]} checks, {len(ts.failures)} failed")

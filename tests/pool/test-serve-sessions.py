@@ -26,11 +26,8 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 
 # The helpers of test-serve.py (check, status, wait_for, ...); its main() does not run on import.
 _spec = importlib.util.spec_from_file_location(
@@ -51,6 +48,13 @@ def cmdline(pid):
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def kill_seen(rt):
+    """SIGKILL the QEMUs of our serve still alive: from its status, in our runtime dir @rt."""
+    for pid in seen_pids:
+        if ts.alive(pid) and rt in cmdline(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def session(env, *args, stdin=b"", timeout=180):
@@ -194,12 +198,7 @@ def body(serve, sock, rt, env, tmp):
     ts.wait_for(lambda: status(sock)["ready"] == 1, 60, "the pool full again")
     pids(sock)
     kids = ts.descendants(serve.pid)
-    serve.send_signal(signal.SIGTERM)
-    try:
-        rc = serve.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        rc = None
-    check(rc == 0, f"serve exits 0 on SIGTERM, got {rc}")
+    ts.sigterm_exits_0(serve, 20)
     ts.wait_for(lambda: not any(ts.alive(p) for p in seen_pids | kids), 10,
                 f"every QEMU of serve gone: {sorted(seen_pids)}, children {sorted(kids)}")
     check(not os.path.exists(sock), "socket removed")
@@ -211,30 +210,7 @@ def main():
                                        "manifest.json")):
         print("skipped: the guest image is not built")
         return 77
-    with tempfile.TemporaryDirectory(prefix="sbx-serve-sessions-") as tmp:
-        sock = os.path.join(tmp, "s", "sandbox.sock")
-        rt = os.path.join(tmp, "rt")
-        os.mkdir(rt, 0o700)
-        env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt,
-                   SANDBOX_STATE_DIR=os.path.join(tmp, "state"))
-        log = open(os.path.join(tmp, "serve.log"), "w+")
-        serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, "--pool", "1"],
-                                 env=env, stdout=log, stderr=log)
-        try:
-            body(serve, sock, rt, env, tmp)
-        except Exception as e:  # a broken step is a failure; serve is still ended below
-            check(False, f"{type(e).__name__}: {e}")
-        finally:
-            if serve.poll() is None:
-                serve.kill()
-                serve.wait()
-            for pid in seen_pids:  # QEMUs of our serve: from its status, in our runtime dir
-                if ts.alive(pid) and rt in cmdline(pid):
-                    os.kill(pid, signal.SIGKILL)
-            log.seek(0)
-            if ts.failures:
-                print("serve's log:\n" + log.read())
-            log.close()
+    ts.with_serve("sbx-serve-sessions-", ["--pool", "1"], body, reap=kill_seen)
     for s in skipped:
         print("SKIPPED (not passed):", s)
     for f in ts.failures:

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import procs  # noqa: E402
@@ -159,6 +160,45 @@ def hostile(sock):
     check(status(sock)["running"] == 0, "the server still answers")
 
 
+def sigterm_exits_0(serve, timeout):
+    """SIGTERM @serve and check that it exits 0 within @timeout s."""
+    serve.send_signal(signal.SIGTERM)
+    try:
+        rc = serve.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        rc = None
+    check(rc == 0, f"serve exits 0 on SIGTERM, got {rc}")
+
+
+def with_serve(prefix, args, body, reap=None):
+    """`sandbox serve --socket SOCK @args` in a fresh scratch dir, with a runtime and a state dir
+    of its own there; @body(serve, sock, rt, env, tmp) run (an exception in it is a failed
+    check), then serve killed if it still runs, @reap(rt) called (to end what the test saw serve
+    start, by PID), and serve's log printed if a check failed. The dir is removed at the end."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        sock = os.path.join(tmp, "s", "sandbox.sock")
+        rt = os.path.join(tmp, "rt")
+        os.mkdir(rt, 0o700)
+        env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt,
+                   SANDBOX_STATE_DIR=os.path.join(tmp, "state"))
+        with open(os.path.join(tmp, "serve.log"), "w+") as log:
+            serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, *args], env=env,
+                                     stdout=log, stderr=log)
+            try:
+                body(serve, sock, rt, env, tmp)
+            except Exception as e:  # noqa: BLE001 - a broken step is a failure; serve ends below
+                check(False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+            finally:
+                if serve.poll() is None:
+                    serve.kill()
+                    serve.wait()
+                if reap is not None:
+                    reap(rt)
+                log.seek(0)
+                if failures:
+                    print("serve's log:\n" + log.read())
+
+
 def main():
     if not os.path.exists(os.path.join(os.environ.get("SANDBOX_IMAGE_DIR", BUILD + "/image"),
                                        "manifest.json")) or \
@@ -166,24 +206,7 @@ def main():
         print("skipped: the guest image or the bridge is not built")
         return 77
     shm_before = set(os.listdir("/dev/shm"))
-    with tempfile.TemporaryDirectory(prefix="sbx-serve-") as tmp:
-        sock = os.path.join(tmp, "s", "sandbox.sock")
-        rt = os.path.join(tmp, "rt")
-        os.mkdir(rt, 0o700)
-        env = dict(os.environ, SANDBOX_SERVE_SOCKET=sock, XDG_RUNTIME_DIR=rt,
-                   SANDBOX_STATE_DIR=os.path.join(tmp, "state"))
-        log = open(os.path.join(tmp, "serve.log"), "w+")
-        serve = subprocess.Popen([SANDBOX, "serve", "--socket", sock, "--pool", "2",
-                                  "--prestart", "1", *PROFILE], env=env, stdout=log, stderr=log)
-        try:
-            body(serve, sock, rt, env)
-        finally:
-            if serve.poll() is None:
-                serve.kill()
-                serve.wait()
-            log.seek(0)
-            if failures:
-                print("serve's log:\n" + log.read())
+    with_serve("sbx-serve-", ["--pool", "2", "--prestart", "1", *PROFILE], body)
     check(set(os.listdir("/dev/shm")) <= shm_before, "no new /dev/shm entry")
     for f in failures:
         print("FAIL:", f)
@@ -191,7 +214,7 @@ def main():
     return 1 if failures else 0
 
 
-def body(serve, sock, rt, env):
+def body(serve, sock, rt, env, tmp):
     # Snapshot made if missing (~6-20 s), then two restores.
     end = time.monotonic() + 180
     while serve.poll() is None and time.monotonic() < end:
@@ -349,12 +372,7 @@ def body(serve, sock, rt, env):
     check(len(kids) >= 3 * per_vm,
           f"serve has its pooled and pre-started QEMUs (and bridges): {kids}")
     check(set(status(sock)["prestarted_pids"]) <= kids, "the pre-started QEMU is serve's")
-    serve.send_signal(signal.SIGTERM)
-    try:
-        rc = serve.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        rc = None
-    check(rc == 0, f"serve exits 0 on SIGTERM, got {rc}")
+    sigterm_exits_0(serve, 15)
     wait_for(lambda: not any(alive(p) for p in kids), 10, "serve's children to be gone")
     check(not os.path.exists(sock), "socket removed")
     check(not os.path.exists(os.path.dirname(sock)), "socket dir removed")

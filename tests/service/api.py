@@ -302,6 +302,29 @@ def type_ok(v, t):
             "object": isinstance(v, dict)}[t]
 
 
+def run_with_servers(prefix, body, check, failures):
+    """A test's whole life with the servers it starts itself: a fresh scratch dir (o+x, so the
+    VMs' jail reaches the runtime dirs in it), @body(tmp, servers) run (it appends each Server
+    it makes to servers; an exception propagates after the clean-up), then each server still
+    running stopped, @check(cond, what, detail) that none of its processes is left, each one's
+    log printed if @failures (the test's list of failed checks) is not empty, and the scratch
+    dir removed."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(tmp, 0o711)
+    servers = []
+    try:
+        body(tmp, servers)
+    finally:
+        for srv in servers:
+            if srv.proc is not None and srv.proc.poll() is None:
+                srv.stop()
+            left = srv.leftovers(timeout=10)
+            check(left == [], f"{srv.name}: no process left", left)
+            if failures:
+                print(f"-- {srv.name}'s log:\n{srv.log()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run_with_server(sandbox, prefix, tenants, body, pool=1, catalogs=None):
     """A test's whole life with one `sandbox serve --listen`: a fresh scratch dir (o+x, so the
     VMs' jail reaches the runtime dirs in it), the tenants of @tenants (a list of (name,

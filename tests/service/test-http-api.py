@@ -22,7 +22,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -836,19 +835,7 @@ def main():
         return 77
     for tool in ("node", "curl"):
         check(shutil.which(tool) is not None, f"{tool} is installed (scripts/setup)")
-    tmp = tempfile.mkdtemp(prefix="sbx-http-")
-    servers = []
-    try:
-        body(tmp, servers)
-    finally:
-        for srv in servers:
-            if srv.proc is not None and srv.proc.poll() is None:
-                srv.stop()
-            left = srv.leftovers(timeout=10)
-            check(left == [], f"{srv.name}: no process left", left)
-            if failures:
-                print(f"-- {srv.name}'s log:\n{srv.log()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+    api.run_with_servers("sbx-http-", body, check, failures)
     for f in failures:
         print("FAIL:", f)
     print(f"{checks[0]} checks, {len(failures)} failed")

@@ -34,10 +34,8 @@ VM goes with it; none of its processes may be left. Exit 77
 only when the guest image or the bridge is not built."""
 import json
 import os
-import shutil
 import sqlite3
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -423,20 +421,7 @@ def main():
             not os.path.exists(os.environ.get("SANDBOX_BRIDGE", BUILD + "/bridge/sandbox-bridge")):
         print("skipped: the guest image or the bridge is not built")
         return 77
-    tmp = tempfile.mkdtemp(prefix="sbx-replay-")
-    os.chmod(tmp, 0o711)  # the VMs' jail reaches the runtime dirs in it
-    servers = []
-    try:
-        body(tmp, servers)
-    finally:
-        for srv in servers:
-            if srv.proc is not None and srv.proc.poll() is None:
-                srv.stop()
-            left = srv.leftovers(timeout=10)
-            check(left == [], f"{srv.name}: no process left", left)
-            if failures:
-                print(f"-- {srv.name}'s log:\n{srv.log()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+    api.run_with_servers("sbx-replay-", body, check, failures)
     for f in failures:
         print("FAIL:", f)
     print(f"{checks[0]} checks, {len(failures)} failed")

@@ -23,7 +23,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 
@@ -501,19 +500,7 @@ def main():
         print("skipped: the guest image or the bridge is not built")
         return 77
     check(shutil.which("curl") is not None, "curl is installed (scripts/setup)")
-    tmp = tempfile.mkdtemp(prefix="sbx-sessions-")
-    servers = []
-    try:
-        body(tmp, servers)
-    finally:
-        for srv in servers:
-            if srv.proc is not None and srv.proc.poll() is None:
-                srv.stop()
-            left = srv.leftovers(timeout=10)
-            check(left == [], f"{srv.name}: no process left", left)
-            if failures:
-                print(f"-- {srv.name}'s log:\n{srv.log()}")
-        shutil.rmtree(tmp, ignore_errors=True)
+    api.run_with_servers("sbx-sessions-", body, check, failures)
     for f in failures:
         print("FAIL:", f)
     print(f"{checks[0]} checks, {len(failures)} failed")
