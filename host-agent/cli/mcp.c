@@ -622,12 +622,17 @@ static void on_local_done(gpointer data, const SbxMcpSessionOutcome *outcome)
     job_finish_session(job, outcome);
 }
 
-static void on_session_open(gpointer data, SbxMcpCall *call)
+G_STATIC_ASSERT(SBX_MCP_SESSION_SECONDS_MAX == SBX_SERVE_SESSION_SECONDS_MAX);
+
+static void on_session_open(gpointer data, SbxMcpCall *call, guint idle_timeout_s,
+                            guint max_lifetime_s)
 {
     McpCtx *ctx = data;
     SbxServeRequest req = {
         .type = SBX_SERVE_REQ_SESSION_NEW,
-        .session_new = {.profile = ctx->profile_name},
+        .session_new = {.profile = ctx->profile_name,
+                        .idle_timeout_s = idle_timeout_s,
+                        .max_lifetime_s = max_lifetime_s},
     };
     SbxVmOptions opts = {0};
     Job *job;
@@ -643,7 +648,8 @@ static void on_session_open(gpointer data, SbxMcpCall *call)
         return;
     }
     SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
-    job->local_op = sbx_mcp_local_open(ctx->local, src, on_local_done, job);
+    job->local_op =
+        sbx_mcp_local_open(ctx->local, src, idle_timeout_s, max_lifetime_s, on_local_done, job);
 }
 
 static void on_session_close(gpointer data, SbxMcpCall *call, const char *session)

@@ -345,8 +345,9 @@ const tests = {
   },  // Sessions through `sandbox serve` (sdk_client_test.py started it, --pool 1), or
   // (sessions_local) of VMs `sandbox mcp` restores itself: state kept across executions in both
   // languages, files in and out (binary, digests compared), errors for a bad path and an
-  // unknown session, a close, and a session left open ended with the connection (its QEMU
-  // gone).
+  // unknown session, a close, sessions ended by their idle timeout and their lifetime (asked
+  // for at the open: the server's clock both ways), and a session left open ended with the
+  // connection (its QEMU gone).
   async sessions(c, local = false) {
     // The QEMUs of the open sessions: the server's status says; without it, every VM of the
     // test's runtime dir is one when no execution runs.
@@ -362,7 +363,9 @@ const tests = {
     assert.equal(opened.isError, false, JSON.stringify(opened));
     const session = opened.structuredContent.session;
     assert.match(session, /^[A-Za-z0-9_.-]+$/);
-    if (!local) assert.ok(opened.structuredContent.idle_timeout_s > 0);
+    // The server's defaults, both ways (sessions of sandbox mcp's own keep the server's clock).
+    assert.equal(opened.structuredContent.idle_timeout_s, 600, JSON.stringify(opened));
+    assert.equal(opened.structuredContent.max_lifetime_s, 3600, JSON.stringify(opened));
     if (local) assert.match(session, /^lo_/, "a session of sandbox mcp's own");
     const vms = await sessionVms();
     assert.equal(vms.length, 1, "one VM holds the session");
@@ -438,6 +441,30 @@ const tests = {
     assert.match(ended.content[0].text, /ended/);
     const forgotten = await call("file_read", { session: short, path: "x" });
     assert.match(forgotten.content[0].text, /not open/);
+
+    // A session nobody uses ends after its idle timeout, one open too long after its lifetime,
+    // as the server's do: its VM killed, the next call told it ended and why, then forgotten.
+    const expiring = async (limits, why) => {
+      const before = new Set(await sessionVms());
+      const o = await call("session_open", limits);
+      assert.equal(o.isError, false, JSON.stringify(o));
+      for (const [k, v] of Object.entries(limits)) assert.equal(o.structuredContent[k], v);
+      const s = o.structuredContent.session;
+      const vms = (await sessionVms()).filter((pid) => !before.has(pid));
+      assert.equal(vms.length, 1, "one VM holds the session");
+      const used = await execute(c.client, { language: "python", code: "y = 1", session: s });
+      assert.equal(used.isError, false, JSON.stringify(used));
+      await waitFor(`the expired session's QEMU (${vms[0]}) to be gone`,
+                    () => !fs.existsSync(`/proc/${vms[0]}`), 120);
+      const late = await call("file_read", { session: s, path: "x" });
+      assert.equal(late.isError, true, JSON.stringify(late));
+      assert.match(late.content[0].text, /^error \(ended\): the session has ended \(expired\): /);
+      assert.match(late.content[0].text, why);
+      const gone = await execute(c.client, { language: "python", code: "y", session: s });
+      assert.match(gone.content[0].text, /not open/, "its handle forgotten");
+    };
+    await expiring({ idle_timeout_s: 2 }, /idle for 2 s \(its idle timeout\)/);
+    await expiring({ max_lifetime_s: 30 }, /open for 30 s \(its maximum lifetime\)/);
 
     // A session left open is ended when the connection ends (close() below).
     const left = await call("session_open", {});
