@@ -269,6 +269,14 @@ static void on_job_output(gpointer data, SbxStream stream, const guint8 *bytes, 
                           job->timeout_ms);
 }
 
+/* The server told an approval of @job's run (it waits, or no longer). */
+static void on_job_approval(gpointer data, const SbxServePending *pending, const char *id)
+{
+    Job *job = data;
+
+    sbx_mcp_approvals_told(job->ctx->approvals, job->call, pending, id);
+}
+
 /* Through the server: FALSE if none answers (nothing sent). A session's run names no profile
  * (the session's is used). */
 static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
@@ -285,6 +293,7 @@ static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
         .profile = a->session == NULL ? ctx->profile_name : NULL,
         .session = a->session,
         .live = sbx_mcp_call_wants_progress(job->call),
+        .approvals = sbx_mcp_approvals_can_ask(ctx->approvals), /* its held calls: the client */
     };
 
     if (ctx->no_serve) {
@@ -294,8 +303,8 @@ static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
     if (job->serve != NULL && req.live) {
         sbx_serve_call_set_output(job->serve, on_job_output);
     }
-    if (job->serve != NULL) {
-        sbx_mcp_approvals_serve(ctx->approvals, job->call); /* its held calls: the client */
+    if (job->serve != NULL && req.approvals) {
+        sbx_serve_call_set_approvals(job->serve, on_job_approval);
     }
     return job->serve != NULL;
 }

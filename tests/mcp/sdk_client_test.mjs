@@ -507,6 +507,27 @@ const tests = {
     if (serve) {
       const st = await serveStatus();
       assert.ok(st.claimed_total >= 3, `the runs were the server's: ${JSON.stringify(st)}`);
+      // Answered elsewhere (`sandbox approve`) while the client has not answered: the server
+      // tells the run's stream the approval stopped waiting, so the question is withdrawn
+      // (notifications/cancelled: the SDK aborts the handler) while the run goes on: before
+      // the question of the program's next held call, which comes after it on that stream.
+      let release;
+      c.answer = new Promise((resolve) => { release = resolve; });
+      const twice = "const r = await tools.calc.add({a: 2, b: 40});\n" +
+        "const s = await tools.calc.add({a: 1, b: 1});\nr.result + s.result";
+      const waiting = run(c.client, twice);
+      await waitFor("the fourth question", () => c.asked.length === 4, 120);
+      const listed = JSON.parse(execFileSync(binary, ["approvals", "--json"], { encoding: "utf8" }))
+        .filter((a) => a.tool === "add");
+      assert.equal(listed.length, 1, JSON.stringify(listed));
+      assert.equal(c.signals[3].aborted, false, "asked, not yet withdrawn");
+      c.answer = { action: "accept", content: { approve: true } }; // the next question's
+      execFileSync(binary, ["approve", listed[0].id]);
+      const done = await waiting;
+      assert.equal(done.structuredContent.result, 44, JSON.stringify(done));
+      assert.equal(c.asked.length, 5, "the second call was asked");
+      assert.equal(c.withdrawnBefore[4], 1, "the first question withdrawn before the second came");
+      release({ action: "decline" }); // late: ignored
     }
     const plain = await connect(["--tools", process.env.SBX_TEST_CATALOG,
       ...(serve ? [] : ["--no-serve"])]);
@@ -545,13 +566,19 @@ if (!tests[test] || !binary || !runtime) {
 let c;
 if (test.startsWith("approvals")) {
   const asked = [];
+  const signals = []; // each question's: aborted when the server withdraws it
   const state = { answer: { action: "accept", content: { approve: true } } };
   const where = test === "approvals" ? ["--no-serve"] : [];
-  c = await connect(["--tools", process.env.SBX_TEST_CATALOG, ...where], async (req) => {
+  const withdrawnBefore = []; // for each question: how many earlier ones were withdrawn then
+  c = await connect(["--tools", process.env.SBX_TEST_CATALOG, ...where], async (req, extra) => {
+    withdrawnBefore.push(signals.filter((sig) => sig.aborted).length);
     asked.push(req.params);
+    signals.push(extra.signal);
     return state.answer;
   });
   c.asked = asked;
+  c.signals = signals;
+  c.withdrawnBefore = withdrawnBefore;
   Object.defineProperty(c, "answer", { set: (v) => { state.answer = v; } });
 } else {
   c = await connect(test === "discovery" ? ["--tools", process.env.SBX_TEST_CATALOG] : []);
