@@ -1,13 +1,12 @@
 /*
  * `sandbox mcp`'s approvals asked of its client (mcp-approvals.h): the connection's own list
- * for the executions restored here, the server's asked for while executions run there; each
- * question is an elicitation of the core's (mcp-server.h), withdrawn when its approval stops
- * waiting.
+ * for the executions restored here, the server's told on each run's stream for the executions
+ * that run there; each question is an elicitation of the core's (mcp-server.h), withdrawn when
+ * its approval stops waiting.
  */
 #include "cli/mcp-approvals.h"
 
 #include <string.h>
-#include <unistd.h>
 
 #include "approvals.h"
 #include "cli/serve-client.h"
@@ -15,11 +14,10 @@
 /* Where an approval waits. */
 typedef enum { WAITS_HERE, WAITS_IN_SERVE } Where;
 
-/* A call whose approvals may be asked: its execution runs here (origin) or in the server. */
+/* A call whose execution runs here, whose approvals may be asked. */
 typedef struct {
     SbxMcpCall *call;
-    Where where;
-    char *origin; /* here: its approvals' origin ("sandbox mcp, call N") */
+    char *origin; /* its approvals' origin ("sandbox mcp, call N") */
 } Watched;
 
 /* An approval asked of the client. */
@@ -32,13 +30,10 @@ typedef struct {
 
 struct SbxMcpApprovals {
     SbxMcpServer *server;
-    SbxApprovals *here; /* the executions restored here */
-    GPtrArray *watched; /* Watched* */
-    GPtrArray *asks;    /* Ask* */
-    guint made;         /* origins given */
-    char *serve_origin; /* the server's origin of our runs ("sandbox run, pid N") */
-    guint poll;         /* the server's list asked for, while a watched call runs there */
-    SbxServeAsk *listing;
+    SbxApprovals *here;   /* the executions restored here */
+    GPtrArray *watched;   /* Watched*: calls running here */
+    GPtrArray *asks;      /* Ask* */
+    guint made;           /* origins given */
     GPtrArray *decisions; /* Decision*: answers sent to the server, not acknowledged */
 };
 
@@ -55,11 +50,12 @@ static void ask_free(Ask *k)
     g_free(k);
 }
 
-static Ask *ask_of(SbxMcpApprovals *a, const char *approval_id)
+/* The question about approval @approval_id of @where (ids of here and of the server may meet). */
+static Ask *ask_of(SbxMcpApprovals *a, Where where, const char *approval_id)
 {
     for (guint i = 0; i < a->asks->len; i++) {
         Ask *k = g_ptr_array_index(a->asks, i);
-        if (strcmp(k->approval_id, approval_id) == 0) {
+        if (k->where == where && strcmp(k->approval_id, approval_id) == 0) {
             return k;
         }
     }
@@ -159,7 +155,7 @@ static Watched *watched_of_origin(SbxMcpApprovals *a, const char *origin)
 {
     for (guint i = 0; origin != NULL && i < a->watched->len; i++) {
         Watched *w = g_ptr_array_index(a->watched, i);
-        if (w->origin != NULL && strcmp(w->origin, origin) == 0) {
+        if (strcmp(w->origin, origin) == 0) {
             return w;
         }
     }
@@ -187,7 +183,7 @@ static void on_changed(SbxApprovals *approvals, gpointer data)
             .input_json = p->input_json,
             .timeout_ms = (guint)MAX((gint64)p->timeout_ms - waited_ms, 1),
         };
-        if (w != NULL && ask_of(a, p->id) == NULL &&
+        if (w != NULL && ask_of(a, WAITS_HERE, p->id) == NULL &&
             !ask_client(a, w->call, WAITS_HERE, p->id, &q)) {
             /* Nobody else can answer here: denied now rather than after its timeout. */
             sbx_approvals_decide_by(approvals, p->id, FALSE,
@@ -203,7 +199,6 @@ void sbx_mcp_approvals_local(SbxMcpApprovals *a, SbxMcpCall *call, SbxTools *too
     }
     Watched *w = g_new0(Watched, 1);
     w->call = call;
-    w->where = WAITS_HERE;
     w->origin = g_strdup_printf("sandbox mcp, call %u", ++a->made);
     g_ptr_array_add(a->watched, w);
     sbx_tools_set_approvals(tools, a->here, w->origin);
@@ -211,19 +206,13 @@ void sbx_mcp_approvals_local(SbxMcpApprovals *a, SbxMcpCall *call, SbxTools *too
 
 /* ---- in `sandbox serve` --------------------------------------------------------------------- */
 
-/* A call of ours whose execution runs in the server (the server's origin names no call). */
-static SbxMcpCall *serve_call(SbxMcpApprovals *a)
+gboolean sbx_mcp_approvals_can_ask(SbxMcpApprovals *a)
 {
-    for (guint i = 0; i < a->watched->len; i++) {
-        Watched *w = g_ptr_array_index(a->watched, i);
-        if (w->where == WAITS_IN_SERVE) {
-            return w->call;
-        }
-    }
-    return NULL;
+    return sbx_mcp_server_can_elicit(a->server);
 }
 
-static void ask_pending(SbxMcpApprovals *a, const SbxServePending *p, SbxMcpCall *call)
+/* Approval @p of @call's run waits in the server: asked of the client, unless it was already. */
+static void ask_pending(SbxMcpApprovals *a, SbxMcpCall *call, const SbxServePending *p)
 {
     g_autofree char *excerpt =
         p->input_json == NULL ? g_strdup_printf("%s...", p->input_excerpt) : NULL;
@@ -234,60 +223,22 @@ static void ask_pending(SbxMcpApprovals *a, const SbxServePending *p, SbxMcpCall
         .timeout_ms = (guint)CLAMP(p->timeout_ms - p->waiting_ms, 1, G_MAXUINT),
     };
 
-    if (p->id != NULL && p->provider != NULL && p->tool != NULL &&
-        (p->input_json != NULL || p->input_excerpt != NULL) && ask_of(a, p->id) == NULL) {
+    if (p->provider != NULL && p->tool != NULL &&
+        (p->input_json != NULL || p->input_excerpt != NULL) &&
+        ask_of(a, WAITS_IN_SERVE, p->id) == NULL) {
         ask_client(a, call, WAITS_IN_SERVE, p->id, &q); /* not asked: `sandbox approve` */
     }
 }
 
-static void on_listed(gpointer data, const SbxServeMsg *answer, const char *failure)
+void sbx_mcp_approvals_told(SbxMcpApprovals *a, SbxMcpCall *call, const SbxServePending *p,
+                            const char *id)
 {
-    SbxMcpApprovals *a = data;
-    g_autoptr(GHashTable) ids = g_hash_table_new(g_str_hash, g_str_equal);
-    SbxMcpCall *call = serve_call(a);
-    (void)failure;
+    Ask *k = ask_of(a, WAITS_IN_SERVE, id);
 
-    sbx_serve_ask_free(g_steal_pointer(&a->listing));
-    if (answer == NULL || answer->type != SBX_SERVE_MSG_APPROVALS) {
-        return; /* asked again at the next tick */
-    }
-    for (gsize i = 0; i < answer->n_pending; i++) {
-        const SbxServePending *p = &answer->pending[i];
-        if (p->id != NULL && g_strcmp0(p->origin, a->serve_origin) == 0) {
-            g_hash_table_add(ids, p->id);
-        }
-    }
-    withdraw_gone(a, WAITS_IN_SERVE, ids);
-    for (gsize i = 0; call != NULL && i < answer->n_pending; i++) {
-        const SbxServePending *p = &answer->pending[i];
-        if (p->id != NULL && g_hash_table_contains(ids, p->id)) {
-            ask_pending(a, p, call);
-        }
-    }
-}
-
-static gboolean poll_tick(gpointer data)
-{
-    SbxMcpApprovals *a = data;
-    SbxServeRequest req = {.type = SBX_SERVE_REQ_APPROVALS};
-
-    if (a->listing == NULL) {
-        a->listing = sbx_serve_client_ask(&req, SBX_SERVE_CLIENT_PROBE_MS, on_listed, a);
-    }
-    return G_SOURCE_CONTINUE;
-}
-
-void sbx_mcp_approvals_serve(SbxMcpApprovals *a, SbxMcpCall *call)
-{
-    if (!sbx_mcp_server_can_elicit(a->server)) {
-        return;
-    }
-    Watched *w = g_new0(Watched, 1);
-    w->call = call;
-    w->where = WAITS_IN_SERVE;
-    g_ptr_array_add(a->watched, w);
-    if (a->poll == 0) {
-        a->poll = g_timeout_add(SBX_MCP_APPROVALS_POLL_MS, poll_tick, a);
+    if (p != NULL) {
+        ask_pending(a, call, p);
+    } else if (k != NULL) {
+        sbx_mcp_server_elicit_cancel(a->server, k->elicit_id); /* frees k */
     }
 }
 
@@ -304,11 +255,6 @@ void sbx_mcp_approvals_done(SbxMcpApprovals *a, SbxMcpCall *call)
             break;
         }
     }
-    if (serve_call(a) == NULL) {
-        /* nothing of ours runs in the server: its questions end with their calls' finish */
-        g_clear_handle_id(&a->poll, g_source_remove);
-        sbx_serve_ask_free(g_steal_pointer(&a->listing));
-    }
 }
 
 SbxMcpApprovals *sbx_mcp_approvals_new(SbxMcpServer *server)
@@ -320,7 +266,6 @@ SbxMcpApprovals *sbx_mcp_approvals_new(SbxMcpServer *server)
     a->watched = g_ptr_array_new();
     a->asks = g_ptr_array_new();
     a->decisions = g_ptr_array_new();
-    a->serve_origin = g_strdup_printf("sandbox run, pid %d", (int)getpid());
     sbx_approvals_set_notify(a->here, on_changed, a);
     return a;
 }
@@ -330,8 +275,6 @@ void sbx_mcp_approvals_free(SbxMcpApprovals *a)
     if (a == NULL) {
         return;
     }
-    g_clear_handle_id(&a->poll, g_source_remove);
-    sbx_serve_ask_free(a->listing);
     for (guint i = 0; i < a->decisions->len; i++) {
         decision_free(g_ptr_array_index(a->decisions, i));
     }
@@ -348,6 +291,5 @@ void sbx_mcp_approvals_free(SbxMcpApprovals *a)
     g_ptr_array_unref(a->watched);
     g_ptr_array_unref(a->asks);
     g_ptr_array_unref(a->decisions);
-    g_free(a->serve_origin);
     g_free(a);
 }

@@ -3,22 +3,15 @@
  * the client"): a tool call that a catalog's policy holds is asked, by elicitation, on behalf of
  * the MCP call whose execution made it, and decided by the client's answer. Executions restored
  * here put their approvals in a list of the connection's (nobody else can answer them);
- * executions sent to `sandbox serve` wait in the server's, which is asked for while one runs
- * (the server tells its clients nothing as approvals come), and answered through its socket
- * like `sandbox approve` (whoever answers first wins).
+ * executions sent to `sandbox serve` wait in the server's, which tells each run's on its stream
+ * as they start and stop waiting (a run sent with `"approvals": true`, docs/pool.md), and are
+ * answered through its socket like `sandbox approve` (whoever answers first wins).
  */
 #pragma once
 
 #include "mcp-server/mcp-server.h"
+#include "server/proto.h"
 #include "tools.h"
-
-/*
- * How often the server's approvals are asked for while an execution of ours runs there and the
- * client can be asked: every 500 ms. A person then sees the question within half a second of
- * the call; each time is one short request on the owner-only socket, answered from the
- * server's loop.
- */
-#define SBX_MCP_APPROVALS_POLL_MS 500
 
 typedef struct SbxMcpApprovals SbxMcpApprovals;
 
@@ -38,8 +31,15 @@ void sbx_mcp_approvals_free(SbxMcpApprovals *approvals);
  */
 void sbx_mcp_approvals_local(SbxMcpApprovals *approvals, SbxMcpCall *call, SbxTools *tools);
 
-/** @call's execution runs in `sandbox serve`: its approvals are asked of the client. */
-void sbx_mcp_approvals_serve(SbxMcpApprovals *approvals, SbxMcpCall *call);
+/** Whether the client can be asked (a run sent to `sandbox serve` then asks for its approvals). */
+gboolean sbx_mcp_approvals_can_ask(SbxMcpApprovals *approvals);
+
+/**
+ * The server told, on the stream of @call's run, that its approval @id waits (@pending) or
+ * stopped waiting (@pending NULL): asked of the client, or the question withdrawn.
+ */
+void sbx_mcp_approvals_told(SbxMcpApprovals *approvals, SbxMcpCall *call,
+                            const SbxServePending *pending, const char *id);
 
 /** @call ends (before its finish): nothing more is asked for it. */
 void sbx_mcp_approvals_done(SbxMcpApprovals *approvals, SbxMcpCall *call);

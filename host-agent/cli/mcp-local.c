@@ -8,6 +8,7 @@
 
 #include "exec/lease.h"
 #include "files.h"
+#include "server/session-clock.h"
 #include "server/session-files.h"
 
 typedef struct LocalSession LocalSession;
@@ -20,11 +21,13 @@ struct LocalSession {
     SbxMcpLocal *local;
     char *handle;
     SbxExecLease *lease;
-    gboolean ready;    /* its VM is in hand */
-    gboolean running;  /* an execution has it */
-    char *ended;       /* why it ended, or NULL: open */
-    guint end_idle;    /* its lease's close, after an end found inside a callback */
-    SbxMcpLocalOp *op; /* the open, or the file operation (waiting or running), or NULL */
+    gboolean ready;         /* its VM is in hand */
+    gboolean running;       /* an execution has it */
+    char *ended;            /* why it ended, or NULL: open */
+    const char *end_status; /* then, as a server session's: "expired", "crashed" */
+    guint end_idle;         /* its lease's close, after an end found inside a callback */
+    SbxMcpLocalOp *op;      /* the open, or the file operation (waiting or running), or NULL */
+    SbxSessionClock clock;  /* its idle timeout and lifetime, as a server's session */
 };
 
 struct SbxMcpLocalOp {
@@ -44,11 +47,20 @@ static void op_free(SbxMcpLocalOp *op)
     g_free(op);
 }
 
+/* @s was used until now: idle from now unless something runs in it (or it ended). */
+static void now_used(LocalSession *s)
+{
+    if (s->ended == NULL) {
+        sbx_session_clock_used(&s->clock, s->ready && !s->running && s->op == NULL);
+    }
+}
+
 /* @op ends with @o: its session forgets it, the caller hears, it is freed. */
 static void op_finish(SbxMcpLocalOp *op, const SbxMcpSessionOutcome *o)
 {
     if (op->session != NULL && op->session->op == op) {
         op->session->op = NULL;
+        now_used(op->session);
     }
     op->done(op->data, o);
     op_free(op);
@@ -92,19 +104,29 @@ static gboolean close_lease(gpointer data)
  * The session's state is gone (@why): the next request on it says so. The lease is closed from
  * the loop: this may run inside one of its channel's callbacks.
  */
-static void end_session(LocalSession *s, const char *why)
+static void end_session(LocalSession *s, const char *status, const char *why)
 {
     if (s->ended != NULL) {
         return;
     }
+    s->end_status = status;
     s->ended = g_strdup(why);
+    sbx_session_clock_stop(&s->clock);
     s->end_idle = g_idle_add(close_lease, s);
+}
+
+/* Idle or open for too long, as a server's session: its VM is killed (an execution in it ends),
+ * and the next request on it is told the session ended, and why. */
+static void on_expired(gpointer data, const char *why)
+{
+    end_session(data, "expired", why);
 }
 
 /* Forget @s: its operation told, its VM killed. */
 static void session_free(LocalSession *s)
 {
     drop_op(s, "the session was closed");
+    sbx_session_clock_stop(&s->clock);
     g_clear_handle_id(&s->end_idle, g_source_remove);
     sbx_exec_lease_close(s->lease);
     sbx_exec_lease_unref(s->lease);
@@ -154,13 +176,18 @@ static void on_ready(SbxExecLease *lease, const GError *error, gpointer data)
     if (error != NULL) {
         g_autofree char *why =
             g_strdup_printf("the session's VM could not be started: %s", error->message);
-        end_session(s, why); /* kept, ended, until the connection ends: nobody has its handle */
+        end_session(s, "crashed",
+                    why); /* kept, ended, until the connection ends: nobody has its handle */
         op_fail(op, "unavailable", why, FALSE);
         return;
     }
     s->ready = TRUE;
-    SbxMcpSessionOutcome o = {.session = s->handle};
-    op_finish(op, &o);
+    SbxMcpSessionOutcome o = {
+        .session = s->handle,
+        .idle_timeout_s = s->clock.idle_timeout_s,
+        .max_lifetime_s = s->clock.max_lifetime_s,
+    };
+    op_finish(op, &o); /* idle from now */
 }
 
 static void on_lost(SbxExecLease *lease, const char *reason, gpointer data)
@@ -169,7 +196,7 @@ static void on_lost(SbxExecLease *lease, const char *reason, gpointer data)
     (void)lease;
 
     if (!s->running) { /* an execution's end says more: sbx_mcp_local_exec_done() */
-        end_session(s, reason);
+        end_session(s, "crashed", reason);
     }
 }
 
@@ -189,8 +216,8 @@ static const SbxExecLeaseCallbacks lease_callbacks = {
     .returned = on_returned,
 };
 
-SbxMcpLocalOp *sbx_mcp_local_open(SbxMcpLocal *local, SbxExecSource *src, SbxMcpLocalDone done,
-                                  gpointer data)
+SbxMcpLocalOp *sbx_mcp_local_open(SbxMcpLocal *local, SbxExecSource *src, guint idle_timeout_s,
+                                  guint max_lifetime_s, SbxMcpLocalDone done, gpointer data)
 {
     LocalSession *s = g_new0(LocalSession, 1);
     SbxMcpLocalOp *op = g_new0(SbxMcpLocalOp, 1);
@@ -204,6 +231,8 @@ SbxMcpLocalOp *sbx_mcp_local_open(SbxMcpLocal *local, SbxExecSource *src, SbxMcp
     op->done = done;
     op->data = data;
     g_hash_table_insert(local->sessions, s->handle, s);
+    /* its lifetime runs from now, as a server's session's (its VM's start counts) */
+    sbx_session_clock_start(&s->clock, idle_timeout_s, max_lifetime_s, on_expired, s);
     sbx_exec_lease_start(s->lease, &lease_callbacks, s);
     return op;
 }
@@ -218,10 +247,13 @@ void sbx_mcp_local_op_cancel(SbxMcpLocalOp *op)
     if (s != NULL) {
         s->op = NULL;
         if (op->channel != NULL && !sbx_session_file_cancel(op->channel)) {
-            end_session(s, "a file operation was abandoned mid-way"); /* its channel is closed */
+            end_session(s, "crashed",
+                        "a file operation was abandoned mid-way"); /* its channel is closed */
         }
         if (op->tool == SBX_MCP_TOOL_SESSION_OPEN) {
             g_hash_table_remove(s->local->sessions, s->handle); /* nobody has its handle */
+        } else {
+            now_used(s); /* idle again: its idle timeout runs */
         }
     }
     op_free(op);
@@ -240,7 +272,7 @@ static void on_file_done(SbxSession *channel, const SbxFileOutcome *outcome, con
         gboolean broken = !sbx_session_is_ready(channel);
         if (broken) {
             g_autofree char *why = g_strdup_printf("its channel broke: %s", error->message);
-            end_session(s, why);
+            end_session(s, "crashed", why);
         }
         op_fail(op, broken ? "failed" : sbx_server_session_file_error_code(error), error->message,
                 broken);
@@ -279,7 +311,7 @@ static char *refusal(LocalSession *s, gboolean *gone)
 {
     *gone = s->ended != NULL;
     if (s->ended != NULL) {
-        return g_strdup_printf("the session has ended: %s", s->ended);
+        return g_strdup_printf("the session has ended (%s): %s", s->end_status, s->ended);
     }
     if (!s->ready || s->running || s->op != NULL) {
         return g_strdup("the session is busy (one execution or file operation at a time)");
@@ -306,6 +338,7 @@ static SbxMcpLocalOp *file_op(SbxMcpLocal *local, const char *handle, SbxMcpTool
     }
     op->session = s;
     s->op = op;
+    sbx_session_clock_busy(&s->clock);
     if (!sbx_exec_lease_lent(s->lease)) {
         start_file_op(s);
     } /* else: once the execution before it gave the VM back (on_returned) */
@@ -339,6 +372,7 @@ SbxExecSource *sbx_mcp_local_lend(SbxMcpLocal *local, const char *handle, char *
         return NULL;
     }
     s->running = TRUE;
+    sbx_session_clock_busy(&s->clock);    /* no idle time while it runs */
     return sbx_exec_lease_lend(s->lease); /* its turn once an execution before gave it back */
 }
 
@@ -354,8 +388,9 @@ void sbx_mcp_local_exec_done(SbxMcpLocal *local, const char *handle, SbxExec *ex
         g_autofree char *why = g_strdup_printf(
             "its execution ended with %s (exit code %d): the runtime and its state are gone",
             sbx_status_name(r->status), r->exit_code);
-        end_session(s, why);
+        end_session(s, "crashed", why);
     } else if (sbx_exec_lease_lost(s->lease)) {
-        end_session(s, "its VM was lost under an execution");
+        end_session(s, "crashed", "its VM was lost under an execution");
     }
+    now_used(s);
 }

@@ -3,9 +3,11 @@
  * (or with --no-serve), a session is a VM restored here and held by a lease (exec/lease.h), as
  * server/sessions.c holds a server's: an execution borrows it (sbx_mcp_local_lend()) and asks
  * the guest to keep its state, files move between executions on its channel (session/files.h),
- * one thing at a time. No idle timeout: a session ends with its close, when its state is lost
- * (an execution that did not keep it, the VM's death, a broken channel) and with the connection
- * (sbx_mcp_local_free()). Every outcome goes to the caller as an SbxMcpSessionOutcome.
+ * one thing at a time. A session ends with its close, after its idle timeout or maximum
+ * lifetime (the server's clock and defaults: server/session-clock.h; its VM killed), when its
+ * state is lost (an execution that did not keep it, the VM's death, a broken channel) and with
+ * the connection (sbx_mcp_local_free()). An ended session's requests get `ended` and why, as a
+ * server's do. Every outcome goes to the caller as an SbxMcpSessionOutcome.
  */
 #pragma once
 
@@ -29,11 +31,12 @@ void sbx_mcp_local_free(SbxMcpLocal *local);
 gboolean sbx_mcp_local_has(SbxMcpLocal *local, const char *handle);
 
 /**
- * Open a session on the VM @src (taken) will acquire; @done gets its handle once it is ready,
- * or the error.
+ * Open a session on the VM @src (taken) will acquire, with @idle_timeout_s and @max_lifetime_s
+ * (0: the server's defaults); @done gets its handle and those limits once it is ready, or the
+ * error.
  */
-SbxMcpLocalOp *sbx_mcp_local_open(SbxMcpLocal *local, SbxExecSource *src, SbxMcpLocalDone done,
-                                  gpointer data);
+SbxMcpLocalOp *sbx_mcp_local_open(SbxMcpLocal *local, SbxExecSource *src, guint idle_timeout_s,
+                                  guint max_lifetime_s, SbxMcpLocalDone done, gpointer data);
 
 /** End session @handle now (its VM killed; an operation on it ends with an error) and forget it. */
 void sbx_mcp_local_close(SbxMcpLocal *local, const char *handle);

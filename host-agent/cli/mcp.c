@@ -270,6 +270,14 @@ static void on_job_output(gpointer data, SbxStream stream, const guint8 *bytes, 
                           job->timeout_ms);
 }
 
+/* The server told an approval of @job's run (it waits, or no longer). */
+static void on_job_approval(gpointer data, const SbxServePending *pending, const char *id)
+{
+    Job *job = data;
+
+    sbx_mcp_approvals_told(job->ctx->approvals, job->call, pending, id);
+}
+
 /* Through the server: FALSE if none answers (nothing sent). A session's run names no profile
  * (the session's is used). */
 static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
@@ -286,6 +294,7 @@ static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
         .profile = a->session == NULL ? ctx->profile_name : NULL,
         .session = a->session,
         .live = sbx_mcp_call_wants_progress(job->call),
+        .approvals = sbx_mcp_approvals_can_ask(ctx->approvals), /* its held calls: the client */
     };
 
     if (ctx->no_serve) {
@@ -295,8 +304,8 @@ static gboolean try_serve(McpCtx *ctx, Job *job, const SbxMcpExecuteArgs *a)
     if (job->serve != NULL && req.live) {
         sbx_serve_call_set_output(job->serve, on_job_output);
     }
-    if (job->serve != NULL) {
-        sbx_mcp_approvals_serve(ctx->approvals, job->call); /* its held calls: the client */
+    if (job->serve != NULL && req.approvals) {
+        sbx_serve_call_set_approvals(job->serve, on_job_approval);
     }
     return job->serve != NULL;
 }
@@ -623,12 +632,17 @@ static void on_local_done(gpointer data, const SbxMcpSessionOutcome *outcome)
     job_finish_session(job, outcome);
 }
 
-static void on_session_open(gpointer data, SbxMcpCall *call)
+G_STATIC_ASSERT(SBX_MCP_SESSION_SECONDS_MAX == SBX_SERVE_SESSION_SECONDS_MAX);
+
+static void on_session_open(gpointer data, SbxMcpCall *call, guint idle_timeout_s,
+                            guint max_lifetime_s)
 {
     McpCtx *ctx = data;
     SbxServeRequest req = {
         .type = SBX_SERVE_REQ_SESSION_NEW,
-        .session_new = {.profile = ctx->profile_name},
+        .session_new = {.profile = ctx->profile_name,
+                        .idle_timeout_s = idle_timeout_s,
+                        .max_lifetime_s = max_lifetime_s},
     };
     SbxVmOptions opts = {0};
     Job *job;
@@ -644,7 +658,8 @@ static void on_session_open(gpointer data, SbxMcpCall *call)
         return;
     }
     SbxExecSource *src = sbx_exec_source_new_vm(ctx->profile, ctx->image, ctx->snapshot, &opts);
-    job->local_op = sbx_mcp_local_open(ctx->local, src, on_local_done, job);
+    job->local_op =
+        sbx_mcp_local_open(ctx->local, src, idle_timeout_s, max_lifetime_s, on_local_done, job);
 }
 
 static void on_session_close(gpointer data, SbxMcpCall *call, const char *session)

@@ -155,6 +155,7 @@ static char *run_message(const SbxServeClientRequest *req)
                 .output_limit = req->output_limit,
                 .collect = req->json,
                 .live = req->live,
+                .approvals = req->approvals,
                 .profile = (char *)req->profile,
                 .session = (char *)req->session,
             },
@@ -344,6 +345,7 @@ struct SbxServeCall {
     SbxFrameReader reader;
     SbxServeCallDone done;
     SbxServeCallOutput output;
+    SbxServeCallApproval approval;
     gpointer data;
 };
 
@@ -376,6 +378,16 @@ static gboolean call_frame(gpointer data, const char *payload, gsize len)
         /* a live run's (the report has it all); a frame without data is ignored */
         if (c->output != NULL && msg.data != NULL) {
             c->output(c->data, msg.stream, msg.data, msg.data_len);
+        }
+        return TRUE;
+    }
+    if (msg.type == SBX_SERVE_MSG_APPROVAL || msg.type == SBX_SERVE_MSG_APPROVAL_OVER) {
+        /* an approval without an id cannot be answered: ignored as a broken output frame is */
+        const SbxServePending *p = msg.n_pending == 1 ? &msg.pending[0] : NULL;
+        const char *id = p != NULL ? p->id : msg.id;
+        if (c->approval != NULL && id != NULL &&
+            (p != NULL || msg.type == SBX_SERVE_MSG_APPROVAL_OVER)) {
+            c->approval(c->data, p, id);
         }
         return TRUE;
     }
@@ -436,6 +448,11 @@ SbxServeCall *sbx_serve_client_call(const SbxServeClientRequest *req, SbxServeCa
 void sbx_serve_call_set_output(SbxServeCall *c, SbxServeCallOutput output)
 {
     c->output = output;
+}
+
+void sbx_serve_call_set_approvals(SbxServeCall *c, SbxServeCallApproval approval)
+{
+    c->approval = approval;
 }
 
 void sbx_serve_call_free(SbxServeCall *c)

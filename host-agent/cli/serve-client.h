@@ -29,7 +29,8 @@ typedef struct {
     const char *session; /* or NULL; a session's run goes to the server or nowhere */
     gboolean json;
     gboolean live; /* with json: the output streamed as it comes too (sbx_serve_client_call()) */
-    SbxOut *out;   /* where the run's output, summary and report go; outlives the client */
+    gboolean approvals; /* a call's approvals told as they come (sbx_serve_call_set_approvals()) */
+    SbxOut *out;        /* where the run's output, summary and report go; outlives the client */
 } SbxServeClientRequest;
 
 /**
@@ -72,6 +73,16 @@ SbxServeCall *sbx_serve_client_call(const SbxServeClientRequest *req, SbxServeCa
 
 /** Have @output called with the output of @call as it comes (its request said live). */
 void sbx_serve_call_set_output(SbxServeCall *call, SbxServeCallOutput output);
+
+/*
+ * One of the run's approvals (its request said approvals): @pending when it starts waiting
+ * (its id, provider, tool, input or its excerpt, times), NULL when approval @id stopped waiting
+ * (answered, timed out, its call ended). Valid during the call.
+ */
+typedef void (*SbxServeCallApproval)(gpointer data, const SbxServePending *pending, const char *id);
+
+/** Have @approval called with the approvals of @call as they start and stop waiting. */
+void sbx_serve_call_set_approvals(SbxServeCall *call, SbxServeCallApproval approval);
 
 /** Hang up (the server ends the execution and kills its VM) and free. Accepts NULL. */
 void sbx_serve_call_free(SbxServeCall *call);

@@ -453,7 +453,7 @@ static void dispatch(SbxMcpServer *s, SbxMcpCall *call)
         break;
     case SBX_MCP_TOOL_SESSION_OPEN:
         s->opening++;
-        s->ops->session_open(s->data, call);
+        s->ops->session_open(s->data, call, a->idle_timeout_s, a->max_lifetime_s);
         break;
     case SBX_MCP_TOOL_SESSION_CLOSE:
         s->ops->session_close(s->data, call, a->session);

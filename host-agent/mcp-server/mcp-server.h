@@ -88,11 +88,13 @@ typedef struct {
      * close has not finished (two closes of one handle may be in flight).
      *
      * session_open: open a session for this connection's client (the transport's tenant, the
-     * server's default profile and limits) and finish with its handle (outcome.session) and
-     * limits once its VM is ready. A cancelled open that opened one anyway may finish with it:
+     * server's default profile) with the idle timeout and lifetime asked for (seconds, checked;
+     * 0: the server's defaults) and finish with its handle (outcome.session) and limits once
+     * its VM is ready. A cancelled open that opened one anyway may finish with it:
      * its handle is kept and ended with the connection like the others.
      */
-    void (*session_open)(gpointer data, SbxMcpCall *call);
+    void (*session_open)(gpointer data, SbxMcpCall *call, guint idle_timeout_s,
+                         guint max_lifetime_s);
     /* End session @session (its VM killed); an ended or unknown one is no error. */
     void (*session_close)(gpointer data, SbxMcpCall *call, const char *session);
     /*

@@ -15,6 +15,7 @@
 G_STATIC_ASSERT(SBX_MCP_FILE_MAX == 262144);
 G_STATIC_ASSERT(SBX_MCP_SESSIONS_MAX == 4);
 G_STATIC_ASSERT(SBX_PATH_MAX == 1024);
+G_STATIC_ASSERT(SBX_MCP_SESSION_SECONDS_MAX == 86400);
 
 /* One tool: its name, what a model reads, its schemas and its annotations. */
 typedef struct {
@@ -52,7 +53,11 @@ static const ToolDef TOOLS[] = {
         "Limits: at most 4 open at once; a session ends with session_close (do close it: it "
         "holds a VM), after its idle timeout or lifetime (returned), when an execution in it "
         "times out, is cancelled or exits its runtime, and when this connection ends.",
-        "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
+        "{\"type\":\"object\",\"properties\":{\"idle_timeout_s\":{\"type\":\"integer\","
+        "\"minimum\":1,\"maximum\":86400,\"description\":\"Seconds without use after which the "
+        "session ends (default 600).\"},\"max_lifetime_s\":{\"type\":\"integer\",\"minimum\":1,"
+        "\"maximum\":86400,\"description\":\"Seconds after which it ends, used or not (default "
+        "3600).\"}},\"additionalProperties\":false}",
         "{\"type\":\"object\",\"properties\":{\"session\":{\"type\":\"string\"},"
         "\"idle_timeout_s\":{\"type\":\"integer\"},\"max_lifetime_s\":{\"type\":\"integer\"}},"
         "\"required\":[\"session\"]}",
@@ -173,7 +178,7 @@ void sbx_mcp_session_definitions(SbxJsonb *b, const char *revision)
 /* The members each tool takes, NULL-terminated. */
 static const char *const *known_members(SbxMcpTool tool)
 {
-    static const char *const none[] = {NULL};
+    static const char *const open[] = {"idle_timeout_s", "max_lifetime_s", NULL};
     static const char *const close[] = {"session", NULL};
     static const char *const write[] = {"session", "path", "content", "encoding", NULL};
     static const char *const read[] = {"session", "path", "encoding", NULL};
@@ -186,7 +191,7 @@ static const char *const *known_members(SbxMcpTool tool)
     case SBX_MCP_TOOL_FILE_READ:
         return read;
     default:
-        return none;
+        return open;
     }
 }
 
@@ -264,13 +269,40 @@ static char *check_content(const cJSON *root, gboolean base64, SbxMcpSessionArgs
     return NULL;
 }
 
+/* An open's `name` (absent or null: 0, the default) into *@ret; FALSE if it is out of range. */
+static gboolean check_seconds(const cJSON *root, const char *name, guint *ret)
+{
+    const cJSON *m = member(root, name);
+    int64_t v = 0;
+
+    if (m != NULL && (!sbx_json_int64(m, &v) || v < 1 || v > SBX_MCP_SESSION_SECONDS_MAX)) {
+        return FALSE;
+    }
+    *ret = (guint)v;
+    return TRUE;
+}
+
+static char *check_open(const cJSON *root, SbxMcpSessionArgs *ret)
+{
+    if (!check_seconds(root, "idle_timeout_s", &ret->idle_timeout_s)) {
+        return g_strdup("idle_timeout_s: an integer from 1 to 86400 (seconds)");
+    }
+    if (!check_seconds(root, "max_lifetime_s", &ret->max_lifetime_s)) {
+        return g_strdup("max_lifetime_s: an integer from 1 to 86400 (seconds)");
+    }
+    return NULL;
+}
+
 static char *check_members(SbxMcpTool tool, const cJSON *root, SbxMcpSessionArgs *ret)
 {
     const cJSON *session = member(root, "session"), *path = member(root, "path");
     char *bad = check_unknown(tool, root);
 
-    if (bad != NULL || tool == SBX_MCP_TOOL_SESSION_OPEN) {
+    if (bad != NULL) {
         return bad;
+    }
+    if (tool == SBX_MCP_TOOL_SESSION_OPEN) {
+        return check_open(root, ret);
     }
     if (!cJSON_IsString(session) || !sbx_id_valid(session->valuestring)) {
         return g_strdup("session: a session's handle, as session_open returned it");

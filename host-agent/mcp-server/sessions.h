@@ -30,6 +30,13 @@
  */
 #define SBX_MCP_FILE_MAX (256u * 1024)
 
+/*
+ * A session's idle timeout and maximum lifetime that session_open may ask for: 1 s to a day,
+ * the bounds of the server's sessions (SBX_SERVER_SESSION_IDLE_MAX_S, _LIFETIME_MAX_S; the
+ * transports assert they are equal: this module stays pure, without the server's headers).
+ */
+#define SBX_MCP_SESSION_SECONDS_MAX (24 * 60 * 60)
+
 /* The tools a call may be for, execute included. */
 typedef enum {
     SBX_MCP_TOOL_EXECUTE,
@@ -46,6 +53,8 @@ typedef struct {
     guint8 *data;    /* write: the bytes, decoded (len of them; NULL when empty) */
     gsize len;       /* write: at most SBX_MCP_FILE_MAX */
     gboolean base64; /* read: the content asked for as base64 (else UTF-8 when it is text) */
+    /* open: 1..SBX_MCP_SESSION_SECONDS_MAX, or 0: the server's defaults (10 min, 1 h) */
+    guint idle_timeout_s, max_lifetime_s;
 } SbxMcpSessionArgs;
 
 /*

@@ -265,7 +265,11 @@ static void on_open_ready(SbxServerSession *session, const GError *error, gpoint
     session_finish(job, &o);
 }
 
-static void mcp_session_open(gpointer data, SbxMcpCall *call)
+G_STATIC_ASSERT(SBX_MCP_SESSION_SECONDS_MAX == SBX_SERVER_SESSION_IDLE_MAX_S &&
+                SBX_MCP_SESSION_SECONDS_MAX == SBX_SERVER_SESSION_LIFETIME_MAX_S);
+
+static void mcp_session_open(gpointer data, SbxMcpCall *call, guint idle_timeout_s,
+                             guint max_lifetime_s)
 {
     McpSession *s = data;
     McpJob *job = job_new(s, call);
@@ -273,6 +277,8 @@ static void mcp_session_open(gpointer data, SbxMcpCall *call)
     SbxServerSessionRequest req = {
         .tenant_id = s->tenant->id,
         .front_end = "mcp",
+        .idle_timeout_s = idle_timeout_s,
+        .max_lifetime_s = max_lifetime_s,
         .max_sessions = s->tenant->quotas.max_sessions,
         .max_memory_mib = s->tenant->quotas.max_session_memory_mib,
     };

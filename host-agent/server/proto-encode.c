@@ -41,6 +41,8 @@ static const char *const msg_names[] = {
     [SBX_SERVE_MSG_FILE] = "file",
     [SBX_SERVE_MSG_FILES] = "files",
     [SBX_SERVE_MSG_FILE_DELETED] = "file_deleted",
+    [SBX_SERVE_MSG_APPROVAL] = "approval",
+    [SBX_SERVE_MSG_APPROVAL_OVER] = "approval_over",
 };
 
 /* @data (@len bytes) as a base64 string member. */
@@ -86,6 +88,9 @@ static void encode_run(SbxJsonb *b, const SbxServeRun *run)
     sbx_jsonb_member_bool(b, "collect", run->collect);
     if (run->live) {
         sbx_jsonb_member_bool(b, "live", TRUE);
+    }
+    if (run->approvals) {
+        sbx_jsonb_member_bool(b, "approvals", TRUE);
     }
     if (run->session != NULL) {
         sbx_jsonb_member_string(b, "session", run->session);
@@ -336,8 +341,14 @@ char *sbx_serve_proto_msg_encode(const SbxServeMsg *msg)
     case SBX_SERVE_MSG_APPROVALS:
         encode_approvals(&b, msg);
         break;
+    case SBX_SERVE_MSG_APPROVAL:
+        g_assert(msg->n_pending >= 1);
+        sbx_jsonb_key(&b, "approval");
+        encode_pending(&b, &msg->pending[0]);
+        break;
     case SBX_SERVE_MSG_APPROVED:
     case SBX_SERVE_MSG_DENIED:
+    case SBX_SERVE_MSG_APPROVAL_OVER:
         sbx_jsonb_member_string(&b, "id", msg->id);
         break;
     case SBX_SERVE_MSG_SESSION:

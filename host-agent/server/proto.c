@@ -53,6 +53,8 @@ static const struct {
     {"file", SBX_SERVE_MSG_FILE},
     {"files", SBX_SERVE_MSG_FILES},
     {"file_deleted", SBX_SERVE_MSG_FILE_DELETED},
+    {"approval", SBX_SERVE_MSG_APPROVAL},
+    {"approval_over", SBX_SERVE_MSG_APPROVAL_OVER},
 };
 
 /* The JSON object of @payload and its string `type`, or NULL: no message. */
@@ -197,6 +199,7 @@ static const char *decode_run(const char *payload, gsize len, const cJSON *msg, 
     run->output_limit = limit;
     run->collect = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "collect"));
     run->live = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "live"));
+    run->approvals = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "approvals"));
     run->profile = cJSON_IsString(profile) ? g_strdup(profile->valuestring) : NULL;
     run->profile_not_name = profile != NULL && !cJSON_IsNull(profile) && !cJSON_IsString(profile);
     return NULL;
@@ -571,6 +574,19 @@ static void decode_approvals(const char *payload, gsize len, const cJSON *msg, S
     }
 }
 
+/* One approval that waits, on a run's stream: an approvals' entry. */
+static void decode_approval(const cJSON *msg, SbxServeMsg *m)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(msg, "approval");
+
+    if (!cJSON_IsObject(a)) {
+        return;
+    }
+    m->pending = g_new0(SbxServePending, 1);
+    m->n_pending = 1;
+    decode_pending(a, &m->pending[0]);
+}
+
 /* A member that is an integer from 1 to G_MAXINT32 (a PID), else 0. */
 static GPid get_pid(const cJSON *obj, const char *name)
 {
@@ -722,7 +738,10 @@ gboolean sbx_serve_proto_msg_decode(const char *payload, gsize len, SbxServeMsg 
         ret->code = dup_string(msg, "code");
     } else if (ret->type == SBX_SERVE_MSG_APPROVALS) {
         decode_approvals(payload, len, msg, ret);
-    } else if (ret->type == SBX_SERVE_MSG_APPROVED || ret->type == SBX_SERVE_MSG_DENIED) {
+    } else if (ret->type == SBX_SERVE_MSG_APPROVAL) {
+        decode_approval(msg, ret);
+    } else if (ret->type == SBX_SERVE_MSG_APPROVED || ret->type == SBX_SERVE_MSG_DENIED ||
+               ret->type == SBX_SERVE_MSG_APPROVAL_OVER) {
         ret->id = dup_string(msg, "id");
     } else if (ret->type == SBX_SERVE_MSG_SESSION || ret->type == SBX_SERVE_MSG_SESSIONS) {
         decode_sessions(payload, len, msg, ret);

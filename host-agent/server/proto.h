@@ -84,7 +84,10 @@ typedef struct {
     guint64 output_limit; /* 1..SBX_SERVE_OUTPUT_LIMIT_MAX (default: the session's) */
     gboolean collect;     /* true: output into the report (`--json`), not streamed */
     gboolean live;        /* with collect: streamed as it comes too (`sandbox mcp`'s progress) */
-    char *profile;        /* the profile's name, or NULL: the server's default */
+    /* The run's approvals told on its stream as they start and stop waiting (`approval`,
+     * `approval_over`: `sandbox mcp` asks its client), besides the server's list. */
+    gboolean approvals;
+    char *profile; /* the profile's name, or NULL: the server's default */
     /* `profile` was neither null nor a string: no server pools it (`unavailable`, not bad). */
     gboolean profile_not_name;
     /* The session to run in (sbx_id_valid()), its VM borrowed and its state kept; NULL: a VM of
@@ -162,13 +165,15 @@ typedef enum {
     SBX_SERVE_MSG_APPROVALS,
     SBX_SERVE_MSG_APPROVED,
     SBX_SERVE_MSG_DENIED,
-    SBX_SERVE_MSG_SESSION,      /* one session (the answer to session_new, _show, _end) */
-    SBX_SERVE_MSG_SESSIONS,     /* the answer to session_list */
-    SBX_SERVE_MSG_FILE_PART,    /* a put's piece was taken (not the last) */
-    SBX_SERVE_MSG_FILE,         /* a put's end, or a get's piece */
-    SBX_SERVE_MSG_FILES,        /* the answer to file_list */
-    SBX_SERVE_MSG_FILE_DELETED, /* the answer to file_delete */
-    SBX_SERVE_MSG_OTHER,        /* a type this client does not know (type_name says which) */
+    SBX_SERVE_MSG_SESSION,       /* one session (the answer to session_new, _show, _end) */
+    SBX_SERVE_MSG_SESSIONS,      /* the answer to session_list */
+    SBX_SERVE_MSG_FILE_PART,     /* a put's piece was taken (not the last) */
+    SBX_SERVE_MSG_FILE,          /* a put's end, or a get's piece */
+    SBX_SERVE_MSG_FILES,         /* the answer to file_list */
+    SBX_SERVE_MSG_FILE_DELETED,  /* the answer to file_delete */
+    SBX_SERVE_MSG_APPROVAL,      /* on a run's stream: one of its approvals waits (pending[0]) */
+    SBX_SERVE_MSG_APPROVAL_OVER, /* on a run's stream: that approval stopped waiting (id) */
+    SBX_SERVE_MSG_OTHER,         /* a type this client does not know (type_name says which) */
 } SbxServeMsgType;
 
 /* One entry of an `approvals` answer's `pending` (fields NULL or 0 when missing). */
@@ -246,11 +251,12 @@ typedef struct {
     int exit_code;     /* 0..255, or -1 when missing, not an integer or out of range */
     char *summary;     /* what a streamed run prints on stderr at the end, or NULL */
     char *report_json; /* `report` if an object: its text as the server sent it (minified) */
-    /* approvals: `pending` if an array: its text as sent (minified), and its entries */
+    /* approvals: `pending` if an array: its text as sent (minified), and its entries;
+     * approval: the `approval` object as the one entry (n_pending 1; 0 if it is no object) */
     char *pending_json;
     SbxServePending *pending;
     gsize n_pending;
-    /* approved, denied */
+    /* approved, denied, approval_over */
     char *id;
     /* session: one (n_sessions 1, or 0 if `session` is no object); sessions: every one that is
      * an object */
@@ -284,7 +290,8 @@ gboolean sbx_serve_proto_msg_decode(const char *payload, gsize len, SbxServeMsg 
  * The JSON text of message @msg (a frame's payload; caller frees), with the fields of its type:
  * status (from @msg->status), output (@msg->data base64-encoded), done (@msg->report_json, a
  * JSON object text of ours, inserted as is), error, approvals (from @msg->pending: an entry's
- * input_json, checked compact JSON, is inserted as is), approved, denied; session (the first of
+ * input_json, checked compact JSON, is inserted as is), approved, denied, approval (the first
+ * entry of @msg->pending, as an approvals' entry), approval_over; session (the first of
  * @msg->sessions), sessions, file_part, file (@msg->data as a get's piece when not NULL), files,
  * file_deleted. Not for type OTHER.
  */

@@ -7,6 +7,7 @@
 
 #include "exec/lease.h"
 #include "profile.h"
+#include "server/session-clock.h"
 #include "store/sessions.h"
 
 /* The queue key of the local clients, as in server.c (a tenant id is never empty). */
@@ -36,13 +37,8 @@ struct SbxServerSession {
     guint64 memory_mib;
     SbxServerSessionState state;
     SbxExecLease *lease;
-    gint64 created_ms;
-    gint64 last_active_ms;
+    SbxSessionClock clock; /* its idle timeout and lifetime, created_ms, last_active_ms */
     gint64 ended_ms;
-    guint idle_timeout_s;
-    guint max_lifetime_s;
-    guint idle_timer;
-    guint life_timer;
     guint executions;
     char *current_execution; /* the job's execution id, while one runs */
     gboolean running;        /* a job submitted and not done */
@@ -77,41 +73,21 @@ static void new_id(char out[SBX_ID_MAX + 1])
 
 /* ---- timers --------------------------------------------------------------------------------- */
 
-static gboolean idle_over(gpointer data)
+static void on_expired(gpointer data, const char *why)
 {
-    SbxServerSession *s = data;
-    g_autofree char *why = g_strdup_printf("idle for %u s (its idle timeout)", s->idle_timeout_s);
-
-    s->idle_timer = 0;
-    sbx_server_session_end(s, "expired", why);
-    return G_SOURCE_REMOVE;
+    sbx_server_session_end(data, "expired", why);
 }
 
-static gboolean life_over(gpointer data)
-{
-    SbxServerSession *s = data;
-    g_autofree char *why =
-        g_strdup_printf("open for %u s (its maximum lifetime)", s->max_lifetime_s);
-
-    s->life_timer = 0;
-    sbx_server_session_end(s, "expired", why);
-    return G_SOURCE_REMOVE;
-}
-
-/* The session is idle from now: its idle timeout runs again. */
+/* The session is idle from now (when ready): its idle timeout runs again. */
 static void now_idle(SbxServerSession *s)
 {
-    s->last_active_ms = now_ms();
-    g_clear_handle_id(&s->idle_timer, g_source_remove);
-    if (s->state == SBX_SERVER_SESSION_READY) {
-        s->idle_timer = g_timeout_add_seconds(s->idle_timeout_s, idle_over, s);
-    }
+    sbx_session_clock_used(&s->clock, s->state == SBX_SERVER_SESSION_READY);
 }
 
 static void set_busy(SbxServerSession *s)
 {
     s->state = SBX_SERVER_SESSION_BUSY;
-    g_clear_handle_id(&s->idle_timer, g_source_remove); /* no idle time while it works */
+    sbx_session_clock_busy(&s->clock); /* no idle time while it works */
 }
 
 /* Nothing runs any more: ready again, its next waiter served first. */
@@ -221,9 +197,9 @@ static gboolean record_begin(SbxServer *srv, SbxServerSession *s, GError **error
         .tenant_id = (char *)sbx_server_session_tenant(s),
         .profile = s->profile_name,
         .memory_mib = s->memory_mib,
-        .created_at_ms = s->created_ms,
-        .idle_timeout_ms = (gint64)s->idle_timeout_s * 1000,
-        .max_lifetime_ms = (gint64)s->max_lifetime_s * 1000,
+        .created_at_ms = s->clock.created_ms,
+        .idle_timeout_ms = (gint64)s->clock.idle_timeout_s * 1000,
+        .max_lifetime_ms = (gint64)s->clock.max_lifetime_s * 1000,
     };
 
     if (store == NULL || sbx_session_records_begin(store, &r, &e)) {
@@ -308,11 +284,8 @@ SbxServerSession *sbx_server_session_new(SbxServer *srv, const SbxServerSessionR
     s->profile_name = g_strdup(sbx_profile_name(profile));
     s->memory_mib = memory_mib;
     s->state = SBX_SERVER_SESSION_STARTING;
-    s->created_ms = s->last_active_ms = now_ms();
-    s->idle_timeout_s =
-        req->idle_timeout_s != 0 ? req->idle_timeout_s : SBX_SERVER_SESSION_IDLE_DEFAULT_S;
-    s->max_lifetime_s =
-        req->max_lifetime_s != 0 ? req->max_lifetime_s : SBX_SERVER_SESSION_LIFETIME_DEFAULT_S;
+    /* its lifetime runs from now: stopped again if it cannot be recorded */
+    sbx_session_clock_start(&s->clock, req->idle_timeout_s, req->max_lifetime_s, on_expired, s);
     s->ready = ready;
     s->ready_data = data;
     if (!record_begin(srv, s, error)) {
@@ -321,7 +294,6 @@ SbxServerSession *sbx_server_session_new(SbxServer *srv, const SbxServerSessionR
         return NULL;
     }
     g_hash_table_insert(all->by_id, s->id, s);
-    s->life_timer = g_timeout_add_seconds(s->max_lifetime_s, life_over, s);
     s->lease =
         sbx_exec_lease_new(sbx_exec_source_new_pool(sbx_server_profile_pool(srv, s->profile)));
     sbx_exec_lease_start(s->lease, &lease_callbacks, s);
@@ -345,8 +317,9 @@ static gint newest_first(gconstpointer a, gconstpointer b)
 {
     const SbxServerSession *x = *(SbxServerSession *const *)a, *y = *(SbxServerSession *const *)b;
 
-    return x->created_ms != y->created_ms ? (x->created_ms > y->created_ms ? -1 : 1)
-                                          : -strcmp(x->id, y->id);
+    return x->clock.created_ms != y->clock.created_ms
+               ? (x->clock.created_ms > y->clock.created_ms ? -1 : 1)
+               : -strcmp(x->id, y->id);
 }
 
 GPtrArray *sbx_server_sessions_list(SbxServer *srv, const char *tenant_id)
@@ -408,8 +381,7 @@ void sbx_server_session_end(SbxServerSession *s, const char *status, const char 
     s->end_status = g_strdup(status);
     s->end_reason = g_strdup(reason);
     record_end(s);
-    g_clear_handle_id(&s->idle_timer, g_source_remove);
-    g_clear_handle_id(&s->life_timer, g_source_remove);
+    sbx_session_clock_stop(&s->clock);
     if (s->channel_abort != NULL) {
         void (*abort)(gpointer) = g_steal_pointer(&s->channel_abort);
         abort(s->channel_abort_data); /* a file operation leaves the channel before its free */
@@ -580,21 +552,19 @@ guint sbx_server_session_profile(const SbxServerSession *s)
 
 void sbx_server_session_info(const SbxServerSession *s, SbxServerSessionInfo *out)
 {
-    gint64 idle_end = s->last_active_ms + (gint64)s->idle_timeout_s * 1000;
-    gint64 life_end = s->created_ms + (gint64)s->max_lifetime_s * 1000;
-
     *out = (SbxServerSessionInfo){
         .id = s->id,
         .state = sbx_server_session_state_name(s),
         .profile = s->profile_name,
-        .created_ms = s->created_ms,
-        .last_active_ms = s->last_active_ms,
-        .expires_ms = s->state == SBX_SERVER_SESSION_ENDED   ? 0
-                      : s->state == SBX_SERVER_SESSION_READY ? MIN(idle_end, life_end)
-                                                             : life_end,
+        .created_ms = s->clock.created_ms,
+        .last_active_ms = s->clock.last_active_ms,
+        .expires_ms =
+            s->state == SBX_SERVER_SESSION_ENDED
+                ? 0
+                : sbx_session_clock_expires_ms(&s->clock, s->state == SBX_SERVER_SESSION_READY),
         .ended_ms = s->ended_ms,
-        .idle_timeout_s = s->idle_timeout_s,
-        .max_lifetime_s = s->max_lifetime_s,
+        .idle_timeout_s = s->clock.idle_timeout_s,
+        .max_lifetime_s = s->clock.max_lifetime_s,
         .executions = s->executions,
         .memory_mib = s->memory_mib,
         .end_status = s->end_status,
@@ -643,8 +613,7 @@ void sbx_server_session_unref(SbxServerSession *s)
         return;
     }
     g_assert(s->waiter == NULL);
-    g_clear_handle_id(&s->idle_timer, g_source_remove);
-    g_clear_handle_id(&s->life_timer, g_source_remove);
+    sbx_session_clock_stop(&s->clock);
     sbx_exec_lease_unref(s->lease);
     g_free(s->tenant_key);
     g_free(s->front_end);

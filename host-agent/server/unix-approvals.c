@@ -1,7 +1,8 @@
 /*
  * The approval messages of `sandbox serve`'s clients (docs/pool.md): list the pending
- * approvals of every run, approve or deny one by its id. The socket is owner-only, so whoever
- * connects is the user who started the runs.
+ * approvals of every run, approve or deny one by its id; and a run that asked for them
+ * (`"approvals": true`) is told its own approvals on its stream as they start and stop waiting.
+ * The socket is owner-only, so whoever connects is the user who started the runs.
  */
 #include <string.h>
 
@@ -40,6 +41,83 @@ static void pending_entry(const SbxApproval *a, gsize input_max, SbxServePending
     p->waiting_ms = (g_get_monotonic_time() - a->since_us) / 1000;
     p->timeout_ms = a->timeout_ms;
 }
+
+/* ---- a run's approvals, told on its stream -------------------------------------------------- */
+
+struct UnixApprovalTeller {
+    UnixConn *conn;
+    gconstpointer owner; /* the run's SbxTools: SbxApproval.owner of its approvals */
+    GPtrArray *told;     /* char *: the ids told waiting and not yet told over */
+};
+
+UnixApprovalTeller *sbx_unix_approval_teller_new(UnixConn *conn, gconstpointer owner)
+{
+    UnixApprovalTeller *t = g_new0(UnixApprovalTeller, 1);
+
+    t->conn = conn;
+    t->owner = owner;
+    t->told = g_ptr_array_new_with_free_func(g_free);
+    return t;
+}
+
+void sbx_unix_approval_teller_free(UnixApprovalTeller *t)
+{
+    if (t == NULL) {
+        return;
+    }
+    g_ptr_array_unref(t->told);
+    g_free(t);
+}
+
+/* Whether @id is among @pending's approvals of @owner. */
+static gboolean waits(GPtrArray *pending, gconstpointer owner, const char *id)
+{
+    for (guint i = 0; i < pending->len; i++) {
+        const SbxApproval *a = pending->pdata[i];
+        if (a->owner == owner && strcmp(a->id, id) == 0) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+static gboolean told(UnixApprovalTeller *t, const char *id)
+{
+    for (guint i = 0; i < t->told->len; i++) {
+        if (strcmp(t->told->pdata[i], id) == 0) {
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+void sbx_unix_approval_tell(UnixApprovalTeller *t, SbxApprovals *approvals)
+{
+    g_autoptr(GPtrArray) pending = sbx_approvals_pending(approvals);
+
+    for (guint i = t->told->len; i > 0; i--) {
+        const char *id = t->told->pdata[i - 1];
+        if (!waits(pending, t->owner, id)) {
+            SbxServeMsg m = {.type = SBX_SERVE_MSG_APPROVAL_OVER, .id = (char *)id};
+            sbx_unix_conn_send_msg(t->conn, &m);
+            g_ptr_array_remove_index(t->told, i - 1);
+        }
+    }
+    for (guint i = 0; i < pending->len && t->told->len < SBX_UNIX_RUN_APPROVALS_TOLD_MAX; i++) {
+        const SbxApproval *a = pending->pdata[i];
+        if (a->owner != t->owner || told(t, a->id)) {
+            continue;
+        }
+        SbxServePending entry = {0};
+        pending_entry(a, APPROVAL_INPUT_SHOWN_MAX, &entry);
+        SbxServeMsg m = {.type = SBX_SERVE_MSG_APPROVAL, .pending = &entry, .n_pending = 1};
+        sbx_unix_conn_send_msg(t->conn, &m);
+        g_free(entry.input_excerpt);
+        g_ptr_array_add(t->told, g_strdup(a->id));
+    }
+}
+
+/* ---- the approval requests ------------------------------------------------------------------ */
 
 /* Every pending approval (@id NULL), or approval @id alone (none if it is not pending). */
 static void list(UnixConn *conn, SbxApprovals *approvals, const char *id)

@@ -9,6 +9,7 @@
 #include <gio/gio.h>
 
 #include "approvals.h"
+#include "protocol/limits.h"
 #include "protocol/message.h"
 #include "server/proto.h"
 #include "server/server.h"
@@ -42,7 +43,17 @@
  */
 #define SBX_UNIX_TRANSFERS_HELD_MAX (2ull * SBX_SERVE_FILE_MAX)
 
+/*
+ * Approvals told waiting on one run's stream at once (`"approvals": true`). A run waits for at
+ * most as many approvals as it has tool calls in flight (SBX_TOOL_CALLS_IN_FLIGHT_MAX, 64), so
+ * this only backstops what a run's teller keeps (an id each) and sends (an approval's entry,
+ * at most ~8 KiB with its input cut as in the list): 64 of them are ~0.5 MiB, far within the
+ * write queue. Beyond, an approval is not told; it is still in the list (`sandbox approve`).
+ */
+#define SBX_UNIX_RUN_APPROVALS_TOLD_MAX SBX_TOOL_CALLS_IN_FLIGHT_MAX
+
 typedef struct UnixConn UnixConn;
+typedef struct UnixApprovalTeller UnixApprovalTeller;
 typedef struct UnixRun UnixRun;
 typedef struct UnixTransfer UnixTransfer;
 
@@ -110,7 +121,21 @@ gboolean sbx_unix_file_message(UnixConn *conn, const SbxServeRequest *req);
 /** Free a connection's file in transit (NULL is fine). */
 void sbx_unix_transfer_free(UnixTransfer *t);
 
+/** The approvals changed: the run on @conn, if any, tells its own (unix-run.c). */
+void sbx_unix_run_approvals_changed(UnixRun *run, SbxApprovals *approvals);
+
 /* unix-approvals.c */
+/** A teller of the approvals owned by @owner (a run's SbxTools) to @conn, none told yet. */
+UnixApprovalTeller *sbx_unix_approval_teller_new(UnixConn *conn, gconstpointer owner);
+/** Free @teller (accepts NULL); nothing more is told. */
+void sbx_unix_approval_teller_free(UnixApprovalTeller *teller);
+/**
+ * Tell @teller's connection what changed among its approvals in @approvals: an `approval_over`
+ * for each told one that no longer waits, an `approval` for each that waits and was not told
+ * (at most SBX_UNIX_RUN_APPROVALS_TOLD_MAX told waiting at once).
+ */
+void sbx_unix_approval_tell(UnixApprovalTeller *teller, SbxApprovals *approvals);
+
 /**
  * Answer the client request @req if it is about approvals (`approvals`, `approve`, `deny`:
  * docs/pool.md). FALSE if it is of another type.

@@ -14,8 +14,16 @@
 struct UnixRun {
     UnixConn *conn;
     SbxServerJob *job;
-    gint64 t_received; /* monotonic us */
+    gint64 t_received;          /* monotonic us */
+    UnixApprovalTeller *teller; /* its approvals told on its stream (asked for), or NULL */
 };
+
+void sbx_unix_run_approvals_changed(UnixRun *run, SbxApprovals *approvals)
+{
+    if (run->teller != NULL) {
+        sbx_unix_approval_tell(run->teller, approvals);
+    }
+}
 
 GPid sbx_unix_run_pid(UnixRun *run)
 {
@@ -69,6 +77,7 @@ static void on_done(gpointer data, SbxExec *exec)
     }
     send_done(run, exec);
     sbx_unix_conn_run_over(run->conn); /* the connection forgets the run: it is freed here */
+    sbx_unix_approval_teller_free(run->teller);
     g_free(run);
 }
 
@@ -175,6 +184,10 @@ UnixRun *sbx_unix_run_start(UnixConn *conn, const SbxServeRun *req)
         g_free(run);
         return NULL;
     }
+    if (req->approvals) {
+        /* its tools (the job's now) tag its approvals; none waits before the loop runs */
+        run->teller = sbx_unix_approval_teller_new(conn, tools);
+    }
     return run;
 }
 
@@ -182,5 +195,6 @@ void sbx_unix_run_abandon(UnixRun *run, const char *why)
 {
     sbx_server_job_detach(run->job); /* its done no longer comes here */
     sbx_server_job_abort(run->job, SBX_STATUS_TERMINATED, why);
+    sbx_unix_approval_teller_free(run->teller);
     g_free(run);
 }

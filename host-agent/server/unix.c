@@ -45,6 +45,7 @@ struct SbxUnixFront {
     guint listen_source;
     GList *conns;           /* UnixConn* */
     guint64 transfers_held; /* bytes the connections' transfers hold together */
+    guint approvals_watch;  /* the server's approvals, told to the runs that asked */
 };
 
 SbxServer *sbx_unix_conn_server(UnixConn *conn)
@@ -437,6 +438,19 @@ static gboolean listen_socket(SbxUnixFront *front, GError **error)
     return TRUE;
 }
 
+/* The server's approvals changed: each run that asked is told its own (unix-approvals.c). */
+static void on_approvals_changed(SbxApprovals *approvals, gpointer data)
+{
+    SbxUnixFront *front = data;
+
+    for (GList *l = front->conns; l != NULL; l = l->next) {
+        UnixConn *conn = l->data;
+        if (conn->run != NULL) {
+            sbx_unix_run_approvals_changed(conn->run, approvals);
+        }
+    }
+}
+
 SbxUnixFront *sbx_unix_front_new(SbxServer *srv, const char *socket_path, GError **error)
 {
     SbxUnixFront *front = g_new0(SbxUnixFront, 1);
@@ -448,6 +462,8 @@ SbxUnixFront *sbx_unix_front_new(SbxServer *srv, const char *socket_path, GError
         sbx_unix_front_free(front);
         return NULL;
     }
+    front->approvals_watch =
+        sbx_approvals_watch(sbx_server_approvals(srv), on_approvals_changed, front);
     return front;
 }
 
@@ -470,6 +486,7 @@ void sbx_unix_front_free(SbxUnixFront *front)
         return;
     }
     sbx_unix_front_close(front);
+    sbx_approvals_unwatch(sbx_server_approvals(front->srv), front->approvals_watch);
     while (front->conns != NULL) {
         conn_free(front->conns->data);
     }

@@ -25,7 +25,27 @@ struct SbxApprovals {
     guint64 next_id;
     SbxApprovalsNotify notify;
     gpointer notify_data;
+    GArray *watchers; /* Watcher: sbx_approvals_watch()'s */
+    guint next_watch;
 };
+
+typedef struct {
+    guint id;
+    SbxApprovalsNotify func;
+    gpointer data;
+} Watcher;
+
+/* The pending approvals changed: every watcher is told. */
+static void changed(SbxApprovals *a)
+{
+    if (a->notify != NULL) {
+        a->notify(a, a->notify_data);
+    }
+    for (guint i = 0; i < a->watchers->len; i++) {
+        Watcher w = g_array_index(a->watchers, Watcher, i); /* a copy: it may unwatch */
+        w.func(a, w.data);
+    }
+}
 
 static const char *const outcome_names[] = {
     [SBX_APPROVAL_APPROVED] = "approved",       [SBX_APPROVAL_DENIED] = "denied",
@@ -43,6 +63,7 @@ SbxApprovals *sbx_approvals_new(void)
     SbxApprovals *a = g_new0(SbxApprovals, 1);
     g_queue_init(&a->pending);
     a->next_id = 1;
+    a->watchers = g_array_new(FALSE, FALSE, sizeof(Watcher));
     return a;
 }
 
@@ -94,9 +115,7 @@ static void unlist(Pending *p)
     }
     g_queue_remove(&owner->pending, p);
     p->owner = NULL;
-    if (owner->notify != NULL) {
-        owner->notify(owner, owner->notify_data);
-    }
+    changed(owner);
 }
 
 static gboolean on_timeout(gpointer data)
@@ -126,11 +145,14 @@ static gboolean on_idle(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider, const char *tool,
-                                  const char *input_json, const char *origin, guint timeout_ms,
-                                  GCancellable *cancel, SbxApprovalFunc func, gpointer user_data)
+const char *sbx_approvals_request_of(SbxApprovals *approvals, gconstpointer owner,
+                                     const char *provider, const char *tool, const char *input_json,
+                                     const char *origin, guint timeout_ms, GCancellable *cancel,
+                                     SbxApprovalFunc func, gpointer user_data)
 {
     Pending *p = g_new0(Pending, 1);
+
+    p->pub.owner = owner;
 
     p->pub.id = g_strdup_printf("%" G_GUINT64_FORMAT, approvals->next_id++);
     p->pub.provider = g_strdup(provider);
@@ -155,16 +177,40 @@ const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider,
         g_source_set_callback(p->cancel_src, G_SOURCE_FUNC(on_cancelled), p, NULL);
         g_source_attach(p->cancel_src, NULL);
     }
-    if (approvals->notify != NULL) {
-        approvals->notify(approvals, approvals->notify_data);
-    }
+    changed(approvals);
     return p->pub.id;
+}
+
+const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider, const char *tool,
+                                  const char *input_json, const char *origin, guint timeout_ms,
+                                  GCancellable *cancel, SbxApprovalFunc func, gpointer user_data)
+{
+    return sbx_approvals_request_of(approvals, NULL, provider, tool, input_json, origin, timeout_ms,
+                                    cancel, func, user_data);
 }
 
 void sbx_approvals_set_notify(SbxApprovals *approvals, SbxApprovalsNotify func, gpointer data)
 {
     approvals->notify = func;
     approvals->notify_data = data;
+}
+
+guint sbx_approvals_watch(SbxApprovals *approvals, SbxApprovalsNotify func, gpointer data)
+{
+    Watcher w = {.id = ++approvals->next_watch, .func = func, .data = data};
+
+    g_array_append_val(approvals->watchers, w);
+    return w.id;
+}
+
+void sbx_approvals_unwatch(SbxApprovals *approvals, guint id)
+{
+    for (guint i = 0; id != 0 && i < approvals->watchers->len; i++) {
+        if (g_array_index(approvals->watchers, Watcher, i).id == id) {
+            g_array_remove_index(approvals->watchers, i);
+            return;
+        }
+    }
 }
 
 static Pending *find(SbxApprovals *approvals, const char *id)
@@ -200,9 +246,7 @@ gboolean sbx_approvals_decide_by(SbxApprovals *approvals, const char *id, gboole
     g_clear_handle_id(&p->timer, g_source_remove);
     p->idle = g_idle_add(on_idle, p);
     /* No longer listed: whoever else asks about it (an MCP client) withdraws its question. */
-    if (approvals->notify != NULL) {
-        approvals->notify(approvals, approvals->notify_data);
-    }
+    changed(approvals);
     return TRUE;
 }
 
@@ -229,5 +273,6 @@ void sbx_approvals_free(SbxApprovals *approvals)
     while ((p = g_queue_pop_head(&approvals->pending)) != NULL) {
         pending_free(p); /* the callback's data may be gone: see approvals.h */
     }
+    g_array_unref(approvals->watchers);
     g_free(approvals);
 }

@@ -43,7 +43,10 @@ typedef struct {
     char *tool;
     char *input_json; /* compact JSON */
     char *origin;     /* who made the call ("sandbox run, pid 4242"), or NULL */
-    gint64 since_us;  /* monotonic time of the request */
+    /* Which execution's call waits: its SbxTools (sbx_approvals_request_of()), or NULL. A tag
+     * that tells a front end's executions apart, compared, never dereferenced. */
+    gconstpointer owner;
+    gint64 since_us; /* monotonic time of the request */
     guint timeout_ms;
 } SbxApproval;
 
@@ -67,6 +70,12 @@ const char *sbx_approvals_request(SbxApprovals *approvals, const char *provider,
                                   const char *input_json, const char *origin, guint timeout_ms,
                                   GCancellable *cancel, SbxApprovalFunc func, gpointer user_data);
 
+/** As sbx_approvals_request(), the approval tagged with @owner (SbxApproval.owner). */
+const char *sbx_approvals_request_of(SbxApprovals *approvals, gconstpointer owner,
+                                     const char *provider, const char *tool, const char *input_json,
+                                     const char *origin, guint timeout_ms, GCancellable *cancel,
+                                     SbxApprovalFunc func, gpointer user_data);
+
 /**
  * Called when an approval starts waiting (from inside sbx_approvals_request()) and when one stops
  * waiting (decided, from inside sbx_approvals_decide_by(); timed out, cancelled; already
@@ -76,6 +85,15 @@ typedef void (*SbxApprovalsNotify)(SbxApprovals *approvals, gpointer data);
 
 /** Call @func when the pending approvals change as above (one watcher; NULL to stop). */
 void sbx_approvals_set_notify(SbxApprovals *approvals, SbxApprovalsNotify func, gpointer data);
+
+/**
+ * Another watcher, besides set_notify's (a second front end of one server), called after it as
+ * above; the id is for sbx_approvals_unwatch(). At most a few: one per front end.
+ */
+guint sbx_approvals_watch(SbxApprovals *approvals, SbxApprovalsNotify func, gpointer data);
+
+/** Stop the watcher @id of sbx_approvals_watch() (0 is ignored). */
+void sbx_approvals_unwatch(SbxApprovals *approvals, guint id);
 
 /** Approve (@approve TRUE) or deny approval @id. FALSE if no such approval is pending. */
 gboolean sbx_approvals_decide(SbxApprovals *approvals, const char *id, gboolean approve);

@@ -484,9 +484,9 @@ static void apply_policy(GTask *task)
     if (d.action != SBX_POLICY_DENY && t->approvals != NULL) {
         cd->asked_us = g_get_monotonic_time();
         const char *id =
-            sbx_approvals_request(t->approvals, cd->prov_real, cd->tool_real, cd->input_json,
-                                  t->origin, t->catalog->policy.approval_timeout_ms,
-                                  g_task_get_cancellable(task), on_approval, task);
+            sbx_approvals_request_of(t->approvals, t, cd->prov_real, cd->tool_real, cd->input_json,
+                                     t->origin, t->catalog->policy.approval_timeout_ms,
+                                     g_task_get_cancellable(task), on_approval, task);
         g_string_append(cd->policy, ",\"approval_id\":");
         append_json_string(cd->policy, id);
         return;

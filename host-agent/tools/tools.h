@@ -83,7 +83,8 @@ char *sbx_tools_call_finish(SbxTools *tools, GAsyncResult *result, GError **erro
 
 /**
  * Where calls that the policy says need an approval wait (docs/tools.md, "Approvals"); it must
- * outlive every call. @origin says who runs them, for the person who answers (or NULL).
+ * outlive every call. @origin says who runs them, for the person who answers (or NULL); each
+ * approval's owner is @tools (SbxApproval.owner: one execution's approvals told apart).
  * Unset (NULL), such a call is denied at once with a message saying how to get approvals
  * (`sandbox serve`, or a terminal).
  */

@@ -141,7 +141,7 @@ static void check_request_round_trip(const SbxServeRequest *req)
         FUZZ_CHECK(same_str(a->entry, b->entry) && same_str(a->args_json, b->args_json));
         FUZZ_CHECK(same_str(a->kwargs_json, b->kwargs_json));
         FUZZ_CHECK(a->collect == b->collect && a->live == b->live && !b->profile_not_name);
-        FUZZ_CHECK(same_str(a->session, b->session));
+        FUZZ_CHECK(same_str(a->session, b->session) && a->approvals == b->approvals);
     }
     if (req->type == SBX_SERVE_REQ_SESSION_NEW) {
         const SbxServeSessionNew *a = &req->session_new, *b = &again.session_new;
@@ -209,7 +209,12 @@ static gboolean check_request(const char *payload, size_t len)
 
 static void check_pending(const SbxServeMsg *msg)
 {
-    FUZZ_CHECK(msg->pending_json != NULL || (msg->pending == NULL && msg->n_pending == 0));
+    /* a list keeps its text; a run's one approval (`approval`) is an entry alone */
+    if (msg->type == SBX_SERVE_MSG_APPROVAL) {
+        FUZZ_CHECK(msg->pending_json == NULL && msg->n_pending <= 1);
+    } else {
+        FUZZ_CHECK(msg->pending_json != NULL || (msg->pending == NULL && msg->n_pending == 0));
+    }
     if (msg->pending_json != NULL) {
         cJSON *list =
             sbx_json_parse(msg->pending_json, strlen(msg->pending_json), SBX_JSON_DEPTH_MAX, NULL);
@@ -242,6 +247,8 @@ static SbxServeMsgType type_of(const char *name)
         [SBX_SERVE_MSG_FILE] = "file",
         [SBX_SERVE_MSG_FILES] = "files",
         [SBX_SERVE_MSG_FILE_DELETED] = "file_deleted",
+        [SBX_SERVE_MSG_APPROVAL] = "approval",
+        [SBX_SERVE_MSG_APPROVAL_OVER] = "approval_over",
     };
 
     for (gsize i = 0; i < G_N_ELEMENTS(names); i++) {
@@ -344,10 +351,12 @@ static void check_message_round_trip(const SbxServeMsg *msg)
         FUZZ_CHECK(same_str(msg->code, again.code) && same_str(msg->message, again.message));
         break;
     case SBX_SERVE_MSG_APPROVALS:
+    case SBX_SERVE_MSG_APPROVAL:
         check_pending_round_trip(msg, &again);
         break;
     case SBX_SERVE_MSG_APPROVED:
     case SBX_SERVE_MSG_DENIED:
+    case SBX_SERVE_MSG_APPROVAL_OVER:
         FUZZ_CHECK(same_str(msg->id, again.id));
         break;
     case SBX_SERVE_MSG_SESSION:
@@ -416,6 +425,7 @@ static gboolean check_message(const char *payload, size_t len)
         FUZZ_CHECK(msg.report_json == NULL || strlen(msg.report_json) <= len);
         break;
     case SBX_SERVE_MSG_APPROVALS:
+    case SBX_SERVE_MSG_APPROVAL:
         check_pending(&msg);
         break;
     case SBX_SERVE_MSG_FILE:
@@ -427,10 +437,11 @@ static gboolean check_message(const char *payload, size_t len)
     }
     check_session_or_file(&msg);
     FUZZ_CHECK(msg.type == type_of(msg.type_name));
-    /* An output frame whose data is no base64 is ignored, as a session message without its
-     * object: nothing to encode again. */
+    /* An output frame whose data is no base64 is ignored, as a session message or an approval
+     * without its object: nothing to encode again. */
     if (msg.type != SBX_SERVE_MSG_OTHER && (msg.type != SBX_SERVE_MSG_OUTPUT || msg.data != NULL) &&
-        (msg.type != SBX_SERVE_MSG_SESSION || msg.n_sessions == 1)) {
+        (msg.type != SBX_SERVE_MSG_SESSION || msg.n_sessions == 1) &&
+        (msg.type != SBX_SERVE_MSG_APPROVAL || msg.n_pending == 1)) {
         check_message_round_trip(&msg);
     }
     return TRUE;

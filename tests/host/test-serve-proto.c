@@ -508,6 +508,33 @@ static void test_approved_denied(void **state)
     assert_null(no.id);
 }
 
+/* A run's approval told on its stream: its entry as in a list; its end: the id alone. */
+static void test_approval_events(void **state)
+{
+    g_auto(SbxServeMsg) waits = {0};
+    g_auto(SbxServeMsg) over = {0};
+    g_auto(SbxServeMsg) broken = {0};
+    (void)state;
+
+    message("{\"type\":\"approval\",\"approval\":{\"id\":\"3\",\"provider\":\"calc\","
+            "\"tool\":\"add\",\"input\":{\"a\":1.0},\"origin\":\"sandbox run, pid 9\","
+            "\"waiting_ms\":0,\"timeout_ms\":60000}}",
+            &waits);
+    assert_int_equal(waits.type, SBX_SERVE_MSG_APPROVAL);
+    assert_int_equal(waits.n_pending, 1);
+    assert_string_equal(waits.pending[0].id, "3");
+    assert_string_equal(waits.pending[0].tool, "add");
+    assert_string_equal(waits.pending[0].input_json, "{\"a\":1.0}");
+    assert_int_equal(waits.pending[0].timeout_ms, 60000);
+    message("{\"type\":\"approval_over\",\"id\":\"3\"}", &over);
+    assert_int_equal(over.type, SBX_SERVE_MSG_APPROVAL_OVER);
+    assert_string_equal(over.id, "3");
+    /* no object: no entry (the client ignores it) */
+    message("{\"type\":\"approval\",\"approval\":[1]}", &broken);
+    assert_int_equal(broken.type, SBX_SERVE_MSG_APPROVAL);
+    assert_int_equal(broken.n_pending, 0);
+}
+
 /* ---- sessions and their files ---------------------------------------------------------- */
 
 static void test_run_in_session(void **state)
@@ -881,6 +908,15 @@ static void test_encode_run(void **state)
     req.run.live = TRUE;
     g_autofree char *live = sbx_serve_proto_request_encode(&req);
     assert_true(g_str_has_suffix(live, "\"collect\":true,\"live\":true}"));
+    /* approvals too: said only when asked for, and read back */
+    req.run.approvals = TRUE;
+    g_autofree char *told = sbx_serve_proto_request_encode(&req);
+    assert_true(g_str_has_suffix(told, "\"live\":true,\"approvals\":true}"));
+    g_auto(SbxServeRequest) back_told = {0};
+    request(told, &back_told);
+    assert_null(back_told.bad);
+    assert_true(back_told.run.approvals);
+    assert_false(back.run.approvals);
 }
 
 /* A run with a function call: entry as a string, args and kwargs inserted as they are. */
@@ -1066,6 +1102,22 @@ static void test_encode_approvals_and_answers(void **state)
     assert_string_equal(back_err.message, "no \"x\"");
     encode_msg(&ok, "{\"type\":\"denied\",\"id\":\"a-2\"}", &back_ok);
     assert_string_equal(back_ok.id, "a-2");
+
+    /* a run's approval events: one entry, and the id of one that stopped waiting */
+    SbxServeMsg one = {.type = SBX_SERVE_MSG_APPROVAL, .pending = &p[1], .n_pending = 1};
+    SbxServeMsg over = {.type = SBX_SERVE_MSG_APPROVAL_OVER, .id = "a-1"};
+    g_auto(SbxServeMsg) back_one = {0};
+    g_auto(SbxServeMsg) back_over = {0};
+    encode_msg(&one,
+               "{\"type\":\"approval\",\"approval\":{\"id\":\"a-2\",\"provider\":\"p\","
+               "\"tool\":\"t\",\"input_excerpt\":\"{\\\"long\\\":\\\"\",\"waiting_ms\":0,"
+               "\"timeout_ms\":1}}",
+               &back_one);
+    assert_int_equal(back_one.n_pending, 1);
+    assert_string_equal(back_one.pending[0].id, "a-2");
+    assert_string_equal(back_one.pending[0].input_excerpt, "{\"long\":\"");
+    encode_msg(&over, "{\"type\":\"approval_over\",\"id\":\"a-1\"}", &back_over);
+    assert_string_equal(back_over.id, "a-1");
 }
 
 /* The session and file requests as the clients send them (cli/session.c), decoded back whole. */
@@ -1248,6 +1300,7 @@ int main(void)
         cmocka_unit_test(test_error_and_other),
         cmocka_unit_test(test_approvals),
         cmocka_unit_test(test_approved_denied),
+        cmocka_unit_test(test_approval_events),
         cmocka_unit_test(test_encode_run),
         cmocka_unit_test(test_encode_other_requests),
         cmocka_unit_test(test_encode_output),

@@ -137,8 +137,11 @@ static void started(Fuzz *f, SbxMcpCall *call, const char *session)
     CHECK(sbx_mcp_server_calls(f->server) == f->calls->len);
 }
 
-static void on_session_open(gpointer data, SbxMcpCall *call)
+static void on_session_open(gpointer data, SbxMcpCall *call, guint idle_timeout_s,
+                            guint max_lifetime_s)
 {
+    CHECK(idle_timeout_s <= SBX_MCP_SESSION_SECONDS_MAX &&
+          max_lifetime_s <= SBX_MCP_SESSION_SECONDS_MAX);
     started(data, call, NULL);
 }
 

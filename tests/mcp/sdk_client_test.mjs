@@ -345,8 +345,9 @@ const tests = {
   },  // Sessions through `sandbox serve` (sdk_client_test.py started it, --pool 1), or
   // (sessions_local) of VMs `sandbox mcp` restores itself: state kept across executions in both
   // languages, files in and out (binary, digests compared), errors for a bad path and an
-  // unknown session, a close, and a session left open ended with the connection (its QEMU
-  // gone).
+  // unknown session, a close, sessions ended by their idle timeout and their lifetime (asked
+  // for at the open: the server's clock both ways), and a session left open ended with the
+  // connection (its QEMU gone).
   async sessions(c, local = false) {
     // The QEMUs of the open sessions: the server's status says; without it, every VM of the
     // test's runtime dir is one when no execution runs.
@@ -362,7 +363,9 @@ const tests = {
     assert.equal(opened.isError, false, JSON.stringify(opened));
     const session = opened.structuredContent.session;
     assert.match(session, /^[A-Za-z0-9_.-]+$/);
-    if (!local) assert.ok(opened.structuredContent.idle_timeout_s > 0);
+    // The server's defaults, both ways (sessions of sandbox mcp's own keep the server's clock).
+    assert.equal(opened.structuredContent.idle_timeout_s, 600, JSON.stringify(opened));
+    assert.equal(opened.structuredContent.max_lifetime_s, 3600, JSON.stringify(opened));
     if (local) assert.match(session, /^lo_/, "a session of sandbox mcp's own");
     const vms = await sessionVms();
     assert.equal(vms.length, 1, "one VM holds the session");
@@ -439,6 +442,30 @@ const tests = {
     const forgotten = await call("file_read", { session: short, path: "x" });
     assert.match(forgotten.content[0].text, /not open/);
 
+    // A session nobody uses ends after its idle timeout, one open too long after its lifetime,
+    // as the server's do: its VM killed, the next call told it ended and why, then forgotten.
+    const expiring = async (limits, why) => {
+      const before = new Set(await sessionVms());
+      const o = await call("session_open", limits);
+      assert.equal(o.isError, false, JSON.stringify(o));
+      for (const [k, v] of Object.entries(limits)) assert.equal(o.structuredContent[k], v);
+      const s = o.structuredContent.session;
+      const vms = (await sessionVms()).filter((pid) => !before.has(pid));
+      assert.equal(vms.length, 1, "one VM holds the session");
+      const used = await execute(c.client, { language: "python", code: "y = 1", session: s });
+      assert.equal(used.isError, false, JSON.stringify(used));
+      await waitFor(`the expired session's QEMU (${vms[0]}) to be gone`,
+                    () => !fs.existsSync(`/proc/${vms[0]}`), 120);
+      const late = await call("file_read", { session: s, path: "x" });
+      assert.equal(late.isError, true, JSON.stringify(late));
+      assert.match(late.content[0].text, /^error \(ended\): the session has ended \(expired\): /);
+      assert.match(late.content[0].text, why);
+      const gone = await execute(c.client, { language: "python", code: "y", session: s });
+      assert.match(gone.content[0].text, /not open/, "its handle forgotten");
+    };
+    await expiring({ idle_timeout_s: 2 }, /idle for 2 s \(its idle timeout\)/);
+    await expiring({ max_lifetime_s: 30 }, /open for 30 s \(its maximum lifetime\)/);
+
     // A session left open is ended when the connection ends (close() below).
     const left = await call("session_open", {});
     assert.equal(left.isError, false, JSON.stringify(left));
@@ -480,6 +507,27 @@ const tests = {
     if (serve) {
       const st = await serveStatus();
       assert.ok(st.claimed_total >= 3, `the runs were the server's: ${JSON.stringify(st)}`);
+      // Answered elsewhere (`sandbox approve`) while the client has not answered: the server
+      // tells the run's stream the approval stopped waiting, so the question is withdrawn
+      // (notifications/cancelled: the SDK aborts the handler) while the run goes on: before
+      // the question of the program's next held call, which comes after it on that stream.
+      let release;
+      c.answer = new Promise((resolve) => { release = resolve; });
+      const twice = "const r = await tools.calc.add({a: 2, b: 40});\n" +
+        "const s = await tools.calc.add({a: 1, b: 1});\nr.result + s.result";
+      const waiting = run(c.client, twice);
+      await waitFor("the fourth question", () => c.asked.length === 4, 120);
+      const listed = JSON.parse(execFileSync(binary, ["approvals", "--json"], { encoding: "utf8" }))
+        .filter((a) => a.tool === "add");
+      assert.equal(listed.length, 1, JSON.stringify(listed));
+      assert.equal(c.signals[3].aborted, false, "asked, not yet withdrawn");
+      c.answer = { action: "accept", content: { approve: true } }; // the next question's
+      execFileSync(binary, ["approve", listed[0].id]);
+      const done = await waiting;
+      assert.equal(done.structuredContent.result, 44, JSON.stringify(done));
+      assert.equal(c.asked.length, 5, "the second call was asked");
+      assert.equal(c.withdrawnBefore[4], 1, "the first question withdrawn before the second came");
+      release({ action: "decline" }); // late: ignored
     }
     const plain = await connect(["--tools", process.env.SBX_TEST_CATALOG,
       ...(serve ? [] : ["--no-serve"])]);
@@ -518,13 +566,19 @@ if (!tests[test] || !binary || !runtime) {
 let c;
 if (test.startsWith("approvals")) {
   const asked = [];
+  const signals = []; // each question's: aborted when the server withdraws it
   const state = { answer: { action: "accept", content: { approve: true } } };
   const where = test === "approvals" ? ["--no-serve"] : [];
-  c = await connect(["--tools", process.env.SBX_TEST_CATALOG, ...where], async (req) => {
+  const withdrawnBefore = []; // for each question: how many earlier ones were withdrawn then
+  c = await connect(["--tools", process.env.SBX_TEST_CATALOG, ...where], async (req, extra) => {
+    withdrawnBefore.push(signals.filter((sig) => sig.aborted).length);
     asked.push(req.params);
+    signals.push(extra.signal);
     return state.answer;
   });
   c.asked = asked;
+  c.signals = signals;
+  c.withdrawnBefore = withdrawnBefore;
   Object.defineProperty(c, "answer", { set: (v) => { state.answer = v; } });
 } else {
   c = await connect(test === "discovery" ? ["--tools", process.env.SBX_TEST_CATALOG] : []);

@@ -903,9 +903,13 @@ static void log_op(Fake *f, SbxMcpCall *call, const char *what)
     g_ptr_array_add(f->args, g_strdup(what));
 }
 
-static void on_session_open(gpointer data, SbxMcpCall *call)
+static void on_session_open(gpointer data, SbxMcpCall *call, guint idle_timeout_s,
+                            guint max_lifetime_s)
 {
-    log_op(data, call, "open");
+    g_autofree char *what = idle_timeout_s == 0 && max_lifetime_s == 0
+                                ? g_strdup("open")
+                                : g_strdup_printf("open|%u|%u", idle_timeout_s, max_lifetime_s);
+    log_op(data, call, what);
 }
 
 static void on_session_close(gpointer data, SbxMcpCall *call, const char *session)
@@ -1059,6 +1063,12 @@ static void test_session_calls(void **state)
     g_auto(GStrv) open_now = sbx_mcp_server_sessions(f->server);
     assert_int_equal(g_strv_length(open_now), 1);
     assert_string_equal(open_now[0], "se_1");
+    /* The limits asked for go to the op as they were asked (checked); a failed open is no
+     * session. */
+    call_tool(f, "session_open", "{\"idle_timeout_s\":5,\"max_lifetime_s\":86400}");
+    SbxMcpSessionOutcome refused = {.error_code = "unavailable", .error = "full"};
+    sbx_mcp_server_finish_session(f->server, last_op(f, "open|5|86400"), &refused);
+    cJSON_Delete(take_result(f, TRUE));
 
     /* execute in it; in a session not opened here: refused, no op. */
     call(f, "6", "{\"language\":\"python\",\"code\":\"x + 1\",\"session\":\"se_1\"}");
@@ -1161,6 +1171,10 @@ static void test_session_bad_arguments(void **state)
 {
     static const char *const bad[][3] = {
         {"session_open", "{\"profile\":\"x\"}", "profile"},
+        {"session_open", "{\"idle_timeout_s\":0}", "idle_timeout_s"},
+        {"session_open", "{\"idle_timeout_s\":\"60\"}", "idle_timeout_s"},
+        {"session_open", "{\"idle_timeout_s\":1.5}", "idle_timeout_s"},
+        {"session_open", "{\"max_lifetime_s\":86401}", "max_lifetime_s"},
         {"session_close", "{}", "session"},
         {"session_close", "{\"session\":\"a b\"}", "session"},
         {"file_read", "{\"session\":\"se_1\"}", "path"},
