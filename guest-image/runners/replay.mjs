@@ -1,10 +1,11 @@
 // What makes a JavaScript execution differ from a run of the same code, made recordable (issue
 // 16; guest-image/runners/README.md, "Randomness and the clock"; docs/protocol.md, "Replay").
 //
-// - Randomness: one generator per execution, seeded by the host's `execute.seed`: SHA-256 in
-//   counter mode (block i = SHA-256(seed || i as 8 bytes, big-endian), the stream their
-//   concatenation; the output step of NIST SP 800-90A's Hash_DRBG), the same construction as
-//   the Python runner's. Without the 32-byte seed its output cannot be predicted. The crypto
+// - Randomness: one generator per execution, seeded by the host's `execute.seed`: HMAC-SHA256
+//   keyed by the seed in counter mode, made by PBKDF2 with one iteration (chunk j =
+//   PBKDF2-HMAC-SHA256(seed, "sbx-drbg-1" || j as 8 bytes big-endian, 1, 4096 bytes), the stream
+//   their concatenation), the same stream as the Python runner's (sbx_replay.py says why).
+//   Without the 32-byte seed its output cannot be predicted. The crypto
 //   sources (crypto.randomBytes, randomFill(Sync), randomInt, randomUUID, getRandomValues, of
 //   node:crypto and of globalThis.crypto) read the stream; Math.random is a xoshiro128** (53-bit
 //   doubles, like V8's own) seeded from it, as V8 seeds its own from the system otherwise.
@@ -45,8 +46,11 @@ export const EVENT_LOG_MAX = 131072;
 const BATCH_MAX = 4096;
 // SBX_REASON_MAX: the receiver cuts the reason at this many bytes; keep it shorter.
 const REASON_MAX = 1000;
-// Bytes made per refill: 128 SHA-256 blocks, a few thousand Math.random() reseeds or uuids.
-const POOL_BYTES = 4096;
+// The stream's chunks: one call into OpenSSL each (crypto.pbkdf2Sync: 128 HMAC blocks). A hash
+// a block made from JavaScript cost ~200 us under TCG: crypto.randomBytes(9 << 20) took a minute.
+const CHUNK_BYTES = 4096;
+// The start of each chunk's salt: names the construction (sbx_replay.py's DRBG_LABEL).
+const DRBG_LABEL = Buffer.from('sbx-drbg-1');
 
 export class ReplayDivergence extends Error {
     constructor(message) {
@@ -83,22 +87,24 @@ const urandom = fs.openSync('/dev/urandom', 'r');
 class Drbg {
     constructor(seed) {
         this.seed = seed;
-        this.counter = 0n;
-        this.pool = Buffer.alloc(0);
-        this.at = 0;
-        this.block = Buffer.alloc(8);
+        this.chunk = 0n; // the index of the chunk in pool
+        this.pool = Buffer.alloc(0); // its bytes made so far
+        this.at = 0; // of pool, the bytes taken
+        this.salt = Buffer.alloc(DRBG_LABEL.length + 8);
+        DRBG_LABEL.copy(this.salt);
     }
 
     refill() {
-        const blocks = [];
-        // The first refill makes one block: an execution that draws nothing but Math.random's
-        // seed pays for one hash.
-        for (let i = 0, n = this.counter === 0n ? 1 : POOL_BYTES / 32; i < n; i++) {
-            this.block.writeBigUInt64BE(this.counter++);
-            blocks.push(crypto.createHash('sha256').update(this.seed).update(this.block).digest());
+        if (this.pool.length === CHUNK_BYTES) {
+            this.chunk++;
+            this.pool = Buffer.alloc(0);
+            this.at = 0;
         }
-        this.pool = Buffer.concat(blocks);
-        this.at = 0;
+        // The first draw is mostly Math.random's seed: the first block only, the rest of the
+        // chunk when more is drawn (PBKDF2's blocks do not depend on the length asked for).
+        const n = this.chunk === 0n && this.pool.length === 0 ? 32 : CHUNK_BYTES;
+        this.salt.writeBigUInt64BE(this.chunk, DRBG_LABEL.length);
+        this.pool = crypto.pbkdf2Sync(this.seed, this.salt, 1, n, 'sha256');
     }
 
     fill(bytes) {

@@ -2,8 +2,10 @@
 guest-image/runners/README.md, "Randomness and the clock"; docs/protocol.md, "Replay").
 
 - Randomness: every source a program draws from comes from one generator per execution, seeded
-  by the host's `execute.seed`: SHA-256 in counter mode (block i = SHA-256(seed || i as 8 bytes,
-  big-endian), the stream their concatenation; the output step of NIST SP 800-90A's Hash_DRBG).
+  by the host's `execute.seed`: HMAC-SHA256 keyed by the seed in counter mode (the PRF of NIST SP
+  800-108's KDF in counter mode), made by PBKDF2 with one iteration, which is that loop in C:
+  chunk j = PBKDF2-HMAC-SHA256(seed, "sbx-drbg-1" || j as 8 bytes big-endian, 1, 4096 bytes),
+  the stream their concatenation (runners/README.md, "Randomness"; the JavaScript runner's too).
   Without the 32-byte seed its output cannot be predicted; with it, it is the same stream. The
   cryptographic sources (os.urandom, random.SystemRandom and so secrets, uuid.uuid4, numpy's
   default_rng() and SeedSequence()) read the stream itself; the others (the random module's
@@ -57,9 +59,13 @@ EVENT_LOG_MAX = 131072
 BATCH_MAX = 4096
 # SBX_REASON_MAX: the reason is cut at this many bytes by the receiver; keep it shorter.
 REASON_MAX = 1000
-# Bytes made per refill of the pool: 32 SHA-256 blocks, cheap to make and enough for the usual
-# draws (a uuid4 is 16, numpy's state 2496).
-POOL_BYTES = 1024
+# The stream comes in chunks of this many bytes, each one call into OpenSSL
+# (hashlib.pbkdf2_hmac: 128 HMAC blocks). A hash a block made from Python cost ~200 us under TCG,
+# so os.urandom(9 << 20) took a minute; in chunks it is 2304 calls.
+CHUNK_BYTES = 4096
+# The start of each chunk's salt: names the construction, so no other use of a seed makes this
+# stream.
+DRBG_LABEL = b"sbx-drbg-1"
 
 
 class ReplayDivergence(Exception):
@@ -67,24 +73,31 @@ class ReplayDivergence(Exception):
 
 
 class Drbg:
-    """SHA-256 in counter mode keyed by the seed (see the module's comment)."""
+    """HMAC-SHA256 in counter mode keyed by the seed, by chunks (see the module's comment)."""
 
     def __init__(self, seed):
         self.seed = bytes(seed)
-        self.counter = 0
-        self.pool = b""
+        self.chunk = 0  # the index of the chunk in pool
+        self.pool = b""  # its bytes made so far
+        self.at = 0  # of pool, the bytes taken
+
+    def refill(self):
+        if len(self.pool) == CHUNK_BYTES:
+            self.chunk += 1
+            self.pool, self.at = b"", 0
+        # The first draw is mostly random's seed: the first block only, the rest of the chunk
+        # when more is drawn (PBKDF2's blocks do not depend on the length asked for).
+        n = 32 if self.chunk == 0 and not self.pool else CHUNK_BYTES
+        self.pool = hashlib.pbkdf2_hmac("sha256", self.seed,
+                                        DRBG_LABEL + self.chunk.to_bytes(8, "big"), 1, n)
 
     def bytes(self, n):
         out = []
         while n > 0:
-            if not self.pool:
-                blocks = []
-                for _ in range(POOL_BYTES // 32):
-                    blocks.append(hashlib.sha256(
-                        self.seed + self.counter.to_bytes(8, "big")).digest())
-                    self.counter += 1
-                self.pool = b"".join(blocks)
-            take, self.pool = self.pool[:n], self.pool[n:]
+            if self.at == len(self.pool):
+                self.refill()
+            take = self.pool[self.at:self.at + n]
+            self.at += len(take)
             out.append(take)
             n -= len(take)
         return b"".join(out)

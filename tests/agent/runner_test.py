@@ -12,6 +12,8 @@ runner.py) with one end of a socket pair as its fd 3 and play the agent: an exec
 as for a runner spawned for an execute), tool results written as raw JSON text, the done.
 SBX_TEST_NODE and SBX_TEST_PYTHON choose the runtimes (default /usr/bin/node, /usr/bin/python3).
 """
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -652,17 +654,39 @@ def check_seeded(runners, language, code):
     check(none["result"] != a1["result"], "no seed: the system's randomness", none)
 
 
+def drbg_stream(seed_b64, n):
+    """The first @n bytes of the generator's stream for a seed, as guest-image/runners/README.md
+    ("Randomness") defines it: chunk j = PBKDF2-HMAC-SHA256(seed, "sbx-drbg-1" || j as 8 bytes
+    big-endian, 1 iteration, 4096 bytes), the chunks one after the other."""
+    seed = base64.b64decode(seed_b64)
+    return b"".join(hashlib.pbkdf2_hmac("sha256", seed, b"sbx-drbg-1" + j.to_bytes(8, "big"), 1,
+                                        4096) for j in range(n // 4096 + 1))[:n]
+
+
+def check_stream(runners, language, code):
+    """A draw of 9000 bytes (past a chunk's end, twice) is the documented stream, from where
+    the runner's own draws at the execute's start (Math.random's or random's seed) left it."""
+    got = bytes.fromhex(replay_run(runners, language, code, seed=SEED_A)["result"])
+    want = drbg_stream(SEED_A, 16384)
+    at = want.find(got[:64])
+    check(len(got) == 9000 and 0 <= at <= 64 and want[at:at + 9000] == got,
+          "the stream is PBKDF2-HMAC-SHA256's, chunk by chunk", (len(got), at))
+
+
 def test_js_seeded_random(runners):
     """Math.random, crypto's randomBytes/randomUUID/randomInt/getRandomValues/randomFillSync of
-    node:crypto (CommonJS and ESM) and globalThis.crypto: one stream per seed."""
+    node:crypto (CommonJS and ESM) and globalThis.crypto: one stream per seed, the documented
+    one."""
     check_seeded(runners, "javascript", JS_RANDOM)
+    check_stream(runners, "javascript", "require('node:crypto').randomBytes(9000).toString('hex')")
 
 
 def test_python_seeded_random(runners):
     """random (module functions, Random(), SystemRandom), os.urandom, secrets, uuid4: one
-    stream per seed. numpy's are checked in a VM (tests/integration replay_*): not on the
-    host."""
+    stream per seed, the documented one. numpy's are checked in a VM (tests/integration
+    replay_*): not on the host."""
     check_seeded(runners, "python", PY_RANDOM)
+    check_stream(runners, "python", "import os\nos.urandom(9000).hex()")
 
 
 def check_clock(runners, language, code, reads):
