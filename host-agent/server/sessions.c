@@ -474,8 +474,12 @@ void sbx_server_session_job_done(SbxServerSession *s, SbxExec *exec)
         sbx_server_session_end(s, "crashed", why);
         return;
     }
+    /* Ready at once: the answer of the execution may already be out, and what comes next is
+     * taken (a next execution's lend waits for the VM's return, as a file operation's settle
+     * does), so the status must not say busy with nothing running. */
+    s->state = SBX_SERVER_SESSION_READY;
     now_idle(s);
-    settle(s); /* ready once the job gave the VM back (the lease's returned) */
+    settle(s); /* a waiter is served once the job gave the VM back (the lease's returned) */
 }
 
 gboolean sbx_server_session_with_channel(SbxServerSession *s, SbxServerSessionChannelFunc func,
