@@ -5,6 +5,8 @@
 
 #include <glib/gstdio.h>
 
+#include "store/store-private.h"
+
 int store_fixture_setup(void **state)
 {
     StoreFixture *f = g_new0(StoreFixture, 1);
@@ -94,4 +96,15 @@ GByteArray *store_fixture_read_all(const char *dir)
     GByteArray *out = g_byte_array_new();
     read_into(dir, out);
     return out;
+}
+
+gint64 store_fixture_query_int(SbxStore *store, const char *sql)
+{
+    sqlite3_stmt *stmt = NULL;
+
+    g_assert_cmpint(sqlite3_prepare_v2(store->db, sql, -1, &stmt, NULL), ==, SQLITE_OK);
+    g_assert_cmpint(sqlite3_step(stmt), ==, SQLITE_ROW);
+    gint64 v = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    return v;
 }

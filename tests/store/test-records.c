@@ -53,17 +53,6 @@ static void finish_ok(SbxStore *s, SbxRecord *r, const SbxRecordCall *calls, gsi
     }
 }
 
-/* One integer a statement answers, on the store's own connection. */
-static gint64 query_int(SbxStore *s, const char *sql)
-{
-    sqlite3_stmt *stmt = NULL;
-    assert_int_equal(sqlite3_prepare_v2(s->db, sql, -1, &stmt, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
-    gint64 v = sqlite3_column_int64(stmt, 0);
-    sqlite3_finalize(stmt);
-    return v;
-}
-
 static SbxRecord *get_ok(SbxStore *s, const char *tenant, const char *id)
 {
     g_autoptr(GError) error = NULL;
@@ -78,7 +67,7 @@ static SbxRecord *get_ok(SbxStore *s, const char *tenant, const char *id)
 static gint64 size_of(SbxStore *s, const char *id)
 {
     g_autofree char *sql = g_strdup_printf("SELECT size_bytes FROM executions WHERE id = '%s'", id);
-    return query_int(s, sql);
+    return store_fixture_query_int(s, sql);
 }
 
 /*
@@ -136,9 +125,9 @@ static void test_open_modes(void **state)
     assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
     assert_string_equal((const char *)sqlite3_column_text(stmt, 0), "wal");
     sqlite3_finalize(stmt);
-    assert_int_equal(query_int(s, "PRAGMA synchronous"), 2); /* FULL */
-    assert_int_equal(query_int(s, "PRAGMA foreign_keys"), 1);
-    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    assert_int_equal(store_fixture_query_int(s, "PRAGMA synchronous"), 2); /* FULL */
+    assert_int_equal(store_fixture_query_int(s, "PRAGMA foreign_keys"), 1);
+    assert_int_equal(store_fixture_query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
     assert_int_equal(sbx_store_interrupted_at_open(s), 0);
     /* The -wal file takes the database file's mode. */
     SbxRecord r = store_fixture_record("x1", NULL, 0);
@@ -156,7 +145,7 @@ static void test_reopen_and_newer_schema(void **state)
 
     sbx_store_close(open_ok(f->path));
     SbxStore *s = open_ok(f->path); /* a second open migrates nothing */
-    assert_int_equal(query_int(s, "SELECT count(*) FROM executions"), 0);
+    assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM executions"), 0);
     assert_int_equal(sqlite3_exec(s->db, "PRAGMA user_version = 99", NULL, NULL, NULL), 0);
     sbx_store_close(s);
     assert_null(sbx_store_open(f->path, &error));
@@ -246,7 +235,7 @@ static void test_migrate_from_1(void **state)
                      SQLITE_OK);
     sbx_store_close(s);
     s = open_ok(f->path);
-    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    assert_int_equal(store_fixture_query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
     SbxRecord r = store_fixture_record("new-1", "t1", 0);
     r.catalog = "approvals";
     begin_ok(s, &r);
@@ -273,7 +262,7 @@ static void test_migrate_from_3(void **state)
     sbx_store_close(s);
 
     s = open_ok(f->path);
-    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    assert_int_equal(store_fixture_query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
     g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-3");
     assert_null(kept->kwargs_json);
     assert_null(kept->files_json);
@@ -319,7 +308,7 @@ static void test_migrate_from_4(void **state)
     sbx_store_close(s);
 
     s = open_ok(f->path);
-    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    assert_int_equal(store_fixture_query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
     g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-4");
     assert_null(kept->seed_hex);
     assert_null(kept->clock_log_json);
@@ -384,7 +373,7 @@ static void test_migrate_from_5(void **state)
     sbx_store_close(s);
 
     s = open_ok(f->path);
-    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    assert_int_equal(store_fixture_query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
     g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-5");
     assert_null(kept->event_log_json);
     assert_false(kept->has_log_open);
@@ -462,17 +451,19 @@ static void test_migrate_from_6(void **state)
     sbx_store_close(s);
 
     s = open_ok(f->path); /* a server's: the running one is interrupted */
-    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    assert_int_equal(store_fixture_query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
     assert_int_equal(size_of(s, "old-6"), size);
     running.status = "interrupted";
     assert_int_equal(size_of(s, "old-6-running"), expected_size(&running, NULL, 0, NULL, 0));
-    assert_int_equal(query_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
-                                  " AND name = 'executions_size'"),
-                     1);
+    assert_int_equal(
+        store_fixture_query_int(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+                                   " AND name = 'executions_size'"),
+        1);
     guint deleted = 0;
     assert_true(sbx_records_prune(s, 0, 0, (guint64)size, &deleted, NULL, NULL));
     assert_int_equal(deleted, 1); /* the interrupted one, older */
-    assert_int_equal(query_int(s, "SELECT count(*) FROM executions WHERE id = 'old-6'"), 1);
+    assert_int_equal(
+        store_fixture_query_int(s, "SELECT count(*) FROM executions WHERE id = 'old-6'"), 1);
     sbx_store_close(s);
 }
 
@@ -505,7 +496,7 @@ static void test_migrate_from_2(void **state)
     sbx_store_close(s);
 
     s = open_ok(f->path);
-    assert_int_equal(query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
+    assert_int_equal(store_fixture_query_int(s, "PRAGMA user_version"), SBX_STORE_SCHEMA_VERSION);
     assert_int_equal(sbx_store_interrupted_at_open(s), 1);
     assert_int_equal(sbx_store_sessions_interrupted_at_open(s), 0);
     g_autoptr(SbxRecord) kept = get_ok(s, NULL, "old-2");
@@ -517,12 +508,13 @@ static void test_migrate_from_2(void **state)
     assert_string_equal(interrupted->status, "interrupted");
     /* The tenant, its quotas, and the session quotas' defaults of schema 3 (literals in the
      * migration: the constants' values when it was written). */
-    assert_int_equal(query_int(s, "SELECT max_concurrent FROM tenants"), 3);
-    assert_int_equal(query_int(s, "SELECT max_output_bytes FROM tenants"), 4096);
-    assert_int_equal(query_int(s, "SELECT max_sessions FROM tenants"), 2);
-    assert_int_equal(query_int(s, "SELECT max_session_memory_mib FROM tenants"), 1024);
+    assert_int_equal(store_fixture_query_int(s, "SELECT max_concurrent FROM tenants"), 3);
+    assert_int_equal(store_fixture_query_int(s, "SELECT max_output_bytes FROM tenants"), 4096);
+    assert_int_equal(store_fixture_query_int(s, "SELECT max_sessions FROM tenants"), 2);
+    assert_int_equal(store_fixture_query_int(s, "SELECT max_session_memory_mib FROM tenants"),
+                     1024);
     /* The new parts work on the migrated file. */
-    assert_int_equal(query_int(s, "SELECT count(*) FROM sessions"), 0);
+    assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM sessions"), 0);
     SbxRecord in_session = store_fixture_record("new-3", "t_00000000000000aa", 3000);
     in_session.session_id = "s-1";
     begin_ok(s, &in_session);
@@ -907,13 +899,15 @@ static void test_prune(void **state)
         g_autofree char *id = g_strdup_printf("new-%d", i);
         add_finished(s, id, now - 1000 + i, "ok");
     }
-    assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 7);
+    assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM tool_calls"), 7);
     assert_true(sbx_records_prune(s, 24 * 3600, 0, 0, &deleted, NULL, NULL));
     assert_int_equal(deleted, 2);
-    assert_int_equal(query_int(s, "SELECT count(*) FROM executions"), 6);
-    assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 5); /* cascade */
-    assert_int_equal(query_int(s, "SELECT count(*) FROM approvals"), 5);
-    assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls WHERE execution_id LIKE 'old%'"),
+    assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM executions"), 6);
+    assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM tool_calls"),
+                     5); /* cascade */
+    assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM approvals"), 5);
+    assert_int_equal(store_fixture_query_int(
+                         s, "SELECT count(*) FROM tool_calls WHERE execution_id LIKE 'old%'"),
                      0);
     /* By count: the newest 2 finished stay; a running one is never pruned. */
     assert_true(sbx_records_prune(s, 0, 2, 0, &deleted, NULL, NULL));
@@ -924,9 +918,9 @@ static void test_prune(void **state)
     assert_string_equal(((SbxRecord *)left->pdata[0])->id, "new-4");
     assert_string_equal(((SbxRecord *)left->pdata[1])->id, "new-3");
     assert_string_equal(((SbxRecord *)left->pdata[2])->id, "old-running");
-    assert_int_equal(query_int(s, "SELECT count(*) FROM approvals"), 2);
+    assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM approvals"), 2);
     assert_true(sbx_records_prune(s, 0, 0, 0, NULL, NULL, NULL)); /* no bound: nothing */
-    assert_int_equal(query_int(s, "SELECT count(*) FROM executions"), 3);
+    assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM executions"), 3);
 }
 
 /* The hook of sbx_records_set_on_finished() in the tests: how many calls, their sizes' sum. */
@@ -1075,7 +1069,7 @@ static void test_prune_bytes(void **state)
     assert_int_equal(deleted, 2);
     g_autofree char *left = ids_left(s);
     assert_string_equal(left, "b-running b-2 b-3 b-4");
-    assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 3);
+    assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM tool_calls"), 3);
 
     /* By age, not size: a large new record keeps its place; the older small ones go first. */
     gint64 large = add_sized(s, "b-large", now - 1000, 20000);
@@ -1097,7 +1091,7 @@ static void test_prune_bytes(void **state)
     assert_int_equal(deleted, 1);
     g_autofree char *last = ids_left(s);
     assert_string_equal(last, "b-running");
-    assert_int_equal(query_int(s, "SELECT count(*) FROM tool_calls"), 0);
+    assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM tool_calls"), 0);
 }
 
 static void test_json(void **state)

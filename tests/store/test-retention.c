@@ -27,19 +27,9 @@
 /* Iterations of the main loop that run what is due without blocking: more than it needs. */
 #define LOOP_TURNS 100
 
-static gint64 query_int(SbxStore *s, const char *sql)
-{
-    sqlite3_stmt *stmt = NULL;
-    assert_int_equal(sqlite3_prepare_v2(s->db, sql, -1, &stmt, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(stmt), SQLITE_ROW);
-    gint64 v = sqlite3_column_int64(stmt, 0);
-    sqlite3_finalize(stmt);
-    return v;
-}
-
 static gint64 count_records(SbxStore *s)
 {
-    return query_int(s, "SELECT count(*) FROM executions");
+    return store_fixture_query_int(s, "SELECT count(*) FROM executions");
 }
 
 /* Run what the main loop has due (the idle prune), without blocking. */
@@ -66,7 +56,7 @@ static gint64 add(SbxStore *s, const char *id, gint64 created, const char *key)
         fail_msg("finish %s", id);
     }
     g_autofree char *sql = g_strdup_printf("SELECT size_bytes FROM executions WHERE id = '%s'", id);
-    return query_int(s, sql);
+    return store_fixture_query_int(s, sql);
 }
 
 /* The pin of snapshot @key by the store at @db in @cache (snapshot-pin.h): its path. */
@@ -122,12 +112,14 @@ static void test_bytes_written(void **state)
     assert_int_equal(count_records(s), 22); /* not inside the finish */
     run_loop();
     assert_int_equal(count_records(s), 20);
-    assert_int_equal(
-        query_int(s, "SELECT count(*) FROM executions WHERE snapshot_key = '" KEY_OLD "'"), 0);
+    assert_int_equal(store_fixture_query_int(
+                         s, "SELECT count(*) FROM executions WHERE snapshot_key = '" KEY_OLD "'"),
+                     0);
     /* The records that named KEY_OLD are gone: its pin too; KEY_NEW's stays. */
     assert_false(g_file_test(pin_old, G_FILE_TEST_EXISTS));
     assert_true(g_file_test(pin_new, G_FILE_TEST_IS_REGULAR));
-    assert_int_equal(query_int(s, "SELECT sum(size_bytes) FROM executions"), (gint64)bound);
+    assert_int_equal(store_fixture_query_int(s, "SELECT sum(size_bytes) FROM executions"),
+                     (gint64)bound);
 
     /* The count starts again from the prune: one record written, no prune. */
     add(s, "s-02", now - 998, KEY_NEW);
