@@ -324,8 +324,10 @@ static void on_make_snapshot(const char *dir, gpointer data)
 
 /*
  * The profile, image and snapshot of the VMs restored here, loaded once. Making a missing
- * snapshot blocks the loop (as `sandbox run` does before its loop runs): once per image and
- * profile, and `sandbox mcp` has nothing else to do meanwhile but answer pings.
+ * snapshot takes a while (once per image and profile). Its waits iterate the main loop, but
+ * not the reader of the client's messages, whose dispatch called this (GLib does not dispatch a
+ * source inside its own dispatch): a call sent meanwhile is read once the snapshot is there, and
+ * never reaches here while it is made (tests/mcp, the "making" test).
  */
 static gboolean ensure_local(McpCtx *ctx)
 {

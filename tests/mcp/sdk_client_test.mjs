@@ -5,8 +5,8 @@
 // nothing is left behind.
 //
 // Usage: node sdk_client_test.mjs SANDBOX_BINARY TEST
-//        (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local |
-//        approvals | approvals_serve)
+//        (TEST: tools | execute | making | cancel | discovery | serve | sessions |
+//        sessions_local | approvals | approvals_serve)
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import crypto from "node:crypto";
@@ -155,6 +155,21 @@ const tests = {
     assert.equal(bad.isError, true);
     assert.match(bad.content[0].text, /language/);
     await assert.rejects(c.client.callTool({ name: "nope", arguments: {} }), /unknown tool/);
+  },
+
+  async making(c) {
+    // --no-serve with an empty snapshot cache: the first execute makes the snapshot. One sent
+    // meanwhile is read once it is there (the reader of stdin does not run inside its own
+    // dispatch, host-agent/cli/mcp.c ensure_local), and both are answered.
+    const first = execute(c.client, { language: "javascript", code: "6 * 7" });
+    await waitFor("the snapshot's making to begin",
+      () => fs.readdirSync(process.env.SBX_TEST_SNAPSHOTS).length > 0, 120);
+    const second = await execute(c.client, { language: "python", code: "1 + 1" });
+    const one = await first;
+    assert.notEqual(one.isError, true, JSON.stringify(one));
+    assert.equal(one.structuredContent.result, 42, JSON.stringify(one));
+    assert.notEqual(second.isError, true, JSON.stringify(second));
+    assert.equal(second.structuredContent.result, 2, JSON.stringify(second));
   },
 
   async execute(c) {
@@ -581,7 +596,8 @@ if (test.startsWith("approvals")) {
   c.withdrawnBefore = withdrawnBefore;
   Object.defineProperty(c, "answer", { set: (v) => { state.answer = v; } });
 } else {
-  c = await connect(test === "discovery" ? ["--tools", process.env.SBX_TEST_CATALOG] : []);
+  c = await connect(test === "discovery" ? ["--tools", process.env.SBX_TEST_CATALOG]
+    : test === "making" ? ["--no-serve"] : []);
 }
 try {
   await tests[test](c);

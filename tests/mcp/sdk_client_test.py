@@ -4,8 +4,11 @@ real VMs: the SDK's StdioClientTransport spawns the server; tools listed, execut
 TypeScript and Python, errors, a timeout, and a cancellation that ends the execution.
 
 Usage: sdk_client_test.py SANDBOX_BINARY TEST
-       (TEST: tools | execute | cancel | discovery | serve | sessions | sessions_local |
-              approvals | approvals_serve)
+       (TEST: tools | execute | making | cancel | discovery | serve | sessions |
+              sessions_local | approvals | approvals_serve)
+
+The making test gives `sandbox mcp --no-serve` an empty snapshot cache of its own (in the
+test's state dir): its first execute makes the snapshot, one sent meanwhile is answered after.
 
 The approvals test gives `sandbox mcp --tools --no-serve` a catalog whose policy holds calc.add
 for approval, asked of the SDK client (elicitation), and checks the record of the execution it
@@ -42,7 +45,7 @@ from run_test import Failure, Sandbox  # noqa: E402
 
 SDK = os.path.join(TOP, ".deps", "mcp-sdk", "node_modules", "@modelcontextprotocol", "sdk")
 SCRIPT = os.path.join(HERE, "sdk_client_test.mjs")
-TESTS = ("tools", "execute", "cancel", "discovery", "serve", "sessions", "sessions_local",
+TESTS = ("tools", "execute", "making", "cancel", "discovery", "serve", "sessions", "sessions_local",
          "approvals", "approvals_serve")
 EVERYTHING = os.path.join(TOP, ".deps", "mcp-servers", "node_modules", "@modelcontextprotocol",
                           "server-everything", "dist", "index.js")
@@ -61,6 +64,8 @@ def environment(sbx):
                SBX_TEST_SERVE_SOCKET=os.path.join(sbx.runtime, "sandbox", "sandbox.sock"))
     env.setdefault("SANDBOX_ACCEL", "tcg")
     env.pop("SANDBOX_SERVE_SOCKET", None)  # a server of the developer's is not this test's
+    if getattr(sbx, "snapshots", None) is not None:
+        env["SANDBOX_SNAPSHOT_DIR"] = env["SBX_TEST_SNAPSHOTS"] = sbx.snapshots
     return env
 
 
@@ -181,6 +186,9 @@ def main():
     # not in /tmp (vm/vm-start.c): their QEMUs then name it, which the cancel test and the leak
     # check go by.
     os.chmod(sbx.runtime, 0o711)
+    if sys.argv[2] == "making":  # a snapshot cache of its own, empty: the test makes it
+        sbx.snapshots = os.path.join(sbx.state_dir, "snapshots")
+        os.mkdir(sbx.snapshots, 0o700)
     failure = None
     serve = None
     try:
