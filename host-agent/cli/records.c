@@ -441,8 +441,11 @@ static int do_prune(SbxStore *store, const RecordsOpts *o)
     g_autoptr(GError) error = NULL;
     guint deleted = 0, sessions = 0, snapshots = 0;
 
-    if (!sbx_records_prune(store, (guint64)o->max_age_days * 86400, (guint64)o->max_count,
-                           (guint64)o->max_mib * 1024 * 1024, &deleted, &sessions, &error)) {
+    if (!sbx_records_prune(store,
+                           &(SbxRecordsPrune){.max_age_s = (guint64)o->max_age_days * 86400,
+                                              .max_count = (guint64)o->max_count,
+                                              .max_bytes = (guint64)o->max_mib * 1024 * 1024},
+                           &deleted, &sessions, NULL, &error)) {
         return sbx_cli_store_fail(VERB, error);
     }
     /* Every time, not only when this one deleted: a server's pruning may have failed to. */

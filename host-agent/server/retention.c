@@ -17,6 +17,8 @@ struct SbxRetention {
     guint soon; /* the prune the bytes written asked for, or 0 */
 };
 
+static gboolean on_soon(gpointer data);
+
 /*
  * Prune; then unpin the snapshots no record names any more: every time on the timer (a
  * previous sync may have failed), after the bytes' prune only if it deleted something (the
@@ -27,10 +29,16 @@ static void prune(SbxRetention *r, gboolean always_sync)
 {
     g_autoptr(GError) error = NULL;
     guint deleted = 0, sessions = 0, snapshots = 0;
+    gboolean more = FALSE;
+    SbxRecordsPrune bounds = {
+        .max_age_s = r->max_age_s,
+        .max_count = r->max_count,
+        .max_bytes = r->max_bytes,
+        .max_deleted = SBX_RETENTION_BYTES_BATCH,
+    };
 
     r->written = 0;
-    if (!sbx_records_prune(r->store, r->max_age_s, r->max_count, r->max_bytes, &deleted, &sessions,
-                           &error)) {
+    if (!sbx_records_prune(r->store, &bounds, &deleted, &sessions, &more, &error)) {
         g_warning("records: prune failed (tried again in %d s): %s", SBX_RETENTION_PERIOD_S,
                   error->message);
     } else if (deleted > 0 || sessions > 0) {
@@ -38,6 +46,10 @@ static void prune(SbxRetention *r, gboolean always_sync)
                   sessions);
     }
     g_clear_error(&error);
+    if (more && r->soon == 0) {
+        /* the rest a batch at a time, each after what else the loop has to do */
+        r->soon = g_idle_add_full(G_PRIORITY_LOW, on_soon, r, NULL);
+    }
     if (!always_sync && deleted == 0) {
         return;
     }

@@ -20,6 +20,15 @@
  */
 #define SBX_RETENTION_BYTES_SHARE 10
 
+/*
+ * Records a prune by bytes deletes in one transaction; the rest go in later ones, each from the
+ * main loop when it is idle. Debian's SQLite overwrites what it deletes (secure_delete), so a
+ * transaction writes about the bytes it deletes, the loop stopped meanwhile: 410 MiB took 1.7 s
+ * on this project's test machine (docs/measurements.md). A record holds at most ~4 MiB (2 MiB of
+ * output, its code and its calls), so 16 keep a transaction within ~64 MiB, some 0.3 s.
+ */
+#define SBX_RETENTION_BYTES_BATCH 16
+
 typedef struct SbxRetention SbxRetention;
 
 /**

@@ -456,29 +456,33 @@ static gboolean prune_step(SbxStore *store, const char *sql, gint64 value, guint
 /*
  * Delete the finished records past @age_ms (0: no bound) or @count (0: no bound), then, for
  * @bytes (0: no bound), each finished one whose size and the sizes of the finished ones newer
- * than it sum to more than @bytes: the oldest, and only as many as the bound needs. One pass
- * over the index executions_size (migration 6 -> 7), which holds what the sum reads.
+ * than it sum to more than @bytes: the oldest, only as many as the bound needs and at most
+ * @batch (0: no limit; *@bytes_deleted: how many). One pass over the index executions_size
+ * (migration 6 -> 7), which holds what the sum reads.
  */
 static gboolean prune_executions(SbxStore *store, gint64 age_ms, gint64 count, gint64 bytes,
-                                 guint *deleted, GError **error)
+                                 guint batch, guint *deleted, guint *bytes_deleted, GError **error)
 {
-    return (age_ms == 0 || prune_step(store,
-                                      "DELETE FROM executions WHERE status NOT IN " UNFINISHED
-                                      " AND created_at < ?1",
-                                      sbx_store_now_ms() - age_ms, deleted, error)) &&
-           (count == 0 || prune_step(store,
-                                     "DELETE FROM executions WHERE id IN (SELECT id FROM executions"
-                                     " WHERE status NOT IN " UNFINISHED
-                                     " ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?1)",
-                                     count, deleted, error)) &&
-           (bytes == 0 ||
-            prune_step(
-                store,
-                "DELETE FROM executions WHERE id IN (SELECT id FROM (SELECT id,"
-                " sum(size_bytes) OVER (ORDER BY created_at DESC, id DESC"
-                " ROWS UNBOUNDED PRECEDING) AS kept FROM executions WHERE status NOT IN " UNFINISHED
-                ") WHERE kept > ?1)",
-                bytes, deleted, error));
+    gboolean ok =
+        (age_ms == 0 ||
+         prune_step(store,
+                    "DELETE FROM executions WHERE status NOT IN " UNFINISHED " AND created_at < ?1",
+                    sbx_store_now_ms() - age_ms, deleted, error)) &&
+        (count == 0 || prune_step(store,
+                                  "DELETE FROM executions WHERE id IN (SELECT id FROM executions"
+                                  " WHERE status NOT IN " UNFINISHED
+                                  " ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?1)",
+                                  count, deleted, error));
+    if (!ok || bytes == 0) {
+        return ok;
+    }
+    g_autofree char *sql = g_strdup_printf(
+        "DELETE FROM executions WHERE id IN (SELECT id FROM (SELECT id,"
+        " sum(size_bytes) OVER (ORDER BY created_at DESC, id DESC"
+        " ROWS UNBOUNDED PRECEDING) AS kept FROM executions WHERE status NOT IN " UNFINISHED
+        ") WHERE kept > ?1 ORDER BY kept DESC LIMIT %d)",
+        batch > 0 ? (int)MIN(batch, G_MAXINT) : -1);
+    return prune_step(store, sql, bytes, bytes_deleted, error);
 }
 
 /*
@@ -499,28 +503,32 @@ static gboolean prune_sessions(SbxStore *store, gint64 age_ms, gint64 count, gui
                                      count, deleted, error));
 }
 
-gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count, guint64 max_bytes,
-                           guint *ret_deleted, guint *ret_sessions, GError **error)
+gboolean sbx_records_prune(SbxStore *store, const SbxRecordsPrune *bounds, guint *ret_deleted,
+                           guint *ret_sessions, gboolean *ret_more, GError **error)
 {
-    guint deleted = 0, sessions = 0;
+    guint deleted = 0, by_bytes = 0, sessions = 0;
     /* Past 2^53 ms a bound means nothing anyway; keeps the arithmetic in gint64. */
-    gint64 age_ms = (gint64)MIN(max_age_s, (guint64)G_MAXINT64 / 2000) * 1000;
-    gint64 count = (gint64)MIN(max_count, (guint64)G_MAXINT64);
-    gint64 bytes = (gint64)MIN(max_bytes, (guint64)G_MAXINT64);
+    gint64 age_ms = (gint64)MIN(bounds->max_age_s, (guint64)G_MAXINT64 / 2000) * 1000;
+    gint64 count = (gint64)MIN(bounds->max_count, (guint64)G_MAXINT64);
+    gint64 bytes = (gint64)MIN(bounds->max_bytes, (guint64)G_MAXINT64);
 
     if (!sbx_store_begin(store, error)) {
         return FALSE;
     }
-    gboolean ok = prune_executions(store, age_ms, count, bytes, &deleted, error) &&
+    gboolean ok = prune_executions(store, age_ms, count, bytes, bounds->max_deleted, &deleted,
+                                   &by_bytes, error) &&
                   prune_sessions(store, age_ms, count, &sessions, error);
     if (!sbx_store_end(store, ok, ok ? error : NULL)) {
         return FALSE;
     }
     if (ret_deleted != NULL) {
-        *ret_deleted = deleted;
+        *ret_deleted = deleted + by_bytes;
     }
     if (ret_sessions != NULL) {
         *ret_sessions = sessions;
+    }
+    if (ret_more != NULL) {
+        *ret_more = bounds->max_deleted > 0 && by_bytes >= bounds->max_deleted;
     }
     return TRUE;
 }

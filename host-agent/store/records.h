@@ -178,20 +178,29 @@ gboolean sbx_records_get_calls(SbxStore *store, const char *tenant_id, const cha
 gboolean sbx_records_list(SbxStore *store, const SbxRecordFilter *f, GPtrArray **ret,
                           GError **error);
 
+/* What sbx_records_prune() deletes: each bound 0 is no such bound. */
+typedef struct {
+    guint64 max_age_s; /* finished records created more than this ago */
+    guint64 max_count; /* all but the newest this many finished ones */
+    guint64 max_bytes; /* then the oldest finished ones until the rest's sizes fit in this */
+    guint max_deleted; /* at most this many deleted by max_bytes in one call */
+} SbxRecordsPrune;
+
 /**
- * Delete finished records (not running or queued) created more than @max_age_s ago, and all but
- * the newest @max_count finished ones, then the oldest finished ones until the sizes of those
- * left sum to at most @max_bytes (0: no such bound, for each); their tool calls and approvals
- * go with them. A record's size is the bytes of its texts, output, tool calls and approvals,
- * computed when it is finished (or interrupted); a running one counts for nothing and is never
- * deleted. Then, in the same transaction, session records (sessions.h) by the rules of age and
- * count: ended sessions created more than @max_age_s ago and all but the newest @max_count
- * ended ones, each only once none of its execution records is left (an open session is never
- * deleted; a session has no size). *@ret_deleted and *@ret_sessions (either may be NULL): how
- * many records and sessions. The file does not shrink: SQLite reuses the pages freed.
+ * Delete finished records (not running or queued) by @bounds: created more than max_age_s ago,
+ * all but the newest max_count finished ones, then the oldest finished ones until the sizes of
+ * those left sum to at most max_bytes (at most max_deleted of them: *@ret_more is then TRUE
+ * when that many went and more may have to); their tool calls and approvals go with them. A
+ * record's size is the bytes of its texts, output, tool calls and approvals, computed when it
+ * is finished (or interrupted); a running one counts for nothing and is never deleted. Then,
+ * in the same transaction, session records (sessions.h) by the rules of age and count: ended
+ * sessions created more than max_age_s ago and all but the newest max_count ended ones, each
+ * only once none of its execution records is left (an open session is never deleted; a session
+ * has no size). *@ret_deleted and *@ret_sessions (any of the three may be NULL): how many
+ * records and sessions. The file does not shrink: SQLite reuses the pages freed.
  */
-gboolean sbx_records_prune(SbxStore *store, guint64 max_age_s, guint64 max_count, guint64 max_bytes,
-                           guint *ret_deleted, guint *ret_sessions, GError **error);
+gboolean sbx_records_prune(SbxStore *store, const SbxRecordsPrune *bounds, guint *ret_deleted,
+                           guint *ret_sessions, gboolean *ret_more, GError **error);
 
 /** What sbx_records_set_on_finished() calls: @size_bytes, the size of the record finished. */
 typedef void (*SbxRecordsFinishedFunc)(guint64 size_bytes, gpointer data);

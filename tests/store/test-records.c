@@ -460,7 +460,8 @@ static void test_migrate_from_6(void **state)
                                    " AND name = 'executions_size'"),
         1);
     guint deleted = 0;
-    assert_true(sbx_records_prune(s, 0, 0, (guint64)size, &deleted, NULL, NULL));
+    assert_true(sbx_records_prune(s, &(SbxRecordsPrune){.max_bytes = (guint64)size}, &deleted, NULL,
+                                  NULL, NULL));
     assert_int_equal(deleted, 1); /* the interrupted one, older */
     assert_int_equal(
         store_fixture_query_int(s, "SELECT count(*) FROM executions WHERE id = 'old-6'"), 1);
@@ -900,7 +901,8 @@ static void test_prune(void **state)
         add_finished(s, id, now - 1000 + i, "ok");
     }
     assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM tool_calls"), 7);
-    assert_true(sbx_records_prune(s, 24 * 3600, 0, 0, &deleted, NULL, NULL));
+    assert_true(sbx_records_prune(s, &(SbxRecordsPrune){.max_age_s = 24 * 3600}, &deleted, NULL,
+                                  NULL, NULL));
     assert_int_equal(deleted, 2);
     assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM executions"), 6);
     assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM tool_calls"),
@@ -910,7 +912,8 @@ static void test_prune(void **state)
                          s, "SELECT count(*) FROM tool_calls WHERE execution_id LIKE 'old%'"),
                      0);
     /* By count: the newest 2 finished stay; a running one is never pruned. */
-    assert_true(sbx_records_prune(s, 0, 2, 0, &deleted, NULL, NULL));
+    assert_true(
+        sbx_records_prune(s, &(SbxRecordsPrune){.max_count = 2}, &deleted, NULL, NULL, NULL));
     assert_int_equal(deleted, 3);
     g_autoptr(GPtrArray) left = NULL;
     assert_true(sbx_records_list(s, NULL, &left, NULL));
@@ -919,7 +922,8 @@ static void test_prune(void **state)
     assert_string_equal(((SbxRecord *)left->pdata[1])->id, "new-3");
     assert_string_equal(((SbxRecord *)left->pdata[2])->id, "old-running");
     assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM approvals"), 2);
-    assert_true(sbx_records_prune(s, 0, 0, 0, NULL, NULL, NULL)); /* no bound: nothing */
+    assert_true(sbx_records_prune(s, &(SbxRecordsPrune){0}, NULL, NULL, NULL,
+                                  NULL)); /* no bound: nothing */
     assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM executions"), 3);
 }
 
@@ -1062,11 +1066,24 @@ static void test_prune_bytes(void **state)
     assert_string_equal(all, "b-running b-0 b-1 b-2 b-3 b-4");
 
     /* At the bound: nothing. */
-    assert_true(sbx_records_prune(s, 0, 0, (guint64)(5 * one), &deleted, NULL, NULL));
+    assert_true(sbx_records_prune(s, &(SbxRecordsPrune){.max_bytes = (guint64)(5 * one)}, &deleted,
+                                  NULL, NULL, NULL));
     assert_int_equal(deleted, 0);
-    /* Three and a half fit: the two oldest finished go, and no more. */
-    assert_true(sbx_records_prune(s, 0, 0, (guint64)(3 * one + one / 2), &deleted, NULL, NULL));
-    assert_int_equal(deleted, 2);
+    /* Three and a half fit: the two oldest finished go, and no more; with a batch of 1, one a
+     * call, *ret_more saying whether to go on (a full batch: maybe). */
+    SbxRecordsPrune fit = {.max_bytes = (guint64)(3 * one + one / 2), .max_deleted = 1};
+    gboolean more = FALSE;
+    assert_true(sbx_records_prune(s, &fit, &deleted, NULL, &more, NULL));
+    assert_int_equal(deleted, 1);
+    assert_true(more);
+    g_autofree char *first_gone = ids_left(s);
+    assert_string_equal(first_gone, "b-running b-1 b-2 b-3 b-4");
+    assert_true(sbx_records_prune(s, &fit, &deleted, NULL, &more, NULL));
+    assert_int_equal(deleted, 1);
+    assert_true(more);
+    assert_true(sbx_records_prune(s, &fit, &deleted, NULL, &more, NULL));
+    assert_int_equal(deleted, 0);
+    assert_false(more);
     g_autofree char *left = ids_left(s);
     assert_string_equal(left, "b-running b-2 b-3 b-4");
     assert_int_equal(store_fixture_query_int(s, "SELECT count(*) FROM tool_calls"), 3);
@@ -1074,20 +1091,24 @@ static void test_prune_bytes(void **state)
     /* By age, not size: a large new record keeps its place; the older small ones go first. */
     gint64 large = add_sized(s, "b-large", now - 1000, 20000);
     assert_true(large > 10 * one);
-    assert_true(sbx_records_prune(s, 0, 0, (guint64)(large + one), &deleted, NULL, NULL));
+    assert_true(sbx_records_prune(s, &(SbxRecordsPrune){.max_bytes = (guint64)(large + one)},
+                                  &deleted, NULL, NULL, NULL));
     assert_int_equal(deleted, 2); /* b-2, b-3 */
     g_autofree char *after_large = ids_left(s);
     assert_string_equal(after_large, "b-running b-4 b-large");
 
     /* With age and count in one prune: each bound deletes what it must. */
     add_sized(s, "b-new", now - 500, 1000);
-    assert_true(sbx_records_prune(s, 0, 2, (guint64)(large + one), &deleted, NULL, NULL));
+    assert_true(sbx_records_prune(
+        s, &(SbxRecordsPrune){.max_count = 2, .max_bytes = (guint64)(large + one)}, &deleted, NULL,
+        NULL, NULL));
     assert_int_equal(deleted, 2); /* b-4 by count, then b-large by bytes */
     g_autofree char *both = ids_left(s);
     assert_string_equal(both, "b-running b-new");
 
     /* A bound below the newest one's size: every finished one goes, the running one stays. */
-    assert_true(sbx_records_prune(s, 0, 0, 1, &deleted, NULL, NULL));
+    assert_true(
+        sbx_records_prune(s, &(SbxRecordsPrune){.max_bytes = 1}, &deleted, NULL, NULL, NULL));
     assert_int_equal(deleted, 1);
     g_autofree char *last = ids_left(s);
     assert_string_equal(last, "b-running");

@@ -134,6 +134,36 @@ static void test_bytes_written(void **state)
     g_unsetenv("SANDBOX_SNAPSHOT_DIR");
 }
 
+/*
+ * Past the bound by more than a batch (SBX_RETENTION_BYTES_BATCH): the prune at the start
+ * deletes one batch, the rest go in later transactions from the loop, until the bound holds.
+ */
+static void test_bytes_in_batches(void **state)
+{
+    StoreFixture *f = *state;
+    g_autofree char *cache = g_build_filename(f->dir, "snapshots", NULL);
+    g_autoptr(GError) error = NULL;
+    const int over = 2 * SBX_RETENTION_BYTES_BATCH + 3, kept = 5;
+    gint64 now = sbx_store_now_ms(), size = 0;
+
+    g_setenv("SANDBOX_SNAPSHOT_DIR", cache, TRUE);
+    g_autoptr(SbxStore) s = sbx_store_open(f->path, &error);
+    assert_non_null(s);
+    for (int i = 0; i < over + kept; i++) {
+        g_autofree char *id = g_strdup_printf("r-%03d", i);
+        size = add(s, id, now - 100000 + i, KEY_NEW);
+    }
+    SbxRetention *r = sbx_retention_start(s, 0, 0, (guint64)(kept * size));
+    assert_int_equal(count_records(s), over + kept - SBX_RETENTION_BYTES_BATCH);
+    run_loop();
+    assert_int_equal(count_records(s), kept);
+    g_autofree char *newest = g_strdup_printf(
+        "SELECT count(*) FROM executions WHERE id >= 'r-%03d'", over); /* the newest: kept */
+    assert_int_equal(store_fixture_query_int(s, newest), kept);
+    sbx_retention_free(r);
+    g_unsetenv("SANDBOX_SNAPSHOT_DIR");
+}
+
 /* Without a bound on bytes the store has no hook; without any bound, no retention at all. */
 static void test_no_bytes_bound(void **state)
 {
@@ -157,6 +187,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_bytes_written, store_fixture_setup,
+                                        store_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_bytes_in_batches, store_fixture_setup,
                                         store_fixture_teardown),
         cmocka_unit_test_setup_teardown(test_no_bytes_bound, store_fixture_setup,
                                         store_fixture_teardown),

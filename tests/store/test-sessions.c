@@ -484,7 +484,8 @@ static void test_prune(void **state)
     }
     begin_ok(s, "new-open", NULL, now);
 
-    assert_true(sbx_records_prune(s, 30 * 24 * 3600, 0, 0, &deleted, &sessions, NULL));
+    assert_true(sbx_records_prune(s, &(SbxRecordsPrune){.max_age_s = 30 * 24 * 3600}, &deleted,
+                                  &sessions, NULL, NULL));
     assert_int_equal(deleted, 2); /* in-old-open, old-exec */
     assert_int_equal(sessions, 1);
     assert_false(has_session(s, "old-ended"));
@@ -495,7 +496,8 @@ static void test_prune(void **state)
     assert_int_equal(kept->executions, 1);
 
     /* By count: the newest 2 ended sessions stay, and those executions still name. */
-    assert_true(sbx_records_prune(s, 0, 2, 0, &deleted, &sessions, NULL));
+    assert_true(
+        sbx_records_prune(s, &(SbxRecordsPrune){.max_count = 2}, &deleted, &sessions, NULL, NULL));
     assert_int_equal(deleted, 0);  /* new-exec is among the newest 2 finished */
     assert_int_equal(sessions, 2); /* new-0, new-1 */
     assert_false(has_session(s, "new-0"));
@@ -506,17 +508,20 @@ static void test_prune(void **state)
     assert_int_equal(count_all(s), 6);
 
     /* The session goes with its last execution record. */
-    assert_true(sbx_records_prune(s, 0, 1, 0, &deleted, &sessions, NULL));
+    assert_true(
+        sbx_records_prune(s, &(SbxRecordsPrune){.max_count = 1}, &deleted, &sessions, NULL, NULL));
     assert_int_equal(deleted, 0);  /* one finished record left: new-exec */
     assert_int_equal(sessions, 1); /* new-2; old-with-new is past the count, new-exec names it */
     assert_false(has_session(s, "new-2"));
     assert_true(has_session(s, "old-with-new"));
-    assert_true(sbx_records_prune(s, 1, 0, 0, &deleted, &sessions, NULL));
+    assert_true(
+        sbx_records_prune(s, &(SbxRecordsPrune){.max_age_s = 1}, &deleted, &sessions, NULL, NULL));
     assert_int_equal(deleted, 1); /* new-exec, 5 s old */
     assert_false(has_session(s, "old-with-new"));
     assert_true(has_session(s, "old-open") && has_session(s, "new-open"));
-    assert_true(has_session(s, "old-running"));                   /* its running execution */
-    assert_true(sbx_records_prune(s, 0, 0, 0, NULL, NULL, NULL)); /* no bound: nothing */
+    assert_true(has_session(s, "old-running")); /* its running execution */
+    assert_true(sbx_records_prune(s, &(SbxRecordsPrune){0}, NULL, NULL, NULL,
+                                  NULL)); /* no bound: nothing */
 }
 
 /*
@@ -543,7 +548,8 @@ static void test_prune_bytes(void **state)
     add_execution(s, "x-open-running", "s-open", now - 4000, TRUE);
 
     /* Bytes alone: every finished execution goes (1 byte holds none), no session. */
-    assert_true(sbx_records_prune(s, 0, 0, 1, &deleted, &sessions, NULL));
+    assert_true(
+        sbx_records_prune(s, &(SbxRecordsPrune){.max_bytes = 1}, &deleted, &sessions, NULL, NULL));
     assert_int_equal(deleted, 4);
     assert_int_equal(sessions, 0);
     assert_true(has_session(s, "s-old") && has_session(s, "s-new") && has_session(s, "s-open"));
@@ -552,7 +558,9 @@ static void test_prune_bytes(void **state)
 
     /* Age with bytes, in one prune: s-old (past the age, none of its executions left) goes. */
     add_execution(s, "x-new-2", "s-new", now - 3000, FALSE);
-    assert_true(sbx_records_prune(s, 30 * 24 * 3600, 0, 1, &deleted, &sessions, NULL));
+    assert_true(sbx_records_prune(s,
+                                  &(SbxRecordsPrune){.max_age_s = 30 * 24 * 3600, .max_bytes = 1},
+                                  &deleted, &sessions, NULL, NULL));
     assert_int_equal(deleted, 1); /* x-new-2 by bytes */
     assert_int_equal(sessions, 1);
     assert_false(has_session(s, "s-old"));
@@ -560,7 +568,8 @@ static void test_prune_bytes(void **state)
     assert_true(has_session(s, "s-open")); /* open: never, however old */
 
     /* Count with bytes: s-new is the newest ended one, kept; s-open stays open. */
-    assert_true(sbx_records_prune(s, 0, 1, 1, &deleted, &sessions, NULL));
+    assert_true(sbx_records_prune(s, &(SbxRecordsPrune){.max_count = 1, .max_bytes = 1}, &deleted,
+                                  &sessions, NULL, NULL));
     assert_int_equal(deleted, 0);
     assert_int_equal(sessions, 0);
     assert_true(has_session(s, "s-new") && has_session(s, "s-open"));
