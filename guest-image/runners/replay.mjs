@@ -51,6 +51,9 @@ const REASON_MAX = 1000;
 const CHUNK_BYTES = 4096;
 // The start of each chunk's salt: names the construction (sbx_replay.py's DRBG_LABEL).
 const DRBG_LABEL = Buffer.from('sbx-drbg-1');
+// Taken now: a program may replace node:crypto's functions (its module object is the one
+// programs get), which must not change how the generator makes its stream.
+const pbkdf2Sync = crypto.pbkdf2Sync;
 
 export class ReplayDivergence extends Error {
     constructor(message) {
@@ -104,7 +107,7 @@ class Drbg {
         // chunk when more is drawn (PBKDF2's blocks do not depend on the length asked for).
         const n = this.chunk === 0n && this.pool.length === 0 ? 32 : CHUNK_BYTES;
         this.salt.writeBigUInt64BE(this.chunk, DRBG_LABEL.length);
-        this.pool = crypto.pbkdf2Sync(this.seed, this.salt, 1, n, 'sha256');
+        this.pool = pbkdf2Sync(this.seed, this.salt, 1, n, 'sha256');
     }
 
     fill(bytes) {

@@ -66,6 +66,8 @@ CHUNK_BYTES = 4096
 # The start of each chunk's salt: names the construction, so no other use of a seed makes this
 # stream.
 DRBG_LABEL = b"sbx-drbg-1"
+# Taken now: a program may replace hashlib's functions, which must not change the stream.
+_pbkdf2_hmac = hashlib.pbkdf2_hmac
 
 
 class ReplayDivergence(Exception):
@@ -88,8 +90,8 @@ class Drbg:
         # The first draw is mostly random's seed: the first block only, the rest of the chunk
         # when more is drawn (PBKDF2's blocks do not depend on the length asked for).
         n = 32 if self.chunk == 0 and not self.pool else CHUNK_BYTES
-        self.pool = hashlib.pbkdf2_hmac("sha256", self.seed,
-                                        DRBG_LABEL + self.chunk.to_bytes(8, "big"), 1, n)
+        self.pool = _pbkdf2_hmac("sha256", self.seed,
+                                 DRBG_LABEL + self.chunk.to_bytes(8, "big"), 1, n)
 
     def bytes(self, n):
         out = []
