@@ -690,7 +690,7 @@ def test_python_seeded_random(runners):
     replay_*): not on the host."""
     check_seeded(runners, "python", PY_RANDOM)
     check_stream(runners, "python", "import hashlib, os\n"
-                 "hashlib.pbkdf2_hmac = lambda *a: bytes(4096)  # the program's, not the generator's\n"
+                 "hashlib.pbkdf2_hmac = lambda *a: bytes(4096)  # not the generator's\n"
                  "os.urandom(9000).hex()")
 
 
