@@ -154,14 +154,19 @@ def serve_kill9(env, tmp):
         serve2.send_signal(signal.SIGTERM)
         serve2.wait(timeout=60)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        if failures:
-            log.seek(0)
-            print("serve's log:\n" + log.read())
-        log.close()
+        end(procs, log)
+
+
+def end(started, log):
+    """Kill what of @started (our own Popens) still runs, and close @log, printed on failure."""
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    if failures:
+        log.seek(0)
+        print("serve's log:\n" + log.read())
+    log.close()
 
 
 def serve_keep_mib(env, tmp):
@@ -193,13 +198,7 @@ def serve_keep_mib(env, tmp):
         serve.send_signal(signal.SIGTERM)
         serve.wait(timeout=60)
     finally:
-        if serve is not None and serve.poll() is None:
-            serve.kill()
-            serve.wait()
-        if failures:
-            log.seek(0)
-            print("serve's log:\n" + log.read())
-        log.close()
+        end([serve] if serve is not None else [], log)
 
 
 def main():
